@@ -1,0 +1,4 @@
+//! The daemon's event loop: process events in, page events in, profiles learned, plans made and
+//! fetched, state saved, status served over a Unix socket.
+//!
+//! It wires `sense`, `model`, `plan`, `fetch` and `store` together and owns no policy of its own.

@@ -1,0 +1,246 @@
+//! Launch profiles: which pages of which files an application used while starting, in the order
+//! it first used them, and the builder that turns a stream of page events into one.
+//!
+//! Pure: it never opens files or asks the kernel; identities and paths come from the caller.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::range::{PageRange, RangeSet};
+
+/// How a file was identified when it was traced; a file whose identity changed since is stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileIdentity {
+    /// Device number as `stat(2)` reports it (`st_dev`).
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch.
+    pub mtime_ns: i64,
+}
+
+/// A page range and when it was first used, in microseconds since the trace started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsedRange {
+    /// The pages.
+    pub range: PageRange,
+    /// Microseconds from the start of the launch to the first use of the range's first page.
+    pub first_use_us: u64,
+}
+
+/// The pages one file contributed to a launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileProfile {
+    /// Absolute path at trace time.
+    pub path: PathBuf,
+    /// Identity at trace time.
+    pub identity: FileIdentity,
+    /// Disjoint ranges in first-use order.
+    pub ranges: Vec<UsedRange>,
+}
+
+impl FileProfile {
+    /// Pages this file contributes.
+    pub fn page_count(&self) -> u64 {
+        self.ranges.iter().map(|r| r.range.len).sum()
+    }
+
+    /// When the file was first used.
+    pub fn first_use_us(&self) -> u64 {
+        self.ranges.iter().map(|r| r.first_use_us).min().unwrap_or(0)
+    }
+
+    /// The file's pages as a set.
+    pub fn page_set(&self) -> RangeSet {
+        self.ranges.iter().map(|r| r.range).collect()
+    }
+}
+
+/// Which kernel events a trace was taken from, best first. Reported so users know what they get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TraceMode {
+    /// Access events (get_pages, map_pages, fault) plus insertions: complete even on a warm cache.
+    Access,
+    /// Page-cache insertions only: complete on a cold cache, partial on a warm one.
+    Insertion,
+    /// No tracing: files from /proc maps and fanotify, whole files, no page detail.
+    FileOnly,
+}
+
+impl TraceMode {
+    /// A short description for status output.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TraceMode::Access => "page access events (complete even with a warm cache)",
+            TraceMode::Insertion => "page-cache insertions only (complete only from a cold cache)",
+            TraceMode::FileOnly => "no tracing: whole files from /proc maps and fanotify",
+        }
+    }
+}
+
+/// Pages seen in events whose inode could not be turned into a path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unresolved {
+    /// Distinct (device, inode) pairs left without a path.
+    pub inodes: u64,
+    /// Pages they held.
+    pub pages: u64,
+}
+
+/// One application's start-up working set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchProfile {
+    /// The command that was traced, argv style.
+    pub command: Vec<String>,
+    /// Seconds since the epoch when the trace was taken.
+    pub recorded_at: u64,
+    /// Page size in bytes the page indices refer to.
+    pub page_size: u64,
+    /// Events the trace was built from.
+    pub mode: TraceMode,
+    /// Length of the traced window in milliseconds.
+    pub window_ms: u64,
+    /// Files in the order of their first use.
+    pub files: Vec<FileProfile>,
+    /// What the trace could not attribute to a path.
+    pub unresolved: Unresolved,
+}
+
+impl LaunchProfile {
+    /// Pages over all files.
+    pub fn page_count(&self) -> u64 {
+        self.files.iter().map(FileProfile::page_count).sum()
+    }
+
+    /// Bytes over all files.
+    pub fn byte_count(&self) -> u64 {
+        self.page_count() * self.page_size
+    }
+}
+
+/// Kernel-side key of a cached file: the superblock device as the tracepoints report it (already
+/// converted to `st_dev` encoding by the sense layer) and the inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InodeKey {
+    /// Device number in `st_dev` encoding.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+}
+
+#[derive(Default)]
+struct InodePages {
+    seen: RangeSet,
+    order: Vec<UsedRange>,
+    first_seq: u64,
+}
+
+/// Accumulates page events into first-use-ordered ranges per inode.
+///
+/// Feed it every event with [`WorkingSetBuilder::touch`]; pages already seen are ignored, new
+/// pages extend the range first used just before them when contiguous, or start a new range.
+#[derive(Default)]
+pub struct WorkingSetBuilder {
+    inodes: HashMap<InodeKey, InodePages>,
+    next_seq: u64,
+}
+
+impl WorkingSetBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `pages` of `inode` were used at `at_us` (microseconds since the launch start).
+    pub fn touch(&mut self, inode: InodeKey, pages: PageRange, at_us: u64) {
+        if pages.is_empty() {
+            return;
+        }
+        let seq = self.next_seq;
+        let entry = self.inodes.entry(inode).or_insert_with(|| InodePages { first_seq: seq, ..Default::default() });
+        let fresh = entry.seen.missing_from(pages);
+        if fresh.is_empty() {
+            return;
+        }
+        self.next_seq += 1;
+        for piece in fresh {
+            entry.seen.insert(piece);
+            match entry.order.last_mut() {
+                Some(last) if last.range.end() == piece.start => last.range.len += piece.len,
+                _ => entry.order.push(UsedRange { range: piece, first_use_us: at_us }),
+            }
+        }
+    }
+
+    /// Distinct inodes seen so far.
+    pub fn inode_count(&self) -> usize {
+        self.inodes.len()
+    }
+
+    /// Pages seen so far for `inode`.
+    pub fn pages_of(&self, inode: InodeKey) -> u64 {
+        self.inodes.get(&inode).map_or(0, |p| p.seen.page_count())
+    }
+
+    /// The inodes seen, in first-use order, each with its ranges in first-use order.
+    pub fn finish(self) -> Vec<(InodeKey, Vec<UsedRange>)> {
+        let mut all: Vec<_> = self.inodes.into_iter().collect();
+        all.sort_by_key(|(key, p)| (p.first_seq, *key));
+        all.into_iter().map(|(key, p)| (key, p.order)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: InodeKey = InodeKey { dev: 1, ino: 10 };
+    const B: InodeKey = InodeKey { dev: 1, ino: 20 };
+
+    #[test]
+    fn contiguous_first_uses_extend_one_range() {
+        let mut b = WorkingSetBuilder::new();
+        b.touch(A, PageRange::new(0, 4), 5);
+        b.touch(A, PageRange::new(4, 4), 9);
+        let out = b.finish();
+        assert_eq!(out[0].1, vec![UsedRange { range: PageRange::new(0, 8), first_use_us: 5 }]);
+    }
+
+    #[test]
+    fn repeated_pages_are_ignored_and_order_is_first_use() {
+        let mut b = WorkingSetBuilder::new();
+        b.touch(B, PageRange::new(100, 1), 1);
+        b.touch(A, PageRange::new(50, 2), 2);
+        b.touch(B, PageRange::new(100, 1), 3);
+        b.touch(A, PageRange::new(10, 2), 4);
+        b.touch(A, PageRange::new(49, 4), 5);
+        let out = b.finish();
+        assert_eq!(out.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![B, A]);
+        let a = &out[1].1;
+        assert_eq!(
+            a,
+            &vec![
+                UsedRange { range: PageRange::new(50, 2), first_use_us: 2 },
+                UsedRange { range: PageRange::new(10, 2), first_use_us: 4 },
+                UsedRange { range: PageRange::new(49, 1), first_use_us: 5 },
+                UsedRange { range: PageRange::new(52, 1), first_use_us: 5 },
+            ]
+        );
+    }
+
+    #[test]
+    fn backward_reads_keep_their_order() {
+        // A backward scan (AASFP's case): each page is a new range, latest pages first.
+        let mut b = WorkingSetBuilder::new();
+        for (t, p) in (0..5u64).rev().enumerate() {
+            b.touch(A, PageRange::new(p, 1), t as u64);
+        }
+        let starts: Vec<u64> = b.finish()[0].1.iter().map(|r| r.range.start).collect();
+        assert_eq!(starts, vec![4, 3, 2, 1, 0]);
+    }
+}

@@ -1,0 +1,4 @@
+//! What augur decides: given predicted launch probabilities, learned profiles and a memory budget,
+//! which page ranges to keep resident and in what order to fetch them.
+//!
+//! Pure: no system calls; the budget's inputs (MemAvailable, pressure) are passed in by the daemon.

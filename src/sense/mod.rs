@@ -1,0 +1,4 @@
+//! What observes the kernel: tracefs instances and their page events, process exec/exit events,
+//! and the resolution of (device, inode) pairs to paths.
+//!
+//! A thin OS layer: it reports what the kernel says and leaves learning to `model`.
