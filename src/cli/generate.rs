@@ -1,16 +1,150 @@
-//! `augur generate`: not yet implemented.
+//! `augur generate` (hidden): writes the man pages and shell completion scripts, both derived from
+//! the clap definition in [`crate::cli::Cli`], so the command line is described in one place only.
+//!
+//! The Debian package script (`scripts/build-deb`) calls it at build time. It must not describe any
+//! option by hand: everything comes from the `Cli` derive.
 
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, CommandFactory, Subcommand};
+use clap_complete::{Generator, Shell};
 
-use crate::error::{Error, Result};
+use crate::cli::Cli;
+use crate::error::{IoContext, Result};
 
 /// Arguments of `augur generate`.
 #[derive(Debug, Args)]
-pub struct GenerateArgs {}
+pub struct GenerateArgs {
+    #[command(subcommand)]
+    pub what: GenerateWhat,
+}
+
+/// What to generate.
+#[derive(Debug, Subcommand)]
+pub enum GenerateWhat {
+    /// Write one man page per command into DIR: augur.1 and augur-<subcommand>.1.
+    Man {
+        /// Directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
+    /// Write the completion script for SHELL into DIR, or to stdout without DIR.
+    Completions {
+        /// The shell to generate for.
+        shell: Shell,
+        /// Directory to write the script into, under the name that shell looks for
+        /// (bash: augur, zsh: _augur, fish: augur.fish).
+        dir: Option<PathBuf>,
+    },
+}
 
 /// Runs the subcommand.
-pub fn run(_args: GenerateArgs) -> Result<ExitCode> {
-    Err(Error::Usage("augur generate is not implemented yet".into()))
+pub fn run(args: GenerateArgs) -> Result<ExitCode> {
+    match args.what {
+        GenerateWhat::Man { dir } => {
+            for path in write_man_pages(&dir)? {
+                println!("{}", path.display());
+            }
+        }
+        GenerateWhat::Completions { shell, dir } => {
+            let script = completion_script(shell);
+            match dir {
+                Some(dir) => {
+                    let path = dir.join(completion_file_name(shell));
+                    create_dir(&dir)?;
+                    fs::write(&path, script).context(|| format!("writing {}", path.display()))?;
+                    println!("{}", path.display());
+                }
+                None => std::io::stdout().write_all(&script).context(|| "writing to stdout".into())?,
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The name under which `shell` loads the completions of a command called `augur`.
+pub fn completion_file_name(shell: Shell) -> String {
+    match shell {
+        // bash-completion looks up `<dir>/<command>` first.
+        Shell::Bash => "augur".to_string(),
+        other => other.file_name("augur"),
+    }
+}
+
+/// The completion script for `shell`.
+pub fn completion_script(shell: Shell) -> Vec<u8> {
+    let mut cmd = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "augur", &mut script);
+    script
+}
+
+/// Writes `augur.1` and one `augur-<cmd>.1` per visible subcommand (recursively) into `dir`;
+/// returns the paths written.
+pub fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
+    create_dir(dir)?;
+    let mut cmd = Cli::command();
+    // Building propagates display names ("augur-trace") and the version to subcommands.
+    cmd.build();
+    let mut written = Vec::new();
+    write_man_page(cmd, dir, &mut written)?;
+    Ok(written)
+}
+
+fn write_man_page(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+        write_man_page(sub.clone(), dir, written)?;
+    }
+    let man = clap_mangen::Man::new(cmd).manual("augur manual");
+    let path = dir.join(man.get_filename());
+    let mut page = Vec::new();
+    man.render(&mut page).context(|| format!("rendering {}", path.display()))?;
+    fs::write(&path, page).context(|| format!("writing {}", path.display()))?;
+    written.push(path);
+    Ok(())
+}
+
+fn create_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_man_page_per_visible_command_and_none_for_hidden_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_man_pages(dir.path()).unwrap();
+        let names: Vec<String> =
+            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert!(names.contains(&"augur.1".to_string()));
+        let visible = Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .count();
+        assert_eq!(names.len(), visible + 1, "{names:?}");
+        for sub in ["trace", "daemon", "status", "forget"] {
+            assert!(names.contains(&format!("augur-{sub}.1")), "{names:?}");
+        }
+        assert!(!names.iter().any(|n| n.contains("generate")));
+        let page = fs::read_to_string(dir.path().join("augur-daemon.1")).unwrap();
+        assert!(page.starts_with(".ie") || page.contains(".TH augur-daemon"), "{page}");
+    }
+
+    #[test]
+    fn completions_name_every_visible_subcommand() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = String::from_utf8(completion_script(shell)).unwrap();
+            for sub in ["trace", "prefetch", "daemon", "status", "forget"] {
+                assert!(script.contains(sub), "{shell} lacks {sub}");
+            }
+            // clap_complete still lists hidden subcommands (here `generate`); harmless.
+        }
+        assert_eq!(completion_file_name(Shell::Bash), "augur");
+        assert_eq!(completion_file_name(Shell::Zsh), "_augur");
+        assert_eq!(completion_file_name(Shell::Fish), "augur.fish");
+    }
 }

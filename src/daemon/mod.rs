@@ -2,3 +2,5 @@
 //! fetched, state saved, status served over a Unix socket.
 //!
 //! It wires `sense`, `model`, `plan`, `fetch` and `store` together and owns no policy of its own.
+
+pub mod notify;
