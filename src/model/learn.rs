@@ -1,0 +1,581 @@
+//! Adaptive launch profiles: what an application's launches have used, merged over runs, with
+//! fading memory, and the replay profile derived from it.
+//!
+//! Each page range of each file counts in how many recent launches it was used, every count decays
+//! by a factor per launch (so old habits fade), ranges unused for several launches are dropped, and
+//! a file whose identity changed (a package upgrade) is relearned from scratch, never replayed from
+//! stale data. This generalises the "sort-sum" aggregation over the last N traces of trace-based
+//! boot prefetchers: a sum over all launches, recent ones weighing more, thresholded on replay.
+//!
+//! Pure: no I/O, no clocks; the caller passes launches and logical times. Persistence is `store`'s.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
+use super::range::PageRange;
+
+/// The knobs of learning, from the configuration's `[learn]` section.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LearnSettings {
+    /// Factor every range's count is multiplied by at each launch of its application, in (0, 1].
+    pub decay: f64,
+    /// A range not used by this many consecutive launches is dropped.
+    pub drop_after_launches: u32,
+    /// Share of the (decayed) launches a range must have been used in to be replayed, in (0, 1].
+    pub replay_threshold: f64,
+    /// Most ranges kept per application; the least used go first.
+    pub max_ranges_per_app: usize,
+    /// Most applications kept; the least recently launched go first.
+    pub max_apps: usize,
+}
+
+impl Default for LearnSettings {
+    fn default() -> Self {
+        LearnSettings {
+            decay: 0.75,
+            drop_after_launches: 4,
+            replay_threshold: 0.2,
+            max_ranges_per_app: 8192,
+            max_apps: 1000,
+        }
+    }
+}
+
+/// A run of pages with one usage history.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    /// The pages.
+    pub range: PageRange,
+    /// Decayed number of launches that used these pages.
+    pub score: f64,
+    /// Number (1-based) of the last launch that used them.
+    pub last_launch: u64,
+    /// When that launch first used them, microseconds from its start.
+    pub first_use_us: u64,
+}
+
+/// What is known of one file an application uses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileModel {
+    /// Identity when the file was last seen; a different identity restarts learning.
+    pub identity: FileIdentity,
+    /// When the last launch that used the file first used it (orders files on replay).
+    pub first_use_us: u64,
+    /// Sorted, disjoint, non-empty segments.
+    pub segments: Vec<Segment>,
+}
+
+/// Everything learned about one application's launches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppModel {
+    /// Launches recorded.
+    pub launches: u64,
+    /// Decayed number of launches: the score of a range used by every launch.
+    pub weight: f64,
+    /// Page size the page indices refer to.
+    pub page_size: u64,
+    /// Events the last launch was learned from.
+    pub mode: TraceMode,
+    /// Command line of the last launch.
+    pub command: Vec<String>,
+    /// Files by path.
+    pub files: BTreeMap<PathBuf, FileModel>,
+}
+
+impl AppModel {
+    /// A model that has seen no launch.
+    pub fn new(page_size: u64) -> Self {
+        AppModel {
+            launches: 0,
+            weight: 0.0,
+            page_size,
+            mode: TraceMode::Access,
+            command: Vec::new(),
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// Number of segments over all files.
+    pub fn segment_count(&self) -> usize {
+        self.files.values().map(|f| f.segments.len()).sum()
+    }
+
+    /// Pages known over all files, whatever their score.
+    pub fn page_count(&self) -> u64 {
+        self.files.values().flat_map(|f| &f.segments).map(|s| s.range.len).sum()
+    }
+
+    /// Share of launches a segment was used in, decayed: in (0, 1].
+    pub fn confidence(&self, seg: &Segment) -> f64 {
+        if self.weight <= 0.0 { 0.0 } else { (seg.score / self.weight).min(1.0) }
+    }
+
+    /// Merges one launch into the model.
+    pub fn record_launch(&mut self, launch: &LaunchProfile, s: &LearnSettings) {
+        let decay = s.decay.clamp(f64::MIN_POSITIVE, 1.0);
+        self.launches += 1;
+        let n = self.launches;
+        self.weight = self.weight * decay + 1.0;
+        if launch.page_size != 0 && launch.page_size != self.page_size {
+            // Page indices of another size cannot be merged; start over.
+            self.files.clear();
+            self.page_size = launch.page_size;
+        }
+        self.mode = launch.mode;
+        self.command = launch.command.clone();
+        for f in self.files.values_mut() {
+            for seg in &mut f.segments {
+                seg.score *= decay;
+            }
+        }
+        for fp in &launch.files {
+            if fp.ranges.is_empty() {
+                // Seen without pages: only a changed identity matters (its old pages are stale).
+                if let Some(f) = self.files.get_mut(&fp.path).filter(|f| f.identity != fp.identity) {
+                    f.identity = fp.identity;
+                    f.segments.clear();
+                }
+                continue;
+            }
+            let entry = self.files.entry(fp.path.clone()).or_insert_with(|| FileModel {
+                identity: fp.identity,
+                first_use_us: fp.first_use_us(),
+                segments: Vec::new(),
+            });
+            if entry.identity != fp.identity {
+                // Upgraded or rewritten: what was learned describes another file.
+                entry.identity = fp.identity;
+                entry.segments.clear();
+            }
+            entry.first_use_us = fp.first_use_us();
+            entry.segments = merge_segments(&entry.segments, &fp.ranges, n);
+        }
+        let horizon = u64::from(s.drop_after_launches.max(1));
+        for f in self.files.values_mut() {
+            f.segments.retain(|seg| n - seg.last_launch < horizon);
+        }
+        self.files.retain(|_, f| !f.segments.is_empty());
+        self.enforce_range_cap(s.max_ranges_per_app);
+    }
+
+    /// Drops the least used segments (latest first used among equals) until at most `cap` remain.
+    fn enforce_range_cap(&mut self, cap: usize) {
+        let total = self.segment_count();
+        if total <= cap {
+            return;
+        }
+        let mut all: Vec<(f64, u64, PathBuf, u64)> = self
+            .files
+            .iter()
+            .flat_map(|(p, f)| f.segments.iter().map(move |s| (s.score, s.first_use_us, p.clone(), s.range.start)))
+            .collect();
+        // Lowest score first; among equal scores, the latest first use goes first.
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+        let mut doomed: BTreeMap<PathBuf, Vec<u64>> = BTreeMap::new();
+        for (_, _, path, start) in all.into_iter().take(total - cap) {
+            doomed.entry(path).or_default().push(start);
+        }
+        for (path, starts) in doomed {
+            if let Some(f) = self.files.get_mut(&path) {
+                f.segments.retain(|s| !starts.contains(&s.range.start));
+            }
+        }
+        self.files.retain(|_, f| !f.segments.is_empty());
+    }
+
+    /// The profile to replay: segments whose confidence reaches the threshold, files and ranges in
+    /// first-use order, adjacent ranges merged.
+    pub fn replay_profile(&self, s: &LearnSettings) -> LaunchProfile {
+        let mut files: Vec<FileProfile> = Vec::new();
+        for (path, f) in &self.files {
+            let mut chosen: Vec<UsedRange> = Vec::new();
+            for seg in &f.segments {
+                if self.confidence(seg) + 1e-12 < s.replay_threshold {
+                    continue;
+                }
+                match chosen.last_mut() {
+                    Some(last) if last.range.end() == seg.range.start => {
+                        last.range.len += seg.range.len;
+                        last.first_use_us = last.first_use_us.min(seg.first_use_us);
+                    }
+                    _ => chosen.push(UsedRange { range: seg.range, first_use_us: seg.first_use_us }),
+                }
+            }
+            if chosen.is_empty() {
+                continue;
+            }
+            chosen.sort_by_key(|u| (u.first_use_us, u.range.start));
+            files.push(FileProfile { path: path.clone(), identity: f.identity, ranges: chosen });
+        }
+        files.sort_by(|a, b| {
+            let fa = self.files.get(&a.path).map_or(0, |f| f.first_use_us);
+            let fb = self.files.get(&b.path).map_or(0, |f| f.first_use_us);
+            fa.cmp(&fb).then_with(|| a.path.cmp(&b.path))
+        });
+        LaunchProfile {
+            command: self.command.clone(),
+            recorded_at: 0,
+            page_size: self.page_size,
+            mode: self.mode,
+            window_ms: 0,
+            files,
+            unresolved: Unresolved::default(),
+        }
+    }
+}
+
+/// Splits `old` segments (already decayed) and the launch's `used` ranges at every boundary and
+/// counts launch `n` on the pieces it used.
+fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
+    let mut used: Vec<UsedRange> = used.iter().copied().filter(|u| !u.range.is_empty()).collect();
+    used.sort_by_key(|u| u.range.start);
+    let mut bounds: Vec<u64> = Vec::with_capacity(2 * (old.len() + used.len()));
+    for s in old {
+        bounds.push(s.range.start);
+        bounds.push(s.range.end());
+    }
+    for u in &used {
+        bounds.push(u.range.start);
+        bounds.push(u.range.end());
+    }
+    bounds.sort_unstable();
+    bounds.dedup();
+    let mut out: Vec<Segment> = Vec::new();
+    let (mut i, mut j) = (0usize, 0usize);
+    for w in bounds.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        while i < old.len() && old[i].range.end() <= a {
+            i += 1;
+        }
+        while j < used.len() && used[j].range.end() <= a {
+            j += 1;
+        }
+        let seg = old.get(i).filter(|s| s.range.start <= a);
+        let u = used.get(j).filter(|u| u.range.start <= a);
+        let piece = PageRange::from_bounds(a, b);
+        let next = match (seg, u) {
+            (Some(s), Some(u)) => Segment { range: piece, score: s.score + 1.0, last_launch: n, first_use_us: u.first_use_us },
+            (Some(s), None) => Segment { range: piece, ..*s },
+            (None, Some(u)) => Segment { range: piece, score: 1.0, last_launch: n, first_use_us: u.first_use_us },
+            (None, None) => continue,
+        };
+        match out.last_mut() {
+            Some(last)
+                if last.range.end() == a
+                    && last.score.to_bits() == next.score.to_bits()
+                    && last.last_launch == next.last_launch =>
+            {
+                last.range.len += piece.len;
+                last.first_use_us = last.first_use_us.min(next.first_use_us);
+            }
+            _ => out.push(next),
+        }
+    }
+    out
+}
+
+/// Application keys to evict so that at most `cap` remain: the least recently launched first
+/// (ties by key). `apps` pairs each key with its last launch time.
+pub fn apps_to_evict<'a>(apps: impl IntoIterator<Item = (&'a str, u64)>, cap: usize) -> Vec<String> {
+    let mut all: Vec<(u64, &str)> = apps.into_iter().map(|(k, t)| (t, k)).collect();
+    if all.len() <= cap {
+        return Vec::new();
+    }
+    all.sort_unstable();
+    let excess = all.len() - cap;
+    all.into_iter().take(excess).map(|(_, k)| k.to_string()).collect()
+}
+
+/// An in-memory set of learned applications, bounded by `max_apps` (for simulations and tests;
+/// the daemon keeps its models in the state database and loads one at a time).
+#[derive(Clone, Debug, Default)]
+pub struct Learner {
+    apps: BTreeMap<String, (AppModel, u64)>,
+}
+
+impl Learner {
+    /// No application learned.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a launch of `app` at logical time `now`; evicts the least recently launched
+    /// applications beyond the cap.
+    pub fn record(&mut self, app: &str, launch: &LaunchProfile, now: u64, s: &LearnSettings) {
+        let entry = self.apps.entry(app.to_string()).or_insert_with(|| (AppModel::new(launch.page_size), now));
+        entry.0.record_launch(launch, s);
+        entry.1 = now;
+        for k in apps_to_evict(self.apps.iter().map(|(k, (_, t))| (k.as_str(), *t)), s.max_apps.max(1)) {
+            self.apps.remove(&k);
+        }
+    }
+
+    /// The model of `app`, if learned.
+    pub fn get(&self, app: &str) -> Option<&AppModel> {
+        self.apps.get(app).map(|(m, _)| m)
+    }
+
+    /// Number of applications learned.
+    pub fn len(&self) -> usize {
+        self.apps.len()
+    }
+
+    /// True when nothing is learned.
+    pub fn is_empty(&self) -> bool {
+        self.apps.is_empty()
+    }
+
+    /// Forgets one application; true when it was known.
+    pub fn forget(&mut self, app: &str) -> bool {
+        self.apps.remove(app).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::range::RangeSet;
+    use proptest::prelude::*;
+
+    fn ident(ino: u64) -> FileIdentity {
+        FileIdentity { dev: 1, ino, size: 1 << 20, mtime_ns: 7 }
+    }
+
+    fn launch(files: &[(&str, FileIdentity, &[(u64, u64)])]) -> LaunchProfile {
+        LaunchProfile {
+            command: vec!["app".into()],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 100,
+            files: files
+                .iter()
+                .enumerate()
+                .map(|(i, (p, id, rs))| FileProfile {
+                    path: PathBuf::from(p),
+                    identity: *id,
+                    ranges: rs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &(s, l))| UsedRange { range: PageRange::new(s, l), first_use_us: (i * 100 + k) as u64 })
+                        .collect(),
+                })
+                .collect(),
+            unresolved: Unresolved::default(),
+        }
+    }
+
+    fn replay_pages(m: &AppModel, s: &LearnSettings, path: &str) -> RangeSet {
+        m.replay_profile(s)
+            .files
+            .iter()
+            .filter(|f| f.path == PathBuf::from(path))
+            .flat_map(|f| f.ranges.iter().map(|u| u.range))
+            .collect()
+    }
+
+    #[test]
+    fn first_launch_is_replayed_whole_in_first_use_order() {
+        let s = LearnSettings::default();
+        let mut m = AppModel::new(4096);
+        m.record_launch(&launch(&[("/b", ident(2), &[(10, 5), (0, 2)]), ("/a", ident(1), &[(0, 1)])]), &s);
+        let p = m.replay_profile(&s);
+        assert_eq!(p.files.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), vec!["/b", "/a"]);
+        assert_eq!(p.files[0].ranges.iter().map(|u| u.range).collect::<Vec<_>>(), vec![PageRange::new(10, 5), PageRange::new(0, 2)]);
+        assert_eq!(p.page_count(), 8);
+    }
+
+    #[test]
+    fn ranges_used_once_fade_below_the_threshold_and_are_then_dropped() {
+        let s = LearnSettings { decay: 0.5, drop_after_launches: 3, replay_threshold: 0.3, ..Default::default() };
+        let mut m = AppModel::new(4096);
+        m.record_launch(&launch(&[("/a", ident(1), &[(0, 10), (100, 5)])]), &s);
+        m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
+        // [100,105) used 1 of 2 launches: 0.5 / 1.5 = 0.33 -> still replayed.
+        assert_eq!(replay_pages(&m, &s, "/a").page_count(), 15);
+        m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
+        // 0.25 / 1.75 = 0.14 -> known but not replayed.
+        assert_eq!(replay_pages(&m, &s, "/a").page_count(), 10);
+        assert_eq!(m.page_count(), 15);
+        m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
+        // Unused for 3 launches: dropped.
+        assert_eq!(m.page_count(), 10);
+    }
+
+    #[test]
+    fn overlapping_ranges_split_and_count_separately() {
+        let s = LearnSettings { decay: 1.0, ..Default::default() };
+        let mut m = AppModel::new(4096);
+        m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
+        m.record_launch(&launch(&[("/a", ident(1), &[(5, 10)])]), &s);
+        let segs: Vec<(u64, u64, f64)> =
+            m.files[&PathBuf::from("/a")].segments.iter().map(|g| (g.range.start, g.range.len, g.score)).collect();
+        assert_eq!(segs, vec![(0, 5, 1.0), (5, 5, 2.0), (10, 5, 1.0)]);
+    }
+
+    #[test]
+    fn a_changed_file_is_relearned_never_replayed_stale() {
+        let s = LearnSettings::default();
+        let mut m = AppModel::new(4096);
+        for _ in 0..3 {
+            m.record_launch(&launch(&[("/lib.so", ident(1), &[(0, 50)])]), &s);
+        }
+        m.record_launch(&launch(&[("/lib.so", ident(99), &[(60, 4)])]), &s);
+        let p = m.replay_profile(&s);
+        assert_eq!(p.files.len(), 1);
+        assert_eq!(p.files[0].identity, ident(99));
+        assert_eq!(p.files[0].page_set().ranges(), &[PageRange::new(60, 4)]);
+    }
+
+    #[test]
+    fn app_cap_evicts_the_least_recently_launched() {
+        let s = LearnSettings { max_apps: 2, ..Default::default() };
+        let mut l = Learner::new();
+        let one = launch(&[("/a", ident(1), &[(0, 1)])]);
+        l.record("x", &one, 1, &s);
+        l.record("y", &one, 2, &s);
+        l.record("x", &one, 3, &s);
+        l.record("z", &one, 4, &s);
+        assert_eq!(l.len(), 2);
+        assert!(l.get("y").is_none());
+        assert!(l.get("x").is_some() && l.get("z").is_some());
+    }
+
+    fn arb_launch() -> impl Strategy<Value = LaunchProfile> {
+        // Up to 4 files, identity from a small set so changes happen, ranges in a small space.
+        prop::collection::vec(
+            (0u8..4, 0u64..2, prop::collection::vec((0u64..200, 1u64..20), 0..6)),
+            0..5,
+        )
+        .prop_map(|files| {
+            let mut seen = std::collections::BTreeSet::new();
+            let files = files
+                .into_iter()
+                .filter(|(f, _, _)| seen.insert(*f))
+                .enumerate()
+                .map(|(i, (f, idv, rs))| {
+                    // Make the file's ranges disjoint as WorkingSetBuilder would.
+                    let mut set = RangeSet::new();
+                    let mut ranges = Vec::new();
+                    for (k, (start, len)) in rs.into_iter().enumerate() {
+                        for piece in set.missing_from(PageRange::new(start, len)) {
+                            set.insert(piece);
+                            ranges.push(UsedRange { range: piece, first_use_us: (i * 10 + k) as u64 });
+                        }
+                    }
+                    FileProfile { path: PathBuf::from(format!("/f{f}")), identity: ident(u64::from(f) * 10 + idv), ranges }
+                })
+                .collect();
+            LaunchProfile {
+                command: vec![],
+                recorded_at: 0,
+                page_size: 4096,
+                mode: TraceMode::Access,
+                window_ms: 0,
+                files,
+                unresolved: Unresolved::default(),
+            }
+        })
+    }
+
+    fn arb_settings() -> impl Strategy<Value = LearnSettings> {
+        (0.1f64..=1.0, 1u32..6, 0.05f64..=1.0, 1usize..40).prop_map(|(decay, drop, thr, cap)| LearnSettings {
+            decay,
+            drop_after_launches: drop,
+            replay_threshold: thr,
+            max_ranges_per_app: cap,
+            max_apps: 10,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn model_invariants_hold(s in arb_settings(), launches in prop::collection::vec(arb_launch(), 1..12)) {
+            let mut m = AppModel::new(4096);
+            for (idx, l) in launches.iter().enumerate() {
+                m.record_launch(l, &s);
+                let n = (idx + 1) as u64;
+                prop_assert_eq!(m.launches, n);
+                prop_assert!(m.segment_count() <= s.max_ranges_per_app);
+                for (path, f) in &m.files {
+                    prop_assert!(!f.segments.is_empty());
+                    for w in f.segments.windows(2) {
+                        prop_assert!(w[0].range.end() <= w[1].range.start, "segments overlap or unsorted");
+                    }
+                    for g in &f.segments {
+                        prop_assert!(!g.range.is_empty());
+                        prop_assert!(g.score > 0.0 && g.score <= m.weight + 1e-9);
+                        prop_assert!(n - g.last_launch < u64::from(s.drop_after_launches));
+                    }
+                    // A file seen in this launch holds only ranges learned under its current identity.
+                    if let Some(fp) = l.files.iter().find(|fp| &fp.path == path) {
+                        prop_assert_eq!(f.identity, fp.identity);
+                    }
+                }
+                // The replay profile is a subset of what is known, never of a stale identity.
+                let p = m.replay_profile(&s);
+                for fp in &p.files {
+                    let f = &m.files[&fp.path];
+                    prop_assert_eq!(fp.identity, f.identity);
+                    let known: RangeSet = f.segments.iter().map(|g| g.range).collect();
+                    for u in &fp.ranges {
+                        prop_assert!(known.missing_from(u.range).is_empty());
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn without_a_cap_the_latest_launch_is_fully_known(launches in prop::collection::vec(arb_launch(), 1..10)) {
+            let s = LearnSettings { max_ranges_per_app: usize::MAX, ..Default::default() };
+            let mut m = AppModel::new(4096);
+            for l in &launches {
+                m.record_launch(l, &s);
+            }
+            let last = launches.last().unwrap();
+            for fp in &last.files {
+                if fp.ranges.is_empty() { continue; }
+                let f = &m.files[&fp.path];
+                let known: RangeSet = f.segments.iter().map(|g| g.range).collect();
+                let used = fp.page_set();
+                for r in used.ranges() {
+                    prop_assert!(known.missing_from(*r).is_empty());
+                }
+                // Pages learned under an older identity of this file are gone.
+                let stale: u64 = known.ranges().iter().map(|r| {
+                    used.missing_from(*r).iter().map(|p| p.len).sum::<u64>()
+                }).sum();
+                let changed = launches.iter().rev().skip(1)
+                    .find_map(|l| l.files.iter().find(|o| o.path == fp.path && !o.ranges.is_empty()))
+                    .is_some_and(|o| o.identity != fp.identity);
+                if changed { prop_assert_eq!(stale, 0); }
+            }
+        }
+
+        #[test]
+        fn ranges_used_every_time_have_full_confidence(n in 1usize..15, decay in 0.1f64..=1.0) {
+            let s = LearnSettings { decay, ..Default::default() };
+            let mut m = AppModel::new(4096);
+            let l = launch(&[("/a", ident(1), &[(0, 8)])]);
+            for _ in 0..n { m.record_launch(&l, &s); }
+            let seg = m.files[&PathBuf::from("/a")].segments[0];
+            prop_assert!((m.confidence(&seg) - 1.0).abs() < 1e-9);
+        }
+
+        #[test]
+        fn learner_never_exceeds_its_app_cap(cap in 1usize..8, keys in prop::collection::vec(0u8..20, 1..60)) {
+            let s = LearnSettings { max_apps: cap, ..Default::default() };
+            let mut l = Learner::new();
+            let one = launch(&[("/a", ident(1), &[(0, 1)])]);
+            for (t, k) in keys.iter().enumerate() {
+                let key = format!("app{k}");
+                l.record(&key, &one, t as u64, &s);
+                prop_assert!(l.len() <= cap);
+                prop_assert!(l.get(&key).is_some());
+            }
+        }
+    }
+}
