@@ -3,3 +3,4 @@
 //! Owns formats, versions and atomicity; it does not decide what is learned.
 
 pub mod profile_file;
+pub mod state;
