@@ -3,4 +3,5 @@
 //!
 //! It wires `sense`, `model`, `plan`, `fetch` and `store` together and owns no policy of its own.
 
+pub mod config;
 pub mod notify;
