@@ -344,7 +344,9 @@ mod tests {
         FileIdentity { dev: 1, ino, size: 1 << 20, mtime_ns: 7 }
     }
 
-    fn launch(files: &[(&str, FileIdentity, &[(u64, u64)])]) -> LaunchProfile {
+    type FileSpec<'a> = (&'a str, FileIdentity, &'a [(u64, u64)]);
+
+    fn launch(files: &[FileSpec<'_>]) -> LaunchProfile {
         LaunchProfile {
             command: vec!["app".into()],
             recorded_at: 0,
@@ -372,7 +374,7 @@ mod tests {
         m.replay_profile(s)
             .files
             .iter()
-            .filter(|f| f.path == PathBuf::from(path))
+            .filter(|f| f.path.as_path() == std::path::Path::new(path))
             .flat_map(|f| f.ranges.iter().map(|u| u.range))
             .collect()
     }
