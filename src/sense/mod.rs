@@ -2,3 +2,12 @@
 //! and the resolution of (device, inode) pairs to paths.
 //!
 //! A thin OS layer: it reports what the kernel says and leaves learning to `model`.
+
+pub mod event;
+pub mod mode;
+pub mod tracefs;
+pub mod fanotify;
+pub mod procfs;
+pub mod resolve;
+pub mod watch;
+pub mod trace_session;
