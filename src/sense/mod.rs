@@ -4,10 +4,10 @@
 //! A thin OS layer: it reports what the kernel says and leaves learning to `model`.
 
 pub mod event;
-pub mod mode;
-pub mod tracefs;
 pub mod fanotify;
+pub mod mode;
 pub mod procfs;
 pub mod resolve;
-pub mod watch;
 pub mod trace_session;
+pub mod tracefs;
+pub mod watch;
