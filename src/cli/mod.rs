@@ -17,6 +17,7 @@ pub mod explain;
 pub mod forget;
 pub mod gen_trace;
 pub mod generate;
+pub mod journal;
 pub mod prefetch;
 pub mod record;
 pub mod simulate;
@@ -68,7 +69,8 @@ pub enum Command {
     Generate(generate::GenerateArgs),
 }
 
-/// Sets up logging to stderr: levels, no colour unless stderr is a terminal.
+/// Sets up logging to stderr: levels, no timestamps (journald adds its own), no colour unless
+/// stderr is a terminal, and syslog priorities when stderr is the journal ([`journal`]).
 fn init_logging(verbose: u8, quiet: bool) {
     use std::io::IsTerminal;
     let level = match (quiet, verbose) {
@@ -77,12 +79,12 @@ fn init_logging(verbose: u8, quiet: bool) {
         (false, 1) => tracing::Level::DEBUG,
         (false, _) => tracing::Level::TRACE,
     };
+    let format = tracing_subscriber::fmt::format().without_time().with_target(false);
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
+        .event_format(journal::SyslogPriorityPrefix::new(format, journal::stderr_is_journal()))
         .try_init();
 }
 
@@ -110,7 +112,9 @@ pub fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("augur: {err}");
+            // Under journald the line is filed as an error, not at the default priority.
+            let priority = if journal::stderr_is_journal() { "<3>" } else { "" };
+            eprintln!("{priority}augur: {err}");
             ExitCode::from(err.exit_code())
         }
     }

@@ -1,0 +1,127 @@
+//! Log lines that journald files under the right priority: when stderr is the journal's stream
+//! (systemd names it in `$JOURNAL_STREAM`), each line starts with its syslog priority (`<3>` for
+//! errors ... `<7>` for debug), which journald strips and stores as `PRIORITY=`, so
+//! `journalctl -u augur -p warning` shows warnings and errors only.
+//!
+//! It only decorates the CLI's log format (`cli::init_logging`); it decides no log level and
+//! writes nothing itself.
+
+use std::fmt;
+
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// Wraps an event format, prefixing each event with `<priority>` when `enabled`.
+#[derive(Debug)]
+pub struct SyslogPriorityPrefix<F> {
+    inner: F,
+    enabled: bool,
+}
+
+impl<F> SyslogPriorityPrefix<F> {
+    /// Prefixes `inner`'s lines when `enabled` (see [`stderr_is_journal`]).
+    pub fn new(inner: F, enabled: bool) -> Self {
+        SyslogPriorityPrefix { inner, enabled }
+    }
+}
+
+/// The syslog priority journald gives a line of this level.
+pub fn syslog_priority(level: Level) -> u8 {
+    match level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+impl<S, N, F> FormatEvent<S, N> for SyslogPriorityPrefix<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        if self.enabled {
+            write!(writer, "<{}>", syslog_priority(*event.metadata().level()))?;
+        }
+        self.inner.format_event(ctx, writer, event)
+    }
+}
+
+/// Whether stderr is the stream systemd connected to the journal (`$JOURNAL_STREAM` is
+/// `<device>:<inode>` of that stream, and stays set in children whose stderr went elsewhere).
+pub fn stderr_is_journal() -> bool {
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else { return false };
+    names_stream(&stream.to_string_lossy(), stat.st_dev, stat.st_ino)
+}
+
+fn names_stream(journal_stream: &str, dev: u64, ino: u64) -> bool {
+    let Some((d, i)) = journal_stream.split_once(':') else { return false };
+    d.parse() == Ok(dev) && i.parse() == Ok(ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl io::Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn log_with(enabled: bool) -> String {
+        let buffer = Buffer::default();
+        let sink = buffer.clone();
+        let format = tracing_subscriber::fmt::format().without_time().with_target(false);
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .event_format(SyslogPriorityPrefix::new(format, enabled))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::error!("disk gone");
+            tracing::warn!("slow");
+            tracing::info!("ready");
+            tracing::debug!("detail");
+        });
+        String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn under_journald_each_line_carries_its_priority_and_level_without_time_or_colour() {
+        let lines: Vec<String> = log_with(true).lines().map(str::to_string).collect();
+        assert_eq!(lines, ["<3>ERROR disk gone", "<4> WARN slow", "<6> INFO ready", "<7>DEBUG detail"]);
+    }
+
+    #[test]
+    fn on_a_terminal_or_file_lines_are_unprefixed() {
+        let text = log_with(false);
+        assert!(text.starts_with("ERROR disk gone\n"), "{text}");
+        assert!(!text.contains('<') && !text.contains('\x1b'), "{text}");
+    }
+
+    #[test]
+    fn journal_stream_must_name_this_very_stream() {
+        assert!(names_stream("8:1234", 8, 1234));
+        assert!(!names_stream("8:1234", 8, 1235));
+        assert!(!names_stream("8:1234", 9, 1234));
+        assert!(!names_stream("garbage", 8, 1234));
+        assert!(!names_stream("", 8, 1234));
+    }
+}
