@@ -56,6 +56,7 @@ pub struct OpenedFile {
 }
 
 /// The identity `fstat` reports.
+#[allow(clippy::unnecessary_cast)] // st_mtime/st_mtime_nsec types vary by architecture
 pub fn identity_of(stat: &Stat) -> FileIdentity {
     FileIdentity {
         dev: stat.st_dev,
