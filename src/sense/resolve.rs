@@ -114,15 +114,17 @@ pub fn clamp_to_size(ranges: &[UsedRange], file_pages: u64) -> Vec<UsedRange> {
 /// profiles in the same order, resolving each inode through `resolver` and `stat`.
 ///
 /// Inodes that stay unresolved, or are not regular files, are counted in [`Unresolved`] with the
-/// pages they held; files whose pages all lie past their end are dropped.
+/// pages they held (and listed in [`Assembly::unresolved_inodes`]); files whose pages all lie
+/// past their end are dropped.
 pub fn assemble_files(
     working_set: Vec<(InodeKey, Vec<UsedRange>)>,
     resolver: &PathResolver,
     page_size: u64,
     mut stat: impl FnMut(&Path) -> Option<FileIdentity>,
-) -> (Vec<FileProfile>, Unresolved) {
+) -> Assembly {
     let mut files = Vec::new();
     let mut unresolved = Unresolved::default();
+    let mut unresolved_inodes = Vec::new();
     for (key, ranges) in working_set {
         match resolver.resolve(key, &mut stat) {
             Resolution::Resolved { path, identity } => {
@@ -132,12 +134,25 @@ pub fn assemble_files(
                 }
             }
             Resolution::Unknown | Resolution::Moved => {
+                let pages = ranges.iter().map(|r| r.range.len).sum::<u64>();
                 unresolved.inodes += 1;
-                unresolved.pages += ranges.iter().map(|r| r.range.len).sum::<u64>();
+                unresolved.pages += pages;
+                unresolved_inodes.push((key, pages));
             }
         }
     }
-    (files, unresolved)
+    Assembly { files, unresolved, unresolved_inodes }
+}
+
+/// What [`assemble_files`] produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assembly {
+    /// Resolved files in first-use order.
+    pub files: Vec<FileProfile>,
+    /// Totals of what stayed unresolved.
+    pub unresolved: Unresolved,
+    /// Each unresolved inode with its page count, in first-use order.
+    pub unresolved_inodes: Vec<(InodeKey, u64)>,
 }
 
 #[cfg(test)]
@@ -202,7 +217,8 @@ mod tests {
             (K1, vec![used(8, 4, 3), used(0, 2, 4), used(20, 1, 5)]),
             (InodeKey { dev: 65024, ino: 77 }, vec![used(0, 1, 6)]),
         ];
-        let (files, unresolved) = assemble_files(ws, &r, 4096, fake_fs);
+        let Assembly { files, unresolved, unresolved_inodes } = assemble_files(ws, &r, 4096, fake_fs);
+        assert_eq!(unresolved_inodes, vec![(META, 3), (InodeKey { dev: 65024, ino: 77 }, 1)]);
         assert_eq!(files.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), vec!["/b-new", "/a"]);
         assert_eq!(files[0].ranges, vec![used(0, 2, 1)]);
         assert_eq!(files[1].ranges, vec![used(8, 2, 3), used(0, 2, 4)]);
@@ -214,7 +230,7 @@ mod tests {
     fn empty_files_are_dropped() {
         let mut r = PathResolver::new();
         r.learn(K1, "/a");
-        let (files, unresolved) = assemble_files(vec![(K1, vec![used(10, 5, 0)])], &r, 4096, fake_fs);
+        let Assembly { files, unresolved, .. } = assemble_files(vec![(K1, vec![used(10, 5, 0)])], &r, 4096, fake_fs);
         assert!(files.is_empty());
         assert_eq!(unresolved, Unresolved::default());
         assert_eq!(pages_in(0, 4096), 0);

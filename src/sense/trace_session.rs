@@ -350,7 +350,16 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         TraceMode::FileOnly => whole_files(&c),
         _ => {
             let working_set = std::mem::take(&mut c.builder).finish();
-            assemble_files(working_set, &c.resolver, PROFILE_PAGE_SIZE, procfs::identity_of)
+            let assembly = assemble_files(working_set, &c.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
+            for (key, pages) in &assembly.unresolved_inodes {
+                tracing::debug!(
+                    "unresolved: dev {}:{} ino {} ({pages} pages)",
+                    libc::major(key.dev),
+                    libc::minor(key.dev),
+                    key.ino
+                );
+            }
+            (assembly.files, assembly.unresolved)
         }
     };
     let profile = LaunchProfile {
