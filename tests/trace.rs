@@ -200,7 +200,15 @@ fn ctrl_c_ends_the_trace_and_removes_the_instance() {
         assert!(Instant::now() < until, "instance {name} never appeared");
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(200)); // let sleep start
+    // Wait until the traced `sleep` runs (a child of augur that has exec'd).
+    let augur_pid = child.id();
+    while !fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        stat.contains("(sleep) ") && augur::sense::procfs::parse_stat_ppid(&stat) == Some(augur_pid)
+    }) {
+        assert!(Instant::now() < until, "the traced command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

@@ -238,13 +238,17 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     };
     let command_name = program.to_string_lossy().into_owned();
     let own_pid = std::process::id();
+    // Handlers first: a Ctrl-C during set-up must still lead to the instance's removal.
+    let signals = SignalPipe::install()?;
     let choice = ModeChoice { requested: req.mode, degrade_to_file_only: false };
     // Own pid in the filter with event-fork: the kernel adds the child at fork, before it execs.
     // augur's own events are dropped by PageWatch::read.
     let mut watch = PageWatch::open("trace", &WatchScope::Descendants(vec![own_pid]), choice, &InstanceOptions::default())?;
     let mode = watch.mode();
     let mut opens = OpenWatcher::new(true)?;
-    let signals = SignalPipe::install()?;
+    if let Some(sig) = signals.take().first() {
+        return Err(Error::Command { command: command_name, detail: format!("not started: interrupted by signal {sig} while setting up") });
+    }
 
     watch.start()?;
     let mono = watch.uses_mono_clock();
