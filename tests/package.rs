@@ -166,7 +166,6 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
         ("ProtectHome", "read-only"),
         ("NoNewPrivileges", "yes"),
         ("PrivateTmp", "yes"),
-        ("ProtectKernelTunables", "yes"),
         ("ReadWritePaths", "-/sys/kernel/tracing"),
         ("RestrictAddressFamilies", "AF_UNIX AF_NETLINK"),
         ("SystemCallArchitectures", "native"),
@@ -187,6 +186,9 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
         assert!(readme.contains(&format!("`{cap}`")), "{cap} not in the README's table");
     }
     assert!(value("SystemCallFilter")[0].starts_with("@system-service"));
+    // Tunables read-only by hand: ProtectKernelTunables=yes would make tracefs read-only too.
+    assert!(value("ProtectKernelTunables").is_empty(), "tracefs must stay writable");
+    assert!(value("ReadOnlyPaths")[0].starts_with("/sys /proc/sys "), "{:?}", value("ReadOnlyPaths"));
     assert!(value("PrivateNetwork").is_empty(), "the proc connector needs the host's network");
     assert!(value("MemoryMax").is_empty(), "page cache is charged to the unit: no limit");
 
