@@ -225,6 +225,40 @@ fn missing_file_in_profile_is_reported() {
     assert_eq!(report["pages"]["skipped"], 4, "{report}");
 }
 
+#[test]
+fn unprivileged_prefetch_loads_readable_files_and_says_it_cannot_verify() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = scratch_dir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let data = dir.path().join("shared.bin");
+    write_file(&data, 512);
+    let secret = dir.path().join("secret.bin");
+    write_file(&secret, 8);
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let profile = dir.path().join("p.profile.json");
+    profile_file::save(
+        &profile_of(vec![(data.clone(), vec![PageRange::new(100, 300)]), (secret.clone(), vec![PageRange::new(0, 8)])]),
+        &profile,
+    )
+    .unwrap();
+    fs::set_permissions(&profile, fs::Permissions::from_mode(0o644)).unwrap();
+    evict(&data);
+
+    let mut cmd = augur();
+    cmd.args(["prefetch", "--json"]).arg(&profile).uid(65534).gid(65534);
+    let out = run(cmd);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The kernel tells only owners and root about residency: nothing is claimed resident.
+    assert_eq!(report["pages"]["already_resident"], 0, "{report}");
+    assert_eq!(report["pages"]["unverified"], 300, "{report}");
+    assert_eq!(report["files"]["unreadable"], 1, "{report}");
+    assert_eq!(report["files"]["unverified"], 1, "{report}");
+    // But the pages were really loaded.
+    assert!(resident(&data, PageRange::new(100, 300)).page_count() >= 297);
+}
+
 fn exit_code_of(args: &[&str], profile: Option<&Path>) -> (i32, String) {
     let mut cmd = augur();
     cmd.args(args);

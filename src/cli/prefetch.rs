@@ -114,6 +114,9 @@ pub fn render_table(profiles: &[PathBuf], r: &FetchReport) -> String {
     for (name, n) in rows {
         let _ = writeln!(s, "  {:<20} {:>10} {:>10.1}", name, n, mib(n, ps));
     }
+    if r.pages.unverified > 0 {
+        let _ = writeln!(s, "  {:<20} {:>10} {:>10.1}", "read, unverified", r.pages.unverified, mib(r.pages.unverified, ps));
+    }
     if r.pages.not_attempted > 0 {
         let _ = writeln!(s, "  {:<20} {:>10} {:>10.1}", "not attempted", r.pages.not_attempted, mib(r.pages.not_attempted, ps));
     }
@@ -131,6 +134,13 @@ pub fn render_table(profiles: &[PathBuf], r: &FetchReport) -> String {
         r.elapsed_ms,
         if r.cancelled { " (cancelled)" } else { "" }
     );
+    if r.files.unverified > 0 {
+        let _ = writeln!(
+            s,
+            "  note: residency of {} files is unverified: the kernel reports it only to their owner or root",
+            r.files.unverified
+        );
+    }
     for p in r.problems.iter().take(PROBLEMS_SHOWN) {
         let kind = serde_json::to_value(p.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let _ = writeln!(s, "  {:<12} {}: {}", kind, p.path.display(), p.detail);

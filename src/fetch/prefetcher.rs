@@ -73,7 +73,8 @@ impl CancelFlag {
     }
 }
 
-/// Page counts of a fetch. `wanted = already_resident + loaded + failed + skipped + not_attempted`.
+/// Page counts of a fetch.
+/// `wanted = already_resident + loaded + unverified + failed + skipped + not_attempted`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageCounts {
     /// Pages the plan asked for.
@@ -82,6 +83,9 @@ pub struct PageCounts {
     pub already_resident: u64,
     /// Brought in by the fetch and found resident when verified.
     pub loaded: u64,
+    /// Read, but the kernel would not say whether they are resident (an unprivileged caller and
+    /// a file it does not own; see [`super::residency`]).
+    pub unverified: u64,
     /// Attempted but not resident when verified (read errors, beyond end of file, evicted).
     pub failed: u64,
     /// In files that were refused (stale, missing, not regular, unreadable).
@@ -105,6 +109,8 @@ pub struct FileCounts {
     pub not_regular: u64,
     /// Could not be opened (permissions, I/O error).
     pub unreadable: u64,
+    /// Fetched without a way to verify residency (not owned by an unprivileged caller).
+    pub unverified: u64,
     /// Opened, but reading failed part-way or the file changed during the fetch (counted in
     /// `fetched` too).
     pub read_errors: u64,
@@ -181,6 +187,7 @@ struct FileState {
     remaining_chunks: usize,
     device: DeviceInfo,
     verified: bool,
+    unverifiable: bool,
 }
 
 /// Loads plans into the page cache. Cheap to create; one fetch at a time per thread (the I/O
@@ -324,6 +331,7 @@ impl Run<'_> {
                 remaining_chunks: 0,
                 device: DeviceInfo::unknown(),
                 verified: false,
+                unverifiable: false,
             };
             if cancel.is_cancelled() {
                 self.report.pages.not_attempted += pf.page_count();
@@ -348,8 +356,13 @@ impl Run<'_> {
             // Pages beyond the end of the (unchanged) file cannot be cached.
             self.report.pages.failed += wanted_all.page_count() - wanted.page_count();
             let probe = ResidencyProbe::new(opened.fd.as_fd(), self.ps, mincore_reports_page_cache(opened.owner_uid));
+            state.unverifiable = !probe.is_available();
+            if state.unverifiable {
+                self.report.files.unverified += 1;
+            }
             let resident = match probe.resident_of(&wanted) {
                 Ok(r) => r,
+                Err(_) if state.unverifiable => RangeSet::new(),
                 Err(e) => {
                     tracing::debug!("{}: residency unknown ({e}); fetching all of it", pf.path.display());
                     RangeSet::new()
@@ -481,6 +494,18 @@ impl Run<'_> {
         }
         self.states[i].verified = true;
         let missing = std::mem::take(&mut self.states[i].missing);
+        if self.states[i].unverifiable {
+            let attempted = self.states[i].attempted.clone();
+            let tried: u64 = missing.ranges().iter().map(|r| attempted.overlap_count(*r)).sum();
+            self.report.pages.unverified += tried;
+            let untried = missing.page_count() - tried;
+            if self.report.cancelled {
+                self.report.pages.not_attempted += untried;
+            } else {
+                self.report.pages.failed += untried;
+            }
+            return;
+        }
         let now_resident = if self.ensure_open(i) {
             let o = self.states[i].opened.as_ref().map(|o| (o.fd.as_fd(), o.owner_uid));
             o.and_then(|(fd, owner)| {
@@ -561,7 +586,7 @@ mod tests {
         let p = report.pages;
         // 2000..2100 runs past the end of the 2048-page file: 52 pages cannot exist.
         assert_eq!(p.wanted, 803);
-        assert_eq!(p.already_resident + p.loaded + p.failed + p.skipped + p.not_attempted, p.wanted);
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
         assert_eq!(p.failed, 52, "{report:?}");
         assert_eq!(p.already_resident + p.loaded, 751, "{report:?}");
         assert_eq!(report.files.fetched, 1);

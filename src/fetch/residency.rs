@@ -4,10 +4,13 @@
 //! Owns the mapping used for probing and the choice between the two calls. It never reads file
 //! data and never touches the mapped memory, so a file truncated under it cannot fault us.
 //!
-//! Why two calls: since Linux 5.0, `mincore` reports page-cache residency of a file only to a
-//! process that owns the file, may write it, or has CAP_FOWNER; anyone else sees just the pages
-//! mapped in its own page tables. `cachestat` (Linux 6.5) has no such restriction but counts
-//! rather than lists, so for unprivileged callers a partly resident range is bisected with it.
+//! Why two calls, and when neither: since Linux 5.0, `mincore` on a file mapping reports the page
+//! cache only to a process that owns the file, may write it, or has CAP_FOWNER; to anyone else it
+//! claims every page is resident. `cachestat` (6.5) counts rather than lists; the first kernels
+//! with it answered everyone (so a partly resident range is bisected with it), newer ones (this
+//! machine's 6.18) apply the same rule as `mincore` and answer EPERM. For an unprivileged caller
+//! reading a file it neither owns nor may write, residency is therefore [`ProbeMethod::Unavailable`]:
+//! fetched blindly, reported unverified, never guessed.
 
 use std::ffi::c_void;
 use std::io;
@@ -155,6 +158,8 @@ pub enum ProbeMethod {
     CachestatBisect,
     /// `mincore` only (kernel without cachestat).
     Mincore,
+    /// The kernel will not tell this process (see the module documentation).
+    Unavailable,
 }
 
 /// Finds the resident pages of one open file.
@@ -168,13 +173,18 @@ impl<'fd> ResidencyProbe<'fd> {
     /// A probe for `fd`. `may_mincore` says whether `mincore` reports the page cache for this file
     /// (the caller owns it or has CAP_FOWNER, see [`mincore_reports_page_cache`]).
     pub fn new(fd: BorrowedFd<'fd>, page_size: u64, may_mincore: bool) -> Self {
-        let has_cachestat = cachestat(fd, PageRange::new(0, 1), page_size).ok().flatten().is_some();
-        let method = match (has_cachestat, may_mincore) {
-            (true, true) => ProbeMethod::CachestatThenMincore,
-            (true, false) => ProbeMethod::CachestatBisect,
-            (false, _) => ProbeMethod::Mincore,
+        let method = match (cachestat(fd, PageRange::new(0, 1), page_size), may_mincore) {
+            (Ok(Some(_)), true) => ProbeMethod::CachestatThenMincore,
+            (Ok(Some(_)), false) => ProbeMethod::CachestatBisect,
+            (Ok(None), true) => ProbeMethod::Mincore,
+            (Ok(None), false) | (Err(_), _) => ProbeMethod::Unavailable,
         };
         ResidencyProbe { fd, page_size, method }
+    }
+
+    /// True when residency can be known for this file.
+    pub fn is_available(&self) -> bool {
+        self.method != ProbeMethod::Unavailable
     }
 
     /// The method in use.
@@ -184,6 +194,9 @@ impl<'fd> ResidencyProbe<'fd> {
 
     /// Number of resident pages in `range`.
     pub fn count(&self, range: PageRange) -> io::Result<u64> {
+        if self.method == ProbeMethod::Unavailable {
+            return Err(unavailable());
+        }
         if self.method != ProbeMethod::Mincore {
             if let Some(c) = cachestat(self.fd, range, self.page_size)? {
                 return Ok(c.cached.min(range.len));
@@ -213,6 +226,7 @@ impl<'fd> ResidencyProbe<'fd> {
             return Ok(());
         }
         match self.method {
+            ProbeMethod::Unavailable => Err(unavailable()),
             ProbeMethod::Mincore => self.mincore_into(range, out),
             ProbeMethod::CachestatThenMincore => match self.cached(range)? {
                 0 => Ok(()),
@@ -266,6 +280,10 @@ impl<'fd> ResidencyProbe<'fd> {
         }
         Ok(())
     }
+}
+
+fn unavailable() -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, "the kernel reports page-cache residency only to the file's owner or root")
 }
 
 /// Whether `mincore` tells this process about the page cache of a file owned by `owner_uid`:
