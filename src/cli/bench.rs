@@ -1,16 +1,133 @@
-//! `augur bench`: not yet implemented.
+//! `augur bench [--runs N] [--json] [--profile FILE] -- CMD [ARGS...]`: time a command cold, warm
+//! and prefetched, interleaved round by round, and report medians, minima, maxima, the I/O wait
+//! and the share of the cold-to-warm gap prefetching closes.
+//!
+//! Argument handling and rendering only; the work is [`crate::bench`]. Progress goes to stderr,
+//! the table (or JSON) to stdout.
 
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::error::{Error, Result};
+use crate::bench::condition::PREFETCHED;
+use crate::bench::measure::Workload;
+use crate::bench::session::Progress;
+use crate::bench::stats::Summary;
+use crate::bench::{BenchEvent, BenchReport, bench_command};
+use crate::error::{Error, IoContext, Result};
 
 /// Arguments of `augur bench`.
 #[derive(Debug, Args)]
-pub struct BenchArgs {}
+#[command(
+    override_usage = "augur bench [OPTIONS] -- <CMD> [ARGS]...",
+    after_help = "Needs root: it drops the page cache before the cold and prefetched runs. \
+The command's output goes to /dev/null; it must exit successfully. Without --profile the command \
+is traced once first (augur trace) to get its profile."
+)]
+pub struct BenchArgs {
+    /// Timed runs per condition (rounds of cold, warm, prefetched).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Replay this launch profile instead of tracing the command first.
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// The command to time and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+fn progress(event: BenchEvent<'_>) {
+    match event {
+        BenchEvent::Tracing => eprintln!("augur bench: tracing the command to get its profile"),
+        BenchEvent::ProfileReady(p) => eprintln!(
+            "augur bench: profile ({}): {} files, {} pages ({:.1} MiB)",
+            p.source,
+            p.files,
+            p.pages,
+            (p.pages * p.page_size) as f64 / (1024.0 * 1024.0)
+        ),
+        BenchEvent::Session(Progress::WarmUp) => eprintln!("augur bench: untimed warm-up run"),
+        BenchEvent::Session(Progress::Preparing { .. }) => {}
+        BenchEvent::Session(Progress::Ran { round, rounds, condition, sample, preparation }) => {
+            let replay = preparation
+                .replay
+                .map(|r| format!(", replayed {} of {} pages first", r.already_resident + r.loaded, r.wanted))
+                .unwrap_or_default();
+            eprintln!(
+                "augur bench: round {round}/{rounds} {condition:<10} {:>9.1} ms (I/O wait {:.1} ms, {} major faults{replay})",
+                sample.elapsed_ms, sample.io_wait_ms, sample.major_faults
+            );
+        }
+    }
+}
 
 /// Runs the subcommand.
-pub fn run(_args: BenchArgs) -> Result<ExitCode> {
-    Err(Error::Usage("augur bench is not implemented yet".into()))
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.command.is_empty() {
+        return Err(Error::Usage("no command to time (usage: augur bench [OPTIONS] -- CMD [ARGS...])".into()));
+    }
+    let workload = Workload::new(args.command.clone());
+    let report = bench_command(&workload, args.profile.as_deref(), args.runs as usize, &mut progress)?;
+    let text = if args.json {
+        let mut t = serde_json::to_string_pretty(&report).map_err(|e| Error::io("rendering JSON", e.into()))?;
+        t.push('\n');
+        t
+    } else {
+        render_table(&workload, &report)
+    };
+    std::io::stdout().lock().write_all(text.as_bytes()).context(|| "writing to stdout".into())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ms(s: &Summary) -> [String; 3] {
+    [s.median, s.min, s.max].map(|v| format!("{v:.1}"))
+}
+
+/// The results for people.
+pub fn render_table(workload: &Workload, r: &BenchReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "augur bench -- {}", workload.display());
+    let _ = writeln!(
+        s,
+        "{} runs per condition, interleaved; kernel {}; profile {} ({} files, {:.1} MiB, {} mode)",
+        r.session.rounds,
+        r.machine.kernel,
+        r.profile.source,
+        r.profile.files,
+        (r.profile.pages * r.profile.page_size) as f64 / (1024.0 * 1024.0),
+        serde_json::to_value(r.profile.mode).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<12} {:>10} {:>10} {:>10} {:>12} {:>10} {:>11}",
+        "condition", "median ms", "min ms", "max ms", "I/O wait ms", "maj. faults", "gap closed"
+    );
+    for c in &r.session.conditions {
+        let [med, min, max] = ms(&c.elapsed_ms);
+        let gap = c.gap_closed.map(|g| format!("{:.0} %", g * 100.0)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>10} {:>10} {:>12.1} {:>10.0} {:>11}",
+            c.name, med, min, max, c.io_wait_ms.median, c.major_faults.median, gap
+        );
+    }
+    let _ = writeln!(s);
+    match r.session.condition(PREFETCHED).and_then(|c| c.gap_closed) {
+        Some(g) => {
+            let _ = writeln!(s, "prefetching closes {:.0} % of the cold-to-warm gap ((cold - prefetched) / (cold - warm), medians).", g * 100.0);
+        }
+        None => {
+            let _ = writeln!(s, "no cold-to-warm gap to close: warm was not faster than cold.");
+        }
+    }
+    let _ = writeln!(s, "I/O wait = elapsed - (user + sys) of the command, as Kroeger and Long measured it; medians.");
+    s
 }
