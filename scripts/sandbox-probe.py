@@ -78,8 +78,13 @@ def fanotify():
     os.close(fd)
     raise OSError(0, "fanotify_mark: %s" % tried)
 
-def mincore():
-    with open("/usr/bin/augur", "rb") as f:
+def resident_pages(path, evict_first=False):
+    with open(path, "rb") as f:
+        if evict_first:
+            os.fsync(f.fileno())  # dirty pages are not evicted
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        else:
+            f.read()
         m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
         pages = (len(m) + 4095) // 4096
         buf = (ctypes.c_ubyte * pages)()
@@ -89,7 +94,23 @@ def mincore():
         del view
         if r != 0:
             raise OSError(e, "mincore")
-        return "%d of %d pages resident" % (sum(b & 1 for b in buf), pages)
+        return sum(b & 1 for b in buf), pages
+
+def mincore():
+    return "%d of %d pages of /usr/bin/augur resident" % resident_pages("/usr/bin/augur")
+
+def mincore_other_user(path):
+    # Without CAP_FOWNER the kernel hides another user's page cache: mincore then says every
+    # page is resident, even just after eviction.
+    def f():
+        evicted, pages = resident_pages(path, evict_first=True)
+        if evicted != 0:
+            raise RuntimeError("mincore says %d of %d pages resident right after eviction: it hides "
+                               "the page cache of another user's file" % (evicted, pages))
+        resident, _ = resident_pages(path)
+        return "0 of %d pages after eviction, %d after reading, file owned by uid %d" % (
+            pages, resident, os.stat(path).st_uid)
+    return f
 
 def cachestat():
     r = libc.syscall(451, -1, None, None, 0)
@@ -135,6 +156,7 @@ check("/proc of another user's process (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH)", o
 check("read any file with O_NOATIME (CAP_DAC_READ_SEARCH, CAP_FOWNER)", noatime_read(secret))
 check("fanotify (CAP_SYS_ADMIN)", fanotify)
 check("mincore", mincore)
+check("mincore of another user's file (CAP_FOWNER)", mincore_other_user(secret))
 check("cachestat", cachestat)
 check("ioprio_set best-effort", ioprio)
 check("own state and runtime directories", state_dir)
