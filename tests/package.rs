@@ -52,7 +52,7 @@ fn ensure_tool(program: &str, package: &str) {
     }
     let install = || {
         Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", package])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output()
             .unwrap()
@@ -60,7 +60,7 @@ fn ensure_tool(program: &str, package: &str) {
     if !install().status.success() {
         run(Command::new("apt-get").arg("update"));
         run(Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", package])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive"));
     }
     assert!(sh(&format!("command -v {program}")).status.success(), "{program} still missing");
@@ -213,12 +213,39 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
     assert!(score.parse::<f64>().unwrap() <= 3.0, "exposure {score} above 3.0");
 }
 
+/// Serializes installing tests across processes: on a shared machine several test runs may
+/// install and purge the one `augur` package at the same time. Held until dropped.
+fn machine_lock() -> fs::File {
+    let dir = if Path::new("/run/lock").is_dir() { "/run/lock" } else { "/tmp" };
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(Path::new(dir).join("augur-package-test.lock"))
+        .unwrap();
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    file
+}
+
+/// `dpkg ARGS`, waiting while another dpkg or apt holds the dpkg lock.
+fn dpkg(args: &[&str]) -> Output {
+    for _ in 0..300 {
+        let out = Command::new("dpkg").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || !err.contains("lock") {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("dpkg {args:?}: the dpkg lock stayed taken");
+}
+
 /// Purges the package on drop, so that a failing assertion leaves the machine clean.
 struct Installed;
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        let _ = Command::new("dpkg").args(["--purge", "augur"]).output();
+        let _ = dpkg(&["--purge", "augur"]);
     }
 }
 
@@ -269,9 +296,11 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     ensure_tool("man", "man-db");
     ensure_tool("deb-systemd-helper", "init-system-helpers");
 
-    let _ = Command::new("dpkg").args(["--purge", "augur"]).output();
+    let _machine = machine_lock();
+    let _ = dpkg(&["--purge", "augur"]);
     let installed = Installed;
-    run(Command::new("dpkg").arg("-i").arg(deb));
+    let install = dpkg(&["-i", deb.to_str().unwrap()]);
+    assert!(install.status.success(), "dpkg -i: {}", String::from_utf8_lossy(&install.stderr));
 
     // Enabled the way Debian enables services (a symlink, also valid where systemd is not running
     // yet); started only where systemd is PID 1.
@@ -326,7 +355,8 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
         assert!(started.elapsed() < Duration::from_secs(10), "hand-started daemon never ran");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let purge = run(Command::new("dpkg").args(["--purge", "augur"]));
+    let purge = dpkg(&["--purge", "augur"]);
+    assert!(purge.status.success(), "dpkg --purge: {}", String::from_utf8_lossy(&purge.stderr));
     let said = String::from_utf8_lossy(&purge.stderr);
     assert!(said.contains(&format!("stopping augur daemon (pid {})", daemon.id())), "{said}");
     let status = daemon.wait().unwrap();
@@ -345,7 +375,7 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
 fn ensure_tool_file(file: &str, package: &str) {
     if !Path::new(file).exists() {
         run(Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", package])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive"));
     }
 }
