@@ -359,8 +359,8 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     assert!(purge.status.success(), "dpkg --purge: {}", String::from_utf8_lossy(&purge.stderr));
     let said = String::from_utf8_lossy(&purge.stderr);
     assert!(said.contains(&format!("stopping augur daemon (pid {})", daemon.id())), "{said}");
-    let status = daemon.wait().unwrap();
-    assert!(!status.success(), "{status:?}");
+    // It is gone (reaped here: a zombie would still be listed), however it ended.
+    daemon.wait().unwrap();
     drop(stderr_pipe);
     assert!(packaged_augur_pids().is_empty(), "augur processes left: {:?}", packaged_augur_pids());
 
