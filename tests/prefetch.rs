@@ -259,6 +259,41 @@ fn unprivileged_prefetch_loads_readable_files_and_says_it_cannot_verify() {
     assert!(resident(&data, PageRange::new(100, 300)).page_count() >= 297);
 }
 
+/// The foundation's acceptance: trace a real command, drop every cache, prefetch, and find at
+/// least 99 % of the profile's pages resident.
+#[test]
+fn traced_command_replays_to_99_percent_after_dropping_caches() {
+    let dir = scratch_dir();
+    let data = dir.path().join("input.bin");
+    write_file(&data, 2048);
+    let profile = dir.path().join("sh.profile.json");
+    let script = format!("head -c 3000000 {0} > /dev/null; tail -c 200000 {0} > /dev/null", data.display());
+    let mut cmd = augur();
+    cmd.args(["trace", "--output"]).arg(&profile).args(["--", "sh", "-c", &script]);
+    let out = run(cmd);
+    assert!(out.status.success(), "augur trace failed: {}", String::from_utf8_lossy(&out.stderr));
+    let traced = profile_file::load(&profile).unwrap();
+    assert!(traced.files.iter().any(|f| f.path == data), "the data file is in the profile");
+    assert!(traced.files.len() >= 3, "sh, head, tail and their libraries are in the profile");
+
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
+    let report = prefetch_json(&profile);
+
+    let mut wanted = 0u64;
+    let mut found = 0u64;
+    for f in &traced.files {
+        let set = f.page_set();
+        wanted += set.page_count();
+        let Ok(file) = fs::File::open(&f.path) else { continue };
+        let probe = ResidencyProbe::new(file.as_fd(), page_size(), true);
+        for r in set.ranges() {
+            found += probe.count(*r).unwrap();
+        }
+    }
+    assert!(found * 100 >= wanted * 99, "{found} of {wanted} profiled pages resident after prefetch; report {report}");
+    assert_eq!(report["files"]["stale"], 0, "{report}");
+}
+
 fn exit_code_of(args: &[&str], profile: Option<&Path>) -> (i32, String) {
     let mut cmd = augur();
     cmd.args(args);

@@ -176,8 +176,9 @@ impl<'fd> ResidencyProbe<'fd> {
         let method = match (cachestat(fd, PageRange::new(0, 1), page_size), may_mincore) {
             (Ok(Some(_)), true) => ProbeMethod::CachestatThenMincore,
             (Ok(Some(_)), false) => ProbeMethod::CachestatBisect,
-            (Ok(None), true) => ProbeMethod::Mincore,
-            (Ok(None), false) | (Err(_), _) => ProbeMethod::Unavailable,
+            // ENOSYS, or EPERM from a seccomp filter that predates cachestat (systemd 252's).
+            (Ok(None) | Err(_), true) => ProbeMethod::Mincore,
+            (Ok(None) | Err(_), false) => ProbeMethod::Unavailable,
         };
         ResidencyProbe { fd, page_size, method }
     }
