@@ -7,6 +7,7 @@
 //! - [`fetch`] loads pages into the page cache and verifies residency;
 //! - [`store`] persists profiles and the daemon's state;
 //! - [`daemon`] is the event loop tying them together;
+//! - [`sim`] replays usage traces through the predictors and planner, and generates traces;
 //! - [`bench`] measures start-up cold, warm and prefetched;
 //! - [`cli`] parses arguments and renders results and errors.
 //!
@@ -21,6 +22,7 @@ pub mod fetch;
 pub mod model;
 pub mod plan;
 pub mod sense;
+pub mod sim;
 pub mod store;
 
 pub use error::{Error, Result};

@@ -1,16 +1,85 @@
-//! `augur explain`: not yet implemented.
+//! `augur explain APP`: why an application gets the launch probability it gets.
+//!
+//! With `--trace FILE`, trains a predictor on a usage trace and explains its prediction at the
+//! end of the trace (or at `--at-ms`); without it, asks the running daemon over its socket. The
+//! explanations come from the predictors' `explain`; this file parses and renders.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::model::predict::{self, LocalTime, Observation, PREDICTOR_NAMES};
+use crate::model::usage_trace::{self, UsageEvent};
+
+/// The daemon's control socket when no other is configured.
+pub const DEFAULT_SOCKET: &str = "/run/augur/augur.sock";
 
 /// Arguments of `augur explain`.
 #[derive(Debug, Args)]
-pub struct ExplainArgs {}
+pub struct ExplainArgs {
+    /// The application (as the daemon or the trace names it).
+    pub app: String,
+    /// Train on this usage trace instead of asking the daemon.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Predictor to explain with --trace: naive, preload or augur.
+    #[arg(long, default_value = "augur")]
+    pub predictor: String,
+    /// With --trace: replay only up to this trace time (ms) and explain the prediction then.
+    #[arg(long)]
+    pub at_ms: Option<u64>,
+    /// The daemon's control socket.
+    #[arg(long, default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct Rendered<'a> {
+    predictor: &'a str,
+    app: &'a str,
+    probability: f64,
+    reasons: &'a [String],
+}
 
 /// Runs the subcommand.
-pub fn run(_args: ExplainArgs) -> Result<ExitCode> {
-    Err(Error::Usage("augur explain is not implemented yet".into()))
+pub fn run(args: ExplainArgs) -> Result<ExitCode> {
+    let Some(path) = &args.trace else {
+        if !args.socket.exists() {
+            return Err(Error::NoDaemon { socket: args.socket.clone() });
+        }
+        return Err(Error::Usage("this daemon does not answer explain requests yet; use --trace FILE".into()));
+    };
+    let mut predictor = predict::by_name(&args.predictor).ok_or_else(|| {
+        Error::Usage(format!("unknown predictor {:?} (known: {})", args.predictor, PREDICTOR_NAMES.join(", ")))
+    })?;
+    let trace = usage_trace::load(path)?;
+    let until = args.at_ms.unwrap_or(u64::MAX);
+    let mut last = 0;
+    for e in &trace.events {
+        if e.t_ms() > until {
+            break;
+        }
+        last = e.t_ms();
+        if let UsageEvent::Activity { t_ms, app, instance, transition } = e {
+            predictor.observe(&Observation { at: LocalTime(trace.header.local_ms(*t_ms)), app, instance: *instance, transition: *transition });
+        }
+    }
+    let at = LocalTime(trace.header.local_ms(args.at_ms.unwrap_or(last)));
+    let e = predictor.explain(&args.app, at);
+    if args.json {
+        let r = Rendered { predictor: &e.predictor, app: &e.app, probability: e.probability, reasons: &e.reasons };
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    } else {
+        println!("{} ({}): probability {:.3}", e.app, e.predictor, e.probability);
+        for r in &e.reasons {
+            println!("  - {r}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -5,5 +5,7 @@
 
 pub mod app;
 pub mod learn;
+pub mod predict;
 pub mod profile;
 pub mod range;
+pub mod usage_trace;

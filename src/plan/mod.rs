@@ -2,3 +2,9 @@
 //! which page ranges to keep resident and in what order to fetch them.
 //!
 //! Pure: no system calls; the budget's inputs (MemAvailable, pressure) are passed in by the daemon.
+
+pub mod budget;
+pub mod planner;
+
+pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
+pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, RangeUse, ResidentPages, plan};

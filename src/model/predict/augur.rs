@@ -1,0 +1,385 @@
+//! augur's own predictor: the probability that each application is the next one launched, from
+//! what preload's model lacks — fading memory, the launch sequence just before (a partitioned
+//! context model of order 1–2), the time of day and day type, and the session phase.
+//!
+//! Every part has a switch in [`AugurConfig`] so the simulator can show, by ablation, that each
+//! one helps (`BENCHMARKS.md`). Owns the model and its explanation; no pages, no budget. Pure.
+
+use std::collections::BTreeMap;
+
+use super::context::{ContextModel, Symbol};
+use super::{AppProbability, Explanation, LocalTime, Observation, Predictor, RunningApps, Transition, unit};
+
+/// The marker that stands for "a session starts" in the launch sequence.
+const SESSION_START: Symbol = Symbol::MAX;
+
+/// Settings of the augur predictor; each part can be switched off for ablation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AugurConfig {
+    /// Fade old evidence: counts halve every `half_life_launches` launches (preload never forgets).
+    pub fading: bool,
+    /// Half-life of the evidence, in launches.
+    pub half_life_launches: f64,
+    /// Condition on the applications launched just before (context model up to `max_order`).
+    pub sequence: bool,
+    /// Longest context, in launches.
+    pub max_order: usize,
+    /// Successors kept per context (the partition limit that bounds memory).
+    pub partition: usize,
+    /// Reweigh by how often each application starts at this hour on this kind of day.
+    pub time_of_day: bool,
+    /// Exponent applied to the time-of-day factor.
+    pub time_of_day_weight: f64,
+    /// Treat a launch after a quiet gap with nothing running as the start of a session.
+    pub session: bool,
+    /// Quiet gap that ends a session.
+    pub session_gap_ms: u64,
+    /// Add-`prior` smoothing of the frequency (order 0) distribution.
+    pub prior: f64,
+}
+
+impl Default for AugurConfig {
+    fn default() -> Self {
+        AugurConfig {
+            fading: true,
+            half_life_launches: 150.0,
+            sequence: true,
+            max_order: 2,
+            partition: 16,
+            time_of_day: true,
+            time_of_day_weight: 1.0,
+            session: true,
+            session_gap_ms: 30 * 60 * 1000,
+            prior: 0.5,
+        }
+    }
+}
+
+impl AugurConfig {
+    /// Every part switched off: a frequency predictor without memory loss (the ablation floor).
+    pub fn bare() -> Self {
+        AugurConfig { fading: false, sequence: false, time_of_day: false, session: false, ..Self::default() }
+    }
+
+    /// Names of the parts that are on, for reports.
+    pub fn parts(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.fading {
+            v.push("fading");
+        }
+        if self.sequence {
+            v.push("sequence");
+        }
+        if self.time_of_day {
+            v.push("time-of-day");
+        }
+        if self.session {
+            v.push("session");
+        }
+        v
+    }
+}
+
+/// Decayed launch counts per application in one time-of-day bucket.
+#[derive(Clone, Debug, Default)]
+struct Bucket {
+    total: f64,
+    counts: BTreeMap<Symbol, f64>,
+    stamp: u64,
+}
+
+/// Number of time-of-day buckets: 24 hours × {weekday, weekend}.
+const BUCKETS: usize = 48;
+
+fn bucket_of(t: LocalTime) -> usize {
+    let weekend = usize::from(t.weekday() >= 5);
+    weekend * 24 + t.hour()
+}
+
+/// augur's predictor.
+#[derive(Clone, Debug)]
+pub struct AugurPredictor {
+    config: AugurConfig,
+    decay: f64,
+    symbols: BTreeMap<String, Symbol>,
+    names: Vec<String>,
+    model: ContextModel,
+    history: Vec<Symbol>,
+    buckets: Vec<Bucket>,
+    launches: u64,
+    running: RunningApps,
+    last_activity: Option<LocalTime>,
+}
+
+impl AugurPredictor {
+    /// A predictor that has seen nothing.
+    pub fn new(config: AugurConfig) -> Self {
+        let decay = if config.fading && config.half_life_launches > 0.0 { 0.5f64.powf(1.0 / config.half_life_launches) } else { 1.0 };
+        let order = if config.sequence { config.max_order.max(1) } else { 1 };
+        AugurPredictor {
+            config,
+            decay,
+            symbols: BTreeMap::new(),
+            names: Vec::new(),
+            model: ContextModel::new(order, config.partition, decay),
+            history: Vec::new(),
+            buckets: vec![Bucket::default(); BUCKETS],
+            launches: 0,
+            running: RunningApps::default(),
+            last_activity: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AugurConfig {
+        &self.config
+    }
+
+    fn intern(&mut self, app: &str) -> Symbol {
+        if let Some(&s) = self.symbols.get(app) {
+            return s;
+        }
+        let s = self.names.len() as Symbol;
+        self.names.push(app.to_string());
+        self.symbols.insert(app.to_string(), s);
+        s
+    }
+
+    /// A session starts at `t` when nothing runs and nothing happened for the session gap.
+    fn session_starts(&self, t: LocalTime) -> bool {
+        self.config.session
+            && self.running.is_empty()
+            && self.last_activity.is_none_or(|l| t.since(l) >= self.config.session_gap_ms)
+    }
+
+    /// The context the next launch at `t` would follow.
+    fn context_at(&self, t: LocalTime) -> Vec<Symbol> {
+        if self.session_starts(t) { vec![SESSION_START] } else { self.history.clone() }
+    }
+
+    /// The context order used for prediction with this configuration and context.
+    fn use_order(&self, context: &[Symbol]) -> usize {
+        if self.config.sequence {
+            self.config.max_order
+        } else if context == [SESSION_START] {
+            1
+        } else {
+            0
+        }
+    }
+
+    fn bucket_factor(&self, b: usize) -> f64 {
+        if self.decay >= 1.0 { 1.0 } else { self.decay.powf((self.launches - self.buckets[b].stamp) as f64) }
+    }
+
+    /// P(app | bucket) / P(app), smoothed over the neighbouring hours and towards 1.
+    fn time_of_day_factor(&self, s: Symbol, now: LocalTime, base: f64) -> f64 {
+        const STRENGTH: f64 = 4.0;
+        let b = bucket_of(now);
+        let (day, hour) = (b / 24, b % 24);
+        let mut count = 0.0;
+        let mut total = 0.0;
+        for (dh, w) in [(23usize, 0.5), (0, 1.0), (1, 0.5)] {
+            let nb = day * 24 + (hour + dh) % 24;
+            let f = self.bucket_factor(nb);
+            count += w * f * self.buckets[nb].counts.get(&s).copied().unwrap_or(0.0);
+            total += w * f * self.buckets[nb].total;
+        }
+        let p_bucket = (count + STRENGTH * base) / (total + STRENGTH);
+        if base > 0.0 { (p_bucket / base).powf(self.config.time_of_day_weight) } else { 1.0 }
+    }
+
+    /// The next-launch distribution over applications not running, with its parts.
+    fn scores(&self, now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
+        let context = self.context_at(now);
+        let alphabet: Vec<Symbol> =
+            (0..self.names.len() as Symbol).filter(|&s| !self.running.is_running(&self.names[s as usize])).collect();
+        let order = self.use_order(&context);
+        let q = self.model.distribution(&context, &alphabet, order, self.config.prior);
+        let base = self.model.distribution(&[], &alphabet, 0, self.config.prior);
+        let mut out = BTreeMap::new();
+        let mut sum = 0.0;
+        for &s in &alphabet {
+            let qs = q.get(&s).copied().unwrap_or(0.0);
+            let tod = if self.config.time_of_day { self.time_of_day_factor(s, now, base[&s]) } else { 1.0 };
+            let v = qs * tod;
+            sum += v;
+            out.insert(s, (v, qs, tod));
+        }
+        if sum > 0.0 {
+            for v in out.values_mut() {
+                v.0 /= sum;
+            }
+        }
+        out
+    }
+
+    fn describe_context(&self, context: &[Symbol]) -> String {
+        context
+            .iter()
+            .map(|&s| if s == SESSION_START { "<session start>".to_string() } else { self.names[s as usize].clone() })
+            .collect::<Vec<_>>()
+            .join(" → ")
+    }
+}
+
+impl Predictor for AugurPredictor {
+    fn name(&self) -> &str {
+        "augur"
+    }
+
+    fn observe(&mut self, event: &Observation<'_>) {
+        if event.transition == Transition::Launch {
+            let s = self.intern(event.app);
+            let context = self.context_at(event.at);
+            let context = if self.config.sequence || context == [SESSION_START] { context } else { Vec::new() };
+            self.model.update(&context, s);
+            let mut history = context;
+            history.push(s);
+            let keep = self.model.max_order();
+            if history.len() > keep {
+                history.drain(..history.len() - keep);
+            }
+            self.history = history;
+            self.launches += 1;
+            let b = bucket_of(event.at);
+            let f = self.bucket_factor(b);
+            let bucket = &mut self.buckets[b];
+            if f < 1.0 {
+                bucket.total *= f;
+                for c in bucket.counts.values_mut() {
+                    *c *= f;
+                }
+            }
+            bucket.stamp = self.launches;
+            bucket.total += 1.0;
+            *bucket.counts.entry(s).or_default() += 1.0;
+        }
+        self.running.apply(event);
+        self.last_activity = Some(event.at);
+    }
+
+    fn predict(&mut self, now: LocalTime) -> Vec<AppProbability> {
+        let scores = self.scores(now);
+        let mut out: Vec<AppProbability> = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(s, app)| AppProbability {
+                app: app.clone(),
+                probability: unit(scores.get(&(s as Symbol)).map_or(0.0, |v| v.0)),
+            })
+            .collect();
+        out.sort_by(|a, b| a.app.cmp(&b.app));
+        out
+    }
+
+    fn explain(&mut self, app: &str, now: LocalTime) -> Explanation {
+        let mut reasons = Vec::new();
+        let Some(&s) = self.symbols.get(app) else {
+            return Explanation {
+                predictor: self.name().into(),
+                app: app.into(),
+                probability: 0.0,
+                reasons: vec!["never seen launched".into()],
+            };
+        };
+        let scores = self.scores(now);
+        let probability = unit(scores.get(&s).map_or(0.0, |v| v.0));
+        if self.running.is_running(app) {
+            reasons.push("running now: a running application is not predicted".into());
+        } else if let Some(&(_, q, tod)) = scores.get(&s) {
+            reasons.push(format!(
+                "P(next launch is {app}) = {probability:.3}: sequence model gives {q:.3}, time of day multiplies by {tod:.2}, renormalised over the {} applications not running",
+                scores.len()
+            ));
+            let context = self.context_at(now);
+            let order = self.use_order(&context);
+            for ev in self.model.evidence(&context, s, order).iter().rev() {
+                if ev.order == 0 {
+                    reasons.push(format!("overall: started {:.1} of the last {:.1} launches (faded counts)", ev.followed_by, ev.seen));
+                } else {
+                    reasons.push(format!(
+                        "after {}: followed by {app} {:.1} of {:.1} times (weight {:.2})",
+                        self.describe_context(&ev.context),
+                        ev.followed_by,
+                        ev.seen,
+                        ev.weight
+                    ));
+                }
+            }
+            if self.config.time_of_day {
+                let b = bucket_of(now);
+                reasons.push(format!(
+                    "time of day: {}:00 on a {} — factor {tod:.2}",
+                    b % 24,
+                    if b >= 24 { "weekend day" } else { "weekday" }
+                ));
+            }
+        }
+        if self.session_starts(now) {
+            reasons.push("nothing runs and the session gap has passed: predicting a session's first launch".into());
+        }
+        if self.config.fading {
+            reasons.push(format!("evidence halves every {:.0} launches", self.config.half_life_launches));
+        }
+        Explanation { predictor: self.name().into(), app: app.into(), probability, reasons }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{exit, feed, launch, prob};
+    use super::*;
+
+    fn day_of_pairs(p: &mut AugurPredictor, days: u64) {
+        // Every session: a then b, or c then d; alternating.
+        let mut inst = 0;
+        for d in 0..days {
+            for (k, (x, y)) in [("a", "b"), ("c", "d")].iter().enumerate() {
+                let base = d * 86_400 + 9 * 3600 + k as u64 * 4 * 3600;
+                inst += 2;
+                feed(p, &[launch(base, x, inst), launch(base + 60, y, inst + 1), exit(base + 3600, x, inst), exit(base + 3601, y, inst + 1)]);
+            }
+        }
+    }
+
+    #[test]
+    fn sequence_context_predicts_the_partner() {
+        let mut p = AugurPredictor::new(AugurConfig::default());
+        day_of_pairs(&mut p, 10);
+        feed(&mut p, &[launch(10 * 86_400 + 9 * 3600, "c", 1000)]);
+        let ps = p.predict(LocalTime((10 * 86_400 + 9 * 3600 + 10) * 1000));
+        assert!(prob(&ps, "d") > 0.8, "{ps:?}");
+        assert_eq!(prob(&ps, "c"), 0.0);
+        let total: f64 = ps.iter().map(|a| a.probability).sum();
+        assert!((total - 1.0).abs() < 1e-9);
+        let e = p.explain("d", LocalTime((10 * 86_400 + 9 * 3600 + 10) * 1000));
+        assert!(e.reasons.iter().any(|r| r.starts_with("after c")), "{:?}", e.reasons);
+    }
+
+    #[test]
+    fn session_start_and_time_of_day_pick_the_session_opener() {
+        let mut p = AugurPredictor::new(AugurConfig::default());
+        day_of_pairs(&mut p, 10);
+        // Idle before the afternoon session: c opens it.
+        let now = LocalTime((10 * 86_400 + 13 * 3600 - 60) * 1000);
+        let ps = p.predict(now);
+        assert!(prob(&ps, "c") > prob(&ps, "a"), "{ps:?}");
+        assert!(p.explain("c", now).reasons.iter().any(|r| r.contains("session")));
+        // Morning: a opens.
+        let ps = p.predict(LocalTime((10 * 86_400 + 9 * 3600 - 60) * 1000));
+        assert!(prob(&ps, "a") > prob(&ps, "c"), "{ps:?}");
+    }
+
+    #[test]
+    fn bare_configuration_is_frequency_only() {
+        let mut p = AugurPredictor::new(AugurConfig::bare());
+        feed(&mut p, &[launch(1, "a", 1), exit(2, "a", 1), launch(3, "a", 2), exit(4, "a", 2), launch(5, "b", 3), exit(6, "b", 3)]);
+        let ps = p.predict(LocalTime(10_000));
+        // (2 + 0.5) / (3 + 1) and (1 + 0.5) / 4.
+        assert!((prob(&ps, "a") - 0.625).abs() < 1e-12, "{ps:?}");
+        assert!((prob(&ps, "b") - 0.375).abs() < 1e-12);
+        assert!(AugurConfig::bare().parts().is_empty());
+    }
+}

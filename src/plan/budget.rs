@@ -1,0 +1,155 @@
+//! The memory budget: how many bytes prefetching may keep resident, from the memory figures and
+//! the memory-pressure reading the daemon passes in.
+//!
+//! Owns the formula (a fraction of MemAvailable, capped, backed off linearly as PSI "some avg10"
+//! rises and zero above a threshold) and preload's formula for comparison. Pure: it never reads
+//! /proc itself.
+
+/// The memory figures the budget is computed from, in bytes (from /proc/meminfo).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemorySnapshot {
+    /// MemTotal.
+    pub total: u64,
+    /// MemFree.
+    pub free: u64,
+    /// MemAvailable (free plus what the kernel can reclaim without swapping).
+    pub available: u64,
+    /// Cached.
+    pub cached: u64,
+}
+
+/// Memory pressure: the "some avg10" percentage of /proc/pressure/memory (0–100).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemoryPressure {
+    /// Share of the last 10 s in which at least one task stalled on memory, in percent.
+    pub some_avg10: f64,
+}
+
+/// How the budget is derived; every field has a documented default.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetConfig {
+    /// Share of MemAvailable prefetching may use (default 0.5).
+    pub available_fraction: f64,
+    /// Upper bound in bytes, if any (default none).
+    pub cap_bytes: Option<u64>,
+    /// Pressure (some avg10, %) at which backing off starts (default 1.0).
+    pub pressure_low: f64,
+    /// Pressure at and above which the budget is zero: fetching stops (default 10.0).
+    pub pressure_high: f64,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig { available_fraction: 0.5, cap_bytes: None, pressure_low: 1.0, pressure_high: 10.0 }
+    }
+}
+
+/// Bytes prefetching may keep resident.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MemoryBudget {
+    /// The budget in bytes.
+    pub bytes: u64,
+}
+
+impl MemoryBudget {
+    /// A fixed budget.
+    pub const fn of(bytes: u64) -> Self {
+        MemoryBudget { bytes }
+    }
+
+    /// augur's budget: `fraction · MemAvailable`, capped, times the pressure back-off
+    /// `clamp((high − p) / (high − low), 0, 1)` (1 below `low`, 0 from `high` on).
+    pub fn compute(mem: &MemorySnapshot, pressure: Option<MemoryPressure>, config: &BudgetConfig) -> Self {
+        let fraction = if config.available_fraction.is_finite() { config.available_fraction.clamp(0.0, 1.0) } else { 0.0 };
+        let mut bytes = (mem.available as f64 * fraction).floor();
+        if let Some(cap) = config.cap_bytes {
+            bytes = bytes.min(cap as f64);
+        }
+        let backoff = pressure.map_or(1.0, |p| Self::backoff(p.some_avg10, config));
+        MemoryBudget { bytes: (bytes * backoff).floor().max(0.0) as u64 }
+    }
+
+    /// The pressure back-off factor in `[0, 1]`; non-increasing in the pressure.
+    pub fn backoff(some_avg10: f64, config: &BudgetConfig) -> f64 {
+        if some_avg10.is_nan() {
+            return 0.0; // an unreadable pressure is treated as high
+        }
+        if some_avg10 >= config.pressure_high {
+            return 0.0;
+        }
+        if some_avg10 <= config.pressure_low {
+            return 1.0;
+        }
+        let span = config.pressure_high - config.pressure_low;
+        if span <= 0.0 { 0.0 } else { ((config.pressure_high - some_avg10) / span).clamp(0.0, 1.0) }
+    }
+
+    /// preload 0.6.4's default: `max(0, −10 % · MemTotal + 50 % · MemFree) + 0 % · Cached`,
+    /// computed as preload does in whole kilobytes of each 1 % — zero whenever free memory is
+    /// below 20 % of the total.
+    pub fn preload_default(mem: &MemorySnapshot) -> Self {
+        let total_kb = (mem.total / 1024) as i64;
+        let free_kb = (mem.free / 1024) as i64;
+        let avail_kb = (-10 * (total_kb / 100) + 50 * (free_kb / 100)).max(0);
+        MemoryBudget { bytes: avail_kb as u64 * 1024 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn half_of_available_by_default() {
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 6 * GIB };
+        assert_eq!(MemoryBudget::compute(&mem, None, &BudgetConfig::default()).bytes, 4 * GIB);
+        let capped = BudgetConfig { cap_bytes: Some(GIB), ..BudgetConfig::default() };
+        assert_eq!(MemoryBudget::compute(&mem, None, &capped).bytes, GIB);
+    }
+
+    #[test]
+    fn pressure_backs_off_and_stops() {
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 0 };
+        let c = BudgetConfig::default();
+        let at = |p: f64| MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
+        assert_eq!(at(0.0), 4 * GIB);
+        assert_eq!(at(5.5), 2 * GIB);
+        assert_eq!(at(10.0), 0);
+        assert_eq!(at(80.0), 0);
+        assert_eq!(at(f64::NAN), 0);
+    }
+
+    #[test]
+    fn preload_default_is_zero_below_twenty_percent_free() {
+        let mem = |free| MemorySnapshot { total: 10 * GIB, free, available: 5 * GIB, cached: 0 };
+        assert_eq!(MemoryBudget::preload_default(&mem(GIB)).bytes, 0);
+        assert_eq!(MemoryBudget::preload_default(&mem(2 * GIB)).bytes, 0);
+        // 50 % of 4 GiB − 10 % of 10 GiB = 1 GiB (to preload's kilobyte rounding).
+        let b = MemoryBudget::preload_default(&mem(4 * GIB)).bytes;
+        assert!(b.abs_diff(GIB) < 2 * 1024 * 1024, "{b}");
+    }
+
+    proptest! {
+        #[test]
+        fn budget_never_exceeds_available_or_cap(avail in 0u64..(1 << 40), frac in -1.0f64..2.0,
+                                                  cap in proptest::option::of(0u64..(1 << 40)), p in 0.0f64..100.0) {
+            let mem = MemorySnapshot { total: avail * 2, free: avail / 2, available: avail, cached: 0 };
+            let c = BudgetConfig { available_fraction: frac, cap_bytes: cap, ..BudgetConfig::default() };
+            let b = MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
+            prop_assert!(b <= avail);
+            if let Some(cap) = cap { prop_assert!(b <= cap); }
+        }
+
+        #[test]
+        fn budget_is_non_increasing_in_pressure(p1 in 0.0f64..100.0, p2 in 0.0f64..100.0) {
+            let mem = MemorySnapshot { total: 8 * GIB, free: GIB, available: 4 * GIB, cached: 0 };
+            let c = BudgetConfig::default();
+            let (lo, hi) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
+            let at = |p| MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
+            prop_assert!(at(hi) <= at(lo));
+        }
+    }
+}

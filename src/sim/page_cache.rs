@@ -1,0 +1,185 @@
+//! The simulated page cache: a budget-sized LRU of blocks (fixed runs of pages), where the blocks
+//! of running applications are pinned (in use, never evicted, not counted against the budget)
+//! and everything else — pages left by exited applications and prefetched pages — competes by
+//! recency. It counts what prefetching read and what it wasted.
+//!
+//! Owns only residency and its accounting; it does not decide what to fetch. Pure.
+
+use std::collections::BTreeMap;
+
+/// Index of a block in the simulation's block table.
+pub type BlockId = u32;
+
+#[derive(Clone, Copy, Debug)]
+struct Resident {
+    stamp: u64,
+    pins: u32,
+    /// Prefetched and not used by a launch since.
+    unused_prefetch: bool,
+}
+
+/// What prefetching did to the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheCounters {
+    /// Bytes read by prefetching.
+    pub prefetched_bytes: u64,
+    /// Prefetched bytes evicted before any launch used them.
+    pub wasted_bytes: u64,
+    /// Prefetched bytes a launch used.
+    pub used_prefetch_bytes: u64,
+}
+
+/// The simulated cache.
+#[derive(Clone, Debug)]
+pub struct PageCache {
+    capacity: u64,
+    block_bytes: Vec<u64>,
+    resident: Vec<Option<Resident>>,
+    lru: BTreeMap<u64, BlockId>,
+    unpinned_bytes: u64,
+    clock: u64,
+    counters: CacheCounters,
+}
+
+impl PageCache {
+    /// An empty cache of `capacity` bytes over blocks of the given sizes.
+    pub fn new(capacity: u64, block_bytes: Vec<u64>) -> Self {
+        PageCache {
+            capacity,
+            resident: vec![None; block_bytes.len()],
+            block_bytes,
+            lru: BTreeMap::new(),
+            unpinned_bytes: 0,
+            clock: 0,
+            counters: CacheCounters::default(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> CacheCounters {
+        self.counters
+    }
+
+    /// True when the block is in memory.
+    pub fn is_resident(&self, b: BlockId) -> bool {
+        self.resident.get(b as usize).is_some_and(Option::is_some)
+    }
+
+    /// Bytes of unpinned resident blocks (never above capacity after an operation).
+    pub fn unpinned_bytes(&self) -> u64 {
+        self.unpinned_bytes
+    }
+
+    fn bytes(&self, b: BlockId) -> u64 {
+        self.block_bytes.get(b as usize).copied().unwrap_or(0)
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Marks an unpinned resident block most recently used.
+    pub fn touch(&mut self, b: BlockId) {
+        let stamp = self.tick();
+        if let Some(Some(r)) = self.resident.get_mut(b as usize)
+            && r.pins == 0
+        {
+            self.lru.remove(&r.stamp);
+            r.stamp = stamp;
+            self.lru.insert(stamp, b);
+        }
+    }
+
+    /// Reads a block in by prefetching (no effect if resident). Returns true if it was read.
+    pub fn prefetch(&mut self, b: BlockId) -> bool {
+        if self.is_resident(b) || b as usize >= self.resident.len() {
+            return false;
+        }
+        let stamp = self.tick();
+        let bytes = self.bytes(b);
+        self.resident[b as usize] = Some(Resident { stamp, pins: 0, unused_prefetch: true });
+        self.lru.insert(stamp, b);
+        self.unpinned_bytes += bytes;
+        self.counters.prefetched_bytes += bytes;
+        self.evict_over_capacity();
+        true
+    }
+
+    /// A launch uses the block: reads it if missing, and pins it while the application runs.
+    pub fn pin(&mut self, b: BlockId) {
+        let bytes = self.bytes(b);
+        let Some(slot) = self.resident.get_mut(b as usize) else { return };
+        match slot {
+            Some(r) => {
+                if r.unused_prefetch {
+                    r.unused_prefetch = false;
+                    self.counters.used_prefetch_bytes += bytes;
+                }
+                if r.pins == 0 {
+                    self.lru.remove(&r.stamp);
+                    self.unpinned_bytes -= bytes;
+                }
+                r.pins += 1;
+            }
+            None => {
+                *slot = Some(Resident { stamp: 0, pins: 1, unused_prefetch: false });
+            }
+        }
+    }
+
+    /// The application using the block ended: the block becomes ordinary, most recently used cache.
+    pub fn unpin(&mut self, b: BlockId) {
+        let stamp = self.tick();
+        let bytes = self.bytes(b);
+        if let Some(Some(r)) = self.resident.get_mut(b as usize)
+            && r.pins > 0
+        {
+            r.pins -= 1;
+            if r.pins == 0 {
+                r.stamp = stamp;
+                self.lru.insert(stamp, b);
+                self.unpinned_bytes += bytes;
+            }
+        }
+        self.evict_over_capacity();
+    }
+
+    fn evict_over_capacity(&mut self) {
+        while self.unpinned_bytes > self.capacity {
+            let Some((_, victim)) = self.lru.pop_first() else { break };
+            let bytes = self.bytes(victim);
+            if let Some(r) = self.resident.get_mut(victim as usize).and_then(Option::take) {
+                if r.unused_prefetch {
+                    self.counters.wasted_bytes += bytes;
+                }
+            }
+            self.unpinned_bytes -= bytes;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_oldest_unpinned_and_counts_waste() {
+        let mut c = PageCache::new(20, vec![10, 10, 10, 10]);
+        assert!(c.prefetch(0));
+        assert!(c.prefetch(1));
+        c.touch(0);
+        assert!(c.prefetch(2)); // evicts 1, never used
+        assert!(!c.is_resident(1));
+        assert_eq!(c.counters().wasted_bytes, 10);
+        c.pin(0); // used: not waste, and no longer counted
+        assert_eq!(c.unpinned_bytes(), 10);
+        c.pin(3); // read by the launch itself
+        assert!(c.prefetch(1));
+        assert!(c.is_resident(2) && c.is_resident(1));
+        c.unpin(0); // back in the LRU, most recent: evicts 2 (unused)
+        assert!(!c.is_resident(2));
+        assert!(c.unpinned_bytes() <= 20);
+        assert_eq!(c.counters(), CacheCounters { prefetched_bytes: 40, wasted_bytes: 20, used_prefetch_bytes: 10 });
+    }
+}
