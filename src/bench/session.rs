@@ -69,6 +69,9 @@ pub struct ConditionResult {
     pub cpu_ms: Summary,
     /// Major page faults.
     pub major_faults: Summary,
+    /// MiB the file systems read for the command (file data and metadata), from `wait4`'s
+    /// `ru_inblock`: what is left for a prefetcher to load.
+    pub read_mib: Summary,
     /// Share of the cold-to-warm gap closed, from medians: (cold − this) / (cold − warm).
     pub gap_closed: Option<f64>,
     /// Every run, in order.
@@ -131,6 +134,7 @@ pub fn run_interleaved(
             io_wait_ms: summary_of(runs.iter().map(|r| r.sample.io_wait_ms)),
             cpu_ms: summary_of(runs.iter().map(|r| r.sample.user_ms + r.sample.sys_ms)),
             major_faults: summary_of(runs.iter().map(|r| r.sample.major_faults as f64)),
+            read_mib: summary_of(runs.iter().map(|r| r.sample.blocks_in as f64 * 512.0 / (1024.0 * 1024.0))),
             gap_closed: None,
             runs,
         })
