@@ -4,7 +4,9 @@
 //! purged, which must leave no file and no augur process behind.
 //!
 //! Runs as root on a scratch machine (CI): it installs the Debian tools it needs, and installs
-//! and purges the `augur` package itself. It reuses the release binary cargo built for the tests.
+//! and purges the `augur` package itself, which also deletes `/var/lib/augur` and `/etc/augur`:
+//! do not run it where augur is installed for real. It reuses the release binary cargo built for
+//! the tests.
 
 use std::collections::BTreeMap;
 use std::fs;
