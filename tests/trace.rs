@@ -261,3 +261,65 @@ fn cli_errors_have_their_exit_codes() {
     assert!(stderr.contains("needs root"));
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The API the daemon builds on: a global watch (no pid filter) sees another process's exec,
+/// page events (with its tgid) and exit, and the open watcher names the inode incrementally.
+#[test]
+fn a_global_watch_reports_pages_and_lifecycle_of_any_process() {
+    use augur::model::profile::InodeKey;
+    use augur::model::range::RangeSet;
+    use augur::sense::event::EventKind;
+    use augur::sense::fanotify::OpenWatcher;
+    use augur::sense::resolve::{PathResolver, Resolution};
+    use augur::sense::tracefs::InstanceOptions;
+    use augur::sense::watch::{ModeChoice, PageWatch, WatchScope};
+    use std::os::unix::fs::MetadataExt;
+
+    let fx = fixture();
+    let meta = fs::metadata(&fx.data).unwrap();
+    let data_key = InodeKey { dev: meta.dev(), ino: meta.ino() };
+    let choice = ModeChoice { requested: None, degrade_to_file_only: true };
+    let mut watch = PageWatch::open("test", &WatchScope::Global, choice, &InstanceOptions::default()).unwrap();
+    assert_eq!(watch.mode(), TraceMode::Access);
+    let instance_dir = watch.instance().unwrap().dir().to_path_buf();
+    let mut opens = OpenWatcher::new(false).unwrap();
+    watch.start().unwrap();
+
+    let mut child = Command::new(&fx.reader).arg(&fx.data).stdout(Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+
+    let (mut exec, mut exit, mut pages, mut foreign_tgid) = (false, false, RangeSet::new(), 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(exec && exit && pages.page_count() == DATA_PAGES) {
+        assert!(Instant::now() < deadline, "exec {exec} exit {exit} pages {}", pages.page_count());
+        {
+            let fd = watch.fd().unwrap().unwrap();
+            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+            let timeout = rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 };
+            let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        }
+        watch
+            .read(100_000, |e| match e.kind {
+                EventKind::Exec { filename, pid: p, .. } if p == pid => exec = Path::new(&filename) == fx.reader,
+                EventKind::Exit { pid: p, .. } if p == pid => exit = true,
+                EventKind::Page(pe) if pe.inode == data_key => {
+                    pages.insert(pe.pages);
+                    if e.tgid != Some(pid) {
+                        foreign_tgid += 1;
+                    }
+                }
+                _ => {}
+            })
+            .unwrap();
+    }
+    assert_eq!(foreign_tgid, 0, "every page event of the data file carries the reader's tgid");
+
+    let mut resolver = PathResolver::new();
+    opens.read_available(|f| resolver.learn(f.key, f.path)).unwrap();
+    let resolved = resolver.resolve(data_key, augur::sense::procfs::identity_of);
+    assert!(matches!(resolved, Resolution::Resolved { ref path, .. } if *path == fx.data), "{resolved:?}");
+
+    watch.close().unwrap();
+    assert!(!instance_dir.exists());
+}
