@@ -597,6 +597,44 @@ mod tests {
     }
 
     #[test]
+    fn cancel_from_another_thread_stops_between_chunks() {
+        use crate::fetch::residency::cachestat;
+        // 128 MiB: 64 chunks of 2 MiB. Another thread raises the flag once the first pages are
+        // in; if the whole fetch wins that race (a very loaded machine), evict and try again.
+        let (f, plan) = file_with_plan(32768, &[(0, 32768)]);
+        let mut stopped = None;
+        for _ in 0..5 {
+            evict_file(f.as_file().as_fd()).unwrap();
+            let cancel = CancelFlag::new();
+            let done = CancelFlag::new();
+            let watcher = {
+                let (cancel, done) = (cancel.clone(), done.clone());
+                let file = f.reopen().unwrap();
+                std::thread::spawn(move || {
+                    let ps = page_size();
+                    while !done.is_cancelled()
+                        && cachestat(file.as_fd(), PageRange::new(0, 32768), ps).unwrap().unwrap().cached == 0
+                    {
+                        std::thread::yield_now();
+                    }
+                    cancel.cancel();
+                })
+            };
+            let report = Prefetcher::default().fetch(&plan, &cancel);
+            done.cancel();
+            watcher.join().unwrap();
+            if report.cancelled {
+                stopped = Some(report);
+                break;
+            }
+        }
+        let report = stopped.expect("the fetch was never cancelled in 5 attempts");
+        let p = report.pages;
+        assert!(p.not_attempted > 0, "{report:?}");
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
+    }
+
+    #[test]
     fn cancelled_fetch_attempts_nothing() {
         let (f, plan) = file_with_plan(64, &[(0, 64)]);
         evict_file(f.as_file().as_fd()).unwrap();
