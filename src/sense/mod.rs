@@ -7,6 +7,7 @@ pub mod child_usage;
 pub mod event;
 pub mod fanotify;
 pub mod mode;
+pub mod proc_connector;
 pub mod procfs;
 pub mod resolve;
 pub mod trace_session;

@@ -1,0 +1,370 @@
+//! Launch windows: from an application's exec until its page accesses go quiet (capped), which
+//! processes belong to the launch (the launching process and its descendants), which page events
+//! are the launch's, and the launch's honest hit-rate counters.
+//!
+//! Syscall-free and clock-free: every call is given the monotonic time in nanoseconds, so it is
+//! tested without root. The daemon's event loop feeds it and acts on what it returns.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::model::app::AppIdentity;
+use crate::model::profile::{InodeKey, TraceMode, UsedRange, WorkingSetBuilder};
+use crate::model::range::PageRange;
+
+/// Identifies a launch for the daemon's lifetime.
+pub type LaunchId = u64;
+
+/// Page events seen up to this long before the exec event was processed still count (the kernel
+/// reads the executable's first pages inside execve, before the exec is reported).
+const EXEC_LOOKBEHIND_NS: u64 = 200_000_000;
+/// After the last process of a launch exits, events still in flight get this long to arrive.
+const EXIT_GRACE_NS: u64 = 100_000_000;
+/// Page events of processes outside every launch kept for the look-behind.
+const BACKLOG_MAX: usize = 4096;
+
+/// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageKind {
+    /// The page was used (get_pages, map_pages, fault).
+    Access,
+    /// The page entered the page cache: it was read from disk.
+    Insertion,
+}
+
+/// Knobs of launch windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// Longest window.
+    pub max_ns: u64,
+    /// Quiet time that ends a window.
+    pub quiet_ns: u64,
+    /// Events the daemon traces (decides whether insertions or accesses build the profile).
+    pub mode: TraceMode,
+}
+
+/// A launch in progress.
+pub struct ActiveLaunch {
+    /// The launch's id.
+    pub id: LaunchId,
+    /// The application.
+    pub app: AppIdentity,
+    /// Command line at exec.
+    pub argv: Vec<String>,
+    /// The process that exec'd.
+    pub root: u32,
+    /// Processes (tgids) of the launch still alive.
+    pub live: HashSet<u32>,
+    /// Exec time, monotonic ns.
+    pub started_ns: u64,
+    /// Last page event, monotonic ns.
+    pub last_event_ns: u64,
+    /// When the last process exited, if all did.
+    pub all_exited_ns: Option<u64>,
+    /// Pages used, first-use ordered.
+    pub used: WorkingSetBuilder,
+    /// Pages read from disk for the launch during the window.
+    pub pages_read_from_disk: u64,
+    /// Pages the replayed profile expected (0 for a new application).
+    pub pages_expected: u64,
+    /// Of those, pages resident when the replay checked.
+    pub pages_resident_at_exec: u64,
+    /// Pages the replay loaded.
+    pub pages_prefetched: u64,
+    /// Bytes the replay loaded.
+    pub bytes_prefetched: u64,
+}
+
+/// A launch whose window closed.
+pub struct FinishedLaunch {
+    /// Everything the launch accumulated.
+    pub launch: ActiveLaunch,
+    /// Window length in milliseconds.
+    pub window_ms: u64,
+    /// Inodes in first-use order with their ranges.
+    pub working_set: Vec<(InodeKey, Vec<UsedRange>)>,
+}
+
+/// What an exec meant.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ExecOutcome {
+    /// A new launch started (replay its profile).
+    Started(LaunchId),
+    /// The launch's root process exec'd again (`env python3 x.py`): the launch is now of the new
+    /// application (replay that one).
+    Relabelled(LaunchId),
+    /// A process of a launch in progress exec'd a helper: part of that launch.
+    Joined(LaunchId),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Backlogged {
+    tgid: u32,
+    ts_ns: u64,
+    kind: PageKind,
+    inode: InodeKey,
+    pages: PageRange,
+}
+
+/// All launches in progress.
+pub struct LaunchTracker {
+    settings: WindowSettings,
+    active: Vec<ActiveLaunch>,
+    owner: HashMap<u32, LaunchId>,
+    backlog: VecDeque<Backlogged>,
+    next_id: LaunchId,
+}
+
+impl LaunchTracker {
+    /// No launch in progress.
+    pub fn new(settings: WindowSettings) -> Self {
+        LaunchTracker { settings, active: Vec::new(), owner: HashMap::new(), backlog: VecDeque::new(), next_id: 1 }
+    }
+
+    /// Changes the settings (config reload); windows in progress keep their start.
+    pub fn set_settings(&mut self, settings: WindowSettings) {
+        self.settings = settings;
+    }
+
+    /// Launches in progress.
+    pub fn active(&self) -> &[ActiveLaunch] {
+        &self.active
+    }
+
+    /// The launch in progress `id`.
+    pub fn get_mut(&mut self, id: LaunchId) -> Option<&mut ActiveLaunch> {
+        self.active.iter_mut().find(|l| l.id == id)
+    }
+
+    /// True when nothing is in progress (the daemon then arms no timer).
+    pub fn is_idle(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// Process `tgid` exec'd the application `app` at `now_ns`.
+    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64) -> ExecOutcome {
+        if let Some(&id) = self.owner.get(&tgid)
+            && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+        {
+            if l.root == tgid {
+                l.app = app;
+                l.argv = argv;
+                return ExecOutcome::Relabelled(id);
+            }
+            return ExecOutcome::Joined(id);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut launch = ActiveLaunch {
+            id,
+            app,
+            argv,
+            root: tgid,
+            live: HashSet::from([tgid]),
+            started_ns: now_ns,
+            last_event_ns: now_ns,
+            all_exited_ns: None,
+            used: WorkingSetBuilder::new(),
+            pages_read_from_disk: 0,
+            pages_expected: 0,
+            pages_resident_at_exec: 0,
+            pages_prefetched: 0,
+            bytes_prefetched: 0,
+        };
+        // Events of this process read before its exec was reported.
+        let since = now_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+        let mode = self.settings.mode;
+        self.backlog.retain(|b| {
+            if b.tgid == tgid && b.ts_ns >= since {
+                apply(&mut launch, mode, b.kind, b.inode, b.pages, b.ts_ns);
+                false
+            } else {
+                true
+            }
+        });
+        self.owner.insert(tgid, id);
+        self.active.push(launch);
+        ExecOutcome::Started(id)
+    }
+
+    /// Process `parent` created process `child`.
+    pub fn on_fork(&mut self, parent: u32, child: u32) {
+        if let Some(&id) = self.owner.get(&parent)
+            && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+        {
+            l.live.insert(child);
+            self.owner.insert(child, id);
+        }
+    }
+
+    /// Process `tgid` exited.
+    pub fn on_exit(&mut self, tgid: u32, now_ns: u64) {
+        if let Some(id) = self.owner.remove(&tgid)
+            && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+        {
+            l.live.remove(&tgid);
+            if l.live.is_empty() {
+                l.all_exited_ns = Some(now_ns);
+            }
+        }
+    }
+
+    /// A page event of process `tgid` at `ts_ns`; attributed to its launch if it has one.
+    pub fn on_page(&mut self, tgid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange) {
+        let mode = self.settings.mode;
+        match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
+            Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => apply(l, mode, kind, inode, pages, ts_ns),
+            Some(_) => {}
+            None => {
+                if self.backlog.len() >= BACKLOG_MAX {
+                    self.backlog.pop_front();
+                }
+                self.backlog.push_back(Backlogged { tgid, ts_ns, kind, inode, pages });
+            }
+        }
+    }
+
+    /// Forgets backlogged events older than the look-behind (called before sleeping).
+    pub fn trim_backlog(&mut self, now_ns: u64) {
+        let since = now_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+        self.backlog.retain(|b| b.ts_ns >= since);
+    }
+
+    fn deadline_of(&self, l: &ActiveLaunch) -> u64 {
+        let quiet = l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns);
+        let cap = l.started_ns.saturating_add(self.settings.max_ns);
+        let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
+        quiet.min(cap).min(exited)
+    }
+
+    /// When the earliest window closes (monotonic ns), if any is open.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.active.iter().map(|l| self.deadline_of(l)).min()
+    }
+
+    /// Closes every window whose time is up at `now_ns`.
+    pub fn expire(&mut self, now_ns: u64) -> Vec<FinishedLaunch> {
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < self.active.len() {
+            if self.deadline_of(&self.active[i]) <= now_ns {
+                let l = self.active.swap_remove(i);
+                done.push(self.finish(l, now_ns));
+            } else {
+                i += 1;
+            }
+        }
+        done
+    }
+
+    /// Closes every window now (shutdown).
+    pub fn close_all(&mut self, now_ns: u64) -> Vec<FinishedLaunch> {
+        let all: Vec<ActiveLaunch> = self.active.drain(..).collect();
+        all.into_iter().map(|l| self.finish(l, now_ns)).collect()
+    }
+
+    fn finish(&mut self, mut l: ActiveLaunch, now_ns: u64) -> FinishedLaunch {
+        self.owner.retain(|_, id| *id != l.id);
+        let end = now_ns.min(l.started_ns.saturating_add(self.settings.max_ns)).min(l.last_event_ns.max(l.started_ns));
+        let window_ms = end.saturating_sub(l.started_ns) / 1_000_000;
+        let used = std::mem::take(&mut l.used);
+        FinishedLaunch { launch: l, window_ms, working_set: used.finish() }
+    }
+}
+
+fn apply(l: &mut ActiveLaunch, mode: TraceMode, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) {
+    let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
+    match kind {
+        PageKind::Insertion => {
+            l.pages_read_from_disk += pages.len;
+            if mode != TraceMode::Access {
+                l.used.touch(inode, pages, at_us);
+            }
+        }
+        PageKind::Access => l.used.touch(inode, pages, at_us),
+    }
+    l.last_event_ns = l.last_event_ns.max(ts_ns);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::app::identify;
+
+    const MS: u64 = 1_000_000;
+    const F: InodeKey = InodeKey { dev: 1, ino: 5 };
+
+    fn tracker() -> LaunchTracker {
+        LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access })
+    }
+
+    fn app(exe: &str) -> AppIdentity {
+        identify(exe, &[exe.to_string()], None)
+    }
+
+    #[test]
+    fn descendants_are_attributed_and_strangers_are_not() {
+        let mut t = tracker();
+        let base = 10_000 * MS;
+        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base), ExecOutcome::Started(1));
+        t.on_fork(100, 101);
+        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS), ExecOutcome::Joined(1));
+        t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
+        t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
+        t.on_page(555, base + 2 * MS, PageKind::Access, F, PageRange::new(50, 4));
+        let done = t.expire(base + 2000 * MS);
+        assert_eq!(done.len(), 1);
+        let d = &done[0];
+        assert_eq!(d.launch.app.key, "/bin/app");
+        assert_eq!(d.working_set, vec![(F, vec![UsedRange { range: PageRange::new(0, 4), first_use_us: 2000 }])]);
+        assert_eq!(d.launch.pages_read_from_disk, 4);
+        assert!(t.is_idle());
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn window_ends_when_quiet_or_at_the_cap() {
+        let mut t = tracker();
+        t.on_exec(1, app("/bin/a"), vec![], 0);
+        assert_eq!(t.next_deadline(), Some(1000 * MS));
+        // Busy for 20 s: the cap closes it at 15 s.
+        for i in 1..20_000u64 {
+            t.on_page(1, i * MS, PageKind::Access, F, PageRange::new(i, 1));
+            assert!(t.expire(i * MS).is_empty() || i >= 15_000);
+            if t.is_idle() {
+                assert_eq!(i, 15_000);
+                return;
+            }
+        }
+        panic!("window never closed");
+    }
+
+    #[test]
+    fn all_exited_closes_after_a_grace() {
+        let mut t = tracker();
+        t.on_exec(7, app("/bin/a"), vec![], 0);
+        t.on_page(7, 10 * MS, PageKind::Access, F, PageRange::new(0, 1));
+        t.on_exit(7, 20 * MS);
+        assert_eq!(t.next_deadline(), Some(20 * MS + EXIT_GRACE_NS));
+        assert_eq!(t.expire(200 * MS).len(), 1);
+    }
+
+    #[test]
+    fn root_reexec_relabels_and_lookbehind_catches_execve_reads() {
+        let mut t = tracker();
+        t.on_page(9, 5 * MS, PageKind::Insertion, F, PageRange::new(0, 2));
+        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS);
+        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS), ExecOutcome::Relabelled(1));
+        let done = t.close_all(8 * MS);
+        assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
+        assert_eq!(done[0].launch.pages_read_from_disk, 2);
+    }
+
+    #[test]
+    fn insertion_mode_learns_from_insertions() {
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion });
+        t.on_exec(3, app("/bin/a"), vec![], 0);
+        t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
+        let done = t.close_all(2 * MS);
+        assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(8, 2));
+    }
+}
