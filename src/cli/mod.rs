@@ -72,13 +72,18 @@ pub enum Command {
 /// Sets up logging to stderr: levels, no timestamps (journald adds its own), no colour unless
 /// stderr is a terminal, and syslog priorities when stderr is the journal ([`journal`]).
 fn init_logging(verbose: u8, quiet: bool) {
-    use std::io::IsTerminal;
     let level = match (quiet, verbose) {
         (true, _) => tracing::Level::ERROR,
         (false, 0) => tracing::Level::INFO,
         (false, 1) => tracing::Level::DEBUG,
         (false, _) => tracing::Level::TRACE,
     };
+    init_logging_at(level);
+}
+
+/// Sets up logging at `level` (the daemon takes its default level from its configuration).
+pub(crate) fn init_logging_at(level: tracing::Level) {
+    use std::io::IsTerminal;
     let format = tracing_subscriber::fmt::format().without_time().with_target(false);
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
@@ -89,11 +94,12 @@ fn init_logging(verbose: u8, quiet: bool) {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let (verbose, quiet) = (cli.verbose, cli.quiet);
     match cli.command {
         Command::Trace(a) => trace::run(a),
         Command::Prefetch(a) => prefetch::run(a),
         Command::Bench(a) => bench::run(a),
-        Command::Daemon(a) => daemon::run(a),
+        Command::Daemon(a) => daemon::run(a, verbose, quiet),
         Command::Status(a) => status::run(a),
         Command::Apps(a) => apps::run(a),
         Command::Record(a) => record::run(a),
@@ -108,7 +114,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 /// Entry point of the binary: parse, run, render any error as one line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose, cli.quiet);
+    // The daemon sets up logging itself, at its configured level.
+    if !matches!(cli.command, Command::Daemon(_)) {
+        init_logging(cli.verbose, cli.quiet);
+    }
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -4,5 +4,8 @@
 //! It wires `sense`, `model`, `plan`, `fetch` and `store` together and owns no policy of its own.
 
 pub mod config;
+pub mod control;
 pub mod notify;
+pub mod os;
+pub mod run;
 pub mod window;

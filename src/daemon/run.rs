@@ -1,0 +1,717 @@
+//! The event loop of `augur daemon`: one epoll over the process-events connector, the tracefs
+//! page-event pipe, fanotify opens, the control socket, a signalfd, a replay-worker eventfd and a
+//! one-shot timer armed only while something is pending (a launch window, or a re-plan when
+//! prediction is on). With nothing happening it sleeps in `epoll_wait` without a timeout.
+//!
+//! It wires `sense` (events), `model` (identity, learning), `fetch` (replay), `store` (state) and
+//! the prediction hook ([`PlanStep`]) together; the policies live in those modules and in
+//! [`super::window`].
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use rustix::event::epoll;
+
+use super::config::{Config, ReplayPriority};
+use super::control::{self, EventCounts, Request, Response, StatusReport};
+use super::notify::Notifier;
+use super::os::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
+use super::window::{ExecOutcome, FinishedLaunch, LaunchId, LaunchTracker, PageKind, WindowSettings};
+use crate::error::{Error, Result};
+use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher};
+use crate::model::app::{self, AppIdentity};
+use crate::model::profile::{LaunchProfile, TraceMode};
+use crate::sense::event::{EventKind, PageEventKind};
+use crate::sense::fanotify::OpenWatcher;
+use crate::sense::mode::mode_name;
+use crate::sense::proc_connector::{ProcConnector, ProcEvent};
+use crate::sense::procfs;
+use crate::sense::resolve::{PathResolver, assemble_files};
+use crate::sense::trace_session::PROFILE_PAGE_SIZE;
+use crate::sense::tracefs::InstanceOptions;
+use crate::sense::watch::{ModeChoice, PageWatch, WatchScope};
+use crate::store::state::{LaunchRecord, OpenOutcome, StateStore};
+
+/// Paths known to the resolver beyond which it is cleared while no launch is in progress.
+const RESOLVER_MAX: usize = 20_000;
+
+/// Why the prediction hook is called.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanTrigger {
+    /// An application started (its launch window opened).
+    LaunchStarted { app: String },
+    /// A launch window closed and was learned.
+    LaunchFinished { app: String },
+    /// Memory pressure changed (reserved for the planner's own pressure source).
+    Pressure,
+    /// The slow re-plan interval elapsed.
+    Interval,
+}
+
+/// What the prediction hook may look at.
+pub struct PlanContext<'a> {
+    /// The learned state.
+    pub state: &'a StateStore,
+    /// The configuration in force.
+    pub config: &'a Config,
+    /// Wall-clock milliseconds.
+    pub now_ms: u64,
+}
+
+/// The prediction hook: called on launch events and on the slow interval when `[predict]
+/// enabled = true`. It decides and fetches on its own (it may keep a worker of its own).
+pub trait PlanStep {
+    /// One planning round.
+    fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()>;
+}
+
+/// How the daemon was started.
+#[derive(Clone, Debug, Default)]
+pub struct DaemonOptions {
+    /// `--config`.
+    pub config_path: Option<PathBuf>,
+    /// `--state`, overriding the configuration.
+    pub state_path: Option<PathBuf>,
+    /// `--socket`, overriding the configuration.
+    pub socket_path: Option<PathBuf>,
+    /// `--mode`: a trace mode asked for (can only degrade).
+    pub mode: Option<TraceMode>,
+}
+
+impl DaemonOptions {
+    /// Reads the configuration and applies the command-line overrides.
+    pub fn load_config(&self) -> Result<Config> {
+        let mut c = Config::load(self.config_path.as_deref())?;
+        if let Some(p) = &self.state_path {
+            c.daemon.state_path = p.clone();
+        }
+        if let Some(p) = &self.socket_path {
+            c.daemon.socket_path = p.clone();
+        }
+        Ok(c)
+    }
+}
+
+struct ReplayJob {
+    launch: LaunchId,
+    profile: LaunchProfile,
+    priority: IoPriority,
+}
+
+struct ReplayDone {
+    launch: LaunchId,
+    report: FetchReport,
+}
+
+/// The replay worker: fetches profiles one at a time so the loop never blocks on I/O.
+fn spawn_replay_worker(
+    wake: WakeupHandle,
+    cancel: CancelFlag,
+) -> Result<(mpsc::Sender<ReplayJob>, mpsc::Receiver<ReplayDone>, std::thread::JoinHandle<()>)> {
+    let (job_tx, job_rx) = mpsc::channel::<ReplayJob>();
+    let (done_tx, done_rx) = mpsc::channel::<ReplayDone>();
+    let handle = std::thread::Builder::new()
+        .name("augur-replay".into())
+        .spawn(move || {
+            for job in job_rx {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                let plan = FetchPlan::from_profiles([&job.profile], crate::fetch::page_size());
+                let options = FetchOptions { priority: job.priority, ..FetchOptions::default() };
+                let report = Prefetcher::new(options).fetch(&plan, &cancel);
+                if done_tx.send(ReplayDone { launch: job.launch, report }).is_err() {
+                    break;
+                }
+                wake.wake();
+            }
+        })
+        .map_err(|e| Error::io("starting the replay worker", e))?;
+    Ok((job_tx, done_rx, handle))
+}
+
+fn io_priority(p: ReplayPriority) -> IoPriority {
+    match p {
+        ReplayPriority::Idle => IoPriority::Idle,
+        ReplayPriority::BestEffort => IoPriority::BestEffort { level: 7 },
+    }
+}
+
+fn window_settings(c: &Config, mode: TraceMode) -> WindowSettings {
+    WindowSettings {
+        max_ns: c.window_max().as_nanos() as u64,
+        quiet_ns: c.quiet().as_nanos() as u64,
+        mode,
+    }
+}
+
+/// Identifies the application process `tgid` runs now, from /proc.
+fn identify_process(tgid: u32) -> Option<(AppIdentity, Vec<String>)> {
+    let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?;
+    let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).unwrap_or_default();
+    let argv = app::split_cmdline(&raw);
+    let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
+    Some((app::identify(&exe.to_string_lossy(), &argv, cwd.as_deref()), argv))
+}
+
+const TOKEN_PROC: u64 = 0;
+const TOKEN_TRACE: u64 = 1;
+const TOKEN_OPENS: u64 = 2;
+const TOKEN_CONTROL: u64 = 3;
+const TOKEN_SIGNAL: u64 = 4;
+const TOKEN_TIMER: u64 = 5;
+const TOKEN_WAKE: u64 = 6;
+
+/// The running daemon.
+pub struct Daemon {
+    options: DaemonOptions,
+    config: Config,
+    state: StateStore,
+    procs: ProcConnector,
+    watch: PageWatch,
+    opens: Option<OpenWatcher>,
+    listener: UnixListener,
+    signals: SignalFd,
+    timer: Timer,
+    wake: Wakeup,
+    tracker: LaunchTracker,
+    resolver: PathResolver,
+    replay_tx: Option<mpsc::Sender<ReplayJob>>,
+    replay_rx: mpsc::Receiver<ReplayDone>,
+    replay_worker: Option<std::thread::JoinHandle<()>>,
+    replay_cancel: CancelFlag,
+    /// Launches whose replay is still running, and finished launches waiting for their replay.
+    replays_in_flight: HashMap<LaunchId, Option<FinishedLaunch>>,
+    plan_step: Option<Box<dyn PlanStep>>,
+    next_replan_ns: Option<u64>,
+    started: Instant,
+    own_pid: u32,
+    counts: EventCounts,
+    health: Vec<String>,
+    notifier: Notifier,
+    socket_path: PathBuf,
+}
+
+impl Daemon {
+    /// Sets everything up: configuration, state, process events, page events, opens, control
+    /// socket, signals. Tracing is on when this returns.
+    pub fn start(options: DaemonOptions) -> Result<Daemon> {
+        let config = options.load_config()?;
+        crate::error::require_root("running the daemon")?;
+        let signals = SignalFd::new()?;
+        let (state, outcome) = StateStore::open(&config.daemon.state_path)?;
+        match &outcome {
+            OpenOutcome::Created => tracing::info!("new state at {}", config.daemon.state_path.display()),
+            OpenOutcome::Opened => {}
+            OpenOutcome::MovedAside(p) => tracing::warn!("started a fresh state; the unusable one is {}", p.display()),
+        }
+        let procs = ProcConnector::open()?;
+        let choice = ModeChoice { requested: options.mode, degrade_to_file_only: true };
+        let mut health = Vec::new();
+        let watch = PageWatch::open("daemon", &WatchScope::Global, choice, &InstanceOptions::default())?;
+        if watch.mode() == TraceMode::FileOnly {
+            health.push("no page tracing (file-only mode)".to_string());
+        }
+        let opens = match OpenWatcher::new(false) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                tracing::warn!("fanotify unavailable ({e}); paths come from /proc only");
+                health.push("no fanotify".into());
+                None
+            }
+        };
+        let listener = control::listen(&config.daemon.socket_path)?;
+        let timer = Timer::new()?;
+        let wake = Wakeup::new()?;
+        let replay_cancel = CancelFlag::new();
+        let (tx, rx, worker) = spawn_replay_worker(wake.handle()?, replay_cancel.clone())?;
+        watch.start()?;
+        let tracker = LaunchTracker::new(window_settings(&config, watch.mode()));
+        let socket_path = config.daemon.socket_path.clone();
+        let notifier = Notifier::from_env()?;
+        Ok(Daemon {
+            options,
+            config,
+            state,
+            procs,
+            watch,
+            opens,
+            listener,
+            signals,
+            timer,
+            wake,
+            tracker,
+            resolver: PathResolver::new(),
+            replay_tx: Some(tx),
+            replay_rx: rx,
+            replay_worker: Some(worker),
+            replay_cancel,
+            replays_in_flight: HashMap::new(),
+            plan_step: None,
+            next_replan_ns: None,
+            started: Instant::now(),
+            own_pid: std::process::id(),
+            counts: EventCounts::default(),
+            health,
+            notifier,
+            socket_path,
+        })
+    }
+
+    /// Installs the prediction hook (used when `[predict] enabled = true`).
+    pub fn set_plan_step(&mut self, step: Box<dyn PlanStep>) {
+        self.plan_step = Some(step);
+        self.schedule_replan();
+    }
+
+    /// The trace mode in use.
+    pub fn mode(&self) -> TraceMode {
+        self.watch.mode()
+    }
+
+    fn schedule_replan(&mut self) {
+        self.next_replan_ns = (self.config.predict.enabled && self.plan_step.is_some())
+            .then(|| os::monotonic_ns() + self.config.predict.replan_interval_secs.saturating_mul(1_000_000_000));
+    }
+
+    fn plan(&mut self, trigger: PlanTrigger) {
+        if !self.config.predict.enabled {
+            return;
+        }
+        if let Some(step) = self.plan_step.as_mut() {
+            let ctx = PlanContext { state: &self.state, config: &self.config, now_ms: os::unix_ms() };
+            if let Err(e) = step.plan(&trigger, &ctx) {
+                tracing::warn!("planning round ({trigger:?}) failed: {e}");
+            }
+        }
+    }
+
+    /// Runs until SIGTERM or SIGINT; saves and returns.
+    pub fn run(mut self) -> Result<()> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| Error::io("creating epoll", e.into()))?;
+        let add = |fd: std::os::fd::BorrowedFd<'_>, token: u64| {
+            epoll::add(&ep, fd, epoll::EventData::new_u64(token), epoll::EventFlags::IN)
+                .map_err(|e| Error::io("registering with epoll", e.into()))
+        };
+        add(self.procs.as_fd(), TOKEN_PROC)?;
+        if let Some(fd) = self.watch.fd()? {
+            add(fd, TOKEN_TRACE)?;
+        }
+        if let Some(o) = &self.opens {
+            add(o.as_fd(), TOKEN_OPENS)?;
+        }
+        add(self.listener.as_fd(), TOKEN_CONTROL)?;
+        add(self.signals.as_fd(), TOKEN_SIGNAL)?;
+        add(self.timer.as_fd(), TOKEN_TIMER)?;
+        add(self.wake.as_fd(), TOKEN_WAKE)?;
+
+        let ready = format!(
+            "learning in {} mode; {} applications known",
+            mode_name(self.watch.mode()),
+            self.state.app_count().unwrap_or(0)
+        );
+        tracing::info!(
+            "augur daemon ready: {ready}; state {}, socket {}",
+            self.config.daemon.state_path.display(),
+            self.socket_path.display()
+        );
+        let _ = self.notifier.ready(&ready);
+
+        let mut events: Vec<epoll::Event> = Vec::with_capacity(16);
+        loop {
+            events.clear();
+            match epoll::wait(&ep, rustix::buffer::spare_capacity(&mut events), None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io("waiting for events", e.into())),
+            }
+            let mut tokens = [false; 7];
+            for ev in &events {
+                let data = ev.data;
+                if let Some(t) = tokens.get_mut(data.u64() as usize) {
+                    *t = true;
+                }
+            }
+            // Process events first, so page events are attributed to launches they belong to.
+            self.read_process_events();
+            if tokens[TOKEN_OPENS as usize] {
+                self.read_opens();
+            }
+            self.read_page_events();
+            if tokens[TOKEN_WAKE as usize] {
+                self.wake.clear();
+            }
+            self.collect_replays();
+            if tokens[TOKEN_CONTROL as usize] {
+                self.serve_control();
+            }
+            let now = os::monotonic_ns();
+            if tokens[TOKEN_TIMER as usize] {
+                self.timer.acknowledge();
+            }
+            for finished in self.tracker.expire(now) {
+                self.finish_launch(finished);
+            }
+            if self.next_replan_ns.is_some_and(|t| t <= now) {
+                self.plan(PlanTrigger::Interval);
+                self.schedule_replan();
+            }
+            if tokens[TOKEN_SIGNAL as usize] {
+                let mut stop = false;
+                for s in self.signals.take() {
+                    match s {
+                        DaemonSignal::Stop => stop = true,
+                        DaemonSignal::Reload => self.reload(),
+                    }
+                }
+                if stop {
+                    return self.shutdown();
+                }
+            }
+            self.tracker.trim_backlog(now);
+            if self.tracker.is_idle() && self.resolver.len() > RESOLVER_MAX {
+                self.resolver = PathResolver::new();
+            }
+            let deadline = match (self.tracker.next_deadline(), self.next_replan_ns) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.timer.set(deadline)?;
+        }
+    }
+
+    fn read_process_events(&mut self) {
+        let mut batch = Vec::new();
+        if let Err(e) = self.procs.read_available(|ev| batch.push(ev)) {
+            tracing::warn!("process events: {e}");
+        }
+        self.counts.process_events += batch.len() as u64;
+        self.counts.process_overruns = self.procs.overruns;
+        for ev in batch {
+            match ev {
+                ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
+                    if child_pid == child_tgid {
+                        self.tracker.on_fork(parent_tgid, child_tgid);
+                    }
+                }
+                ProcEvent::Exec { tgid, ts_ns, .. } => self.on_exec(tgid, ts_ns),
+                ProcEvent::Exit { pid, tgid, ts_ns } => {
+                    if pid == tgid {
+                        self.tracker.on_exit(tgid, ts_ns);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_exec(&mut self, tgid: u32, ts_ns: u64) {
+        if tgid == self.own_pid {
+            return;
+        }
+        let Some((app, argv)) = identify_process(tgid) else { return };
+        // The exe itself names an inode the page events will mention.
+        if let Some(id) = procfs::identity_of(&app.exe) {
+            self.resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
+        }
+        let key = app.key.clone();
+        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns);
+        let id = match outcome {
+            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => id,
+            ExecOutcome::Joined(_) => return,
+        };
+        tracing::debug!("launch {id}: {key} (pid {tgid})");
+        if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) {
+            self.replay(id, &key);
+        }
+        self.plan(PlanTrigger::LaunchStarted { app: key });
+    }
+
+    fn replay(&mut self, id: LaunchId, key: &str) {
+        let model = match self.state.load_app(key) {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("reading the profile of {key}: {e}");
+                return;
+            }
+        };
+        let profile = model.replay_profile(&self.config.learn_settings());
+        let expected = profile.page_count();
+        if expected == 0 {
+            return;
+        }
+        if let Some(l) = self.tracker.get_mut(id) {
+            l.pages_expected = expected;
+        }
+        let job = ReplayJob { launch: id, profile, priority: io_priority(self.config.launch.replay_io_priority) };
+        if let Some(tx) = &self.replay_tx
+            && tx.send(job).is_ok()
+        {
+            self.replays_in_flight.insert(id, None);
+            self.counts.replays += 1;
+        }
+    }
+
+    fn collect_replays(&mut self) {
+        while let Ok(done) = self.replay_rx.try_recv() {
+            let r = &done.report;
+            let apply = |l: &mut super::window::ActiveLaunch| {
+                l.pages_resident_at_exec = r.pages.already_resident;
+                l.pages_prefetched = r.pages.loaded;
+                l.bytes_prefetched = r.bytes_read;
+            };
+            match self.replays_in_flight.remove(&done.launch) {
+                Some(Some(mut finished)) => {
+                    apply(&mut finished.launch);
+                    self.learn(finished);
+                }
+                _ => {
+                    if let Some(l) = self.tracker.get_mut(done.launch) {
+                        apply(l);
+                    }
+                }
+            }
+            tracing::debug!(
+                "replay for launch {}: {} pages wanted, {} resident, {} loaded",
+                done.launch,
+                r.pages.wanted,
+                r.pages.already_resident,
+                r.pages.loaded
+            );
+        }
+    }
+
+    fn read_opens(&mut self) {
+        let Some(opens) = self.opens.as_mut() else { return };
+        let resolver = &mut self.resolver;
+        if let Err(e) = opens.read_available(|f| resolver.learn(f.key, f.path)) {
+            tracing::warn!("fanotify: {e}");
+        }
+    }
+
+    fn read_page_events(&mut self) {
+        let tracker = &mut self.tracker;
+        let resolver = &mut self.resolver;
+        let counts = &mut self.counts;
+        let mono = self.watch.uses_mono_clock();
+        loop {
+            let state = self.watch.read(50_000, |e| {
+                let tgid = e.tgid.unwrap_or(e.pid);
+                match e.kind {
+                    EventKind::Page(p) => {
+                        counts.page_events += 1;
+                        if !mono {
+                            return;
+                        }
+                        let kind = if p.kind == PageEventKind::Insertion { PageKind::Insertion } else { PageKind::Access };
+                        tracker.on_page(tgid, e.ts_us.saturating_mul(1000), kind, p.inode, p.pages);
+                    }
+                    EventKind::Exec { filename, .. } => {
+                        if let Some(id) = procfs::identity_of(Path::new(&filename)) {
+                            resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, filename);
+                        }
+                    }
+                    EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+                }
+            });
+            match state {
+                Ok(crate::sense::tracefs::PipeState::More) => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!("page events: {e}");
+                    break;
+                }
+            }
+        }
+        self.counts.page_events_lost = self.watch.stats().lost;
+    }
+
+    fn finish_launch(&mut self, finished: FinishedLaunch) {
+        // Paths of inodes no open event named: the maps and fds of the launch's live processes.
+        for pid in finished.launch.live.iter().copied() {
+            for f in procfs::mapped_files(pid) {
+                self.resolver.learn(f.key, f.path);
+            }
+            for (f, _) in procfs::open_files(pid) {
+                self.resolver.learn(f.key, f.path);
+            }
+        }
+        let id = finished.launch.id;
+        if let Some(slot) = self.replays_in_flight.get_mut(&id) {
+            // Learn once the replay reports, so the record holds what it loaded.
+            *slot = Some(finished);
+            return;
+        }
+        self.learn(finished);
+    }
+
+    fn learn(&mut self, finished: FinishedLaunch) {
+        let FinishedLaunch { launch, window_ms, working_set } = finished;
+        let pages_used: u64 = working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum();
+        let app_key = launch.app.key.clone();
+        if pages_used < self.config.launch.min_pages.max(1) {
+            tracing::trace!("launch of {app_key}: {pages_used} pages, not learned");
+            return;
+        }
+        let (files, unresolved) = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
+        let profile = LaunchProfile {
+            command: launch.argv.clone(),
+            recorded_at: os::unix_ms() / 1000,
+            page_size: PROFILE_PAGE_SIZE,
+            mode: self.watch.mode(),
+            window_ms,
+            files,
+            unresolved,
+        };
+        let started_ms = os::unix_ms().saturating_sub(os::monotonic_ns().saturating_sub(launch.started_ns) / 1_000_000);
+        let record = LaunchRecord {
+            app: app_key.clone(),
+            started_ms,
+            window_ms,
+            pages_expected: launch.pages_expected,
+            pages_resident_at_exec: launch.pages_resident_at_exec,
+            pages_prefetched: launch.pages_prefetched,
+            bytes_prefetched: launch.bytes_prefetched,
+            pages_used,
+            pages_read_from_disk: launch.pages_read_from_disk,
+            files: profile.files.len() as u64,
+        };
+        let limits = self.config.state_limits();
+        let exe = launch.app.exe.to_string_lossy().into_owned();
+        match self.state.learn_launch(&app_key, &exe, &profile, &record, &limits) {
+            Ok(_) => {
+                self.counts.launches_learned += 1;
+                tracing::info!(
+                    "learned {app_key}: {} pages in {} files over {window_ms} ms; {} read from disk, {} expected, {} prefetched ({} unresolved inodes)",
+                    pages_used,
+                    profile.files.len(),
+                    record.pages_read_from_disk,
+                    record.pages_expected,
+                    record.pages_prefetched,
+                    unresolved.inodes
+                );
+            }
+            Err(e) => tracing::error!("saving the launch of {app_key}: {e}"),
+        }
+        self.plan(PlanTrigger::LaunchFinished { app: app_key });
+    }
+
+    fn serve_control(&mut self) {
+        loop {
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!("control socket: {e}");
+                    return;
+                }
+            };
+            if !control::peer_allowed(&stream) {
+                let _ = control::write_response(&stream, &Response::Error { message: "permission denied: root only".into() });
+                continue;
+            }
+            let response = match control::read_request(&stream) {
+                Ok(req) => self.answer(req),
+                Err(message) => Response::Error { message },
+            };
+            if let Err(e) = control::write_response(&stream, &response) {
+                tracing::debug!("control client went away: {e}");
+            }
+        }
+    }
+
+    fn answer(&mut self, req: Request) -> Response {
+        let fail = |e: Error| Response::Error { message: e.to_string() };
+        match req {
+            Request::Status => match self.status() {
+                Ok(s) => Response::Status(Box::new(s)),
+                Err(e) => fail(e),
+            },
+            Request::Apps => match self.state.apps() {
+                Ok(apps) => Response::Apps { apps },
+                Err(e) => fail(e),
+            },
+            Request::Forget { app } => match self.state.forget(&app) {
+                Ok(found) => Response::Forgot { apps: u64::from(found) },
+                Err(e) => fail(e),
+            },
+            Request::ForgetAll => match self.state.forget_all() {
+                Ok(n) => Response::Forgot { apps: n },
+                Err(e) => fail(e),
+            },
+        }
+    }
+
+    fn status(&self) -> Result<StatusReport> {
+        let mode = self.watch.mode();
+        let health = if self.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", self.health.join("; ")) };
+        Ok(StatusReport {
+            pid: self.own_pid,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_secs: self.started.elapsed().as_secs(),
+            health,
+            mode: mode_name(mode).to_string(),
+            mode_description: mode.describe().to_string(),
+            tracepoints: self.watch.events().iter().map(|s| s.to_string()).collect(),
+            apps_learned: self.state.app_count()?,
+            launches_in_progress: self.tracker.active().len() as u64,
+            recent_launches: self.state.recent_launches(20)?,
+            rss_bytes: os::own_rss_bytes(),
+            state_path: self.state.path().to_path_buf(),
+            config_path: self.options.config_path.clone().or_else(|| {
+                let p = PathBuf::from(super::config::DEFAULT_CONFIG_PATH);
+                p.exists().then_some(p)
+            }),
+            replay_on_exec: self.config.launch.replay_on_exec,
+            prediction_enabled: self.config.predict.enabled,
+            events: self.counts.clone(),
+        })
+    }
+
+    fn reload(&mut self) {
+        let _ = self.notifier.reloading();
+        match self.options.load_config() {
+            Ok(new) => {
+                if new.daemon.state_path != self.config.daemon.state_path
+                    || new.daemon.socket_path != self.config.daemon.socket_path
+                {
+                    tracing::warn!("state_path and socket_path changes take effect at the next start");
+                }
+                self.tracker.set_settings(window_settings(&new, self.watch.mode()));
+                self.config = new;
+                self.schedule_replan();
+                tracing::info!("configuration reloaded");
+            }
+            Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+        }
+        let _ = self.notifier.ready("configuration reloaded");
+    }
+
+    fn shutdown(mut self) -> Result<()> {
+        let _ = self.notifier.stopping();
+        tracing::info!("stopping: saving launches in progress");
+        self.replay_cancel.cancel();
+        self.replay_tx = None;
+        if let Some(w) = self.replay_worker.take() {
+            let _ = w.join();
+        }
+        self.collect_replays();
+        let now = os::monotonic_ns();
+        let mut pending: Vec<FinishedLaunch> = self.replays_in_flight.drain().filter_map(|(_, f)| f).collect();
+        pending.extend(self.tracker.close_all(now));
+        for f in pending {
+            self.learn(f);
+        }
+        if let Err(e) = self.state.checkpoint() {
+            tracing::warn!("checkpointing the state: {e}");
+        }
+        let _ = std::fs::remove_file(&self.socket_path);
+        self.watch.stop()?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
