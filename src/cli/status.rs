@@ -90,8 +90,8 @@ fn render(r: &StatusReport) -> String {
     ));
     let e = &r.events;
     out.push_str(&format!(
-        "events: {} process, {} page ({} lost), {} launches learned, {} replays\n",
-        e.process_events, e.page_events, e.page_events_lost, e.launches_learned, e.replays
+        "events: {} process, {} page ({} lost), {} launches learned, {} replays, {} wakeups\n",
+        e.process_events, e.page_events, e.page_events_lost, e.launches_learned, e.replays, e.wakeups
     ));
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");

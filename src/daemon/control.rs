@@ -45,6 +45,8 @@ pub struct EventCounts {
     pub launches_learned: u64,
     /// Replays run since start.
     pub replays: u64,
+    /// Times the event loop woke up.
+    pub wakeups: u64,
 }
 
 /// What `augur status` shows.

@@ -96,6 +96,13 @@ impl DaemonOptions {
     }
 }
 
+/// A finished launch, resolved to files, ready to be saved.
+struct Learned {
+    exe: String,
+    profile: LaunchProfile,
+    record: LaunchRecord,
+}
+
 struct ReplayJob {
     launch: LaunchId,
     profile: LaunchProfile,
@@ -185,7 +192,7 @@ pub struct Daemon {
     replay_worker: Option<std::thread::JoinHandle<()>>,
     replay_cancel: CancelFlag,
     /// Launches whose replay is still running, and finished launches waiting for their replay.
-    replays_in_flight: HashMap<LaunchId, Option<FinishedLaunch>>,
+    replays_in_flight: HashMap<LaunchId, Option<Learned>>,
     plan_step: Option<Box<dyn PlanStep>>,
     next_replan_ns: Option<u64>,
     started: Instant,
@@ -329,6 +336,7 @@ impl Daemon {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(Error::io("waiting for events", e.into())),
             }
+            self.counts.wakeups += 1;
             let mut tokens = [false; 7];
             for ev in &events {
                 let data = ev.data;
@@ -393,17 +401,12 @@ impl Daemon {
         self.counts.process_overruns = self.procs.overruns;
         for ev in batch {
             match ev {
-                ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
-                    if child_pid == child_tgid {
-                        self.tracker.on_fork(parent_tgid, child_tgid);
-                    }
-                }
+                // Threads are tracked too: page events are attributed by thread id, because the
+                // tracer's pid->tgid cache can be stale for a recycled pid.
+                ProcEvent::Fork { parent_tgid, child_pid, .. } => self.tracker.on_fork(parent_tgid, child_pid),
                 ProcEvent::Exec { tgid, ts_ns, .. } => self.on_exec(tgid, ts_ns),
-                ProcEvent::Exit { pid, tgid, ts_ns } => {
-                    if pid == tgid {
-                        self.tracker.on_exit(tgid, ts_ns);
-                    }
-                }
+                ProcEvent::Exit { pid, .. } if pid == self.own_pid => {}
+                ProcEvent::Exit { pid, ts_ns, .. } => self.tracker.on_exit(pid, ts_ns),
             }
         }
     }
@@ -419,11 +422,14 @@ impl Daemon {
         }
         let key = app.key.clone();
         let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns);
-        let id = match outcome {
-            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => id,
-            ExecOutcome::Joined(_) => return,
+        let id = match &outcome {
+            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => *id,
+            ExecOutcome::Joined(id) => {
+                tracing::trace!("launch {id}: {key} joined (pid {tgid})");
+                return;
+            }
         };
-        tracing::debug!("launch {id}: {key} (pid {tgid})");
+        tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?})");
         if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) {
             self.replay(id, &key);
         }
@@ -465,9 +471,11 @@ impl Daemon {
                 l.bytes_prefetched = r.bytes_read;
             };
             match self.replays_in_flight.remove(&done.launch) {
-                Some(Some(mut finished)) => {
-                    apply(&mut finished.launch);
-                    self.learn(finished);
+                Some(Some(mut learned)) => {
+                    learned.record.pages_resident_at_exec = r.pages.already_resident;
+                    learned.record.pages_prefetched = r.pages.loaded;
+                    learned.record.bytes_prefetched = r.bytes_read;
+                    self.save(learned);
                 }
                 _ => {
                     if let Some(l) = self.tracker.get_mut(done.launch) {
@@ -500,7 +508,7 @@ impl Daemon {
         let mono = self.watch.uses_mono_clock();
         loop {
             let state = self.watch.read(50_000, |e| {
-                let tgid = e.tgid.unwrap_or(e.pid);
+                let tid = e.pid;
                 match e.kind {
                     EventKind::Page(p) => {
                         counts.page_events += 1;
@@ -508,7 +516,7 @@ impl Daemon {
                             return;
                         }
                         let kind = if p.kind == PageEventKind::Insertion { PageKind::Insertion } else { PageKind::Access };
-                        tracker.on_page(tgid, e.ts_us.saturating_mul(1000), kind, p.inode, p.pages);
+                        tracker.on_page(tid, e.ts_us.saturating_mul(1000), kind, p.inode, p.pages);
                     }
                     EventKind::Exec { filename, .. } => {
                         if let Some(id) = procfs::identity_of(Path::new(&filename)) {
@@ -531,6 +539,14 @@ impl Daemon {
     }
 
     fn finish_launch(&mut self, finished: FinishedLaunch) {
+        tracing::debug!(
+            "launch {} of {} closed: {} page events, pids {:?} still live, {} backlog drops so far",
+            finished.launch.id,
+            finished.launch.app.key,
+            finished.launch.page_events,
+            finished.launch.live,
+            self.tracker.backlog_dropped
+        );
         // Paths of inodes no open event named: the maps and fds of the launch's live processes.
         for pid in finished.launch.live.iter().copied() {
             for f in procfs::mapped_files(pid) {
@@ -541,21 +557,26 @@ impl Daemon {
             }
         }
         let id = finished.launch.id;
-        if let Some(slot) = self.replays_in_flight.get_mut(&id) {
-            // Learn once the replay reports, so the record holds what it loaded.
-            *slot = Some(finished);
-            return;
+        // Resolve paths now, while the resolver still knows them.
+        let learned = self.prepare(finished);
+        match self.replays_in_flight.get_mut(&id) {
+            // Save once the replay reports, so the record holds what it loaded.
+            Some(slot) => *slot = learned,
+            None => {
+                if let Some(l) = learned {
+                    self.save(l);
+                }
+            }
         }
-        self.learn(finished);
     }
 
-    fn learn(&mut self, finished: FinishedLaunch) {
+    fn prepare(&mut self, finished: FinishedLaunch) -> Option<Learned> {
         let FinishedLaunch { launch, window_ms, working_set } = finished;
         let pages_used: u64 = working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum();
         let app_key = launch.app.key.clone();
         if pages_used < self.config.launch.min_pages.max(1) {
             tracing::trace!("launch of {app_key}: {pages_used} pages, not learned");
-            return;
+            return None;
         }
         let (files, unresolved) = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
         let profile = LaunchProfile {
@@ -569,7 +590,7 @@ impl Daemon {
         };
         let started_ms = os::unix_ms().saturating_sub(os::monotonic_ns().saturating_sub(launch.started_ns) / 1_000_000);
         let record = LaunchRecord {
-            app: app_key.clone(),
+            app: app_key,
             started_ms,
             window_ms,
             pages_expected: launch.pages_expected,
@@ -580,19 +601,25 @@ impl Daemon {
             pages_read_from_disk: launch.pages_read_from_disk,
             files: profile.files.len() as u64,
         };
+        Some(Learned { exe: launch.app.exe.to_string_lossy().into_owned(), profile, record })
+    }
+
+    fn save(&mut self, l: Learned) {
         let limits = self.config.state_limits();
-        let exe = launch.app.exe.to_string_lossy().into_owned();
-        match self.state.learn_launch(&app_key, &exe, &profile, &record, &limits) {
+        let r = &l.record;
+        let app_key = r.app.clone();
+        match self.state.learn_launch(&app_key, &l.exe, &l.profile, r, &limits) {
             Ok(_) => {
                 self.counts.launches_learned += 1;
                 tracing::info!(
-                    "learned {app_key}: {} pages in {} files over {window_ms} ms; {} read from disk, {} expected, {} prefetched ({} unresolved inodes)",
-                    pages_used,
-                    profile.files.len(),
-                    record.pages_read_from_disk,
-                    record.pages_expected,
-                    record.pages_prefetched,
-                    unresolved.inodes
+                    "learned {app_key}: {} pages in {} files over {} ms; {} read from disk, {} expected, {} prefetched ({} unresolved inodes)",
+                    r.pages_used,
+                    l.profile.files.len(),
+                    r.window_ms,
+                    r.pages_read_from_disk,
+                    r.pages_expected,
+                    r.pages_prefetched,
+                    l.profile.unresolved.inodes
                 );
             }
             Err(e) => tracing::error!("saving the launch of {app_key}: {e}"),
@@ -701,10 +728,14 @@ impl Daemon {
         }
         self.collect_replays();
         let now = os::monotonic_ns();
-        let mut pending: Vec<FinishedLaunch> = self.replays_in_flight.drain().filter_map(|(_, f)| f).collect();
-        pending.extend(self.tracker.close_all(now));
-        for f in pending {
-            self.learn(f);
+        let pending: Vec<Learned> = self.replays_in_flight.drain().filter_map(|(_, l)| l).collect();
+        for l in pending {
+            self.save(l);
+        }
+        for f in self.tracker.close_all(now) {
+            if let Some(l) = self.prepare(f) {
+                self.save(l);
+            }
         }
         if let Err(e) = self.state.checkpoint() {
             tracing::warn!("checkpointing the state: {e}");

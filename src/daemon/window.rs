@@ -20,7 +20,7 @@ const EXEC_LOOKBEHIND_NS: u64 = 200_000_000;
 /// After the last process of a launch exits, events still in flight get this long to arrive.
 const EXIT_GRACE_NS: u64 = 100_000_000;
 /// Page events of processes outside every launch kept for the look-behind.
-const BACKLOG_MAX: usize = 4096;
+const BACKLOG_MAX: usize = 65_536;
 
 /// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +72,8 @@ pub struct ActiveLaunch {
     pub pages_prefetched: u64,
     /// Bytes the replay loaded.
     pub bytes_prefetched: u64,
+    /// Page events attributed to the launch.
+    pub page_events: u64,
 }
 
 /// A launch whose window closed.
@@ -112,12 +114,14 @@ pub struct LaunchTracker {
     owner: HashMap<u32, LaunchId>,
     backlog: VecDeque<Backlogged>,
     next_id: LaunchId,
+    /// Unattributed events dropped from the full backlog (diagnostics).
+    pub backlog_dropped: u64,
 }
 
 impl LaunchTracker {
     /// No launch in progress.
     pub fn new(settings: WindowSettings) -> Self {
-        LaunchTracker { settings, active: Vec::new(), owner: HashMap::new(), backlog: VecDeque::new(), next_id: 1 }
+        LaunchTracker { settings, active: Vec::new(), owner: HashMap::new(), backlog: VecDeque::new(), next_id: 1, backlog_dropped: 0 }
     }
 
     /// Changes the settings (config reload); windows in progress keep their start.
@@ -144,6 +148,7 @@ impl LaunchTracker {
     pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64) -> ExecOutcome {
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+            && l.live.contains(&tgid)
         {
             if l.root == tgid {
                 l.app = app;
@@ -169,18 +174,10 @@ impl LaunchTracker {
             pages_resident_at_exec: 0,
             pages_prefetched: 0,
             bytes_prefetched: 0,
+            page_events: 0,
         };
         // Events of this process read before its exec was reported.
-        let since = now_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
-        let mode = self.settings.mode;
-        self.backlog.retain(|b| {
-            if b.tgid == tgid && b.ts_ns >= since {
-                apply(&mut launch, mode, b.kind, b.inode, b.pages, b.ts_ns);
-                false
-            } else {
-                true
-            }
-        });
+        adopt_backlog(&mut self.backlog, &mut launch, self.settings.mode, tgid);
         self.owner.insert(tgid, id);
         self.active.push(launch);
         ExecOutcome::Started(id)
@@ -193,13 +190,17 @@ impl LaunchTracker {
         {
             l.live.insert(child);
             self.owner.insert(child, id);
+            // The child may have run (and its events been read) before its fork was reported.
+            adopt_backlog(&mut self.backlog, l, self.settings.mode, child);
         }
     }
 
-    /// Process `tgid` exited.
+    /// Task `tgid` exited. It stays mapped to its launch until the window closes: its last page
+    /// events may still be unread in the trace pipe when the exit is reported.
     pub fn on_exit(&mut self, tgid: u32, now_ns: u64) {
-        if let Some(id) = self.owner.remove(&tgid)
+        if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+            && l.live.contains(&tgid)
         {
             l.live.remove(&tgid);
             if l.live.is_empty() {
@@ -215,8 +216,14 @@ impl LaunchTracker {
             Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => apply(l, mode, kind, inode, pages, ts_ns),
             Some(_) => {}
             None => {
+                // Keep only the look-behind before the newest event, and at most BACKLOG_MAX.
+                let since = ts_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+                while self.backlog.front().is_some_and(|b| b.ts_ns < since) {
+                    self.backlog.pop_front();
+                }
                 if self.backlog.len() >= BACKLOG_MAX {
                     self.backlog.pop_front();
+                    self.backlog_dropped += 1;
                 }
                 self.backlog.push_back(Backlogged { tgid, ts_ns, kind, inode, pages });
             }
@@ -271,6 +278,19 @@ impl LaunchTracker {
     }
 }
 
+/// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
+fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, mode: TraceMode, tgid: u32) {
+    let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+    backlog.retain(|b| {
+        if b.tgid == tgid && b.ts_ns >= since {
+            apply(launch, mode, b.kind, b.inode, b.pages, b.ts_ns);
+            false
+        } else {
+            true
+        }
+    });
+}
+
 fn apply(l: &mut ActiveLaunch, mode: TraceMode, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) {
     let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
     match kind {
@@ -283,6 +303,7 @@ fn apply(l: &mut ActiveLaunch, mode: TraceMode, kind: PageKind, inode: InodeKey,
         PageKind::Access => l.used.touch(inode, pages, at_us),
     }
     l.last_event_ns = l.last_event_ns.max(ts_ns);
+    l.page_events += 1;
 }
 
 #[cfg(test)]
@@ -357,6 +378,27 @@ mod tests {
         let done = t.close_all(8 * MS);
         assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
         assert_eq!(done[0].launch.pages_read_from_disk, 2);
+    }
+
+    #[test]
+    fn events_of_a_child_read_before_its_fork_was_reported_are_kept() {
+        let mut t = tracker();
+        t.on_exec(20, app("/bin/sh"), vec![], 0);
+        t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
+        t.on_fork(20, 21);
+        let done = t.close_all(10 * MS);
+        assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(0, 3));
+    }
+
+    #[test]
+    fn events_read_after_the_exit_was_reported_still_count() {
+        let mut t = tracker();
+        t.on_exec(30, app("/bin/a"), vec![], 0);
+        t.on_exit(30, 5 * MS);
+        t.on_page(30, 4 * MS, PageKind::Access, F, PageRange::new(0, 9));
+        let done = t.expire(5 * MS + EXIT_GRACE_NS);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(0, 9));
     }
 
     #[test]

@@ -1,0 +1,287 @@
+//! Integration tests of `augur daemon` (run as root, as CI does): learning and exec-time replay
+//! counted from the tracepoints, SIGTERM and SIGHUP, bad configuration, and the control socket.
+//!
+//! Each test starts its own daemon with its own state, socket and configuration in a temporary
+//! directory; the tracefs instance is the daemon's own (`augur-daemon-<pid>`).
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use augur::daemon::control::{self, Request, Response, StatusReport};
+use augur::store::state::LaunchRecord;
+
+const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
+
+struct TestDaemon {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl TestDaemon {
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("run/augur.sock")
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("state/state.db")
+    }
+
+    /// Starts a daemon with `config` (TOML text) and waits until its socket answers.
+    fn start(config: &str) -> TestDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = TestDaemon { child: None, dir };
+        std::fs::write(d.config(), config).unwrap();
+        let child = Command::new(AUGUR)
+            .args(["daemon", "-v", "--config"])
+            .arg(d.config())
+            .arg("--state")
+            .arg(d.state())
+            .arg("--socket")
+            .arg(d.socket())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(d.dir.path().join("daemon.log")).unwrap())
+            .spawn()
+            .unwrap();
+        d.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            if control::request(&d.socket(), &Request::Status).is_ok() {
+                return d;
+            }
+            if let Some(s) = d.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited at start ({s}): {}", d.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("daemon never answered: {}", d.log());
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    fn status(&self) -> StatusReport {
+        match control::request(&self.socket(), &Request::Status).unwrap() {
+            Response::Status(s) => *s,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY (test): kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
+    }
+
+    /// Waits for the daemon to exit, at most `limit`.
+    fn wait_exit(&mut self, limit: Duration) -> Option<(ExitStatus, Duration)> {
+        let start = Instant::now();
+        let child = self.child.as_mut().unwrap();
+        while start.elapsed() < limit {
+            if let Some(s) = child.try_wait().unwrap() {
+                return Some((s, start.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    /// Launch records of `app`, oldest first, once there are at least `n`.
+    fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            let mut recs: Vec<LaunchRecord> =
+                self.status().recent_launches.into_iter().filter(|r| r.app == app).collect();
+            if recs.len() >= n {
+                recs.reverse();
+                return recs;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("launch {n} of {app} never recorded: {}", self.log());
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn drop_caches() {
+    // SAFETY (test): sync(2) has no arguments.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+}
+
+/// A test application: a shell script that spends 0.3 s starting up (as real applications spend
+/// CPU time before they read their data) and then reads 32 MiB of data files. Exec-time replay
+/// loads what it learned while the script is still starting.
+fn make_app(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..8 {
+        let mut f = std::fs::File::create(data.join(format!("part{i}"))).unwrap();
+        let mut buf = vec![0u8; 4 << 20];
+        for chunk in buf.chunks_mut(8) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            chunk.copy_from_slice(&seed.to_ne_bytes()[..chunk.len()]);
+        }
+        f.write_all(&buf).unwrap();
+        f.sync_all().unwrap();
+    }
+    let script = dir.join("app.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n", data.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+fn run_app(script: &Path) {
+    let s = Command::new("sh").arg(script).status().unwrap();
+    assert!(s.success());
+}
+
+#[test]
+fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\n");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+
+    drop_caches();
+    run_app(&script);
+    let first = d.wait_launches(&key, 1).remove(0);
+    run_app(&script);
+    d.wait_launches(&key, 2);
+    drop_caches();
+    run_app(&script);
+    let third = d.wait_launches(&key, 3).remove(2);
+
+    println!("daemon events: {:?}", d.status().events);
+    for line in d.log().lines().filter(|l| l.contains(&key)) {
+        println!("daemon: {line}");
+    }
+    println!("first (cold): {first:?}");
+    println!("third (after drop_caches, replayed): {third:?}");
+    assert!(first.pages_read_from_disk >= 8192, "cold launch read only {} pages from disk", first.pages_read_from_disk);
+    assert_eq!(first.pages_expected, 0, "first launch had nothing to replay");
+    assert!(third.pages_expected >= 8192, "profile expected only {} pages", third.pages_expected);
+    assert!(third.pages_prefetched > 0);
+    assert!(
+        third.pages_read_from_disk * 10 <= first.pages_read_from_disk,
+        "third launch read {} pages from disk, the cold one {}",
+        third.pages_read_from_disk,
+        first.pages_read_from_disk
+    );
+    // augur apps lists it with its three launches.
+    let apps = match control::request(&d.socket(), &Request::Apps).unwrap() {
+        Response::Apps { apps } => apps,
+        other => panic!("{other:?}"),
+    };
+    let app = apps.iter().find(|a| a.key == key).expect("learned app listed");
+    assert_eq!(app.launches, 3);
+}
+
+#[test]
+fn sigterm_saves_and_exits_within_two_seconds() {
+    let mut d = TestDaemon::start("");
+    let state = d.state();
+    d.signal(libc::SIGTERM);
+    let (status, took) = d.wait_exit(Duration::from_secs(2)).expect("still running 2 s after SIGTERM");
+    assert!(status.success(), "exit status {status}: {}", d.log());
+    println!("exited {took:?} after SIGTERM");
+    assert!(!d.socket().exists(), "socket left behind");
+    assert!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777 == 0o600);
+    let instance = format!("augur-daemon-{}", d.pid());
+    assert!(!Path::new("/sys/kernel/tracing/instances").join(instance).exists(), "tracefs instance left behind");
+    // No daemon: status says so in one line with exit code 9.
+    let out = Command::new(AUGUR).args(["status", "--socket"]).arg(d.socket()).output().unwrap();
+    assert_eq!(out.status.code(), Some(9));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not running"), "{err}");
+}
+
+#[test]
+fn sighup_reloads_and_a_bad_reload_keeps_the_old_config() {
+    let mut d = TestDaemon::start("[launch]\nreplay_on_exec = true\n");
+    assert!(d.status().replay_on_exec);
+    std::fs::write(d.config(), "[launch]\nreplay_on_exec = false\n").unwrap();
+    d.signal(libc::SIGHUP);
+    let until = Instant::now() + Duration::from_secs(10);
+    while d.status().replay_on_exec {
+        assert!(Instant::now() < until, "reload not applied: {}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(d.config(), "[launch]\nreplay_on_exec = true\nbogus = 1\n").unwrap();
+    d.signal(libc::SIGHUP);
+    let until = Instant::now() + Duration::from_secs(10);
+    while !d.log().contains("not reloaded") {
+        assert!(Instant::now() < until, "bad reload not reported: {}", d.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(d.log().contains(":3:"), "line number missing: {}", d.log());
+    assert!(!d.status().replay_on_exec, "bad config was applied");
+    d.signal(libc::SIGTERM);
+    assert!(d.wait_exit(Duration::from_secs(5)).unwrap().0.success());
+}
+
+#[test]
+fn a_bad_config_stops_the_daemon_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[learn]\ndecay = 0.5\nmax_aps = 3\n").unwrap();
+    let out = Command::new(AUGUR).args(["daemon", "--config"]).arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("config.toml:3:"), "{err}");
+    let out = Command::new(AUGUR).args(["daemon", "--config"]).arg(dir.path().join("missing.toml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn forget_works_through_the_daemon_and_without_it() {
+    let mut d = TestDaemon::start("");
+    let appdir = tempfile::tempdir().unwrap();
+    let script = appdir.path().join("tiny.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat /etc/passwd /etc/group > /dev/null\nsleep 0.1\n").unwrap();
+    run_app(&script);
+    let key = script.to_string_lossy().into_owned();
+    d.wait_launches(&key, 1);
+    let out = Command::new(AUGUR).args(["forget", &key, "--socket"]).arg(d.socket()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(AUGUR).args(["apps", "--json", "--socket"]).arg(d.socket()).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&key));
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    d.signal(libc::SIGTERM);
+    d.wait_exit(Duration::from_secs(5)).unwrap();
+    // Daemon stopped: forget edits the state directly.
+    let out = Command::new(AUGUR)
+        .args(["forget", "--all", "--socket"])
+        .arg(d.socket())
+        .arg("--state")
+        .arg(d.state())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (store, _) = augur::store::state::StateStore::open(&d.state()).unwrap();
+    assert_eq!(store.app_count().unwrap(), 0);
+}
