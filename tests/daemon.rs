@@ -101,8 +101,10 @@ impl TestDaemon {
     fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
         let until = Instant::now() + Duration::from_secs(60);
         while Instant::now() < until {
-            let mut recs: Vec<LaunchRecord> =
-                self.status().recent_launches.into_iter().filter(|r| r.app == app).collect();
+            let mut recs = match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
+                Response::Launches { launches } => launches,
+                other => panic!("unexpected {other:?}"),
+            };
             if recs.len() >= n {
                 recs.reverse();
                 return recs;
@@ -126,6 +128,15 @@ fn drop_caches() {
     // SAFETY (test): sync(2) has no arguments.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+}
+
+/// Times the page cache was dropped since boot (`drop_pagecache` in /proc/vmstat).
+fn pagecache_drops() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("drop_pagecache ").map(|v| v.trim().parse().unwrap()))
+        .unwrap()
 }
 
 /// A test application: a shell script that spends 0.3 s starting up (as real applications spend
@@ -170,9 +181,21 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     let first = d.wait_launches(&key, 1).remove(0);
     run_app(&script);
     d.wait_launches(&key, 2);
-    drop_caches();
-    run_app(&script);
-    let third = d.wait_launches(&key, 3).remove(2);
+    // Other test runs on the machine may drop caches too; a drop during the replayed launch would
+    // undo the replay, so such a launch is repeated (vmstat counts every drop).
+    let mut third = None;
+    for attempt in 0..5 {
+        drop_caches();
+        let drops = pagecache_drops();
+        run_app(&script);
+        let rec = d.wait_launches(&key, 3 + attempt).remove(2 + attempt);
+        if pagecache_drops() == drops {
+            third = Some(rec);
+            break;
+        }
+        println!("caches dropped by someone else during launch {}; repeating it", 3 + attempt);
+    }
+    let third = third.expect("five replayed launches all disturbed by other cache drops");
 
     println!("daemon events: {:?}", d.status().events);
     for line in d.log().lines().filter(|l| l.contains(&key)) {
@@ -196,7 +219,7 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
         other => panic!("{other:?}"),
     };
     let app = apps.iter().find(|a| a.key == key).expect("learned app listed");
-    assert_eq!(app.launches, 3);
+    assert!(app.launches >= 3);
 }
 
 #[test]

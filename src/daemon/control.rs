@@ -24,6 +24,8 @@ pub enum Request {
     Status,
     /// Learned applications.
     Apps,
+    /// Recent launch records of one application, newest first.
+    Launches { app: String, limit: usize },
     /// Forget one application.
     Forget { app: String },
     /// Forget everything.
@@ -94,6 +96,8 @@ pub enum Response {
     Status(Box<StatusReport>),
     /// Answer to [`Request::Apps`].
     Apps { apps: Vec<AppSummary> },
+    /// Answer to [`Request::Launches`].
+    Launches { launches: Vec<LaunchRecord> },
     /// Answer to the forget requests: how many applications were forgotten.
     Forgot { apps: u64 },
     /// The request failed.

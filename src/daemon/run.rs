@@ -578,7 +578,8 @@ impl Daemon {
             tracing::trace!("launch of {app_key}: {pages_used} pages, not learned");
             return None;
         }
-        let (files, unresolved) = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
+        let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
+        let (files, unresolved) = (assembly.files, assembly.unresolved);
         let profile = LaunchProfile {
             command: launch.argv.clone(),
             recorded_at: os::unix_ms() / 1000,
@@ -660,6 +661,10 @@ impl Daemon {
             },
             Request::Apps => match self.state.apps() {
                 Ok(apps) => Response::Apps { apps },
+                Err(e) => fail(e),
+            },
+            Request::Launches { app, limit } => match self.state.launches_of(&app, limit) {
+                Ok(launches) => Response::Launches { launches },
                 Err(e) => fail(e),
             },
             Request::Forget { app } => match self.state.forget(&app) {

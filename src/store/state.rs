@@ -389,16 +389,25 @@ impl StateStore {
 
     /// The `limit` most recent launch records, newest first.
     pub fn recent_launches(&self, limit: usize) -> Result<Vec<LaunchRecord>> {
+        self.query_launches(None, limit)
+    }
+
+    /// The `limit` most recent launch records of `app`, newest first.
+    pub fn launches_of(&self, app: &str, limit: usize) -> Result<Vec<LaunchRecord>> {
+        self.query_launches(Some(app), limit)
+    }
+
+    fn query_launches(&self, app: Option<&str>, limit: usize) -> Result<Vec<LaunchRecord>> {
         let mut st = self
             .conn
             .prepare(
                 "SELECT app, started_ms, window_ms, pages_expected, pages_resident_at_exec, pages_prefetched,
                         bytes_prefetched, pages_used, pages_read_from_disk, files
-                 FROM launches ORDER BY id DESC LIMIT ?1",
+                 FROM launches WHERE ?1 IS NULL OR app = ?1 ORDER BY id DESC LIMIT ?2",
             )
             .map_err(self.err("reading"))?;
         let rows = st
-            .query_map([limit as i64], |r| {
+            .query_map(params![app, limit.min(i64::MAX as usize) as i64], |r| {
                 let u = |i: usize| r.get::<_, i64>(i).map(|v| v as u64);
                 Ok(LaunchRecord {
                     app: r.get(0)?,
@@ -667,6 +676,8 @@ mod tests {
         assert!(!s.forget("/b").unwrap());
         assert_eq!(s.app_count().unwrap(), 2);
         assert!(s.recent_launches(10).unwrap().iter().all(|r| r.app != "/b"));
+        assert!(s.launches_of("/b", 10).unwrap().is_empty());
+        assert_eq!(s.launches_of("/a", 10).unwrap().len(), 1);
         assert_eq!(s.forget_all().unwrap(), 2);
         assert_eq!(s.app_count().unwrap(), 0);
     }
