@@ -12,6 +12,8 @@ use crate::error::Result;
 
 pub mod apps;
 pub mod bench;
+pub mod bench_balloon;
+pub mod bench_suite;
 pub mod daemon;
 pub mod explain;
 pub mod forget;
@@ -67,6 +69,9 @@ pub enum Command {
     /// Write man pages or shell completions generated from this command line.
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
+    /// Hold the locked memory of the benchmark suite's small-memory profile (internal).
+    #[command(hide = true, name = "bench-balloon")]
+    BenchBalloon(bench_balloon::BalloonArgs),
 }
 
 /// Sets up logging to stderr: levels, no timestamps (journald adds its own), no colour unless
@@ -108,6 +113,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Explain(a) => explain::run(a),
         Command::Forget(a) => forget::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::BenchBalloon(a) => bench_balloon::run(a),
     }
 }
 

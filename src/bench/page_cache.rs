@@ -1,0 +1,100 @@
+//! The page cache as the suite sees it: dropping it (the *cold* condition), how much it holds,
+//! and cold sequential reads (the proof that a disk throttle bites, and the I/O-heavy cost
+//! workload).
+//!
+//! It changes only the page cache; it never prefetches.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::bench::{interrupt, procfs};
+use crate::error::{IoContext, Result};
+
+/// Writes dirty pages back, then drops the page cache, dentries and inodes.
+pub fn drop_caches() -> Result<()> {
+    rustix::fs::sync();
+    fs::write("/proc/sys/vm/drop_caches", "3")
+        .context(|| "writing /proc/sys/vm/drop_caches (needs root)".into())
+}
+
+/// Bytes of file pages in the page cache now (Cached + Buffers of /proc/meminfo).
+pub fn cached_bytes() -> Result<u64> {
+    Ok(procfs::meminfo("Cached")? + procfs::meminfo("Buffers")?)
+}
+
+/// Waits until the page cache stops growing: less than `slack` bytes of growth over `quiet`,
+/// at most `limit` in all. Returns the growth seen.
+pub fn wait_until_quiet(quiet: Duration, slack: u64, limit: Duration) -> Result<u64> {
+    let start = Instant::now();
+    let first = cached_bytes()?;
+    let mut last = first;
+    loop {
+        interrupt::sleep(quiet)?;
+        let now = cached_bytes()?;
+        if now.saturating_sub(last) < slack || start.elapsed() >= limit {
+            return Ok(now.saturating_sub(first));
+        }
+        last = now;
+    }
+}
+
+/// Makes `path` a file of exactly `bytes` non-zero bytes if it is not one already (so a file
+/// system cannot store it sparse or compressed).
+pub fn ensure_file(path: &Path, bytes: u64) -> Result<()> {
+    if fs::metadata(path)
+        .map(|m| m.len() == bytes)
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("partial");
+    let mut f = File::create(&tmp).context(|| format!("creating {}", tmp.display()))?;
+    let mut block = vec![0u8; 1 << 20];
+    let mut state: u64 = bytes ^ 0x9e37_79b9_7f4a_7c15;
+    let mut written = 0;
+    while written < bytes {
+        for chunk in block.chunks_mut(8) {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let n = chunk.len();
+            chunk.copy_from_slice(&state.to_le_bytes()[..n]);
+        }
+        let n = (bytes - written).min(block.len() as u64) as usize;
+        f.write_all(&block[..n])
+            .context(|| format!("writing {}", tmp.display()))?;
+        written += n as u64;
+    }
+    f.sync_all()
+        .context(|| format!("syncing {}", tmp.display()))?;
+    fs::rename(&tmp, path).context(|| format!("renaming {}", tmp.display()))
+}
+
+/// Reads `path` start to end with 1 MiB reads; returns the bytes read.
+pub fn read_whole(path: &Path) -> Result<u64> {
+    let mut f = File::open(path).context(|| format!("opening {}", path.display()))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0;
+    loop {
+        let n = f
+            .read(&mut buf)
+            .context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            return Ok(total);
+        }
+        total += n as u64;
+    }
+}
+
+/// Drops the caches and reads `path` cold; returns bytes per second.
+pub fn cold_read_throughput(path: &Path) -> Result<f64> {
+    drop_caches()?;
+    let start = Instant::now();
+    let bytes = read_whole(path)?;
+    Ok(bytes as f64 / start.elapsed().as_secs_f64().max(1e-9))
+}
