@@ -8,12 +8,36 @@
 //! conditions); [`session`] interleaves conditions round by round and summarises; [`stats`] is
 //! the pure arithmetic; [`profile`] finds the workload's launch profile. [`bench_command`] is the
 //! whole of `augur bench -- CMD`.
+//!
+//! The suite (`augur bench --suite`, [`suite`]) builds on these: [`suite_file`] parses it,
+//! [`machine`] applies the machine profiles ([`balloon`], [`throttle`]), [`launch`] times a
+//! workload to its exit or first window ([`xdisplay`]), [`prefetchers`] runs preload and the augur
+//! daemon, [`usage_day`] and [`cost`] the day and the costs, [`suite_report`] holds the results
+//! and [`suite_markdown`] / [`suite_chart`] render them.
 
 pub mod condition;
 pub mod measure;
 pub mod profile;
 pub mod session;
 pub mod stats;
+
+pub mod balloon;
+pub mod cost;
+pub mod distribution;
+pub mod interrupt;
+pub mod launch;
+pub mod machine;
+pub mod page_cache;
+pub mod prefetchers;
+pub mod procfs;
+pub mod suite;
+pub mod suite_chart;
+pub mod suite_file;
+pub mod suite_markdown;
+pub mod suite_report;
+pub mod throttle;
+pub mod usage_day;
+pub mod xdisplay;
 
 use std::path::Path;
 

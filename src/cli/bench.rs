@@ -4,6 +4,8 @@
 //!
 //! Argument handling and rendering only; the work is [`crate::bench`]. Progress goes to stderr,
 //! the table (or JSON) to stdout.
+//!
+//! With `--suite FILE` it runs the benchmark suite instead ([`super::bench_suite`]).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -22,15 +24,16 @@ use crate::error::{Error, IoContext, Result};
 /// Arguments of `augur bench`.
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "augur bench [OPTIONS] -- <CMD> [ARGS]...",
+    override_usage = "augur bench [OPTIONS] -- <CMD> [ARGS]...\n       augur bench --suite <FILE> [--machine <PROFILE>]... [OPTIONS]",
     after_help = "Needs root: it drops the page cache before the cold and prefetched runs. \
 The command's output goes to /dev/null; it must exit successfully. Without --profile the command \
 is traced once first (augur trace) to get its profile."
 )]
 pub struct BenchArgs {
-    /// Timed runs per condition (rounds of cold, warm, prefetched).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub runs: u32,
+    /// Timed runs per condition (rounds of cold, warm, prefetched) [default: 5; with --suite, the
+    /// suite file's `runs`].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
     /// Print the results as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -38,8 +41,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// The command to time and its arguments (after `--`).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "CMD")]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required_unless_present = "suite", value_name = "CMD")]
     pub command: Vec<OsString>,
+    /// The benchmark suite's options.
+    #[command(flatten)]
+    pub suite: super::bench_suite::SuiteArgs,
 }
 
 fn progress(event: BenchEvent<'_>) {
@@ -69,11 +75,14 @@ fn progress(event: BenchEvent<'_>) {
 
 /// Runs the subcommand.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.suite.suite.is_some() {
+        return super::bench_suite::run(args.suite, args.runs);
+    }
     if args.command.is_empty() {
         return Err(Error::Usage("no command to time (usage: augur bench [OPTIONS] -- CMD [ARGS...])".into()));
     }
     let workload = Workload::new(args.command.clone());
-    let report = bench_command(&workload, args.profile.as_deref(), args.runs as usize, &mut progress)?;
+    let report = bench_command(&workload, args.profile.as_deref(), args.runs.unwrap_or(5) as usize, &mut progress)?;
     let text = if args.json {
         let mut t = serde_json::to_string_pretty(&report).map_err(|e| Error::io("rendering JSON", e.into()))?;
         t.push('\n');

@@ -1,0 +1,410 @@
+//! The usage day: a usage trace (the prediction issue's JSON-lines format: a header, then
+//! `app`, `launch` and `exit` events with `t_ms`) replayed as real launches and exits of the
+//! suite's workloads, time-compressed, once per prefetcher after a training day, reporting the
+//! median and 90th-percentile launch latency across the day.
+//!
+//! [`plan`] (trace → steps) is pure; [`run`] executes the steps. It does not parse the suite.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::bench::distribution::Distribution;
+use crate::bench::launch::{self, LaunchEnv, Running};
+use crate::bench::prefetchers::{DaemonFiles, Prefetcher, RunningDaemon};
+use crate::bench::suite_file::{DaySpec, Ready, Workload};
+use crate::bench::suite_report::{DayReport, DayRun};
+use crate::bench::xdisplay::WindowWatcher;
+use crate::bench::{interrupt, page_cache};
+use crate::error::{Error, Result};
+
+/// One launch or exit of the trace, as the suite reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceActivity {
+    /// Milliseconds since the trace's start.
+    pub t_ms: u64,
+    /// Application name in the trace.
+    pub app: String,
+    /// Instance number (launch and exit of one instance share it).
+    pub instance: u64,
+    /// Launch (true) or exit (false).
+    pub launch: bool,
+}
+
+/// Reads the launches and exits of a usage trace file, line-numbered errors.
+pub fn read_trace(path: &Path) -> Result<Vec<TraceActivity>> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io_at(path, "reading usage trace", e))?;
+    parse_trace(&text).map_err(|(line, detail)| Error::Corrupt {
+        path: path.to_path_buf(),
+        what: "usage trace",
+        detail: format!("line {line}: {detail}"),
+    })
+}
+
+/// Parses trace text: the header line must name the augur usage-trace format; `app` lines are
+/// skipped; `launch`/`exit` lines become activities.
+pub fn parse_trace(text: &str) -> std::result::Result<Vec<TraceActivity>, (usize, String)> {
+    let mut out = Vec::new();
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().ok_or((1, "empty trace".to_string()))?;
+    let h: serde_json::Value = serde_json::from_str(header).map_err(|e| (1, e.to_string()))?;
+    if h.get("format").and_then(|f| f.as_str()) != Some("augur-usage-trace") {
+        return Err((
+            1,
+            "not an augur usage trace (no \"format\": \"augur-usage-trace\" header)".into(),
+        ));
+    }
+    for (i, line) in lines {
+        let n = i + 1;
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| (n, e.to_string()))?;
+        let kind = v
+            .get("event")
+            .and_then(|e| e.as_str())
+            .ok_or((n, "no \"event\"".to_string()))?;
+        if kind == "app" {
+            continue;
+        }
+        let launch = match kind {
+            "launch" => true,
+            "exit" => false,
+            other => return Err((n, format!("unknown event `{other}`"))),
+        };
+        let t_ms = v
+            .get("t_ms")
+            .and_then(|t| t.as_u64())
+            .ok_or((n, "no \"t_ms\"".to_string()))?;
+        let app = v
+            .get("app")
+            .and_then(|a| a.as_str())
+            .ok_or((n, "no \"app\"".to_string()))?
+            .to_string();
+        let instance = v.get("instance").and_then(|a| a.as_u64()).unwrap_or(0);
+        if out.last().is_some_and(|l: &TraceActivity| l.t_ms > t_ms) {
+            return Err((n, "time goes backwards".into()));
+        }
+        out.push(TraceActivity {
+            t_ms,
+            app,
+            instance,
+            launch,
+        });
+    }
+    Ok(out)
+}
+
+/// A step of the replayed day.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Real seconds to wait before it.
+    pub wait_secs: f64,
+    /// Drop the caches before it (a long idle gap in the trace).
+    pub drop_caches: bool,
+    /// Index of the workload.
+    pub workload: usize,
+    /// Instance key.
+    pub instance: (String, u64),
+    /// Launch (true) or exit (false).
+    pub launch: bool,
+}
+
+/// Turns trace activities into steps: maps applications to workloads (explicit mapping, then the
+/// workloads in order for applications in order of first appearance), compresses and clamps the
+/// gaps, drops caches after long idle gaps, and stops after `max_launches` launches (their exits
+/// kept).
+pub fn plan(acts: &[TraceActivity], workloads: &[Workload], spec: &DaySpec) -> Vec<Step> {
+    let mut mapping: HashMap<&str, usize> = HashMap::new();
+    for (app, w) in &spec.apps {
+        if let Some(i) = workloads.iter().position(|x| &x.name == w) {
+            mapping.insert(app.as_str(), i);
+        }
+    }
+    let mut next = 0usize;
+    let mut steps = Vec::new();
+    let mut launches = 0;
+    let mut open: std::collections::HashSet<(String, u64)> = Default::default();
+    let mut prev_t: Option<u64> = None;
+    let mut pending_wait = 0.0;
+    let mut pending_drop = false;
+    for a in acts {
+        if let Some(p) = prev_t {
+            let gap_trace = (a.t_ms - p) as f64 / 1000.0;
+            if gap_trace > 0.0 {
+                pending_wait +=
+                    (gap_trace * spec.time_scale).clamp(spec.gap_secs[0], spec.gap_secs[1]);
+            }
+            if spec.drop_caches_after_idle_secs > 0.0
+                && gap_trace >= spec.drop_caches_after_idle_secs
+                && open.is_empty()
+            {
+                pending_drop = true;
+            }
+        }
+        prev_t = Some(a.t_ms);
+        let key = (a.app.clone(), a.instance);
+        if a.launch && launches >= spec.max_launches {
+            continue;
+        }
+        if !a.launch && !open.contains(&key) {
+            continue;
+        }
+        let w = *mapping.entry(a.app.as_str()).or_insert_with(|| {
+            let i = next % workloads.len().max(1);
+            next += 1;
+            i
+        });
+        if a.launch {
+            launches += 1;
+            open.insert(key.clone());
+        } else {
+            open.remove(&key);
+        }
+        steps.push(Step {
+            wait_secs: pending_wait,
+            drop_caches: pending_drop,
+            workload: w,
+            instance: key,
+            launch: a.launch,
+        });
+        pending_wait = 0.0;
+        pending_drop = false;
+    }
+    steps
+}
+
+/// What the day shares with the suite.
+pub struct DayContext<'a> {
+    /// The suite's workloads.
+    pub workloads: &'a [Workload],
+    /// Launch environment.
+    pub env: &'a LaunchEnv,
+    /// X watcher, when desktop workloads are in the suite.
+    pub watcher: Option<&'a mut WindowWatcher>,
+    /// Daemon files.
+    pub files: &'a DaemonFiles,
+    /// Prefetchers that can run.
+    pub available: &'a [Prefetcher],
+    /// Longest wait for a first planning round.
+    pub cycle_wait: Duration,
+    /// Progress lines.
+    pub progress: &'a dyn Fn(&str),
+}
+
+/// Replays the day: `training_days` with every prefetcher watching, then once per prefetcher.
+pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
+    let acts = read_trace(&spec.trace)?;
+    let steps = plan(&acts, ctx.workloads, spec);
+    let launches = steps.iter().filter(|s| s.launch).count();
+    let mut report = DayReport {
+        trace: spec.trace.display().to_string(),
+        launches,
+        runs: Vec::new(),
+    };
+    let watchers: Vec<Prefetcher> = ctx
+        .available
+        .iter()
+        .copied()
+        .filter(|k| {
+            *k != Prefetcher::AugurReplay || !ctx.available.contains(&Prefetcher::AugurPredict)
+        })
+        .collect();
+    for day in 1..=spec.training_days {
+        (ctx.progress)(&format!(
+            "usage day: training day {day}/{} ({launches} launches)",
+            spec.training_days
+        ));
+        let mut daemons = Vec::new();
+        for k in &watchers {
+            let mut d = RunningDaemon::start(*k, ctx.files)?;
+            d.wait_ready(ctx.cycle_wait)?;
+            daemons.push(d);
+        }
+        let _ = replay(ctx, &steps, "training")?;
+        for d in daemons {
+            d.stop()?;
+        }
+    }
+    let mut kinds: Vec<Option<Prefetcher>> = vec![None];
+    kinds.extend(
+        [
+            Prefetcher::Preload,
+            Prefetcher::AugurReplay,
+            Prefetcher::AugurPredict,
+        ]
+        .map(Some),
+    );
+    for kind in kinds {
+        let name = kind.map_or("none", Prefetcher::name).to_string();
+        if let Some(k) = kind {
+            if !ctx.available.contains(&k) {
+                report.runs.push(DayRun {
+                    prefetcher: name,
+                    unavailable: Some("not available here".into()),
+                    ..DayRun::default()
+                });
+                continue;
+            }
+        }
+        (ctx.progress)(&format!("usage day: {name}"));
+        page_cache::drop_caches()?;
+        let started = Instant::now();
+        let mut daemon = match kind {
+            Some(k) => {
+                let mut d = RunningDaemon::start(k, ctx.files)?;
+                if k == Prefetcher::AugurReplay {
+                    d.wait_ready(ctx.cycle_wait)?;
+                } else {
+                    d.wait_first_cycle(ctx.cycle_wait)?;
+                }
+                Some(d)
+            }
+            None => None,
+        };
+        let (latencies, failures) = replay(ctx, &steps, &name)?;
+        let read = daemon
+            .as_ref()
+            .and_then(|d| d.sample().ok())
+            .map_or(0, |s| s.read_bytes);
+        if let Some(d) = daemon.take() {
+            d.stop()?;
+        }
+        report.runs.push(DayRun {
+            prefetcher: name,
+            unavailable: None,
+            summary: Distribution::of(&latencies),
+            latencies,
+            failures,
+            prefetch_read_bytes: read,
+            secs: started.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(report)
+}
+
+/// Executes the steps; returns launch latencies and failures. Every application still open at
+/// the end is closed.
+fn replay(
+    ctx: &mut DayContext<'_>,
+    steps: &[Step],
+    label: &str,
+) -> Result<(Vec<f64>, Vec<String>)> {
+    let mut open: BTreeMap<(String, u64), Running> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    let mut failures = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        interrupt::sleep(Duration::from_secs_f64(step.wait_secs))?;
+        if step.drop_caches {
+            // Only when nothing of the day is open: the machine was left alone for a long time.
+            page_cache::drop_caches()?;
+        }
+        let w = &ctx.workloads[step.workload];
+        if step.launch {
+            match launch::launch(ctx.env, w, ctx.watcher.as_deref_mut()) {
+                Ok(l) => {
+                    latencies.push(l.secs);
+                    (ctx.progress)(&format!(
+                        "usage day ({label}) step {}/{}: {} {:.3} s",
+                        i + 1,
+                        steps.len(),
+                        w.name,
+                        l.secs
+                    ));
+                    if let Some(r) = l.running {
+                        if w.ready == Ready::Window {
+                            open.insert(step.instance.clone(), r);
+                        }
+                    }
+                }
+                Err(e) => {
+                    interrupt::check()?;
+                    failures.push(format!("{}: {e}", w.name));
+                }
+            }
+        } else if let Some(r) = open.remove(&step.instance) {
+            r.close()?;
+        }
+    }
+    for (_, r) in std::mem::take(&mut open) {
+        r.close()?;
+    }
+    Ok((latencies, failures))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = r#"{"format":"augur-usage-trace","version":1,"start_unix_ms":0,"page_size":4096}
+{"event":"app","t_ms":0,"app":"web","bytes":1000}
+{"event":"launch","t_ms":0,"app":"web","instance":1}
+{"event":"launch","t_ms":60000,"app":"mail","instance":2}
+{"event":"exit","t_ms":70000,"app":"mail","instance":2}
+{"event":"exit","t_ms":80000,"app":"web","instance":1}
+{"event":"launch","t_ms":7280000,"app":"web","instance":3}
+"#;
+
+    fn workloads() -> Vec<Workload> {
+        ["a", "b"]
+            .iter()
+            .map(|n| Workload {
+                name: n.to_string(),
+                command: vec![n.to_string()],
+                ready: Ready::Window,
+                timeout_secs: 10,
+                env: Default::default(),
+                files: Default::default(),
+            })
+            .collect()
+    }
+
+    fn spec() -> DaySpec {
+        DaySpec {
+            trace: "t".into(),
+            apps: [("mail".to_string(), "a".to_string())].into(),
+            time_scale: 0.1,
+            gap_secs: [1.0, 5.0],
+            max_launches: 10,
+            drop_caches_after_idle_secs: 3600.0,
+            training_days: 1,
+        }
+    }
+
+    #[test]
+    fn parses_the_usage_trace_format() {
+        let acts = parse_trace(TRACE).unwrap();
+        assert_eq!(acts.len(), 5);
+        assert!(acts[0].launch && acts[0].app == "web");
+        assert!(!acts[2].launch && acts[2].instance == 2);
+        assert_eq!(parse_trace("{\"format\":\"x\"}\n").unwrap_err().0, 1);
+        let bad = TRACE.replace("\"t_ms\":70000", "\"t_ms\":1");
+        assert_eq!(parse_trace(&bad).unwrap_err().0, 5);
+    }
+
+    #[test]
+    fn plan_maps_compresses_and_drops() {
+        let acts = parse_trace(TRACE).unwrap();
+        let steps = plan(&acts, &workloads(), &spec());
+        assert_eq!(steps.len(), 5);
+        // mail -> a explicitly; web -> first workload in order of appearance.
+        assert_eq!(steps[1].workload, 0);
+        assert_eq!(steps[0].workload, 0);
+        // 60 s of trace at 0.1 -> 6 s, clamped to 5.
+        assert_eq!(steps[1].wait_secs, 5.0);
+        assert_eq!(steps[2].wait_secs, 1.0);
+        assert!(!steps[3].drop_caches);
+        assert!(steps[4].drop_caches, "two hours idle with nothing open");
+    }
+
+    #[test]
+    fn plan_stops_after_max_launches_but_keeps_exits() {
+        let acts = parse_trace(TRACE).unwrap();
+        let mut s = spec();
+        s.max_launches = 1;
+        let steps = plan(&acts, &workloads(), &s);
+        assert_eq!(steps.iter().filter(|s| s.launch).count(), 1);
+        assert_eq!(steps.iter().filter(|s| !s.launch).count(), 1);
+    }
+}
