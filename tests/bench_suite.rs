@@ -83,9 +83,9 @@ fn tiny_suite_as_is_and_slow_disk_end_to_end() {
         .args(["bench", "--suite"])
         .arg(&suite)
         .args([
-            "--profile",
+            "--machine",
             "as-is",
-            "--profile",
+            "--machine",
             "slow-disk",
             "--skip-day",
             "--skip-cost",
@@ -146,7 +146,7 @@ fn interrupted_small_memory_slow_disk_run_cleans_up() {
         .args(["bench", "--suite"])
         .arg(&suite)
         .args([
-            "--profile",
+            "--machine",
             "small-memory+slow-disk",
             "--runs",
             "5",

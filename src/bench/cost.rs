@@ -6,18 +6,20 @@
 //! It generates its inputs once in the cache directory; it does not measure the daemons' own
 //! CPU and memory (the suite does, around training and idleness).
 
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::bench::launch::LaunchEnv;
+use crate::bench::measure::{Workload as BenchWorkload, run_to_exit};
 use crate::bench::prefetchers::{DaemonFiles, Prefetcher, RunningDaemon};
 use crate::bench::suite_file::CostSpec;
 use crate::bench::suite_report::Slowdown;
-use crate::bench::{interrupt, page_cache, procfs};
-use crate::error::{Error, IoContext, Result};
+use crate::bench::{interrupt, page_cache};
+use crate::error::{IoContext, Result};
+use crate::fetch::drop_all_caches;
 
 /// What the cost measurements share with the suite.
 pub struct CostContext<'a> {
@@ -117,20 +119,20 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
                 }
                 interrupt::check()?;
                 if let Some(prep) = prep {
-                    run_command(prep, ctx.env)?;
+                    run_command(prep)?;
                 }
-                page_cache::drop_caches()?;
+                drop_all_caches()?;
                 let daemon = match kind {
                     Some(k) => {
                         let mut d = RunningDaemon::start(k, ctx.files)?;
                         d.wait_ready(Duration::from_secs(30))?;
                         interrupt::sleep(Duration::from_secs(2))?;
-                        page_cache::drop_caches()?;
+                        drop_all_caches()?;
                         Some(d)
                     }
                     None => None,
                 };
-                let t = run_command(cmd, ctx.env)?;
+                let t = run_command(cmd)?;
                 if let Some(d) = daemon {
                     d.stop()?;
                 }
@@ -172,51 +174,15 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
     Ok(out)
 }
 
-/// Runs `cmd` to completion; elapsed and CPU (user + sys of it and its reaped descendants).
-fn run_command(cmd: &[String], env: &LaunchEnv) -> Result<Timed> {
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&env.log)
-        .context(|| format!("opening {}", env.log.display()))?;
-    let log2 = log.try_clone().context(|| "cloning a log handle".into())?;
-    let (u0, s0) = procfs::reaped_children_cpu()?;
-    let start = Instant::now();
-    let mut child = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        .spawn()
-        .map_err(|e| Error::Command {
-            command: cmd.join(" "),
-            detail: format!("cannot start: {e}"),
-        })?;
-    let status = loop {
-        if let Some(st) = child
-            .try_wait()
-            .context(|| format!("waiting for {}", cmd[0]))?
-        {
-            break st;
-        }
-        if interrupt::requested() {
-            let _ = child.kill();
-            let _ = child.wait();
-            interrupt::check()?;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let elapsed = start.elapsed().as_secs_f64();
-    let (u1, s1) = procfs::reaped_children_cpu()?;
-    if !status.success() {
-        return Err(Error::Command {
-            command: cmd.join(" "),
-            detail: format!("{status} (output in {})", env.log.display()),
-        });
-    }
+/// Runs `cmd` to completion with [`run_to_exit`]: elapsed and CPU (user + sys, from wait4).
+fn run_command(cmd: &[String]) -> Result<Timed> {
+    let sample = run_to_exit(&BenchWorkload::new(
+        cmd.iter().map(OsString::from).collect(),
+    ))?;
+    interrupt::check()?;
     Ok(Timed {
-        elapsed,
-        cpu: (u1 - u0) + (s1 - s0),
+        elapsed: sample.elapsed_ms / 1000.0,
+        cpu: (sample.user_ms + sample.sys_ms) / 1000.0,
     })
 }
 

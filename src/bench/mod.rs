@@ -23,7 +23,6 @@ pub mod stats;
 
 pub mod balloon;
 pub mod cost;
-pub mod distribution;
 pub mod interrupt;
 pub mod launch;
 pub mod machine;

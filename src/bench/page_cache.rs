@@ -1,8 +1,8 @@
-//! The page cache as the suite sees it: dropping it (the *cold* condition), how much it holds,
-//! and cold sequential reads (the proof that a disk throttle bites, and the I/O-heavy cost
-//! workload).
+//! The page cache as the suite sees it: how much it holds, waiting until it stops growing, and
+//! cold sequential reads (the proof that a disk throttle bites). Dropping it is
+//! [`crate::fetch::drop_all_caches`].
 //!
-//! It changes only the page cache; it never prefetches.
+//! It never prefetches.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -11,13 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::bench::{interrupt, procfs};
 use crate::error::{IoContext, Result};
-
-/// Writes dirty pages back, then drops the page cache, dentries and inodes.
-pub fn drop_caches() -> Result<()> {
-    rustix::fs::sync();
-    fs::write("/proc/sys/vm/drop_caches", "3")
-        .context(|| "writing /proc/sys/vm/drop_caches (needs root)".into())
-}
+use crate::fetch::drop_all_caches;
 
 /// Bytes of file pages in the page cache now (Cached + Buffers of /proc/meminfo).
 pub fn cached_bytes() -> Result<u64> {
@@ -93,7 +87,7 @@ pub fn read_whole(path: &Path) -> Result<u64> {
 
 /// Drops the caches and reads `path` cold; returns bytes per second.
 pub fn cold_read_throughput(path: &Path) -> Result<f64> {
-    drop_caches()?;
+    drop_all_caches()?;
     let start = Instant::now();
     let bytes = read_whole(path)?;
     Ok(bytes as f64 / start.elapsed().as_secs_f64().max(1e-9))

@@ -172,12 +172,18 @@ impl RunningDaemon {
             Ok(None) => Ok(()),
             Ok(Some(status)) => {
                 let tail = self.log_since_start();
-                let last = tail
+                // The first error line says why (clap, augur: ...), else the last line.
+                let lines: Vec<&str> = tail
                     .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                let last = lines
+                    .iter()
+                    .find(|l| l.to_ascii_lowercase().contains("error"))
+                    .or(lines.last())
+                    .copied()
                     .unwrap_or("")
-                    .trim()
                     .to_string();
                 Err(Error::Command {
                     command: self.kind.name().into(),

@@ -1,6 +1,6 @@
 //! The /proc numbers the benchmark suite reports: memory (`/proc/meminfo`), a process's CPU time,
 //! resident memory, context switches and disk reads (`/proc/PID/{stat,status,io}` summed over
-//! its threads), and the CPU time of this process's reaped children.
+//! its threads).
 //!
 //! Read-only: it never changes the system and holds no state.
 
@@ -78,20 +78,6 @@ pub fn sample(pid: u32) -> Result<ProcessSample> {
         context_switches,
         read_bytes,
     })
-}
-
-/// CPU time (user, system; seconds) of the children of this process that have been waited for.
-pub fn reaped_children_cpu() -> Result<(f64, f64)> {
-    let stat =
-        fs::read_to_string("/proc/self/stat").context(|| "reading /proc/self/stat".into())?;
-    let fields = stat_fields_after_comm(&stat).ok_or_else(|| Error::Kernel {
-        feature: "/proc/self/stat".into(),
-        detail: "unparsable".into(),
-    })?;
-    // Fields 16 and 17 (cutime, cstime) are at index 13 and 14 after the comm (field 3 is index 0).
-    let cutime: u64 = fields.get(13).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let cstime: u64 = fields.get(14).and_then(|v| v.parse().ok()).unwrap_or(0);
-    Ok((cutime as f64 / TICKS_PER_SEC, cstime as f64 / TICKS_PER_SEC))
 }
 
 fn stat_fields_after_comm(stat: &str) -> Option<Vec<&str>> {

@@ -27,6 +27,7 @@ use crate::bench::suite_report::{
 use crate::bench::xdisplay::{WindowWatcher, XServer};
 use crate::bench::{suite_chart, suite_markdown};
 use crate::error::{Error, IoContext, Result, require_root};
+use crate::fetch::drop_all_caches;
 
 /// What to run and where to write.
 #[derive(Debug, Clone)]
@@ -449,7 +450,7 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
     };
     match cond {
         Condition::Cold => {
-            page_cache::drop_caches()?;
+            drop_all_caches()?;
         }
         Condition::Warm if !warm_now => {
             let l = launch::launch(&s.env, w, s.watcher.as_mut())?;
@@ -461,7 +462,7 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
     }
     let mut daemon = None;
     if let Some(kind) = prefetcher_of(cond) {
-        page_cache::drop_caches()?;
+        drop_all_caches()?;
         let cached0 = page_cache::cached_bytes()?;
         let mut d = RunningDaemon::start(kind, &s.files)?;
         let limit = Duration::from_secs(s.suite.cycle_wait_secs);

@@ -215,7 +215,7 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                         "| {} | {} | {} | {} | {} | {} |",
                         r.prefetcher,
                         secs(s.median),
-                        secs(s.p90),
+                        secs(r.p90.unwrap_or(s.max)),
                         secs(s.max),
                         r.failures.len(),
                         mib(r.prefetch_read_bytes)
@@ -277,8 +277,7 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                     continue;
                 }
                 let med = |v: &[f64]| {
-                    crate::bench::distribution::Distribution::of(v)
-                        .map_or("–".into(), |d| secs(d.median))
+                    crate::bench::stats::Summary::of(v).map_or("–".into(), |d| secs(d.median))
                 };
                 let _ = writeln!(
                     out,

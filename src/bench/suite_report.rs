@@ -3,9 +3,9 @@
 //! costs. Serialised as the suite's JSON output and rendered by `suite_markdown` and
 //! `suite_chart`. Pure data and arithmetic; nothing here measures.
 
-use crate::bench::distribution::{Distribution, gap_closed};
 use crate::bench::machine::MachineRecord;
 use crate::bench::procfs::ProcessSample;
+use crate::bench::stats::{Summary, gap_closed, quantile};
 use crate::bench::suite_file::{Condition, Ready};
 
 /// Version of the JSON output.
@@ -110,7 +110,7 @@ pub struct ConditionReport {
     /// Launch times, seconds, in run order.
     pub samples: Vec<f64>,
     /// Their summary.
-    pub summary: Option<Distribution>,
+    pub summary: Option<Summary>,
     /// (cold − this) / (cold − warm) on medians.
     pub gap_closed: Option<f64>,
     /// Bytes the prefetcher read from disk between its start and the launch, per run.
@@ -143,7 +143,7 @@ impl WorkloadReport {
     /// Fills summaries, statuses and gap shares from the samples.
     pub fn finish(&mut self) {
         for c in &mut self.conditions {
-            c.summary = Distribution::of(&c.samples);
+            c.summary = Summary::of(&c.samples);
             if c.summary.is_none() && c.status == ConditionStatus::Measured {
                 c.status = ConditionStatus::Failed;
             }
@@ -195,13 +195,23 @@ pub struct DayRun {
     /// Launch latencies in order, seconds.
     pub latencies: Vec<f64>,
     /// Their summary (median and p90 are the figures reported).
-    pub summary: Option<Distribution>,
+    pub summary: Option<Summary>,
+    /// 90th percentile of the latencies.
+    pub p90: Option<f64>,
     /// Launches that failed.
     pub failures: Vec<String>,
     /// Bytes the prefetcher read over the day.
     pub prefetch_read_bytes: u64,
     /// Wall-clock seconds.
     pub secs: f64,
+}
+
+impl DayRun {
+    /// Fills the summary and the 90th percentile from the latencies.
+    pub fn finish(&mut self) {
+        self.summary = Summary::of(&self.latencies);
+        self.p90 = quantile(&self.latencies, 0.9);
+    }
 }
 
 /// What the prefetchers cost.
@@ -277,7 +287,7 @@ pub struct Slowdown {
 impl Slowdown {
     /// Computes the ratio of medians.
     pub fn finish(&mut self) {
-        self.ratio = match (Distribution::of(&self.off), Distribution::of(&self.on)) {
+        self.ratio = match (Summary::of(&self.off), Summary::of(&self.on)) {
             (Some(off), Some(on)) if off.median > 0.0 => Some(on.median / off.median),
             _ => None,
         };

@@ -9,14 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::bench::distribution::Distribution;
+use crate::bench::interrupt;
 use crate::bench::launch::{self, LaunchEnv, Running};
 use crate::bench::prefetchers::{DaemonFiles, Prefetcher, RunningDaemon};
 use crate::bench::suite_file::{DaySpec, Ready, Workload};
 use crate::bench::suite_report::{DayReport, DayRun};
 use crate::bench::xdisplay::WindowWatcher;
-use crate::bench::{interrupt, page_cache};
 use crate::error::{Error, Result};
+use crate::fetch::drop_all_caches;
 
 /// One launch or exit of the trace, as the suite reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -249,7 +249,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
             }
         }
         (ctx.progress)(&format!("usage day: {name}"));
-        page_cache::drop_caches()?;
+        drop_all_caches()?;
         let started = Instant::now();
         let mut daemon = match kind {
             Some(k) => {
@@ -271,15 +271,16 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
         if let Some(d) = daemon.take() {
             d.stop()?;
         }
-        report.runs.push(DayRun {
+        let mut day_run = DayRun {
             prefetcher: name,
-            unavailable: None,
-            summary: Distribution::of(&latencies),
             latencies,
             failures,
             prefetch_read_bytes: read,
             secs: started.elapsed().as_secs_f64(),
-        });
+            ..DayRun::default()
+        };
+        day_run.finish();
+        report.runs.push(day_run);
     }
     Ok(report)
 }
@@ -298,7 +299,7 @@ fn replay(
         interrupt::sleep(Duration::from_secs_f64(step.wait_secs))?;
         if step.drop_caches {
             // Only when nothing of the day is open: the machine was left alone for a long time.
-            page_cache::drop_caches()?;
+            drop_all_caches()?;
         }
         let w = &ctx.workloads[step.workload];
         if step.launch {
