@@ -18,7 +18,7 @@ pub struct SimulateArgs {
     /// Usage trace to replay (repeat for several scenarios; the file stem names the scenario).
     #[arg(long, required = true)]
     pub trace: Vec<PathBuf>,
-    /// Predictor: none, naive, preload, augur, an ablation (augur-no-fading, augur-no-sequence,
+    /// Predictor: none, naive, preload, augur, an ablation (augur+fading, augur-no-sequence,
     /// augur-no-time-of-day, augur-no-session), `all` (none, naive, preload, augur) or `ablation`.
     #[arg(long, default_value = "all")]
     pub predictor: String,

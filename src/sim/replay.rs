@@ -48,7 +48,7 @@ impl SimPredictor {
 
 /// Predictor names `simulate` accepts, besides `all` and `ablation`.
 pub const SIM_PREDICTORS: [&str; 8] =
-    ["none", "naive", "preload", "augur", "augur-no-fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"];
+    ["none", "naive", "preload", "augur", "augur+fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"];
 
 /// The predictors a `--predictor` value stands for, with their report names.
 pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
@@ -59,7 +59,7 @@ pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
             "naive" => SimPredictor::Naive,
             "preload" => SimPredictor::Preload,
             "augur" => SimPredictor::Augur(d),
-            "augur-no-fading" => SimPredictor::Augur(AugurConfig { fading: false, ..d }),
+            "augur+fading" => SimPredictor::Augur(AugurConfig { fading: true, ..d }),
             "augur-no-sequence" => SimPredictor::Augur(AugurConfig { sequence: false, ..d }),
             "augur-no-time-of-day" => SimPredictor::Augur(AugurConfig { time_of_day: false, ..d }),
             "augur-no-session" => SimPredictor::Augur(AugurConfig { session: false, ..d }),
@@ -69,7 +69,7 @@ pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
     };
     match name {
         "all" => ["none", "naive", "preload", "augur"].iter().map(|n| one(n)).collect(),
-        "ablation" => ["augur", "augur-no-fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"]
+        "ablation" => ["augur", "augur+fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"]
             .iter()
             .map(|n| one(n))
             .collect(),

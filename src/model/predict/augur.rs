@@ -16,7 +16,8 @@ const SESSION_START: Symbol = Symbol::MAX;
 /// Settings of the augur predictor; each part can be switched off for ablation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AugurConfig {
-    /// Fade old evidence: counts halve every `half_life_launches` launches (preload never forgets).
+    /// Add a fading memory (counts halve every `half_life_launches` launches; preload never
+    /// forgets) mixed with the permanent one by how well each predicted the recent launches.
     pub fading: bool,
     /// Half-life of the evidence, in launches.
     pub half_life_launches: f64,
@@ -41,8 +42,10 @@ pub struct AugurConfig {
 impl Default for AugurConfig {
     fn default() -> Self {
         AugurConfig {
-            fading: true,
-            half_life_launches: 150.0,
+            // Off: the simulator shows the fading memory helping only where habits change and
+            // costing more where they do not (BENCHMARKS.md, ablation).
+            fading: false,
+            half_life_launches: 50.0,
             sequence: true,
             max_order: 2,
             partition: 16,
@@ -96,17 +99,96 @@ fn bucket_of(t: LocalTime) -> usize {
     weekend * 24 + t.hour()
 }
 
+/// What augur remembers at one rate of forgetting: the context trie and the time buckets.
+#[derive(Clone, Debug)]
+struct Memory {
+    /// Per-launch multiplier of every count (1 = never forgets).
+    decay: f64,
+    model: ContextModel,
+    buckets: Vec<Bucket>,
+    launches: u64,
+}
+
+impl Memory {
+    fn new(decay: f64, order: usize, partition: usize) -> Self {
+        Memory { decay, model: ContextModel::new(order, partition, decay), buckets: vec![Bucket::default(); BUCKETS], launches: 0 }
+    }
+
+    fn bucket_factor(&self, b: usize) -> f64 {
+        if self.decay >= 1.0 { 1.0 } else { self.decay.powf((self.launches - self.buckets[b].stamp) as f64) }
+    }
+
+    fn learn(&mut self, context: &[Symbol], s: Symbol, at: LocalTime) {
+        self.model.update(context, s);
+        self.launches += 1;
+        let b = bucket_of(at);
+        let f = self.bucket_factor(b);
+        let bucket = &mut self.buckets[b];
+        if f < 1.0 {
+            bucket.total *= f;
+            for c in bucket.counts.values_mut() {
+                *c *= f;
+            }
+        }
+        bucket.stamp = self.launches;
+        bucket.total += 1.0;
+        *bucket.counts.entry(s).or_default() += 1.0;
+    }
+
+    /// P(app | bucket) / P(app), smoothed over the neighbouring hours and towards 1.
+    fn time_of_day_factor(&self, s: Symbol, now: LocalTime, base: f64, weight: f64) -> f64 {
+        const STRENGTH: f64 = 4.0;
+        let b = bucket_of(now);
+        let (day, hour) = (b / 24, b % 24);
+        let mut count = 0.0;
+        let mut total = 0.0;
+        for (dh, w) in [(23usize, 0.5), (0, 1.0), (1, 0.5)] {
+            let nb = day * 24 + (hour + dh) % 24;
+            let f = self.bucket_factor(nb);
+            count += w * f * self.buckets[nb].counts.get(&s).copied().unwrap_or(0.0);
+            total += w * f * self.buckets[nb].total;
+        }
+        let p_bucket = (count + STRENGTH * base) / (total + STRENGTH);
+        if base > 0.0 { (p_bucket / base).powf(weight) } else { 1.0 }
+    }
+
+    /// The normalised next-launch distribution over `alphabet`, with its (sequence, time) parts.
+    fn scores(&self, config: &AugurConfig, context: &[Symbol], order: usize, alphabet: &[Symbol], now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
+        let q = self.model.distribution(context, alphabet, order, config.prior);
+        let base = self.model.distribution(&[], alphabet, 0, config.prior);
+        let mut out = BTreeMap::new();
+        let mut sum = 0.0;
+        for &s in alphabet {
+            let qs = q.get(&s).copied().unwrap_or(0.0);
+            let tod = if config.time_of_day { self.time_of_day_factor(s, now, base[&s], config.time_of_day_weight) } else { 1.0 };
+            let v = qs * tod;
+            sum += v;
+            out.insert(s, (v, qs, tod));
+        }
+        if sum > 0.0 {
+            for v in out.values_mut() {
+                v.0 /= sum;
+            }
+        }
+        out
+    }
+}
+
+/// Share of the mixture weight redistributed evenly after every launch (fixed share), so that a
+/// memory that fell behind can take over again when habits change back.
+const FIXED_SHARE: f64 = 0.02;
+
 /// augur's predictor.
 #[derive(Clone, Debug)]
 pub struct AugurPredictor {
     config: AugurConfig,
-    decay: f64,
     symbols: BTreeMap<String, Symbol>,
     names: Vec<String>,
-    model: ContextModel,
+    /// One permanent memory, plus a fading one when `fading` is on.
+    memories: Vec<Memory>,
+    /// Mixture weights of the memories, from how well each predicted the recent launches.
+    weights: Vec<f64>,
     history: Vec<Symbol>,
-    buckets: Vec<Bucket>,
-    launches: u64,
     running: RunningApps,
     last_activity: Option<LocalTime>,
 }
@@ -114,17 +196,19 @@ pub struct AugurPredictor {
 impl AugurPredictor {
     /// A predictor that has seen nothing.
     pub fn new(config: AugurConfig) -> Self {
-        let decay = if config.fading && config.half_life_launches > 0.0 { 0.5f64.powf(1.0 / config.half_life_launches) } else { 1.0 };
         let order = if config.sequence { config.max_order.max(1) } else { 1 };
+        let mut memories = vec![Memory::new(1.0, order, config.partition)];
+        if config.fading && config.half_life_launches > 0.0 {
+            memories.push(Memory::new(0.5f64.powf(1.0 / config.half_life_launches), order, config.partition));
+        }
+        let n = memories.len();
         AugurPredictor {
             config,
-            decay,
             symbols: BTreeMap::new(),
             names: Vec::new(),
-            model: ContextModel::new(order, config.partition, decay),
+            memories,
+            weights: vec![1.0 / n as f64; n],
             history: Vec::new(),
-            buckets: vec![Bucket::default(); BUCKETS],
-            launches: 0,
             running: RunningApps::default(),
             last_activity: None,
         }
@@ -168,50 +252,31 @@ impl AugurPredictor {
         }
     }
 
-    fn bucket_factor(&self, b: usize) -> f64 {
-        if self.decay >= 1.0 { 1.0 } else { self.decay.powf((self.launches - self.buckets[b].stamp) as f64) }
-    }
-
-    /// P(app | bucket) / P(app), smoothed over the neighbouring hours and towards 1.
-    fn time_of_day_factor(&self, s: Symbol, now: LocalTime, base: f64) -> f64 {
-        const STRENGTH: f64 = 4.0;
-        let b = bucket_of(now);
-        let (day, hour) = (b / 24, b % 24);
-        let mut count = 0.0;
-        let mut total = 0.0;
-        for (dh, w) in [(23usize, 0.5), (0, 1.0), (1, 0.5)] {
-            let nb = day * 24 + (hour + dh) % 24;
-            let f = self.bucket_factor(nb);
-            count += w * f * self.buckets[nb].counts.get(&s).copied().unwrap_or(0.0);
-            total += w * f * self.buckets[nb].total;
-        }
-        let p_bucket = (count + STRENGTH * base) / (total + STRENGTH);
-        if base > 0.0 { (p_bucket / base).powf(self.config.time_of_day_weight) } else { 1.0 }
-    }
-
-    /// The next-launch distribution over applications not running, with its parts.
+    /// The mixed next-launch distribution over applications not running, with the parts of the
+    /// memory that weighs most.
     fn scores(&self, now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
         let context = self.context_at(now);
         let alphabet: Vec<Symbol> =
             (0..self.names.len() as Symbol).filter(|&s| !self.running.is_running(&self.names[s as usize])).collect();
         let order = self.use_order(&context);
-        let q = self.model.distribution(&context, &alphabet, order, self.config.prior);
-        let base = self.model.distribution(&[], &alphabet, 0, self.config.prior);
-        let mut out = BTreeMap::new();
-        let mut sum = 0.0;
-        for &s in &alphabet {
-            let qs = q.get(&s).copied().unwrap_or(0.0);
-            let tod = if self.config.time_of_day { self.time_of_day_factor(s, now, base[&s]) } else { 1.0 };
-            let v = qs * tod;
-            sum += v;
-            out.insert(s, (v, qs, tod));
-        }
-        if sum > 0.0 {
-            for v in out.values_mut() {
-                v.0 /= sum;
+        let lead = self.lead_memory();
+        let mut out: BTreeMap<Symbol, (f64, f64, f64)> = BTreeMap::new();
+        for (i, m) in self.memories.iter().enumerate() {
+            let w = self.weights[i];
+            for (s, (p, q, tod)) in m.scores(&self.config, &context, order, &alphabet, now) {
+                let e = out.entry(s).or_insert((0.0, q, tod));
+                e.0 += w * p;
+                if i == lead {
+                    e.1 = q;
+                    e.2 = tod;
+                }
             }
         }
         out
+    }
+
+    fn lead_memory(&self) -> usize {
+        (0..self.weights.len()).max_by(|&a, &b| self.weights[a].total_cmp(&self.weights[b])).unwrap_or(0)
     }
 
     fn describe_context(&self, context: &[Symbol]) -> String {
@@ -233,27 +298,32 @@ impl Predictor for AugurPredictor {
             let s = self.intern(event.app);
             let context = self.context_at(event.at);
             let context = if self.config.sequence || context == [SESSION_START] { context } else { Vec::new() };
-            self.model.update(&context, s);
+            if self.memories.len() > 1 && !self.running.is_running(event.app) {
+                // Reweigh the memories by how likely each found this launch (Bayes, fixed share).
+                let alphabet: Vec<Symbol> = (0..self.names.len() as Symbol)
+                    .filter(|&x| !self.running.is_running(&self.names[x as usize]))
+                    .collect();
+                let order = self.use_order(&context);
+                for (i, m) in self.memories.iter().enumerate() {
+                    let p = m.scores(&self.config, &context, order, &alphabet, event.at).get(&s).map_or(0.0, |v| v.0);
+                    self.weights[i] *= p.max(1e-6);
+                }
+                let total: f64 = self.weights.iter().sum();
+                let n = self.weights.len() as f64;
+                for w in &mut self.weights {
+                    *w = (1.0 - FIXED_SHARE) * (*w / total) + FIXED_SHARE / n;
+                }
+            }
+            for m in &mut self.memories {
+                m.learn(&context, s, event.at);
+            }
             let mut history = context;
             history.push(s);
-            let keep = self.model.max_order();
+            let keep = self.memories[0].model.max_order();
             if history.len() > keep {
                 history.drain(..history.len() - keep);
             }
             self.history = history;
-            self.launches += 1;
-            let b = bucket_of(event.at);
-            let f = self.bucket_factor(b);
-            let bucket = &mut self.buckets[b];
-            if f < 1.0 {
-                bucket.total *= f;
-                for c in bucket.counts.values_mut() {
-                    *c *= f;
-                }
-            }
-            bucket.stamp = self.launches;
-            bucket.total += 1.0;
-            *bucket.counts.entry(s).or_default() += 1.0;
         }
         self.running.apply(event);
         self.last_activity = Some(event.at);
@@ -295,9 +365,10 @@ impl Predictor for AugurPredictor {
             ));
             let context = self.context_at(now);
             let order = self.use_order(&context);
-            for ev in self.model.evidence(&context, s, order).iter().rev() {
+            let lead = &self.memories[self.lead_memory()];
+            for ev in lead.model.evidence(&context, s, order).iter().rev() {
                 if ev.order == 0 {
-                    reasons.push(format!("overall: started {:.1} of the last {:.1} launches (faded counts)", ev.followed_by, ev.seen));
+                    reasons.push(format!("overall: started {:.1} of the last {:.1} launches (counts as remembered)", ev.followed_by, ev.seen));
                 } else {
                     reasons.push(format!(
                         "after {}: followed by {app} {:.1} of {:.1} times (weight {:.2})",
@@ -320,8 +391,13 @@ impl Predictor for AugurPredictor {
         if self.session_starts(now) {
             reasons.push("nothing runs and the session gap has passed: predicting a session's first launch".into());
         }
-        if self.config.fading {
-            reasons.push(format!("evidence halves every {:.0} launches", self.config.half_life_launches));
+        if self.memories.len() > 1 {
+            reasons.push(format!(
+                "memories: permanent {:.0} %, fading (half-life {:.0} launches) {:.0} %, weighed by how well each predicted recent launches",
+                100.0 * self.weights[0],
+                self.config.half_life_launches,
+                100.0 * self.weights[1]
+            ));
         }
         Explanation { predictor: self.name().into(), app: app.into(), probability, reasons }
     }
