@@ -128,6 +128,19 @@ pub fn render_table(workload: &Workload, r: &BenchReport) -> String {
             c.name, med, min, max, c.io_wait_ms.median, c.major_faults.median, c.read_mib.median, gap
         );
     }
+    if let Some(c) = r.session.condition(PREFETCHED) {
+        let replays: Vec<_> = c.runs.iter().filter_map(|run| run.preparation.replay).collect();
+        if let Some(worst) = replays.iter().min_by_key(|x| x.already_resident + x.loaded) {
+            let stale = replays.iter().map(|x| x.stale_files).max().unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "replay before each prefetched run: at least {} of {} pages resident{}",
+                worst.already_resident + worst.loaded,
+                worst.wanted,
+                if stale > 0 { format!("; {stale} stale files skipped (retrace the command)") } else { String::new() }
+            );
+        }
+    }
     let _ = writeln!(s);
     match r.session.condition(PREFETCHED).and_then(|c| c.gap_closed) {
         Some(g) => {
