@@ -323,3 +323,34 @@ fn a_global_watch_reports_pages_and_lifecycle_of_any_process() {
     watch.close().unwrap();
     assert!(!instance_dir.exists());
 }
+
+/// On an overlay the page cache (and so the tracepoints) holds the layer's inode while stat of
+/// the path reports the overlay's device: the profile must still name the overlay path.
+#[test]
+fn files_read_through_an_overlay_are_resolved() {
+    let fx = fixture();
+    let base = fx.dir.join("ovl");
+    let _ = Command::new("umount").arg(base.join("merged")).output();
+    let _ = fs::remove_dir_all(&base);
+    for d in ["lower", "upper", "work", "merged"] {
+        fs::create_dir_all(base.join(d)).unwrap();
+    }
+    fs::copy(&fx.data, base.join("lower/data.bin")).unwrap();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        base.join("lower").display(),
+        base.join("upper").display(),
+        base.join("work").display()
+    );
+    let st = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(base.join("merged")).status().unwrap();
+    assert!(st.success(), "mounting an overlay");
+    let merged_data = base.join("merged/data.bin");
+    let out_path = fx.dir.join("overlay.profile.json");
+    let out = augur(&["trace", "-o", out_path.to_str().unwrap(), "--", fx.reader.to_str().unwrap(), merged_data.to_str().unwrap()], &[]);
+    let umount = Command::new("umount").arg(base.join("merged")).status().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(umount.success());
+    let p = profile_file::load(&out_path).unwrap();
+    assert_eq!(pages_of(&p, &merged_data), DATA_PAGES, "{:?}", p.unresolved);
+    fs::remove_dir_all(&base).unwrap();
+}

@@ -31,6 +31,80 @@ pub struct OpenedFile {
     pub path: PathBuf,
     /// True for `FAN_OPEN_EXEC` (an `execve` or `uselib`).
     pub exec: bool,
+    /// For a file opened through an overlay: the same inode number on each layer's device, which
+    /// is how the page-cache tracepoints (they see the layer's inode) report it.
+    pub aliases: Vec<InodeKey>,
+}
+
+/// An overlay filesystem and the devices of its layers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverlayFs {
+    /// `major:minor` of the overlay's own (anonymous) device.
+    pub dev: (u32, u32),
+    /// Where it is mounted.
+    pub mount_point: PathBuf,
+    /// Its layer directories (`upperdir`, `lowerdir`s), as the mount options name them.
+    pub layer_dirs: Vec<PathBuf>,
+}
+
+/// Splits on `sep` where it is not escaped by a backslash. An escaped `sep` loses its backslash;
+/// other escapes are kept when `keep_other_escapes` (for a later split), else undone.
+fn split_unescaped(s: &str, sep: char, keep_other_escapes: bool) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next()
+                    && let Some(l) = out.last_mut()
+                {
+                    if keep_other_escapes && n != sep {
+                        l.push('\\');
+                    }
+                    l.push(n);
+                }
+            }
+            c if c == sep => out.push(String::new()),
+            c => {
+                if let Some(l) = out.last_mut() {
+                    l.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The overlay filesystems in a `/proc/self/mountinfo` text, with their layer directories.
+pub fn overlay_filesystems(mountinfo: &str) -> Vec<OverlayFs> {
+    let mut out: Vec<OverlayFs> = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let fields: Vec<&str> = left.split(' ').collect();
+        let rfields: Vec<&str> = right.split(' ').collect();
+        if fields.len() < 5 || rfields.len() < 3 || rfields[0] != "overlay" {
+            continue;
+        }
+        let Some((major, minor)) = fields[2].split_once(':') else { continue };
+        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
+        if out.iter().any(|o| o.dev == (major, minor)) {
+            continue;
+        }
+        let options = String::from_utf8_lossy(&unescape_mountinfo(rfields[2])).into_owned();
+        let mut layer_dirs = Vec::new();
+        for opt in split_unescaped(&options, ',', true) {
+            let Some((key, value)) = opt.split_once('=') else { continue };
+            match key {
+                "upperdir" | "lowerdir" | "lowerdir+" | "datadir+" => {
+                    layer_dirs.extend(split_unescaped(value, ':', false).into_iter().filter(|d| d.starts_with('/')).map(PathBuf::from));
+                }
+                _ => {}
+            }
+        }
+        let mount_point = PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(fields[4])));
+        out.push(OverlayFs { dev: (major, minor), mount_point, layer_dirs });
+    }
+    out
 }
 
 /// A mounted filesystem worth watching.
@@ -95,6 +169,7 @@ pub fn block_backed_filesystems(mountinfo: &str) -> Vec<MountedFs> {
 pub struct OpenWatcher {
     fd: OwnedFd,
     watched: Vec<MountedFs>,
+    layers: Vec<(u64, Vec<u64>)>,
     buf: Vec<u8>,
     /// Queue overflows the kernel reported (opens lost).
     pub overflows: u64,
@@ -123,12 +198,26 @@ impl OpenWatcher {
         // SAFETY: `raw` is a fresh fd returned by fanotify_init and owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| Error::io("reading /proc/self/mountinfo", e))?;
-        let mut watcher = OpenWatcher { fd, watched: Vec::new(), buf: vec![0; 64 * 1024], overflows: 0 };
+        let mut watcher = OpenWatcher { fd, watched: Vec::new(), layers: Vec::new(), buf: vec![0; 64 * 1024], overflows: 0 };
         for fs in block_backed_filesystems(&mountinfo) {
             match watcher.mark(&fs) {
                 Ok(()) => watcher.watched.push(fs),
                 Err(e) => tracing::debug!("not watching opens on {}: {e}", fs.mount_point.display()),
             }
+        }
+        // Files read through an overlay are cached (and traced) as the layer's inode, which
+        // opens on the layer's own filesystem do not report: watch the overlay itself too.
+        for ovl in overlay_filesystems(&mountinfo) {
+            let layer_devs: Vec<u64> = ovl.layer_dirs.iter().filter_map(|d| fs::metadata(d).ok()).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).collect();
+            let fs = MountedFs { dev: ovl.dev, mount_point: ovl.mount_point, fstype: "overlay".into() };
+            match watcher.mark(&fs) {
+                Ok(()) => watcher.watched.push(fs),
+                Err(e) => tracing::debug!("not watching opens on overlay {}: {e}", fs.mount_point.display()),
+            }
+            let mut devs = layer_devs;
+            devs.sort_unstable();
+            devs.dedup();
+            watcher.layers.push((super::event::st_dev_from_parts(ovl.dev.0, ovl.dev.1), devs));
         }
         if watcher.watched.is_empty() {
             return Err(Error::Kernel { feature: "fanotify marks".into(), detail: "no block-backed filesystem could be marked".into() });
@@ -160,6 +249,12 @@ impl OpenWatcher {
     /// The filesystems being watched.
     pub fn watched(&self) -> &[MountedFs] {
         &self.watched
+    }
+
+    /// Each overlay's device (`st_dev`) with the devices of its layers, for
+    /// [`PathResolver::learn_layers`](super::resolve::PathResolver::learn_layers).
+    pub fn overlay_layers(&self) -> &[(u64, Vec<u64>)] {
+        &self.layers
     }
 
     /// Reads every queued event without blocking, calling `sink` for each regular file opened.
@@ -198,7 +293,10 @@ impl OpenWatcher {
                 }
                 // SAFETY: the kernel opened this fd for us with the event; we own and close it.
                 let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
-                if let Some(opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0) {
+                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0) {
+                    if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
+                        opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
+                    }
                     sink(opened);
                 }
             }
@@ -218,7 +316,14 @@ fn describe(fd: OwnedFd, pid: i32, exec: bool) -> Option<OpenedFile> {
         return None;
     }
     let identity = identity_from_metadata(&meta);
-    Some(OpenedFile { pid: u32::try_from(pid).unwrap_or(0), key: InodeKey { dev: identity.dev, ino: identity.ino }, identity, path, exec })
+    Some(OpenedFile {
+        pid: u32::try_from(pid).unwrap_or(0),
+        key: InodeKey { dev: identity.dev, ino: identity.ino },
+        identity,
+        path,
+        exec,
+        aliases: Vec::new(),
+    })
 }
 
 impl AsFd for OpenWatcher {
@@ -248,6 +353,19 @@ mod tests {
         assert_eq!(points, vec!["/", "/mnt/my disk", "/boot"]);
         assert_eq!(fs[0].dev, (254, 0));
         assert_eq!(fs[1].fstype, "btrfs");
+    }
+
+    #[test]
+    fn overlays_and_their_layers() {
+        let info = "45 27 0:39 / /tmp/ovl/m rw,relatime - overlay overlay rw,lowerdir=/l1:/l\\:2,upperdir=/u,workdir=/w,uuid=on\n\
+                    46 27 0:40 / /c rw - overlay overlay rw,lowerdir+=/a,lowerdir+=/b,datadir+=/d,redirect_dir=on\n\
+                    27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n";
+        let o = overlay_filesystems(info);
+        assert_eq!(o.len(), 2);
+        assert_eq!(o[0].dev, (0, 39));
+        assert_eq!(o[0].layer_dirs, vec![PathBuf::from("/l1"), PathBuf::from("/l:2"), PathBuf::from("/u")]);
+        assert_eq!(o[1].layer_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b"), PathBuf::from("/d")]);
+        assert_eq!(split_unescaped("a\\,b,c", ',', true), vec!["a,b".to_string(), "c".to_string()]);
     }
 
     #[test]

@@ -18,6 +18,8 @@ const MAX_PATHS_PER_INODE: usize = 4;
 #[derive(Clone, Debug, Default)]
 pub struct PathResolver {
     paths: HashMap<InodeKey, Vec<PathBuf>>,
+    /// Overlay device -> devices of its layers.
+    layers: HashMap<u64, Vec<u64>>,
 }
 
 /// The outcome of resolving one inode.
@@ -51,6 +53,18 @@ impl PathResolver {
         list.truncate(MAX_PATHS_PER_INODE);
     }
 
+    /// Records that files seen on `overlay_dev` are cached as the inode of the same number on
+    /// one of `layer_devs`, so a path on the overlay verifies an inode key of a layer.
+    pub fn learn_layers(&mut self, overlay_dev: u64, layer_devs: &[u64]) {
+        self.layers.insert(overlay_dev, layer_devs.to_vec());
+    }
+
+    /// True when `stat_dev` (from stat of a path) stands for the inode on `key_dev`: the same
+    /// device, or an overlay whose layer it is.
+    fn same_device(&self, stat_dev: u64, key_dev: u64) -> bool {
+        stat_dev == key_dev || self.layers.get(&stat_dev).is_some_and(|l| l.contains(&key_dev))
+    }
+
     /// The newest path known for `key`, unverified.
     pub fn path_of(&self, key: InodeKey) -> Option<&Path> {
         self.paths.get(&key).and_then(|l| l.first()).map(PathBuf::as_path)
@@ -82,8 +96,8 @@ impl PathResolver {
         let Some(list) = self.paths.get(&key) else { return Resolution::Unknown };
         for path in list {
             if let Some(identity) = stat(path)
-                && identity.dev == key.dev
                 && identity.ino == key.ino
+                && self.same_device(identity.dev, key.dev)
             {
                 return Resolution::Resolved { path: path.clone(), identity };
             }
@@ -193,6 +207,19 @@ mod tests {
         assert_eq!(r.resolve(K1, fake_fs), Resolution::Moved);
         r.forget(K1);
         assert!(!r.knows(K1));
+    }
+
+    #[test]
+    fn overlay_paths_verify_layer_inodes() {
+        const OVL_DEV: u64 = 39;
+        let layer_key = InodeKey { dev: 65024, ino: 5 };
+        let through_overlay = |p: &Path| (p == Path::new("/ovl/f")).then_some(FileIdentity { dev: OVL_DEV, ino: 5, size: 1, mtime_ns: 0 });
+        let mut r = PathResolver::new();
+        r.learn(layer_key, "/ovl/f");
+        assert_eq!(r.resolve(layer_key, through_overlay), Resolution::Moved, "unknown overlay: device differs");
+        r.learn_layers(OVL_DEV, &[65024]);
+        assert!(matches!(r.resolve(layer_key, through_overlay), Resolution::Resolved { .. }));
+        assert_eq!(r.resolve(InodeKey { dev: 65024, ino: 6 }, through_overlay), Resolution::Unknown);
     }
 
     #[test]

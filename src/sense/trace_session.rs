@@ -223,6 +223,9 @@ impl Collector {
         if self.mode == TraceMode::FileOnly && self.is_ours(f.pid) && !self.opened.iter().any(|(k, _)| *k == f.key) {
             self.opened.push((f.key, now_us));
         }
+        for alias in &f.aliases {
+            self.resolver.learn(*alias, f.path.clone());
+        }
         self.resolver.learn(f.key, f.path);
     }
 }
@@ -246,6 +249,10 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let mut watch = PageWatch::open("trace", &WatchScope::Descendants(vec![own_pid]), choice, &InstanceOptions::default())?;
     let mode = watch.mode();
     let mut opens = OpenWatcher::new(true)?;
+    let mut resolver = PathResolver::new();
+    for (overlay, layers) in opens.overlay_layers() {
+        resolver.learn_layers(*overlay, layers);
+    }
     if let Some(sig) = signals.take().first() {
         return Err(Error::Command { command: command_name, detail: format!("not started: interrupted by signal {sig} while setting up") });
     }
@@ -268,7 +275,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         child_pid,
         origin_us: mono.then_some(start_us),
         builder: WorkingSetBuilder::new(),
-        resolver: PathResolver::new(),
+        resolver,
         traced: HashSet::from([child_pid]),
         exited: HashSet::new(),
         opened: Vec::new(),
