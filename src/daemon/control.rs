@@ -39,6 +39,8 @@ pub struct EventCounts {
     pub process_events: u64,
     /// Page events received.
     pub page_events: u64,
+    /// File opens received from fanotify.
+    pub open_events: u64,
     /// Page events the kernel reported lost.
     pub page_events_lost: u64,
     /// Process-event overruns.

@@ -201,6 +201,8 @@ pub struct Daemon {
     health: Vec<String>,
     notifier: Notifier,
     socket_path: PathBuf,
+    /// Whether the trace pipe currently wakes the loop on any event (a launch is in progress).
+    trace_eager: bool,
 }
 
 impl Daemon {
@@ -266,6 +268,7 @@ impl Daemon {
             health,
             notifier,
             socket_path,
+            trace_eager: true,
         })
     }
 
@@ -381,6 +384,7 @@ impl Daemon {
                 }
             }
             self.tracker.trim_backlog(now);
+            self.set_trace_eager(!self.tracker.is_idle());
             if self.tracker.is_idle() && self.resolver.len() > RESOLVER_MAX {
                 self.resolver = PathResolver::new();
             }
@@ -390,6 +394,22 @@ impl Daemon {
             };
             self.timer.set(deadline)?;
         }
+    }
+
+    /// While no launch is in progress the trace pipe wakes the loop only when a CPU buffer is half
+    /// full, so page activity of other processes costs no wakeups; the buffered events are still
+    /// read (for the exec look-behind) as soon as a process event wakes the loop.
+    fn set_trace_eager(&mut self, eager: bool) {
+        if eager == self.trace_eager {
+            return;
+        }
+        if let Some(instance) = self.watch.instance() {
+            let path = instance.dir().join("buffer_percent");
+            if let Err(e) = std::fs::write(&path, if eager { "0" } else { "50" }) {
+                tracing::debug!("{}: {e}", path.display());
+            }
+        }
+        self.trace_eager = eager;
     }
 
     fn read_process_events(&mut self) {
@@ -496,7 +516,11 @@ impl Daemon {
     fn read_opens(&mut self) {
         let Some(opens) = self.opens.as_mut() else { return };
         let resolver = &mut self.resolver;
-        if let Err(e) = opens.read_available(|f| resolver.learn(f.key, f.path)) {
+        let counts = &mut self.counts;
+        if let Err(e) = opens.read_available(|f| {
+            counts.open_events += 1;
+            resolver.learn(f.key, f.path)
+        }) {
             tracing::warn!("fanotify: {e}");
         }
     }
