@@ -119,29 +119,47 @@ fn rss_stays_under_32_mib_with_500_learned_applications() {
     assert!(s.rss_bytes < 32 << 20, "RSS {} bytes", s.rss_bytes);
 }
 
+/// Processes created on the whole machine since boot (`processes` in /proc/stat).
+fn forks_since_boot() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("processes ").map(|v| v.trim().parse().unwrap()))
+        .unwrap()
+}
+
+/// "No process activity": the minute must see no fork anywhere on the machine. On a shared machine
+/// the measurement is repeated (at most three times) until such a minute is found; if none is,
+/// the test fails rather than pass without measuring.
 #[test]
 fn idle_daemon_wakes_at_most_a_handful_of_times_in_60_s() {
     let dir = tempfile::tempdir().unwrap();
     let d = Daemon::start(dir.path(), &dir.path().join("state.db"));
-    // Let the start-up settle (launch windows of whatever ran meanwhile close within 15 s).
-    let until = Instant::now() + Duration::from_secs(20);
-    while d.status().launches_in_progress > 0 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(200));
+    let mut busy = Vec::new();
+    for _ in 0..3 {
+        // Let launch windows of whatever ran meanwhile close.
+        let until = Instant::now() + Duration::from_secs(20);
+        while d.status().launches_in_progress > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        let before = d.status();
+        let forks = forks_since_boot();
+        let switches_before = d.context_switches();
+        std::thread::sleep(Duration::from_secs(60));
+        let switches = d.context_switches() - switches_before;
+        let other_forks = forks_since_boot() - forks;
+        let after = d.status();
+        // The first status request woke the daemon once after `before` was taken.
+        let wakeups = after.events.wakeups - before.events.wakeups - 1;
+        println!("over 60 s: {switches} context switches, {wakeups} wakeups, {other_forks} processes created on the machine");
+        if other_forks > 0 {
+            busy.push(other_forks);
+            continue;
+        }
+        assert!(switches <= 10, "{switches} context switches in an idle minute");
+        assert!(wakeups <= 5, "{wakeups} wakeups in an idle minute");
+        return;
     }
-    std::thread::sleep(Duration::from_secs(2));
-    let before = d.status();
-    let switches_before = d.context_switches();
-    std::thread::sleep(Duration::from_secs(60));
-    let switches = d.context_switches() - switches_before;
-    let after = d.status();
-    // The status request itself woke the daemon once.
-    let wakeups = after.events.wakeups - before.events.wakeups - 1;
-    let process_events = after.events.process_events - before.events.process_events;
-    let opens = after.events.open_events - before.events.open_events;
-    println!("over 60 s: {switches} context switches, {wakeups} wakeups, {process_events} process events and {opens} file opens on the machine");
-    // Nothing is polled: every wakeup is caused by a process event or an open elsewhere on the
-    // machine (none on an idle one), plus a handful.
-    assert!(wakeups <= 5 + process_events + opens, "{wakeups} wakeups");
-    // And no thread wakes behind the loop's back: each wakeup costs about one switch.
-    assert!(switches <= 2 * wakeups + 6, "{switches} context switches for {wakeups} wakeups");
+    panic!("the machine was never idle for a minute (processes created per minute: {busy:?})");
 }

@@ -311,9 +311,8 @@ impl Daemon {
         if let Some(fd) = self.watch.fd()? {
             add(fd, TOKEN_TRACE)?;
         }
-        if let Some(o) = &self.opens {
-            add(o.as_fd(), TOKEN_OPENS)?;
-        }
+        // fanotify is watched only while a launch is in progress (see `set_trace_eager`).
+        let mut opens_watched = false;
         add(self.listener.as_fd(), TOKEN_CONTROL)?;
         add(self.signals.as_fd(), TOKEN_SIGNAL)?;
         add(self.timer.as_fd(), TOKEN_TIMER)?;
@@ -349,7 +348,7 @@ impl Daemon {
             }
             // Process events first, so page events are attributed to launches they belong to.
             self.read_process_events();
-            if tokens[TOKEN_OPENS as usize] {
+            if tokens[TOKEN_OPENS as usize] || !self.tracker.is_idle() {
                 self.read_opens();
             }
             self.read_page_events();
@@ -384,7 +383,21 @@ impl Daemon {
                 }
             }
             self.tracker.trim_backlog(now);
-            self.set_trace_eager(!self.tracker.is_idle());
+            let active = !self.tracker.is_idle();
+            self.set_trace_eager(active);
+            if let Some(o) = &self.opens
+                && active != opens_watched
+            {
+                let r = if active {
+                    epoll::add(&ep, o.as_fd(), epoll::EventData::new_u64(TOKEN_OPENS), epoll::EventFlags::IN)
+                } else {
+                    epoll::delete(&ep, o.as_fd())
+                };
+                if let Err(e) = r {
+                    tracing::warn!("fanotify watch in epoll: {e}");
+                }
+                opens_watched = active;
+            }
             if self.tracker.is_idle() && self.resolver.len() > RESOLVER_MAX {
                 self.resolver = PathResolver::new();
             }
@@ -397,8 +410,9 @@ impl Daemon {
     }
 
     /// While no launch is in progress the trace pipe wakes the loop only when a CPU buffer is half
-    /// full, so page activity of other processes costs no wakeups; the buffered events are still
-    /// read (for the exec look-behind) as soon as a process event wakes the loop.
+    /// full and fanotify opens are left queued, so page and file activity of other processes costs
+    /// no wakeups; both are read (for the exec look-behind and paths) as soon as a process event
+    /// wakes the loop.
     fn set_trace_eager(&mut self, eager: bool) {
         if eager == self.trace_eager {
             return;
