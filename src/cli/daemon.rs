@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use crate::daemon::prediction::PredictionStep;
 use crate::daemon::run::{Daemon, DaemonOptions};
 use crate::error::{Error, Result};
 use crate::sense::mode::parse_mode;
@@ -48,6 +49,11 @@ pub fn run(args: DaemonArgs, verbose: u8, quiet: bool) -> Result<ExitCode> {
         println!("configuration is valid");
         return Ok(ExitCode::SUCCESS);
     }
-    Daemon::start(options)?.run()?;
+    let mut daemon = Daemon::start(options)?;
+    if config.predict.enabled {
+        daemon.set_plan_step(Box::new(PredictionStep::new(&config)?));
+        tracing::info!("prediction on: predictor {}", config.predict.predictor);
+    }
+    daemon.run()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,5 +7,6 @@ pub mod config;
 pub mod control;
 pub mod notify;
 pub mod os;
+pub mod prediction;
 pub mod run;
 pub mod window;

@@ -18,11 +18,39 @@ pub struct MemorySnapshot {
     pub cached: u64,
 }
 
+impl MemorySnapshot {
+    /// Parses the text of /proc/meminfo (values in kB); None if MemTotal or MemFree is missing.
+    /// A kernel without MemAvailable (before 3.14) gets MemFree + Cached as its estimate.
+    pub fn from_meminfo(text: &str) -> Option<Self> {
+        let field = |name: &str| -> Option<u64> {
+            text.lines().find_map(|l| {
+                let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+                rest.split_whitespace().next()?.parse::<u64>().ok().map(|kb| kb.saturating_mul(1024))
+            })
+        };
+        let total = field("MemTotal")?;
+        let free = field("MemFree")?;
+        let cached = field("Cached").unwrap_or(0);
+        let available = field("MemAvailable").unwrap_or(free.saturating_add(cached));
+        Some(MemorySnapshot { total, free, available, cached })
+    }
+}
+
 /// Memory pressure: the "some avg10" percentage of /proc/pressure/memory (0–100).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MemoryPressure {
     /// Share of the last 10 s in which at least one task stalled on memory, in percent.
     pub some_avg10: f64,
+}
+
+impl MemoryPressure {
+    /// Parses the text of /proc/pressure/memory (`some avg10=1.23 avg60=… total=…`).
+    pub fn from_psi(text: &str) -> Option<Self> {
+        let line = text.lines().find(|l| l.starts_with("some "))?;
+        let v = line.split_whitespace().find_map(|kv| kv.strip_prefix("avg10="))?;
+        let some_avg10: f64 = v.parse().ok()?;
+        some_avg10.is_finite().then_some(MemoryPressure { some_avg10 })
+    }
 }
 
 /// How the budget is derived; every field has a documented default.
@@ -130,6 +158,19 @@ mod tests {
         // 50 % of 4 GiB − 10 % of 10 GiB = 1 GiB (to preload's kilobyte rounding).
         let b = MemoryBudget::preload_default(&mem(4 * GIB)).bytes;
         assert!(b.abs_diff(GIB) < 2 * 1024 * 1024, "{b}");
+    }
+
+    #[test]
+    fn proc_texts_parse() {
+        let meminfo = "MemTotal:       16384000 kB\nMemFree:         2048000 kB\nMemAvailable:    8192000 kB\nBuffers: 1 kB\nCached:          6000000 kB\n";
+        let m = MemorySnapshot::from_meminfo(meminfo).unwrap();
+        assert_eq!((m.total, m.free, m.available, m.cached), (16384000 * 1024, 2048000 * 1024, 8192000 * 1024, 6000000 * 1024));
+        let old = MemorySnapshot::from_meminfo("MemTotal: 100 kB\nMemFree: 10 kB\nCached: 20 kB\n").unwrap();
+        assert_eq!(old.available, 30 * 1024);
+        assert_eq!(MemorySnapshot::from_meminfo("garbage"), None);
+        let psi = "some avg10=12.50 avg60=3.00 avg300=1.00 total=12345\nfull avg10=2.00 avg60=0.00 avg300=0.00 total=1\n";
+        assert_eq!(MemoryPressure::from_psi(psi), Some(MemoryPressure { some_avg10: 12.5 }));
+        assert_eq!(MemoryPressure::from_psi("full avg10=2.00"), None);
     }
 
     proptest! {

@@ -1,0 +1,233 @@
+//! The daemon's prediction step (`[predict] enabled = true`): on each launch and on the slow
+//! interval it asks the configured predictor which applications come next, computes the memory
+//! budget from /proc/meminfo and /proc/pressure/memory, lets the planner choose the page ranges
+//! of the learned profiles to keep resident, and hands them to a fetch worker that loads only the
+//! missing pages. Under memory pressure at or above `pressure_stop_percent` it stops fetching at
+//! once (the running fetch is cancelled between 2 MiB chunks).
+//!
+//! It owns the wiring only: prediction is `model::predict`, the choice `plan`, the loading
+//! `fetch`. The daemon does not report exits to this step yet, so each launch is observed as a
+//! point event (launch and exit together); the predictors' running-application logic therefore
+//! sees nothing running, which only the `preload` predictor depends on.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+
+use super::config::Config;
+use super::run::{PlanContext, PlanStep, PlanTrigger};
+use crate::error::{Error, Result};
+use crate::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
+use crate::fetch::request::FetchPlan;
+use crate::fetch::IoPriority;
+use crate::model::predict::{self, LocalTime, Observation, Predictor, Transition};
+use crate::model::profile::{LaunchProfile, UsedRange};
+use crate::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig, RangeUse, plan};
+
+/// Applications considered per round at most (the likeliest), to bound state reads.
+const MAX_CANDIDATES: usize = 32;
+
+struct FetchJob {
+    plan: FetchPlan,
+    cancel: CancelFlag,
+}
+
+/// The prediction step installed with [`super::run::Daemon::set_plan_step`].
+pub struct PredictionStep {
+    predictor: Box<dyn Predictor>,
+    next_instance: u64,
+    jobs: Option<mpsc::Sender<FetchJob>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    current: CancelFlag,
+    /// What the last round decided, for logs: (budget bytes, planned bytes).
+    last: Option<(u64, u64)>,
+}
+
+impl PredictionStep {
+    /// A step with the configured predictor and its fetch worker.
+    pub fn new(config: &Config) -> Result<PredictionStep> {
+        let predictor = predict::by_name(&config.predict.predictor)
+            .ok_or_else(|| Error::Usage(format!("unknown predictor {:?}", config.predict.predictor)))?;
+        let (tx, rx) = mpsc::channel::<FetchJob>();
+        let worker = std::thread::Builder::new()
+            .name("augur-predict".into())
+            .spawn(move || {
+                while let Ok(mut job) = rx.recv() {
+                    // Only the newest plan matters.
+                    while let Ok(newer) = rx.try_recv() {
+                        job = newer;
+                    }
+                    if job.cancel.is_cancelled() {
+                        continue;
+                    }
+                    let options = FetchOptions { priority: IoPriority::Idle, ..FetchOptions::default() };
+                    let report = Prefetcher::new(options).fetch(&job.plan, &job.cancel);
+                    tracing::debug!(
+                        "prediction fetch: {} pages wanted, {} already resident, {} loaded",
+                        report.pages.wanted,
+                        report.pages.already_resident,
+                        report.pages.loaded
+                    );
+                }
+            })
+            .map_err(|e| Error::io("starting the prediction worker", e))?;
+        Ok(PredictionStep { predictor, next_instance: 0, jobs: Some(tx), worker: Some(worker), current: CancelFlag::new(), last: None })
+    }
+
+    fn stop_fetching(&mut self) {
+        self.current.cancel();
+    }
+}
+
+impl Drop for PredictionStep {
+    fn drop(&mut self) {
+        self.current.cancel();
+        self.jobs = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn read_pressure() -> Option<MemoryPressure> {
+    std::fs::read_to_string("/proc/pressure/memory").ok().as_deref().and_then(MemoryPressure::from_psi)
+}
+
+fn read_memory() -> Option<MemorySnapshot> {
+    std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(MemorySnapshot::from_meminfo)
+}
+
+/// The planner's view of a learned profile: its ranges in first-use order, keyed by path.
+pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
+    let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
+    for f in &profile.files {
+        for r in &f.ranges {
+            ranges.push((
+                r.first_use_us,
+                RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0 },
+            ));
+        }
+    }
+    ranges.sort_by_key(|(t, _)| *t);
+    AppFootprint { app: app.to_string(), ranges: ranges.into_iter().map(|(_, r)| r).collect() }
+}
+
+/// The fetch plan for the planned ranges, in fetch order, with each file's identity from the
+/// profile it was learned in (a file whose identity changed is refused by the fetcher).
+pub fn fetch_plan_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> FetchPlan {
+    let mut out = FetchPlan::new(page_size);
+    for (order, r) in planned.ranges.iter().enumerate() {
+        let Some(profile) = profiles.get(&r.app) else { continue };
+        let Some(file) = profile.files.iter().find(|f| f.path.to_string_lossy() == r.file.as_str()) else { continue };
+        out.add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
+    }
+    out
+}
+
+impl PlanStep for PredictionStep {
+    fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
+        let now = LocalTime(ctx.now_ms);
+        if let PlanTrigger::LaunchStarted { app } = trigger {
+            self.next_instance += 1;
+            let instance = self.next_instance;
+            for transition in [Transition::Launch, Transition::Exit] {
+                self.predictor.observe(&Observation { at: now, app, instance, transition });
+            }
+        }
+        let cfg = &ctx.config.predict;
+        let pressure = read_pressure();
+        if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
+            self.stop_fetching();
+            tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
+            return Ok(());
+        }
+        let budget = if cfg.budget_bytes > 0 {
+            MemoryBudget::of(cfg.budget_bytes)
+        } else {
+            let Some(mem) = read_memory() else {
+                tracing::warn!("cannot read /proc/meminfo: no prediction budget");
+                return Ok(());
+            };
+            let bc = BudgetConfig {
+                available_fraction: cfg.budget_available_fraction,
+                cap_bytes: None,
+                pressure_low: cfg.pressure_stop_percent / 10.0,
+                pressure_high: cfg.pressure_stop_percent,
+            };
+            MemoryBudget::compute(&mem, pressure, &bc)
+        };
+        let mut probs = self.predictor.predict(now);
+        probs.retain(|p| p.probability > 0.0);
+        probs.sort_by(|a, b| b.probability.total_cmp(&a.probability).then_with(|| a.app.cmp(&b.app)));
+        probs.truncate(MAX_CANDIDATES);
+        let settings = ctx.config.learn_settings();
+        let mut profiles = BTreeMap::new();
+        for p in &probs {
+            if let Some(model) = ctx.state.load_app(&p.app)? {
+                let profile = model.replay_profile(&settings);
+                if !profile.files.is_empty() {
+                    profiles.insert(p.app.clone(), profile);
+                }
+            }
+        }
+        let footprints: Vec<AppFootprint> = profiles.iter().map(|(app, prof)| footprint_of(app, prof)).collect();
+        let page_size = profiles.values().next().map_or(crate::fetch::page_size(), |p| p.page_size);
+        let planned = plan(&probs, &footprints, budget, &PlannerConfig { page_size, ..PlannerConfig::default() });
+        let fetch = fetch_plan_of(&planned, &profiles, crate::fetch::page_size());
+        self.current.cancel();
+        self.current = CancelFlag::new();
+        if let Some(tx) = &self.jobs
+            && tx.send(FetchJob { plan: fetch, cancel: self.current.clone() }).is_err()
+        {
+            tracing::warn!("prediction worker gone");
+        }
+        if self.last != Some((budget.bytes, planned.bytes)) {
+            tracing::debug!("planned {} of {} budget bytes over {} applications ({trigger:?})", planned.bytes, budget.bytes, profiles.len());
+            self.last = Some((budget.bytes, planned.bytes));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::predict::AppProbability;
+    use crate::model::profile::{FileIdentity, FileProfile, TraceMode, Unresolved};
+    use crate::model::range::PageRange;
+
+    /// (path, [(first page, pages, first use µs)])
+    type Files<'a> = &'a [(&'a str, &'a [(u64, u64, u64)])];
+
+    fn profile(files: Files<'_>) -> LaunchProfile {
+        LaunchProfile {
+            command: vec!["x".into()],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 1,
+            files: files
+                .iter()
+                .map(|(path, ranges)| FileProfile {
+                    path: path.into(),
+                    identity: FileIdentity { dev: 1, ino: 2, size: 1 << 30, mtime_ns: 3 },
+                    ranges: ranges.iter().map(|&(s, l, t)| UsedRange { range: PageRange::new(s, l), first_use_us: t }).collect(),
+                })
+                .collect(),
+            unresolved: Unresolved::default(),
+        }
+    }
+
+    #[test]
+    fn footprints_follow_first_use_and_plans_become_fetches() {
+        let b = profile(&[("/usr/lib/libb.so", &[(0, 10, 5)]), ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)])]);
+        let fp = footprint_of("b", &b);
+        let order: Vec<(&str, u64)> = fp.ranges.iter().map(|r| (r.file.as_str(), r.range.start)).collect();
+        assert_eq!(order, vec![("/usr/bin/b", 100), ("/usr/lib/libb.so", 0), ("/usr/bin/b", 0)]);
+        let probs = vec![AppProbability { app: "b".into(), probability: 0.9 }];
+        let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());
+        assert_eq!(planned.bytes, 12 * 4096);
+        let profiles = BTreeMap::from([("b".to_string(), b)]);
+        let fetch = fetch_plan_of(&planned, &profiles, 4096);
+        assert_eq!(fetch.files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
+    }
+}
