@@ -354,3 +354,26 @@ fn files_read_through_an_overlay_are_resolved() {
     assert_eq!(pages_of(&p, &merged_data), DATA_PAGES, "{:?}", p.unresolved);
     fs::remove_dir_all(&base).unwrap();
 }
+
+/// A kernel without tracefs, simulated in a private mount namespace where /sys/kernel is an empty
+/// tmpfs: exit code 8 with one line, unless file-only mode is asked for.
+#[test]
+fn without_tracefs_trace_fails_with_exit_8_unless_file_only() {
+    let fx = fixture();
+    let out_path = fx.dir.join("no-tracefs.profile.json");
+    let script = format!(
+        "mount -t tmpfs none /sys/kernel || exit 99; {augur} trace -o {out} -- true; echo \"rc=$?\"; {augur} trace --mode file-only -o {out} -- {reader} {data} >/dev/null; echo \"rc=$?\"",
+        augur = AUGUR,
+        out = out_path.display(),
+        reader = fx.reader.display(),
+        data = fx.data.display()
+    );
+    let out = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).output().expect("unshare (util-linux) is needed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), vec!["rc=8", "rc=0"], "{stderr}");
+    let first = stderr.lines().next().unwrap();
+    assert!(first.starts_with("augur: kernel lacks tracefs") && first.contains("--mode file-only"), "{first}");
+    let p = profile_file::load(&out_path).unwrap();
+    assert_eq!((p.mode, pages_of(&p, &fx.data)), (TraceMode::FileOnly, DATA_PAGES));
+}

@@ -101,7 +101,12 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
     require_root("augur trace")?;
     let output = args.output.clone().unwrap_or_else(|| default_output(&args.command));
     let request = TraceRequest { command: args.command.clone(), window: args.window.unwrap_or(DEFAULT_WINDOW), mode: args.mode };
-    let mut report = trace_command(&request)?;
+    let mut report = trace_command(&request).map_err(|e| match e {
+        Error::Kernel { feature, detail } if request.mode.is_none() => {
+            Error::Kernel { feature, detail: format!("{detail} (--mode file-only records whole files without tracing)") }
+        }
+        other => other,
+    })?;
     profile_file::save(&report.profile, &output)?;
     summarise(&report, &output);
     let cmd = request.command[0].to_string_lossy().into_owned();
