@@ -118,8 +118,7 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            stop(&mut c);
         }
     }
 }
@@ -307,4 +306,19 @@ fn forget_works_through_the_daemon_and_without_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (store, _) = augur::store::state::StateStore::open(&d.state()).unwrap();
     assert_eq!(store.app_count().unwrap(), 0);
+}
+
+/// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
+fn stop(child: &mut Child) {
+    // SAFETY (test): kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -64,8 +64,7 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child);
     }
 }
 
@@ -162,4 +161,19 @@ fn idle_daemon_wakes_at_most_a_handful_of_times_in_60_s() {
         return;
     }
     panic!("the machine was never idle for a minute (processes created per minute: {busy:?})");
+}
+
+/// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
+fn stop(child: &mut Child) {
+    // SAFETY (test): kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
