@@ -11,6 +11,7 @@
 //! sees nothing running, which only the `preload` predictor depends on.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::mpsc;
 
 use super::config::Config;
@@ -40,6 +41,9 @@ pub struct PredictionStep {
     current: CancelFlag,
     /// What the last round decided, for logs: (budget bytes, planned bytes).
     last: Option<(u64, u64)>,
+    sources: MemorySources,
+    /// Fetch jobs handed to the worker (for tests and status).
+    jobs_sent: u64,
 }
 
 impl PredictionStep {
@@ -70,7 +74,32 @@ impl PredictionStep {
                 }
             })
             .map_err(|e| Error::io("starting the prediction worker", e))?;
-        Ok(PredictionStep { predictor, next_instance: 0, jobs: Some(tx), worker: Some(worker), current: CancelFlag::new(), last: None })
+        Ok(PredictionStep {
+            predictor,
+            next_instance: 0,
+            jobs: Some(tx),
+            worker: Some(worker),
+            current: CancelFlag::new(),
+            last: None,
+            sources: MemorySources::default(),
+            jobs_sent: 0,
+        })
+    }
+
+    /// The same step reading its memory figures from `sources`.
+    pub fn with_sources(mut self, sources: MemorySources) -> Self {
+        self.sources = sources;
+        self
+    }
+
+    /// Fetch jobs handed to the worker so far.
+    pub fn jobs_sent(&self) -> u64 {
+        self.jobs_sent
+    }
+
+    /// True when the most recent fetch has been told to stop.
+    pub fn fetching_stopped(&self) -> bool {
+        self.current.is_cancelled()
     }
 
     fn stop_fetching(&mut self) {
@@ -88,12 +117,29 @@ impl Drop for PredictionStep {
     }
 }
 
-fn read_pressure() -> Option<MemoryPressure> {
-    std::fs::read_to_string("/proc/pressure/memory").ok().as_deref().and_then(MemoryPressure::from_psi)
+/// Where the memory figures are read (the kernel's files; tests inject their own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemorySources {
+    /// /proc/meminfo.
+    pub meminfo: PathBuf,
+    /// /proc/pressure/memory (absent on kernels without PSI: no back-off then).
+    pub pressure: PathBuf,
 }
 
-fn read_memory() -> Option<MemorySnapshot> {
-    std::fs::read_to_string("/proc/meminfo").ok().as_deref().and_then(MemorySnapshot::from_meminfo)
+impl Default for MemorySources {
+    fn default() -> Self {
+        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into() }
+    }
+}
+
+impl MemorySources {
+    fn pressure(&self) -> Option<MemoryPressure> {
+        std::fs::read_to_string(&self.pressure).ok().as_deref().and_then(MemoryPressure::from_psi)
+    }
+
+    fn memory(&self) -> Option<MemorySnapshot> {
+        std::fs::read_to_string(&self.meminfo).ok().as_deref().and_then(MemorySnapshot::from_meminfo)
+    }
 }
 
 /// The planner's view of a learned profile: its ranges in first-use order, keyed by path.
@@ -134,7 +180,7 @@ impl PlanStep for PredictionStep {
             }
         }
         let cfg = &ctx.config.predict;
-        let pressure = read_pressure();
+        let pressure = self.sources.pressure();
         if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
             self.stop_fetching();
             tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
@@ -143,7 +189,7 @@ impl PlanStep for PredictionStep {
         let budget = if cfg.budget_bytes > 0 {
             MemoryBudget::of(cfg.budget_bytes)
         } else {
-            let Some(mem) = read_memory() else {
+            let Some(mem) = self.sources.memory() else {
                 tracing::warn!("cannot read /proc/meminfo: no prediction budget");
                 return Ok(());
             };
@@ -175,10 +221,12 @@ impl PlanStep for PredictionStep {
         let fetch = fetch_plan_of(&planned, &profiles, crate::fetch::page_size());
         self.current.cancel();
         self.current = CancelFlag::new();
-        if let Some(tx) = &self.jobs
-            && tx.send(FetchJob { plan: fetch, cancel: self.current.clone() }).is_err()
-        {
-            tracing::warn!("prediction worker gone");
+        if let Some(tx) = &self.jobs {
+            if tx.send(FetchJob { plan: fetch, cancel: self.current.clone() }).is_err() {
+                tracing::warn!("prediction worker gone");
+            } else {
+                self.jobs_sent += 1;
+            }
         }
         if self.last != Some((budget.bytes, planned.bytes)) {
             tracing::debug!("planned {} of {} budget bytes over {} applications ({trigger:?})", planned.bytes, budget.bytes, profiles.len());
@@ -215,6 +263,35 @@ mod tests {
                 .collect(),
             unresolved: Unresolved::default(),
         }
+    }
+
+    #[test]
+    fn pressure_stops_fetching_at_once_and_planning_resumes_when_it_falls() {
+        let dir = tempfile::tempdir().unwrap();
+        let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
+        std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
+        let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000 };
+        let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+
+        std::fs::write(&sources.pressure, psi(0.5)).unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "a".into() }, &ctx).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+        assert!(!step.fetching_stopped());
+
+        // Pressure rises: the very next round cancels the running fetch and sends nothing.
+        std::fs::write(&sources.pressure, psi(config.predict.pressure_stop_percent + 5.0)).unwrap();
+        step.plan(&PlanTrigger::Pressure, &ctx).unwrap();
+        assert!(step.fetching_stopped());
+        assert_eq!(step.jobs_sent(), 1);
+
+        // It falls again: planning resumes.
+        std::fs::write(&sources.pressure, psi(0.0)).unwrap();
+        step.plan(&PlanTrigger::Interval, &ctx).unwrap();
+        assert_eq!(step.jobs_sent(), 2);
+        assert!(!step.fetching_stopped());
     }
 
     #[test]
