@@ -206,7 +206,10 @@ impl RunningDaemon {
             self.check_alive()?;
             let ready = match self.kind {
                 Prefetcher::Preload => self.log_since_start().contains("state predicting end"),
-                _ => self.log_since_start().contains("listening") || socket_exists(&self.log, self),
+                _ => {
+                    self.log_since_start().contains("daemon ready")
+                        || socket_exists(&self.log, self)
+                }
             };
             if ready {
                 return Ok(());
@@ -225,14 +228,46 @@ impl RunningDaemon {
         }
     }
 
-    /// Waits for the daemon's first planning round after start to finish loading pages: ready,
-    /// then until the page cache stops growing. Returns preload's "using N kb" when it says it.
-    pub fn wait_first_cycle(&mut self, limit: Duration) -> Result<Option<u64>> {
+    /// Whether augur's daemon has logged a planning round since it started (a debug line that
+    /// mentions planning). Without one, `[predict] enabled = true` is not prediction.
+    pub fn saw_planning_round(&self) -> bool {
+        self.log_since_start().lines().any(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("plan") && !l.contains("failed")
+        })
+    }
+
+    /// Waits for augur's first planning round (its re-plan interval is the preload cycle), at
+    /// most `limit`; fails when none is logged, so that no replay-only figure is reported as
+    /// prediction.
+    pub fn wait_planning_round(&mut self, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        loop {
+            self.check_alive()?;
+            if self.saw_planning_round() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Command {
+                    command: self.kind.name().into(),
+                    detail: format!(
+                        "no planning round logged within {} s of start: prediction is not active in this augur daemon",
+                        limit.as_secs()
+                    ),
+                });
+            }
+            interrupt::sleep(Duration::from_millis(100))?;
+        }
+    }
+
+    /// Waits for the daemon's first planning round after start to finish loading pages: preload
+    /// logs its first cycle at once; augur plans after its re-plan interval (set to preload's
+    /// cycle). Then waits until the page cache stops growing. Returns preload's "using N kb".
+    pub fn wait_first_cycle(&mut self, limit: Duration, cycle: Duration) -> Result<Option<u64>> {
         let start = Instant::now();
         self.wait_ready(limit)?;
-        if self.kind != Prefetcher::Preload {
-            // augur plans right after start; give it a moment to begin reading.
-            interrupt::sleep(Duration::from_secs(2))?;
+        if self.kind == Prefetcher::AugurPredict {
+            self.wait_planning_round(cycle + Duration::from_secs(10))?;
         }
         let left = limit
             .saturating_sub(start.elapsed())

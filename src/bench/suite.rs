@@ -235,6 +235,10 @@ fn run_profile(
         progress,
     };
 
+    let cost_here = !opts.skip_cost
+        && suite.cost.as_ref().is_some_and(|c| {
+            c.profiles.is_empty() || c.profiles.iter().any(|p| p == profile.name())
+        });
     // Which prefetchers can run here.
     let wanted: Vec<Prefetcher> = suite
         .conditions
@@ -246,8 +250,7 @@ fn run_profile(
         Prefetcher::AugurReplay,
         Prefetcher::AugurPredict,
     ] {
-        let cost_wanted = suite.cost.is_some() && !opts.skip_cost;
-        if !wanted.contains(&kind) && !cost_wanted {
+        if !wanted.contains(&kind) && !cost_here {
             continue;
         }
         let status = probe(kind, &s.files);
@@ -268,7 +271,7 @@ fn run_profile(
     machine.check()?;
 
     // Idle cost.
-    if let (Some(cost), false) = (&suite.cost, opts.skip_cost) {
+    if let (Some(cost), true) = (&suite.cost, cost_here) {
         let mut daemons = idle_cost(&mut s, cost.idle_secs)?;
         for d in &mut daemons {
             if let Some(l) = learning.iter().find(|l| l.prefetcher == d.prefetcher) {
@@ -366,7 +369,7 @@ fn run_profile(
     if let (Some(day), false) = (&suite.day, opts.skip_day) {
         report.day = Some(crate::bench::usage_day::run(&mut s.day_context(), day)?);
     }
-    if let (Some(cost), false) = (&suite.cost, opts.skip_cost) {
+    if let (Some(cost), true) = (&suite.cost, cost_here) {
         let slowdowns = crate::bench::cost::slowdowns(&mut s.cost_context(&opts.cache_dir), cost)?;
         if let Some(c) = report.cost.as_mut() {
             c.slowdowns = slowdowns;
@@ -424,6 +427,9 @@ fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
         }
         let mut d = RunningDaemon::start(kind, files)?;
         d.wait_ready(Duration::from_secs(30))?;
+        if kind == Prefetcher::AugurPredict {
+            d.wait_planning_round(Duration::from_secs(files.cycle_secs + 10))?;
+        }
         d.stop()
     })();
     PrefetcherStatus {
@@ -470,7 +476,8 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
             // Replay happens at exec; there is nothing to wait for but the daemon itself.
             d.wait_ready(limit)?;
         } else {
-            m.preload_decision = d.wait_first_cycle(limit)?;
+            m.preload_decision =
+                d.wait_first_cycle(limit, Duration::from_secs(s.files.cycle_secs))?;
         }
         m.prefetch_read = Some(d.sample()?.read_bytes);
         m.cache_growth = Some(page_cache::cached_bytes()?.saturating_sub(cached0));

@@ -162,6 +162,10 @@ pub struct CostSpec {
     /// Runs of each (off / augur / preload, interleaved).
     #[serde(default = "default_cost_runs")]
     pub runs: u32,
+    /// Machine profiles the costs are measured under (all when empty): the slowdown is a ratio,
+    /// and reading a multi-GiB tree through a 40 MB/s throttle takes minutes per run.
+    #[serde(default)]
+    pub profiles: Vec<String>,
 }
 
 fn default_idle() -> u64 {
@@ -192,6 +196,7 @@ impl Default for CostSpec {
             build_sources: default_build_sources(),
             build_jobs: default_build_jobs(),
             runs: default_cost_runs(),
+            profiles: Vec::new(),
         }
     }
 }
@@ -362,6 +367,16 @@ impl Suite {
             if day.trace.is_relative() {
                 if let Some(dir) = path.parent() {
                     day.trace = dir.join(&day.trace);
+                }
+            }
+        }
+        if let Some(cost) = &suite.cost {
+            for p in &cost.profiles {
+                if let Err(e) = p.parse::<crate::bench::machine::MachineProfile>() {
+                    return Err(fail(
+                        find_line(text, "profiles"),
+                        format!("[cost] profiles: {e}"),
+                    ));
                 }
             }
         }

@@ -1,5 +1,5 @@
-//! The usage day: a usage trace (the prediction issue's JSON-lines format: a header, then
-//! `app`, `launch` and `exit` events with `t_ms`) replayed as real launches and exits of the
+//! The usage day: a usage trace ([`crate::model::usage_trace`], the prediction issue's format)
+//! replayed as real launches and exits of the
 //! suite's workloads, time-compressed, once per prefetcher after a training day, reporting the
 //! median and 90th-percentile launch latency across the day.
 //!
@@ -15,8 +15,9 @@ use crate::bench::prefetchers::{DaemonFiles, Prefetcher, RunningDaemon};
 use crate::bench::suite_file::{DaySpec, Ready, Workload};
 use crate::bench::suite_report::{DayReport, DayRun};
 use crate::bench::xdisplay::WindowWatcher;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fetch::drop_all_caches;
+use crate::model::usage_trace::{self, Transition, UsageEvent, UsageTrace};
 
 /// One launch or exit of the trace, as the suite reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,69 +32,32 @@ pub struct TraceActivity {
     pub launch: bool,
 }
 
-/// Reads the launches and exits of a usage trace file, line-numbered errors.
+/// Reads the launches and exits of a usage trace file ([`crate::model::usage_trace`], errors
+/// naming the line).
 pub fn read_trace(path: &Path) -> Result<Vec<TraceActivity>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io_at(path, "reading usage trace", e))?;
-    parse_trace(&text).map_err(|(line, detail)| Error::Corrupt {
-        path: path.to_path_buf(),
-        what: "usage trace",
-        detail: format!("line {line}: {detail}"),
-    })
+    Ok(activities(&usage_trace::load(path)?))
 }
 
-/// Parses trace text: the header line must name the augur usage-trace format; `app` lines are
-/// skipped; `launch`/`exit` lines become activities.
-pub fn parse_trace(text: &str) -> std::result::Result<Vec<TraceActivity>, (usize, String)> {
-    let mut out = Vec::new();
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (_, header) = lines.next().ok_or((1, "empty trace".to_string()))?;
-    let h: serde_json::Value = serde_json::from_str(header).map_err(|e| (1, e.to_string()))?;
-    if h.get("format").and_then(|f| f.as_str()) != Some("augur-usage-trace") {
-        return Err((
-            1,
-            "not an augur usage trace (no \"format\": \"augur-usage-trace\" header)".into(),
-        ));
-    }
-    for (i, line) in lines {
-        let n = i + 1;
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| (n, e.to_string()))?;
-        let kind = v
-            .get("event")
-            .and_then(|e| e.as_str())
-            .ok_or((n, "no \"event\"".to_string()))?;
-        if kind == "app" {
-            continue;
-        }
-        let launch = match kind {
-            "launch" => true,
-            "exit" => false,
-            other => return Err((n, format!("unknown event `{other}`"))),
-        };
-        let t_ms = v
-            .get("t_ms")
-            .and_then(|t| t.as_u64())
-            .ok_or((n, "no \"t_ms\"".to_string()))?;
-        let app = v
-            .get("app")
-            .and_then(|a| a.as_str())
-            .ok_or((n, "no \"app\"".to_string()))?
-            .to_string();
-        let instance = v.get("instance").and_then(|a| a.as_u64()).unwrap_or(0);
-        if out.last().is_some_and(|l: &TraceActivity| l.t_ms > t_ms) {
-            return Err((n, "time goes backwards".into()));
-        }
-        out.push(TraceActivity {
-            t_ms,
-            app,
-            instance,
-            launch,
-        });
-    }
-    Ok(out)
+/// The launches and exits of a parsed trace, in order.
+pub fn activities(trace: &UsageTrace) -> Vec<TraceActivity> {
+    trace
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            UsageEvent::Activity {
+                t_ms,
+                app,
+                instance,
+                transition,
+            } => Some(TraceActivity {
+                t_ms: *t_ms,
+                app: app.clone(),
+                instance: *instance,
+                launch: *transition == Transition::Launch,
+            }),
+            UsageEvent::App { .. } => None,
+        })
+        .collect()
 }
 
 /// A step of the replayed day.
@@ -257,7 +221,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
                 if k == Prefetcher::AugurReplay {
                     d.wait_ready(ctx.cycle_wait)?;
                 } else {
-                    d.wait_first_cycle(ctx.cycle_wait)?;
+                    d.wait_first_cycle(ctx.cycle_wait, Duration::from_secs(ctx.files.cycle_secs))?;
                 }
                 Some(d)
             }
@@ -373,20 +337,28 @@ mod tests {
         }
     }
 
+    fn parse_trace(text: &str) -> Vec<TraceActivity> {
+        activities(&usage_trace::parse(text.as_bytes()).unwrap())
+    }
+
     #[test]
-    fn parses_the_usage_trace_format() {
-        let acts = parse_trace(TRACE).unwrap();
+    fn reads_launches_and_exits_of_a_usage_trace() {
+        let acts = parse_trace(TRACE);
         assert_eq!(acts.len(), 5);
         assert!(acts[0].launch && acts[0].app == "web");
         assert!(!acts[2].launch && acts[2].instance == 2);
-        assert_eq!(parse_trace("{\"format\":\"x\"}\n").unwrap_err().0, 1);
-        let bad = TRACE.replace("\"t_ms\":70000", "\"t_ms\":1");
-        assert_eq!(parse_trace(&bad).unwrap_err().0, 5);
+    }
+
+    #[test]
+    fn the_repository_day_is_a_valid_trace() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/day.jsonl");
+        let acts = read_trace(&path).unwrap();
+        assert!(acts.iter().filter(|a| a.launch).count() >= 14);
     }
 
     #[test]
     fn plan_maps_compresses_and_drops() {
-        let acts = parse_trace(TRACE).unwrap();
+        let acts = parse_trace(TRACE);
         let steps = plan(&acts, &workloads(), &spec());
         assert_eq!(steps.len(), 5);
         // mail -> a explicitly; web -> first workload in order of appearance.
@@ -401,7 +373,7 @@ mod tests {
 
     #[test]
     fn plan_stops_after_max_launches_but_keeps_exits() {
-        let acts = parse_trace(TRACE).unwrap();
+        let acts = parse_trace(TRACE);
         let mut s = spec();
         s.max_launches = 1;
         let steps = plan(&acts, &workloads(), &s);
