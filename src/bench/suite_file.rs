@@ -487,6 +487,15 @@ tree_bytes = "1.5GiB"
     }
 
     #[test]
+    fn cost_profiles_are_checked() {
+        let t = "[[workload]]\nname = \"a\"\ncommand = [\"a\"]\n[cost]\nprofiles = [\"fast\"]\n";
+        let e = parse(t).unwrap_err();
+        assert!(e.to_string().starts_with("/x/suite.toml:5: "), "{e}");
+        let ok = parse(&t.replace("fast", "small-memory+slow-disk")).unwrap();
+        assert_eq!(ok.cost.unwrap().profiles, vec!["small-memory+slow-disk".to_string()]);
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_bytes("40MB").unwrap(), 40_000_000);
