@@ -88,8 +88,7 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            stop(&mut c);
         }
     }
 }
@@ -206,4 +205,19 @@ fn b_predicted_after_a_reads_90_percent_fewer_pages_than_cold() {
         predicted.pages_read_from_disk,
         cold_b.pages_read_from_disk
     );
+}
+
+/// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
+fn stop(child: &mut Child) {
+    // SAFETY (test): kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
