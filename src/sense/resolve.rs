@@ -53,6 +53,23 @@ impl PathResolver {
         list.truncate(MAX_PATHS_PER_INODE);
     }
 
+    /// Records what an open event names: the file's own key and, for a file on an overlay, the
+    /// layer keys its pages are traced under.
+    pub fn learn_open(&mut self, opened: &super::fanotify::OpenedFile) {
+        for alias in &opened.aliases {
+            self.learn(*alias, opened.path.clone());
+        }
+        self.learn(opened.key, opened.path.clone());
+    }
+
+    /// Records every overlay an [`OpenWatcher`](super::fanotify::OpenWatcher) found, so paths
+    /// on them verify their layers' inodes (see [`Self::learn_layers`]).
+    pub fn learn_overlays(&mut self, watcher: &super::fanotify::OpenWatcher) {
+        for (overlay, layers) in watcher.overlay_layers() {
+            self.learn_layers(*overlay, layers);
+        }
+    }
+
     /// Records that files seen on `overlay_dev` are cached as the inode of the same number on
     /// one of `layer_devs`, so a path on the overlay verifies an inode key of a layer.
     pub fn learn_layers(&mut self, overlay_dev: u64, layer_devs: &[u64]) {

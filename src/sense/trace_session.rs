@@ -223,10 +223,7 @@ impl Collector {
         if self.mode == TraceMode::FileOnly && self.is_ours(f.pid) && !self.opened.iter().any(|(k, _)| *k == f.key) {
             self.opened.push((f.key, now_us));
         }
-        for alias in &f.aliases {
-            self.resolver.learn(*alias, f.path.clone());
-        }
-        self.resolver.learn(f.key, f.path);
+        self.resolver.learn_open(&f);
     }
 }
 
@@ -250,9 +247,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let mode = watch.mode();
     let mut opens = OpenWatcher::new(true)?;
     let mut resolver = PathResolver::new();
-    for (overlay, layers) in opens.overlay_layers() {
-        resolver.learn_layers(*overlay, layers);
-    }
+    resolver.learn_overlays(&opens);
     if let Some(sig) = signals.take().first() {
         return Err(Error::Command { command: command_name, detail: format!("not started: interrupted by signal {sig} while setting up") });
     }
