@@ -242,6 +242,7 @@ impl Daemon {
         let tracker = LaunchTracker::new(window_settings(&config, watch.mode()));
         let socket_path = config.daemon.socket_path.clone();
         let notifier = Notifier::from_env()?;
+        let resolver = fresh_resolver(opens.as_ref());
         Ok(Daemon {
             options,
             config,
@@ -254,7 +255,7 @@ impl Daemon {
             timer,
             wake,
             tracker,
-            resolver: PathResolver::new(),
+            resolver,
             replay_tx: Some(tx),
             replay_rx: rx,
             replay_worker: Some(worker),
@@ -399,7 +400,7 @@ impl Daemon {
                 opens_watched = active;
             }
             if self.tracker.is_idle() && self.resolver.len() > RESOLVER_MAX {
-                self.resolver = PathResolver::new();
+                self.resolver = fresh_resolver(self.opens.as_ref());
             }
             let deadline = match (self.tracker.next_deadline(), self.next_replan_ns) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -533,7 +534,7 @@ impl Daemon {
         let counts = &mut self.counts;
         if let Err(e) = opens.read_available(|f| {
             counts.open_events += 1;
-            resolver.learn(f.key, f.path)
+            resolver.learn_open(&f)
         }) {
             tracing::warn!("fanotify: {e}");
         }
@@ -788,4 +789,14 @@ impl Daemon {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// An empty resolver that knows the overlays fanotify watches, so files read through an overlay
+/// (whose pages the kernel caches under the lower layer's inode) resolve to their overlay paths.
+fn fresh_resolver(opens: Option<&OpenWatcher>) -> PathResolver {
+    let mut resolver = PathResolver::new();
+    if let Some(watcher) = opens {
+        resolver.learn_overlays(watcher);
+    }
+    resolver
 }

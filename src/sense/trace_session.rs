@@ -187,7 +187,12 @@ impl Collector {
         match e.kind {
             EventKind::Page(p) => {
                 self.page_events += 1;
-                self.builder.touch(p.inode, p.pages, at);
+                // With access events, an insertion the program never accessed is the kernel's
+                // readahead guessing ahead: replaying it would only cost I/O and memory.
+                // Insertions are the profile only where access events are missing.
+                if p.kind.is_access() || self.mode != TraceMode::Access {
+                    self.builder.touch(p.inode, p.pages, at);
+                }
             }
             EventKind::Exec { filename, pid, .. } => {
                 self.traced.insert(pid);
