@@ -438,7 +438,9 @@ impl Daemon {
             match ev {
                 // Threads are tracked too: page events are attributed by thread id, because the
                 // tracer's pid->tgid cache can be stale for a recycled pid.
-                ProcEvent::Fork { parent_tgid, child_pid, .. } => self.tracker.on_fork(parent_tgid, child_pid),
+                ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
+                    self.tracker.on_fork(creator_of(parent_tgid, child_pid, child_tgid), child_pid)
+                }
                 ProcEvent::Exec { tgid, ts_ns, .. } => self.on_exec(tgid, ts_ns),
                 ProcEvent::Exit { pid, .. } if pid == self.own_pid => {}
                 ProcEvent::Exit { pid, ts_ns, .. } => self.tracker.on_exit(pid, ts_ns),
@@ -799,4 +801,24 @@ fn fresh_resolver(opens: Option<&OpenWatcher>) -> PathResolver {
         resolver.learn_overlays(watcher);
     }
     resolver
+}
+
+/// The process whose launch a new task belongs to. A new thread's reported parent is the parent
+/// of its whole process (the kernel gives threads their group leader's `real_parent`: for java
+/// that is the shell), so a thread belongs to its own thread group; a new process to its parent.
+fn creator_of(parent_tgid: u32, child_pid: u32, child_tgid: u32) -> u32 {
+    if child_tgid != child_pid { child_tgid } else { parent_tgid }
+}
+
+#[cfg(test)]
+mod fork_tests {
+    use super::creator_of;
+
+    #[test]
+    fn threads_belong_to_their_process_and_processes_to_their_parent() {
+        // A thread 501 of process 500, reported with the shell 100 as its parent.
+        assert_eq!(creator_of(100, 501, 500), 500);
+        // A child process 600 of 500.
+        assert_eq!(creator_of(500, 600, 600), 500);
+    }
 }
