@@ -156,6 +156,11 @@ pub struct PredictSection {
     pub budget_available_fraction: f64,
     /// Stop prefetching while memory pressure (PSI `some avg10`, percent) is above this.
     pub pressure_stop_percent: f64,
+    /// PSI trigger: a memory stall of at least this many microseconds within
+    /// `pressure_window_us` stops prefetching at once (the kernel wakes the daemon).
+    pub pressure_trigger_us: u64,
+    /// PSI trigger window in microseconds (the kernel accepts 500000 to 10000000).
+    pub pressure_window_us: u64,
 }
 
 impl Default for PredictSection {
@@ -167,6 +172,8 @@ impl Default for PredictSection {
             budget_bytes: 0,
             budget_available_fraction: 0.5,
             pressure_stop_percent: 10.0,
+            pressure_trigger_us: 150_000,
+            pressure_window_us: 1_000_000,
         }
     }
 }
@@ -260,6 +267,12 @@ impl Config {
         }
         if !(0.0..=100.0).contains(&p.pressure_stop_percent) {
             return Err(bad("predict", "pressure_stop_percent", format!("{} is not in [0, 100]", p.pressure_stop_percent)));
+        }
+        if !(500_000..=10_000_000).contains(&p.pressure_window_us) {
+            return Err(bad("predict", "pressure_window_us", format!("{} is not in [500000, 10000000]", p.pressure_window_us)));
+        }
+        if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
+            return Err(bad("predict", "pressure_trigger_us", format!("{} is not in [1, pressure_window_us]", p.pressure_trigger_us)));
         }
         for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
             if !v.is_absolute() {

@@ -51,6 +51,9 @@ pub struct EventCounts {
     pub replays: u64,
     /// Times the event loop woke up.
     pub wakeups: u64,
+    /// Memory-pressure trigger events (each stops prefetching at once).
+    #[serde(default)]
+    pub pressure_events: u64,
 }
 
 /// What `augur status` shows.

@@ -1,6 +1,6 @@
 //! The daemon's thin OS layer: signalfd for SIGTERM/SIGINT/SIGHUP, a one-shot timerfd armed only
 //! when something is pending, an eventfd the replay worker wakes the loop with, the monotonic
-//! clock, and the daemon's own memory use. No policy here.
+//! clock, the daemon's own memory use, and PSI memory-pressure triggers. No policy here.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -191,5 +191,47 @@ impl WakeupHandle {
     /// Wakes the loop.
     pub fn wake(&self) {
         let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+}
+
+/// A PSI trigger (Documentation/accounting/psi.rst): the kernel raises `POLLPRI` on the file
+/// descriptor when tasks stalled on memory for at least `stall_us` within a `window_us` window,
+/// at most once per window. Works on /proc/pressure/memory and on a cgroup2 `memory.pressure`.
+pub struct PressureTrigger {
+    fd: OwnedFd,
+    /// The `(stall_us, window_us)` registered.
+    pub spec: (u64, u64),
+}
+
+impl PressureTrigger {
+    /// Opens `path` read-write and registers the trigger `some STALL WINDOW`. A process without
+    /// CAP_SYS_RESOURCE (a sandbox, a container) may only use windows in whole 2 s: then the
+    /// window is rounded up to one and the stall scaled with it. Fails where PSI or triggers are
+    /// unavailable (no file, a kernel before 5.2, `psi=0`).
+    pub fn open(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
+        match Self::register(path, stall_us, window_us) {
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) && window_us % 2_000_000 != 0 => {
+                let window = window_us.div_ceil(2_000_000) * 2_000_000;
+                Self::register(path, stall_us.saturating_mul(window) / window_us.max(1), window)
+            }
+            other => other,
+        }
+    }
+
+    fn register(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(path, OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::io_at(path, "opening the memory pressure file", e.into()))?;
+        // The kernel reads the specification as a NUL-terminated string (as psi.rst's example).
+        let spec = format!("some {stall_us} {window_us}\0");
+        rustix::io::write(&fd, spec.as_bytes())
+            .map_err(|e| Error::io_at(path, "registering a pressure trigger on", e.into()))?;
+        Ok(PressureTrigger { fd, spec: (stall_us, window_us) })
+    }
+}
+
+impl AsFd for PressureTrigger {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }

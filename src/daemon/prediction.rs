@@ -2,8 +2,14 @@
 //! interval it asks the configured predictor which applications come next, computes the memory
 //! budget from /proc/meminfo and /proc/pressure/memory, lets the planner choose the page ranges
 //! of the learned profiles to keep resident, and hands them to a fetch worker that loads only the
-//! missing pages. Under memory pressure at or above `pressure_stop_percent` it stops fetching at
-//! once (the running fetch is cancelled between 2 MiB chunks).
+//! missing pages.
+//!
+//! Memory pressure stops fetching at once: the step registers a PSI trigger (`some STALL WINDOW`
+//! on /proc/pressure/memory) that the event loop watches; when it fires, the running fetch is
+//! cancelled (between 2 MiB chunks) and no new one starts for [`PRESSURE_HOLD_MS`]. Rounds also
+//! stop while `some avg10` is at or above `pressure_stop_percent`. Where triggers are unavailable
+//! (no PSI, an old kernel, injected sources) the fetch worker reads the pressure file between
+//! chunks instead, every [`PRESSURE_POLL`].
 //!
 //! It owns the wiring only: prediction is `model::predict`, the choice `plan`, the loading
 //! `fetch`. The daemon does not report exits to this step yet, so each launch is observed as a
@@ -15,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 
 use super::config::Config;
+use super::os::{self, PressureTrigger};
 use super::run::{PlanContext, PlanStep, PlanTrigger};
 use crate::error::{Error, Result};
 use crate::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
@@ -27,9 +34,69 @@ use crate::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, Memo
 /// Applications considered per round at most (the likeliest), to bound state reads.
 const MAX_CANDIDATES: usize = 32;
 
+/// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
+/// 10 s; later rounds then go by it).
+pub const PRESSURE_HOLD_MS: u64 = 10_000;
+
+/// Reads the prediction fetch keeps queued ahead of the chunk it waits for. A cancelled fetch stops
+/// at the next chunk, after what is queued: 8 MiB bounds that to half a second on a 16 MiB/s disk.
+pub const FETCH_WINDOW_BYTES: u64 = 8 << 20;
+
+/// How often the fetch worker reads the pressure file while fetching when no trigger is watched.
+pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
 struct FetchJob {
     plan: FetchPlan,
     cancel: CancelFlag,
+    /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
+    pressure: CancelFlag,
+    /// Set when no trigger is watched: the worker checks pressure itself while fetching.
+    watch: Option<PressureWatch>,
+}
+
+/// Pressure checked by reading the PSI file (the fallback when no trigger is watched).
+#[derive(Clone, Debug, PartialEq)]
+struct PressureWatch {
+    path: PathBuf,
+    stop_percent: f64,
+}
+
+impl PressureWatch {
+    fn high(&self) -> bool {
+        std::fs::read_to_string(&self.path)
+            .ok()
+            .as_deref()
+            .and_then(MemoryPressure::from_psi)
+            .is_some_and(|p| p.some_avg10 >= self.stop_percent)
+    }
+}
+
+/// Runs one fetch; with `watch`, a companion thread reads the pressure file every
+/// [`PRESSURE_POLL`] and cancels the fetch when pressure is high.
+fn fetch_watched(plan: &FetchPlan, cancel: &CancelFlag, pressure: &CancelFlag, watch: Option<&PressureWatch>) -> crate::fetch::FetchReport {
+    let fetcher = Prefetcher::new(FetchOptions {
+        priority: IoPriority::Idle,
+        window_bytes: FETCH_WINDOW_BYTES,
+        ..FetchOptions::default()
+    });
+    let Some(w) = watch else { return fetcher.fetch(plan, cancel) };
+    let done = CancelFlag::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.is_cancelled() && !cancel.is_cancelled() {
+                if w.high() {
+                    tracing::info!("memory pressure at or above {} % while fetching: stopping", w.stop_percent);
+                    pressure.cancel();
+                    cancel.cancel();
+                    break;
+                }
+                std::thread::sleep(PRESSURE_POLL);
+            }
+        });
+        let report = fetcher.fetch(plan, cancel);
+        done.cancel();
+        report
+    })
 }
 
 /// The prediction step installed with [`super::run::Daemon::set_plan_step`].
@@ -39,11 +106,17 @@ pub struct PredictionStep {
     jobs: Option<mpsc::Sender<FetchJob>>,
     worker: Option<std::thread::JoinHandle<()>>,
     current: CancelFlag,
+    /// Set when `current` is stopped for memory pressure.
+    current_pressure: CancelFlag,
     /// What the last round decided, for logs: (budget bytes, planned bytes).
     last: Option<(u64, u64)>,
     sources: MemorySources,
     /// Fetch jobs handed to the worker (for tests and status).
     jobs_sent: u64,
+    /// The PSI trigger the event loop watches, if the kernel has one.
+    trigger: Option<PressureTrigger>,
+    /// No fetch starts before this wall-clock time (ms), after a pressure trigger.
+    hold_until_ms: Option<u64>,
 }
 
 impl PredictionStep {
@@ -61,10 +134,26 @@ impl PredictionStep {
                         job = newer;
                     }
                     if job.cancel.is_cancelled() {
+                        // Stopped before it started (the fetch it replaced has just returned).
+                        if job.pressure.is_cancelled() {
+                            tracing::info!(
+                                "prediction fetch stopped by memory pressure at monotonic {} ns: before it started",
+                                os::monotonic_ns()
+                            );
+                        }
                         continue;
                     }
-                    let options = FetchOptions { priority: IoPriority::Idle, ..FetchOptions::default() };
-                    let report = Prefetcher::new(options).fetch(&job.plan, &job.cancel);
+                    let report = fetch_watched(&job.plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                    if report.cancelled && job.pressure.is_cancelled() {
+                        tracing::info!(
+                            "prediction fetch stopped by memory pressure at monotonic {} ns: {} pages loaded, {} not attempted",
+                            os::monotonic_ns(),
+                            report.pages.loaded,
+                            report.pages.not_attempted
+                        );
+                    } else if report.cancelled {
+                        tracing::debug!("prediction fetch replaced by a newer plan after {} pages", report.pages.loaded);
+                    }
                     tracing::debug!(
                         "prediction fetch: {} pages wanted, {} already resident, {} loaded",
                         report.pages.wanted,
@@ -74,22 +163,43 @@ impl PredictionStep {
                 }
             })
             .map_err(|e| Error::io("starting the prediction worker", e))?;
+        let sources = MemorySources::default();
+        let trigger = match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us) {
+            Ok(t) => {
+                tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
+                Some(t)
+            }
+            Err(e) => {
+                tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
+                None
+            }
+        };
         Ok(PredictionStep {
             predictor,
             next_instance: 0,
             jobs: Some(tx),
             worker: Some(worker),
             current: CancelFlag::new(),
+            current_pressure: CancelFlag::new(),
             last: None,
-            sources: MemorySources::default(),
+            sources,
             jobs_sent: 0,
+            trigger,
+            hold_until_ms: None,
         })
     }
 
-    /// The same step reading its memory figures from `sources`.
+    /// The same step reading its memory figures from `sources`. The kernel's trigger is dropped:
+    /// the fetch worker checks `sources.pressure` itself while fetching.
     pub fn with_sources(mut self, sources: MemorySources) -> Self {
         self.sources = sources;
+        self.trigger = None;
         self
+    }
+
+    /// True when the step has a PSI trigger for the event loop to watch.
+    pub fn has_pressure_trigger(&self) -> bool {
+        self.trigger.is_some()
     }
 
     /// Fetch jobs handed to the worker so far.
@@ -102,7 +212,9 @@ impl PredictionStep {
         self.current.is_cancelled()
     }
 
+    /// Stops the running fetch because of memory pressure.
     fn stop_fetching(&mut self) {
+        self.current_pressure.cancel();
         self.current.cancel();
     }
 }
@@ -170,6 +282,15 @@ pub fn fetch_plan_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, La
 }
 
 impl PlanStep for PredictionStep {
+    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.trigger.as_ref().map(|t| t.as_fd())
+    }
+
+    fn pressure_trigger_unusable(&mut self) {
+        self.trigger = None;
+    }
+
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
         let now = LocalTime(ctx.now_ms);
         if let PlanTrigger::LaunchStarted { app } = trigger {
@@ -180,6 +301,21 @@ impl PlanStep for PredictionStep {
             }
         }
         let cfg = &ctx.config.predict;
+        if *trigger == PlanTrigger::Pressure {
+            self.stop_fetching();
+            let already_held = self.hold_until_ms.is_some_and(|t| ctx.now_ms < t);
+            self.hold_until_ms = Some(ctx.now_ms.saturating_add(PRESSURE_HOLD_MS));
+            if already_held {
+                tracing::debug!("memory pressure still rising: prefetching stays stopped");
+            } else {
+                tracing::info!("memory pressure rose (trigger at monotonic {} ns): prefetching stopped", os::monotonic_ns());
+            }
+            return Ok(());
+        }
+        if self.hold_until_ms.is_some_and(|t| ctx.now_ms < t) {
+            tracing::debug!("memory pressure rose less than {PRESSURE_HOLD_MS} ms ago: not fetching");
+            return Ok(());
+        }
         let pressure = self.sources.pressure();
         if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
             self.stop_fetching();
@@ -221,8 +357,10 @@ impl PlanStep for PredictionStep {
         let fetch = fetch_plan_of(&planned, &profiles, crate::fetch::page_size());
         self.current.cancel();
         self.current = CancelFlag::new();
+        self.current_pressure = CancelFlag::new();
         if let Some(tx) = &self.jobs {
-            if tx.send(FetchJob { plan: fetch, cancel: self.current.clone() }).is_err() {
+            let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
+            if tx.send(FetchJob { plan: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
@@ -287,11 +425,32 @@ mod tests {
         assert!(step.fetching_stopped());
         assert_eq!(step.jobs_sent(), 1);
 
-        // It falls again: planning resumes.
+        // A round soon after the trigger fetches nothing, even with low pressure.
         std::fs::write(&sources.pressure, psi(0.0)).unwrap();
-        step.plan(&PlanTrigger::Interval, &ctx).unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "b".into() }, &ctx).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+
+        // It stays low: planning resumes once the hold is over.
+        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS };
+        step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());
+    }
+
+    #[test]
+    fn injected_sources_use_the_polling_fallback_and_it_reads_the_pressure_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let step = PredictionStep::new(&Config::default())
+            .unwrap()
+            .with_sources(MemorySources { meminfo: dir.path().join("m"), pressure: dir.path().join("p") });
+        assert!(!step.has_pressure_trigger());
+        assert!(step.pressure_trigger().is_none());
+        let w = PressureWatch { path: dir.path().join("p"), stop_percent: 10.0 };
+        assert!(!w.high(), "a missing file is no pressure");
+        std::fs::write(&w.path, "some avg10=12.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
+        assert!(w.high());
+        std::fs::write(&w.path, "some avg10=2.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
+        assert!(!w.high());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The event loop of `augur daemon`: one epoll over the process-events connector, the tracefs
-//! page-event pipe, fanotify opens, the control socket, a signalfd, a replay-worker eventfd and a
-//! one-shot timer armed only while something is pending (a launch window, or a re-plan when
-//! prediction is on). With nothing happening it sleeps in `epoll_wait` without a timeout.
+//! page-event pipe, fanotify opens, the control socket, a signalfd, a replay-worker eventfd, the
+//! prediction step's memory-pressure trigger (PSI, `EPOLLPRI`: a pressure rise runs a planning
+//! round at once, which stops prefetching) and a one-shot timer armed only while something is
+//! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
+//! in `epoll_wait` without a timeout.
 //!
 //! It wires `sense` (events), `model` (identity, learning), `fetch` (replay), `store` (state) and
 //! the prediction hook ([`PlanStep`]) together; the policies live in those modules and in
@@ -46,7 +48,7 @@ pub enum PlanTrigger {
     LaunchStarted { app: String },
     /// A launch window closed and was learned.
     LaunchFinished { app: String },
-    /// Memory pressure changed (reserved for the planner's own pressure source).
+    /// The kernel's memory-pressure trigger fired (a stall above the configured threshold).
     Pressure,
     /// The slow re-plan interval elapsed.
     Interval,
@@ -67,6 +69,16 @@ pub struct PlanContext<'a> {
 pub trait PlanStep {
     /// One planning round.
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()>;
+
+    /// A PSI trigger the event loop should watch (`EPOLLPRI`); when it fires the loop runs a
+    /// [`PlanTrigger::Pressure`] round at once.
+    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    /// The loop could not watch [`PlanStep::pressure_trigger`]: the step must watch pressure on
+    /// its own.
+    fn pressure_trigger_unusable(&mut self) {}
 }
 
 /// How the daemon was started.
@@ -172,6 +184,7 @@ const TOKEN_CONTROL: u64 = 3;
 const TOKEN_SIGNAL: u64 = 4;
 const TOKEN_TIMER: u64 = 5;
 const TOKEN_WAKE: u64 = 6;
+const TOKEN_PRESSURE: u64 = 7;
 
 /// The running daemon.
 pub struct Daemon {
@@ -318,6 +331,21 @@ impl Daemon {
         add(self.signals.as_fd(), TOKEN_SIGNAL)?;
         add(self.timer.as_fd(), TOKEN_TIMER)?;
         add(self.wake.as_fd(), TOKEN_WAKE)?;
+        if self.config.predict.enabled
+            && let Some(step) = self.plan_step.as_mut()
+        {
+            let watched = step.pressure_trigger().map(|fd| {
+                epoll::add(&ep, fd, epoll::EventData::new_u64(TOKEN_PRESSURE), epoll::EventFlags::PRI)
+            });
+            match watched {
+                Some(Ok(())) => tracing::info!("memory pressure trigger armed"),
+                Some(Err(e)) => {
+                    tracing::warn!("cannot watch the memory pressure trigger ({e}); checking pressure while fetching instead");
+                    step.pressure_trigger_unusable();
+                }
+                None => {}
+            }
+        }
 
         let ready = format!(
             "learning in {} mode; {} applications known",
@@ -340,12 +368,17 @@ impl Daemon {
                 Err(e) => return Err(Error::io("waiting for events", e.into())),
             }
             self.counts.wakeups += 1;
-            let mut tokens = [false; 7];
+            let mut tokens = [false; 8];
             for ev in &events {
                 let data = ev.data;
                 if let Some(t) = tokens.get_mut(data.u64() as usize) {
                     *t = true;
                 }
+            }
+            // A pressure rise first: it stops prefetching, which must not wait for other work.
+            if tokens[TOKEN_PRESSURE as usize] {
+                self.counts.pressure_events += 1;
+                self.plan(PlanTrigger::Pressure);
             }
             // Process events first, so page events are attributed to launches they belong to.
             self.read_process_events();
