@@ -9,4 +9,5 @@ pub mod notify;
 pub mod os;
 pub mod prediction;
 pub mod run;
+pub mod running;
 pub mod window;

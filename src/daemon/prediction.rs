@@ -12,9 +12,8 @@
 //! chunks instead, every [`PRESSURE_POLL`].
 //!
 //! It owns the wiring only: prediction is `model::predict`, the choice `plan`, the loading
-//! `fetch`. The daemon does not report exits to this step yet, so each launch is observed as a
-//! point event (launch and exit together); the predictors' running-application logic therefore
-//! sees nothing running, which only the `preload` predictor depends on.
+//! `fetch`. The predictor observes each launch and the exit of the same instance (the root
+//! process's pid, see [`super::running`]), so preload's running-state chain sees real pairs.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -102,7 +101,6 @@ fn fetch_watched(plan: &FetchPlan, cancel: &CancelFlag, pressure: &CancelFlag, w
 /// The prediction step installed with [`super::run::Daemon::set_plan_step`].
 pub struct PredictionStep {
     predictor: Box<dyn Predictor>,
-    next_instance: u64,
     jobs: Option<mpsc::Sender<FetchJob>>,
     worker: Option<std::thread::JoinHandle<()>>,
     current: CancelFlag,
@@ -176,7 +174,6 @@ impl PredictionStep {
         };
         Ok(PredictionStep {
             predictor,
-            next_instance: 0,
             jobs: Some(tx),
             worker: Some(worker),
             current: CancelFlag::new(),
@@ -293,12 +290,14 @@ impl PlanStep for PredictionStep {
 
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
         let now = LocalTime(ctx.now_ms);
-        if let PlanTrigger::LaunchStarted { app } = trigger {
-            self.next_instance += 1;
-            let instance = self.next_instance;
-            for transition in [Transition::Launch, Transition::Exit] {
-                self.predictor.observe(&Observation { at: now, app, instance, transition });
+        match trigger {
+            PlanTrigger::LaunchStarted { app, instance } => {
+                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Launch });
             }
+            PlanTrigger::AppExited { app, instance } => {
+                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Exit });
+            }
+            PlanTrigger::LaunchFinished { .. } | PlanTrigger::Pressure | PlanTrigger::Interval => {}
         }
         let cfg = &ctx.config.predict;
         if *trigger == PlanTrigger::Pressure {
@@ -415,7 +414,7 @@ mod tests {
         let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
 
         std::fs::write(&sources.pressure, psi(0.5)).unwrap();
-        step.plan(&PlanTrigger::LaunchStarted { app: "a".into() }, &ctx).unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "a".into(), instance: 1 }, &ctx).unwrap();
         assert_eq!(step.jobs_sent(), 1);
         assert!(!step.fetching_stopped());
 
@@ -427,7 +426,7 @@ mod tests {
 
         // A round soon after the trigger fetches nothing, even with low pressure.
         std::fs::write(&sources.pressure, psi(0.0)).unwrap();
-        step.plan(&PlanTrigger::LaunchStarted { app: "b".into() }, &ctx).unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &ctx).unwrap();
         assert_eq!(step.jobs_sent(), 1);
 
         // It stays low: planning resumes once the hold is over.

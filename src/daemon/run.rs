@@ -22,6 +22,7 @@ use super::config::{Config, ReplayPriority};
 use super::control::{self, EventCounts, Request, Response, StatusReport};
 use super::notify::Notifier;
 use super::os::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
+use super::running::{InstanceChange, RunningInstances};
 use super::window::{ExecOutcome, FinishedLaunch, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use crate::error::{Error, Result};
 use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher};
@@ -44,8 +45,10 @@ const RESOLVER_MAX: usize = 20_000;
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanTrigger {
-    /// An application started (its launch window opened).
-    LaunchStarted { app: String },
+    /// An application started (its launch window opened): `instance` is its root process id.
+    LaunchStarted { app: String, instance: u64 },
+    /// An instance of an application ended (its root process exited or exec'd another one).
+    AppExited { app: String, instance: u64 },
     /// A launch window closed and was learned.
     LaunchFinished { app: String },
     /// The kernel's memory-pressure trigger fired (a stall above the configured threshold).
@@ -199,6 +202,8 @@ pub struct Daemon {
     timer: Timer,
     wake: Wakeup,
     tracker: LaunchTracker,
+    /// Which launches' root processes still run, for the predictors' launch/exit pairs.
+    running: RunningInstances,
     resolver: PathResolver,
     replay_tx: Option<mpsc::Sender<ReplayJob>>,
     replay_rx: mpsc::Receiver<ReplayDone>,
@@ -268,6 +273,7 @@ impl Daemon {
             timer,
             wake,
             tracker,
+            running: RunningInstances::new(),
             resolver,
             replay_tx: Some(tx),
             replay_rx: rx,
@@ -476,7 +482,12 @@ impl Daemon {
                 }
                 ProcEvent::Exec { tgid, ts_ns, .. } => self.on_exec(tgid, ts_ns),
                 ProcEvent::Exit { pid, .. } if pid == self.own_pid => {}
-                ProcEvent::Exit { pid, ts_ns, .. } => self.tracker.on_exit(pid, ts_ns),
+                ProcEvent::Exit { pid, tgid, ts_ns } => {
+                    self.tracker.on_exit(pid, ts_ns);
+                    if let Some(change) = self.running.on_exit(pid, tgid) {
+                        self.report_change(change);
+                    }
+                }
             }
         }
     }
@@ -503,7 +514,18 @@ impl Daemon {
         if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) {
             self.replay(id, &key);
         }
-        self.plan(PlanTrigger::LaunchStarted { app: key });
+        for change in self.running.on_launch(tgid, &key) {
+            self.report_change(change);
+        }
+    }
+
+    /// Tells the prediction step that an instance started or ended.
+    fn report_change(&mut self, change: InstanceChange) {
+        let trigger = match change {
+            InstanceChange::Launched { app, instance } => PlanTrigger::LaunchStarted { app, instance },
+            InstanceChange::Exited { app, instance } => PlanTrigger::AppExited { app, instance },
+        };
+        self.plan(trigger);
     }
 
     fn replay(&mut self, id: LaunchId, key: &str) {
