@@ -207,6 +207,46 @@ fn b_predicted_after_a_reads_90_percent_fewer_pages_than_cold() {
     );
 }
 
+#[test]
+fn record_writes_a_trace_of_launches_that_simulate_accepts() {
+    let d = TestDaemon::start("[launch]\nquiet_ms = 500\n");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("second.sh");
+    std::fs::write(&script, "#!/bin/sh\nsleep 0.2\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(Command::new("sleep").arg("0.3").status().unwrap().success());
+    assert!(Command::new("sh").arg(&script).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(500));
+    let trace = dir.path().join("trace.jsonl");
+    let out = Command::new(AUGUR).args(["record", "--output"]).arg(&trace).arg("--socket").arg(d.socket()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    println!("{}", String::from_utf8_lossy(&out.stderr));
+    let parsed = augur::model::usage_trace::load(&trace).unwrap();
+    let script_key = script.to_string_lossy().into_owned();
+    for app in ["/usr/bin/sleep", script_key.as_str()] {
+        let launches = parsed.events.iter().filter(|e| matches!(e, augur::model::usage_trace::UsageEvent::Activity { app: a, transition: augur::model::usage_trace::Transition::Launch, .. } if a == app)).count();
+        let exits = parsed.events.iter().filter(|e| matches!(e, augur::model::usage_trace::UsageEvent::Activity { app: a, transition: augur::model::usage_trace::Transition::Exit, .. } if a == app)).count();
+        assert!(launches >= 1 && exits >= 1, "{app}: {launches} launches, {exits} exits in {}", std::fs::read_to_string(&trace).unwrap());
+    }
+    let sim = Command::new(AUGUR).args(["simulate", "--trace"]).arg(&trace).output().unwrap();
+    assert!(sim.status.success(), "simulate refused the recorded trace: {}", String::from_utf8_lossy(&sim.stderr));
+    println!("{}", String::from_utf8_lossy(&sim.stdout));
+
+    // With --duration only what happens from now on is recorded.
+    let later = dir.path().join("later.jsonl");
+    let rec = Command::new(AUGUR).args(["record", "--duration", "2", "--output"]).arg(&later).arg("--socket").arg(d.socket()).spawn();
+    let mut rec = rec.unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(Command::new("sh").arg(&script).status().unwrap().success());
+    assert!(rec.wait().unwrap().success());
+    let later = augur::model::usage_trace::load(&later).unwrap();
+    assert!(later.header.start_unix_ms >= parsed.header.start_unix_ms + parsed.duration_ms(), "{later:?}");
+    assert!(later.events.iter().any(|e| e.app() == script_key), "{later:?}");
+
+    let none = Command::new(AUGUR).args(["record", "--output"]).arg(dir.path().join("x")).arg("--socket").arg(dir.path().join("none.sock")).output().unwrap();
+    assert_eq!(none.status.code(), Some(9), "{}", String::from_utf8_lossy(&none.stderr));
+}
+
 /// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
 fn stop(child: &mut Child) {
     // SAFETY (test): kill(2) on our own child.

@@ -30,6 +30,8 @@ pub enum Request {
     Forget { app: String },
     /// Forget everything.
     ForgetAll,
+    /// The usage trace of what ran since `since_unix_ms` (default: since the daemon started).
+    Record { since_unix_ms: Option<u64> },
 }
 
 /// Counters of what the daemon observed.
@@ -105,6 +107,8 @@ pub enum Response {
     Launches { launches: Vec<LaunchRecord> },
     /// Answer to the forget requests: how many applications were forgotten.
     Forgot { apps: u64 },
+    /// Answer to [`Request::Record`]: the trace's text (`docs/usage-trace-format.md`).
+    Trace { text: String },
     /// The request failed.
     Error { message: String },
 }
@@ -196,7 +200,7 @@ mod tests {
 
     #[test]
     fn protocol_round_trips() {
-        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll] {
+        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll, Request::Record { since_unix_ms: Some(5) }] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
         }

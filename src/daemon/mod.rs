@@ -10,4 +10,5 @@ pub mod os;
 pub mod prediction;
 pub mod run;
 pub mod running;
+pub mod usage_log;
 pub mod window;

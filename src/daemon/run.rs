@@ -23,11 +23,13 @@ use super::control::{self, EventCounts, Request, Response, StatusReport};
 use super::notify::Notifier;
 use super::os::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
 use super::running::{InstanceChange, RunningInstances};
+use super::usage_log::UsageLog;
 use super::window::{ExecOutcome, FinishedLaunch, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use crate::error::{Error, Result};
 use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher};
 use crate::model::app::{self, AppIdentity};
 use crate::model::profile::{LaunchProfile, TraceMode};
+use crate::model::usage_trace::Transition;
 use crate::sense::event::{EventKind, PageEventKind};
 use crate::sense::fanotify::OpenWatcher;
 use crate::sense::mode::mode_name;
@@ -204,6 +206,8 @@ pub struct Daemon {
     tracker: LaunchTracker,
     /// Which launches' root processes still run, for the predictors' launch/exit pairs.
     running: RunningInstances,
+    /// What ran since the start, for `augur record`.
+    usage_log: UsageLog,
     resolver: PathResolver,
     replay_tx: Option<mpsc::Sender<ReplayJob>>,
     replay_rx: mpsc::Receiver<ReplayDone>,
@@ -274,6 +278,7 @@ impl Daemon {
             wake,
             tracker,
             running: RunningInstances::new(),
+            usage_log: UsageLog::new(os::unix_ms(), super::usage_log::MAX_EVENTS),
             resolver,
             replay_tx: Some(tx),
             replay_rx: rx,
@@ -521,6 +526,11 @@ impl Daemon {
 
     /// Tells the prediction step that an instance started or ended.
     fn report_change(&mut self, change: InstanceChange) {
+        let now = os::unix_ms();
+        match &change {
+            InstanceChange::Launched { app, instance } => self.usage_log.activity(now, app, *instance, Transition::Launch),
+            InstanceChange::Exited { app, instance } => self.usage_log.activity(now, app, *instance, Transition::Exit),
+        }
         let trigger = match change {
             InstanceChange::Launched { app, instance } => PlanTrigger::LaunchStarted { app, instance },
             InstanceChange::Exited { app, instance } => PlanTrigger::AppExited { app, instance },
@@ -708,6 +718,7 @@ impl Daemon {
         match self.state.learn_launch(&app_key, &l.exe, &l.profile, r, &limits) {
             Ok(_) => {
                 self.counts.launches_learned += 1;
+                self.usage_log.working_set(os::unix_ms(), &app_key, r.pages_used.saturating_mul(l.profile.page_size));
                 tracing::info!(
                     "learned {app_key}: {} pages in {} files over {} ms; {} read from disk, {} expected, {} prefetched ({} unresolved inodes)",
                     r.pages_used,
@@ -769,6 +780,15 @@ impl Daemon {
             },
             Request::ForgetAll => match self.state.forget_all() {
                 Ok(n) => Response::Forgot { apps: n },
+                Err(e) => fail(e),
+            },
+            Request::Record { since_unix_ms } => match self.state.apps() {
+                Ok(apps) => {
+                    let known = apps.into_iter().map(|a| (a.key, a.pages.saturating_mul(PROFILE_PAGE_SIZE))).collect();
+                    let source = format!("augur record (daemon pid {})", self.own_pid);
+                    let trace = self.usage_log.trace(since_unix_ms, 0, PROFILE_PAGE_SIZE, &source, &known);
+                    Response::Trace { text: trace.to_text() }
+                }
                 Err(e) => fail(e),
             },
         }
