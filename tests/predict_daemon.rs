@@ -247,6 +247,27 @@ fn record_writes_a_trace_of_launches_that_simulate_accepts() {
     assert_eq!(none.status.code(), Some(9), "{}", String::from_utf8_lossy(&none.stderr));
 }
 
+#[test]
+fn explain_asks_the_running_daemon_and_says_so_in_one_line_without_one() {
+    let d = TestDaemon::start("[predict]\nenabled = true\npredictor = \"augur\"\n");
+    assert!(Command::new("sleep").arg("0.3").status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let out = Command::new(AUGUR).args(["explain", "/usr/bin/sleep", "--socket"]).arg(d.socket()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(out.status.success(), "{}{}", text, String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("/usr/bin/sleep (augur): probability "), "{text}");
+    let json = Command::new(AUGUR).args(["explain", "/usr/bin/sleep", "--json", "--socket"]).arg(d.socket()).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["predictor"], "augur");
+    assert!((0.0..=1.0).contains(&v["probability"].as_f64().unwrap()));
+
+    let none = Command::new(AUGUR).args(["explain", "x", "--socket"]).arg(d.dir.path().join("none.sock")).output().unwrap();
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert_eq!(none.status.code(), Some(9), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+}
+
 /// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
 fn stop(child: &mut Child) {
     // SAFETY (test): kill(2) on our own child.

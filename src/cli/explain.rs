@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 
+use crate::daemon::control::{self, Request, Response};
 use crate::error::{Error, Result};
 use crate::model::predict::{self, LocalTime, Observation, PREDICTOR_NAMES};
 use crate::model::usage_trace::{self, UsageEvent};
@@ -53,7 +54,14 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
         if !args.socket.exists() {
             return Err(Error::NoDaemon { socket: args.socket.clone() });
         }
-        return Err(Error::Usage("this daemon does not answer explain requests yet; use --trace FILE".into()));
+        return match control::request(&args.socket, &Request::Explain { app: args.app.clone() })? {
+            Response::Explanation { predictor, app, probability, reasons } => {
+                render(&args, &predict::Explanation { predictor, app, probability, reasons });
+                Ok(ExitCode::SUCCESS)
+            }
+            Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
+            other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+        };
     };
     let mut predictor = predict::by_name(&args.predictor).ok_or_else(|| {
         Error::Usage(format!("unknown predictor {:?} (known: {})", args.predictor, PREDICTOR_NAMES.join(", ")))
@@ -72,6 +80,11 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
     }
     let at = LocalTime(trace.header.local_ms(args.at_ms.unwrap_or(last)));
     let e = predictor.explain(&args.app, at);
+    render(&args, &e);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(args: &ExplainArgs, e: &predict::Explanation) {
     if args.json {
         let r = Rendered { predictor: &e.predictor, app: &e.app, probability: e.probability, reasons: &e.reasons };
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
@@ -81,5 +94,4 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
             println!("  - {r}");
         }
     }
-    Ok(ExitCode::SUCCESS)
 }

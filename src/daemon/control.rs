@@ -1,4 +1,5 @@
-//! The control socket: how `augur status`, `augur apps` and `augur forget` talk to the daemon.
+//! The control socket: how `augur status`, `augur apps`, `augur forget`, `augur record` and
+//! `augur explain` talk to the daemon.
 //!
 //! One JSON request line per connection, one JSON response line back. The socket is a Unix stream
 //! socket with mode 0600 in a 0700 directory, and the daemon also checks the peer's credentials
@@ -32,6 +33,8 @@ pub enum Request {
     ForgetAll,
     /// The usage trace of what ran since `since_unix_ms` (default: since the daemon started).
     Record { since_unix_ms: Option<u64> },
+    /// Why the prediction step predicts what it predicts for `app`, now.
+    Explain { app: String },
 }
 
 /// Counters of what the daemon observed.
@@ -109,6 +112,8 @@ pub enum Response {
     Forgot { apps: u64 },
     /// Answer to [`Request::Record`]: the trace's text (`docs/usage-trace-format.md`).
     Trace { text: String },
+    /// Answer to [`Request::Explain`].
+    Explanation { predictor: String, app: String, probability: f64, reasons: Vec<String> },
     /// The request failed.
     Error { message: String },
 }
@@ -200,7 +205,7 @@ mod tests {
 
     #[test]
     fn protocol_round_trips() {
-        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll, Request::Record { since_unix_ms: Some(5) }] {
+        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll, Request::Record { since_unix_ms: Some(5) }, Request::Explain { app: "a".into() }] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
         }

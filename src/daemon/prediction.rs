@@ -288,6 +288,10 @@ impl PlanStep for PredictionStep {
         self.trigger = None;
     }
 
+    fn explain(&mut self, app: &str, now_ms: u64) -> Option<predict::Explanation> {
+        Some(self.predictor.explain(app, LocalTime(now_ms)))
+    }
+
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
         let now = LocalTime(ctx.now_ms);
         match trigger {

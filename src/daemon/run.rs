@@ -84,6 +84,11 @@ pub trait PlanStep {
     /// The loop could not watch [`PlanStep::pressure_trigger`]: the step must watch pressure on
     /// its own.
     fn pressure_trigger_unusable(&mut self) {}
+
+    /// Why the step's predictor gives `app` the probability it gives at wall-clock `now_ms`.
+    fn explain(&mut self, _app: &str, _now_ms: u64) -> Option<crate::model::predict::Explanation> {
+        None
+    }
 }
 
 /// How the daemon was started.
@@ -782,6 +787,17 @@ impl Daemon {
                 Ok(n) => Response::Forgot { apps: n },
                 Err(e) => fail(e),
             },
+            Request::Explain { app } => {
+                let explained = if self.config.predict.enabled {
+                    self.plan_step.as_mut().and_then(|s| s.explain(&app, os::unix_ms()))
+                } else {
+                    None
+                };
+                match explained {
+                    Some(e) => Response::Explanation { predictor: e.predictor, app: e.app, probability: e.probability, reasons: e.reasons },
+                    None => Response::Error { message: "prediction is off in this daemon ([predict] enabled = false)".into() },
+                }
+            }
             Request::Record { since_unix_ms } => match self.state.apps() {
                 Ok(apps) => {
                     let known = apps.into_iter().map(|a| (a.key, a.pages.saturating_mul(PROFILE_PAGE_SIZE))).collect();
