@@ -21,6 +21,27 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Local time minus UTC in seconds at `unix_s`, by the C library's time-zone rules (`TZ`,
+/// /etc/localtime); 0 when they cannot say.
+pub fn utc_offset_s(unix_s: i64) -> i32 {
+    let t = unix_s as libc::time_t;
+    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are valid for the call and
+    // localtime_r keeps neither.
+    let (ok, tm) = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        let ok = !libc::localtime_r(&t, &mut tm).is_null();
+        (ok, tm)
+    };
+    if ok { i32::try_from(tm.tm_gmtoff).unwrap_or(0) } else { 0 }
+}
+
+/// Local wall-clock milliseconds: [`unix_ms`] shifted by [`utc_offset_s`] (so that
+/// `ms % 86_400_000` is the local time of day).
+pub fn local_ms() -> u64 {
+    let now = unix_ms();
+    now.saturating_add_signed(i64::from(utc_offset_s((now / 1000) as i64)) * 1000)
+}
+
 /// The system page size in bytes.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no memory effects.
@@ -233,5 +254,18 @@ impl PressureTrigger {
 impl AsFd for PressureTrigger {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_time_is_within_a_day_of_utc() {
+        for t in [0, 1_767_571_200, 1_782_000_000] {
+            assert!(utc_offset_s(t).abs() <= 14 * 3600, "{}", utc_offset_s(t));
+        }
+        assert!(local_ms().abs_diff(unix_ms()) <= 14 * 3_600_000 + 1000);
     }
 }

@@ -293,7 +293,7 @@ impl PlanStep for PredictionStep {
     }
 
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
-        let now = LocalTime(ctx.now_ms);
+        let now = LocalTime(ctx.local_ms);
         match trigger {
             PlanTrigger::LaunchStarted { app, instance } => {
                 self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Launch });
@@ -414,7 +414,7 @@ mod tests {
         let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
         let config = Config::default();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
-        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000 };
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000 };
         let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
 
         std::fs::write(&sources.pressure, psi(0.5)).unwrap();
@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(step.jobs_sent(), 1);
 
         // It stays low: planning resumes once the hold is over.
-        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS };
+        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000 + PRESSURE_HOLD_MS };
         step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());

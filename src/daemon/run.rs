@@ -67,6 +67,8 @@ pub struct PlanContext<'a> {
     pub config: &'a Config,
     /// Wall-clock milliseconds.
     pub now_ms: u64,
+    /// Local wall-clock milliseconds (`now_ms` shifted by the time zone's offset): time of day.
+    pub local_ms: u64,
 }
 
 /// The prediction hook: called on launch events and on the slow interval when `[predict]
@@ -85,7 +87,7 @@ pub trait PlanStep {
     /// its own.
     fn pressure_trigger_unusable(&mut self) {}
 
-    /// Why the step's predictor gives `app` the probability it gives at wall-clock `now_ms`.
+    /// Why the step's predictor gives `app` the probability it gives at local time `now_ms`.
     fn explain(&mut self, _app: &str, _now_ms: u64) -> Option<crate::model::predict::Explanation> {
         None
     }
@@ -323,7 +325,7 @@ impl Daemon {
             return;
         }
         if let Some(step) = self.plan_step.as_mut() {
-            let ctx = PlanContext { state: &self.state, config: &self.config, now_ms: os::unix_ms() };
+            let ctx = PlanContext { state: &self.state, config: &self.config, now_ms: os::unix_ms(), local_ms: os::local_ms() };
             if let Err(e) = step.plan(&trigger, &ctx) {
                 tracing::warn!("planning round ({trigger:?}) failed: {e}");
             }
@@ -789,7 +791,7 @@ impl Daemon {
             },
             Request::Explain { app } => {
                 let explained = if self.config.predict.enabled {
-                    self.plan_step.as_mut().and_then(|s| s.explain(&app, os::unix_ms()))
+                    self.plan_step.as_mut().and_then(|s| s.explain(&app, os::local_ms()))
                 } else {
                     None
                 };
@@ -802,7 +804,7 @@ impl Daemon {
                 Ok(apps) => {
                     let known = apps.into_iter().map(|a| (a.key, a.pages.saturating_mul(PROFILE_PAGE_SIZE))).collect();
                     let source = format!("augur record (daemon pid {})", self.own_pid);
-                    let trace = self.usage_log.trace(since_unix_ms, 0, PROFILE_PAGE_SIZE, &source, &known);
+                    let trace = self.usage_log.trace(since_unix_ms, os::utc_offset_s((os::unix_ms() / 1000) as i64), PROFILE_PAGE_SIZE, &source, &known);
                     Response::Trace { text: trace.to_text() }
                 }
                 Err(e) => fail(e),
