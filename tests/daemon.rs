@@ -4,16 +4,18 @@
 //! Each test starts its own daemon with its own state, socket and configuration in a temporary
 //! directory; the tracefs instance is the daemon's own (`augur-daemon-<pid>`).
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{drop_caches, make_app, pagecache_drops, run_app, stop};
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 use augur::store::state::LaunchRecord;
 
-const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
+use common::AUGUR;
 
 struct TestDaemon {
     child: Option<Child>,
@@ -38,30 +40,9 @@ impl TestDaemon {
         let dir = tempfile::tempdir().unwrap();
         let mut d = TestDaemon { child: None, dir };
         std::fs::write(d.config(), config).unwrap();
-        let child = Command::new(AUGUR)
-            .args(["daemon", "-v", "--config"])
-            .arg(d.config())
-            .arg("--state")
-            .arg(d.state())
-            .arg("--socket")
-            .arg(d.socket())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.dir.path().join("daemon.log")).unwrap())
-            .spawn()
-            .unwrap();
-        d.child = Some(child);
-        let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until {
-            if control::request(&d.socket(), &Request::Status).is_ok() {
-                return d;
-            }
-            if let Some(s) = d.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("daemon exited at start ({s}): {}", d.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("daemon never answered: {}", d.log());
+        let log = d.dir.path().join("daemon.log");
+        d.child = Some(common::spawn_daemon(&d.config(), &d.state(), &d.socket(), &log, true));
+        d
     }
 
     fn log(&self) -> String {
@@ -121,51 +102,6 @@ impl Drop for TestDaemon {
             stop(&mut c);
         }
     }
-}
-
-fn drop_caches() {
-    // SAFETY (test): sync(2) has no arguments.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
-}
-
-/// Times the page cache was dropped since boot (`drop_pagecache` in /proc/vmstat).
-fn pagecache_drops() -> u64 {
-    std::fs::read_to_string("/proc/vmstat")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("drop_pagecache ").map(|v| v.trim().parse().unwrap()))
-        .unwrap()
-}
-
-/// A test application: a shell script that spends 0.3 s starting up (as real applications spend
-/// CPU time before they read their data) and then reads 32 MiB of data files. Exec-time replay
-/// loads what it learned while the script is still starting.
-fn make_app(dir: &Path) -> PathBuf {
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    for i in 0..8 {
-        let mut f = std::fs::File::create(data.join(format!("part{i}"))).unwrap();
-        let mut buf = vec![0u8; 4 << 20];
-        for chunk in buf.chunks_mut(8) {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            chunk.copy_from_slice(&seed.to_ne_bytes()[..chunk.len()]);
-        }
-        f.write_all(&buf).unwrap();
-        f.sync_all().unwrap();
-    }
-    let script = dir.join("app.sh");
-    std::fs::write(&script, format!("#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n", data.display())).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
-}
-
-fn run_app(script: &Path) {
-    let s = Command::new("sh").arg(script).status().unwrap();
-    assert!(s.success());
 }
 
 #[test]
@@ -308,17 +244,3 @@ fn forget_works_through_the_daemon_and_without_it() {
     assert_eq!(store.app_count().unwrap(), 0);
 }
 
-/// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
-fn stop(child: &mut Child) {
-    // SAFETY (test): kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}

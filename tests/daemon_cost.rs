@@ -2,8 +2,11 @@
 //! happens (run as root, as CI does). Each test starts its own daemon on temporary paths.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::stop;
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 use augur::model::learn::LearnSettings;
@@ -11,7 +14,6 @@ use augur::model::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode,
 use augur::model::range::PageRange;
 use augur::store::state::{LaunchRecord, StateLimits, StateStore};
 
-const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
 
 struct Daemon {
     child: Child,
@@ -21,23 +23,8 @@ struct Daemon {
 impl Daemon {
     fn start(dir: &Path, state: &Path) -> Daemon {
         let socket = dir.join("augur.sock");
-        let child = Command::new(AUGUR)
-            .args(["daemon", "--config", "/dev/null", "--state"])
-            .arg(state)
-            .arg("--socket")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("daemon.log")).unwrap())
-            .spawn()
-            .unwrap();
-        let d = Daemon { child, socket };
-        let until = Instant::now() + Duration::from_secs(30);
-        while control::request(&d.socket, &Request::Status).is_err() {
-            assert!(Instant::now() < until, "daemon never answered");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        d
+        let child = common::spawn_daemon(Path::new("/dev/null"), state, &socket, &dir.join("daemon.log"), false);
+        Daemon { child, socket }
     }
 
     fn status(&self) -> StatusReport {
@@ -163,17 +150,3 @@ fn idle_daemon_wakes_at_most_a_handful_of_times_in_60_s() {
     panic!("the machine was never idle for a minute (processes created per minute: {busy:?})");
 }
 
-/// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
-fn stop(child: &mut Child) {
-    // SAFETY (test): kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}

@@ -10,12 +10,14 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::drop_caches;
 
 use augur::daemon::control::{self, Request, Response};
 
-const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
 const MIB: u64 = 1 << 20;
 /// PSI trigger of the daemon and of this test: 150 ms of memory stall within 2 s (a window in
 /// whole 2 s, which processes without CAP_SYS_RESOURCE are limited to, so both get the same).
@@ -37,30 +39,9 @@ impl TestDaemon {
         let mut d = TestDaemon { child: None, dir };
         let config_path = d.dir.path().join("config.toml");
         std::fs::write(&config_path, config).unwrap();
-        let child = Command::new(AUGUR)
-            .args(["daemon", "-v", "--config"])
-            .arg(&config_path)
-            .arg("--state")
-            .arg(d.dir.path().join("state/state.db"))
-            .arg("--socket")
-            .arg(d.socket())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.dir.path().join("daemon.log")).unwrap())
-            .spawn()
-            .unwrap();
-        d.child = Some(child);
-        let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until {
-            if control::request(&d.socket(), &Request::Status).is_ok() {
-                return d;
-            }
-            if let Some(s) = d.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("daemon exited at start ({s}): {}", d.log());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("daemon never answered: {}", d.log());
+        let log = d.dir.path().join("daemon.log");
+        d.child = Some(common::spawn_daemon(&config_path, &d.dir.path().join("state/state.db"), &d.socket(), &log, true));
+        d
     }
 
     fn pid(&self) -> u32 {
@@ -88,17 +69,7 @@ impl TestDaemon {
 impl Drop for TestDaemon {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            // SAFETY (test): kill(2) on our own child (SIGTERM, so it removes its tracefs instance).
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let until = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < until {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            common::stop(&mut child);
         }
     }
 }
@@ -160,12 +131,6 @@ fn thread_named(pid: u32, name: &str) -> u32 {
 
 fn monotonic_ns() -> u64 {
     augur::daemon::os::monotonic_ns()
-}
-
-fn drop_caches() {
-    // SAFETY (test): sync(2) has no arguments.
-    unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
 }
 
 fn write_file(path: &Path, bytes: u64) {

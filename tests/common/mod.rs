@@ -1,0 +1,109 @@
+//! What the daemon integration tests share: starting `augur daemon` on private paths and waiting
+//! until it answers, stopping it so it removes its tracefs instance, dropping caches, and a test
+//! application that reads its own data files. Test support only: no assertions about augur here.
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use augur::daemon::control::{self, Request};
+
+pub const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
+
+/// Starts `augur daemon` with these paths, stderr to `log`, and waits until its socket answers;
+/// panics with the log if it exits first or never answers.
+pub fn spawn_daemon(config: &Path, state: &Path, socket: &Path, log: &Path, verbose: bool) -> Child {
+    let mut cmd = Command::new(AUGUR);
+    cmd.arg("daemon");
+    if verbose {
+        cmd.arg("-v");
+    }
+    let mut child = cmd
+        .arg("--config")
+        .arg(config)
+        .arg("--state")
+        .arg(state)
+        .arg("--socket")
+        .arg(socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let read_log = || std::fs::read_to_string(log).unwrap_or_default();
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if control::request(socket, &Request::Status).is_ok() {
+            return child;
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("daemon exited at start ({s}): {}", read_log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop(&mut child);
+    panic!("daemon never answered: {}", read_log());
+}
+
+/// SIGTERM (so the daemon removes its tracefs instance), SIGKILL if it has not exited in 5 s.
+pub fn stop(child: &mut Child) {
+    // SAFETY (test): kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+pub fn drop_caches() {
+    // SAFETY (test): sync(2) has no arguments.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+}
+
+/// Times the page cache was dropped since boot (`drop_pagecache` in /proc/vmstat).
+pub fn pagecache_drops() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("drop_pagecache ").map(|v| v.trim().parse().unwrap()))
+        .unwrap()
+}
+
+/// A test application: a shell script that spends 0.3 s starting up (as real applications spend
+/// CPU time before they read their data) and then reads 32 MiB of its own data files.
+/// Exec-time replay loads what it learned while the script is still starting.
+pub fn make_app(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    for i in 0..8 {
+        let mut f = std::fs::File::create(data.join(format!("part{i}"))).unwrap();
+        let mut buf = vec![0u8; 4 << 20];
+        for chunk in buf.chunks_mut(8) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            chunk.copy_from_slice(&seed.to_ne_bytes()[..chunk.len()]);
+        }
+        f.write_all(&buf).unwrap();
+        f.sync_all().unwrap();
+    }
+    let script = dir.join("app.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n", data.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+pub fn run_app(script: &Path) {
+    let s = Command::new("sh").arg(script).status().unwrap();
+    assert!(s.success());
+}
