@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::bench::suite_file::Condition;
 use crate::bench::suite_markdown::secs;
-use crate::bench::suite_report::SuiteReport;
+use crate::bench::suite_report::{SuiteReport, WorkloadReport};
 
 const BAR: f64 = 14.0;
 const GAP: f64 = 3.0;
@@ -41,16 +41,9 @@ pub fn render(report: &SuiteReport) -> String {
     let mut max_ratio: f64 = 1.0;
     for p in &report.profiles {
         for w in &p.workloads {
-            let Some(cold) = w
-                .condition(Condition::Cold)
-                .and_then(|c| c.summary)
-                .map(|s| s.median)
-            else {
+            let Some(cold) = cold_median(w) else {
                 continue;
             };
-            if cold <= 0.0 {
-                continue;
-            }
             for c in &w.conditions {
                 if let Some(s) = c.summary {
                     max_ratio = max_ratio.max(s.max / cold);
@@ -63,16 +56,9 @@ pub fn render(report: &SuiteReport) -> String {
     let mut groups = 0;
     for p in &report.profiles {
         for w in &p.workloads {
-            let Some(cold) = w
-                .condition(Condition::Cold)
-                .and_then(|c| c.summary)
-                .map(|s| s.median)
-            else {
+            let Some(cold) = cold_median(w) else {
                 continue;
             };
-            if cold <= 0.0 {
-                continue;
-            }
             groups += 1;
             let bars: Vec<_> = w.conditions.iter().collect();
             let group_h = bars.len() as f64 * (BAR + GAP);
@@ -192,6 +178,11 @@ pub fn render(report: &SuiteReport) -> String {
             report.kernel
         ))
     )
+}
+
+/// The workload's cold median, the chart's unit; none when cold did not run or took no time.
+fn cold_median(w: &WorkloadReport) -> Option<f64> {
+    w.condition(Condition::Cold).and_then(|c| c.summary).map(|s| s.median).filter(|&m| m > 0.0)
 }
 
 #[cfg(test)]
