@@ -48,6 +48,15 @@ impl TestDaemon {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
 
+    /// Stops the daemon (SIGTERM: it saves) and starts it again on the same state and config.
+    fn restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            stop(&mut c);
+        }
+        let log = self.dir.path().join("daemon.log");
+        self.child = Some(common::spawn_daemon(&self.config(), &self.state(), &self.socket(), &log, true));
+    }
+
     /// Launch records of `app`, oldest first, once there are at least `n`.
     fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
         let until = Instant::now() + Duration::from_secs(60);
@@ -142,6 +151,45 @@ fn b_predicted_after_a_reads_90_percent_fewer_pages_than_cold() {
         predicted.pages_read_from_disk,
         cold_b.pages_read_from_disk
     );
+}
+
+#[test]
+fn prediction_survives_a_restart_and_plans_before_any_launch() {
+    // As after a reboot: the daemon learns A → B → A → B …, stops, the caches are dropped, and a
+    // new daemon on the same state loads A (what came after B every time) before anything is
+    // launched. Exec-time replay is off; the budget (40 MiB) holds one application.
+    let mut d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
+    let root = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (adir, bdir) = (root.path().join("a"), root.path().join("b"));
+    let (a, b) = (make_app(&adir), make_app(&bdir));
+    let (akey, bkey) = (a.to_string_lossy().into_owned(), b.to_string_lossy().into_owned());
+    for round in 1..=3 {
+        run_app(&a);
+        d.wait_launches(&akey, round);
+        run_app(&b);
+        d.wait_launches(&bkey, round);
+    }
+    let wanted = 8 * (4 << 20) / augur::fetch::page_size();
+    for attempt in 1..=3 {
+        d.restart();
+        drop_caches();
+        let drops = pagecache_drops();
+        let until = Instant::now() + Duration::from_secs(60);
+        while resident_pages(&adir.join("data")) < wanted * 9 / 10 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let (ra, rb) = (resident_pages(&adir.join("data")), resident_pages(&bdir.join("data")));
+        if pagecache_drops() != drops {
+            println!("caches dropped by someone else during attempt {attempt}; repeating it");
+            continue;
+        }
+        let log = d.log();
+        assert!(log.contains("launches and exits remembered from earlier runs"), "{log}");
+        assert!(ra >= wanted * 9 / 10, "after the restart A has {ra} of {wanted} pages resident: {log}");
+        assert!(rb * 2 < ra, "B ({rb} pages resident) is less likely and only its first pages fit the budget beside A");
+        return;
+    }
+    panic!("three attempts all disturbed by other cache drops");
 }
 
 #[test]

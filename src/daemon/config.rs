@@ -295,7 +295,7 @@ impl Config {
 
     /// What the state keeps.
     pub fn state_limits(&self) -> StateLimits {
-        StateLimits { learn: self.learn_settings(), max_launch_records: self.learn.recent_launches }
+        StateLimits { learn: self.learn_settings(), max_launch_records: self.learn.recent_launches, ..StateLimits::default() }
     }
 
     /// Longest launch window.

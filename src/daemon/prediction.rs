@@ -28,6 +28,7 @@ use crate::fetch::request::FetchPlan;
 use crate::fetch::IoPriority;
 use crate::model::predict::{self, LocalTime, Observation, Predictor, Transition};
 use crate::model::profile::{LaunchProfile, UsedRange};
+use crate::store::state::ActivityRecord;
 use crate::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig, RangeUse, plan};
 
 /// Applications considered per round at most (the likeliest), to bound state reads.
@@ -251,6 +252,27 @@ impl MemorySources {
     }
 }
 
+/// Feeds remembered launches and exits to `predictor`, oldest first. Instances whose exit was
+/// never seen (the daemon stopped first) are closed at the last remembered time: their pids mean
+/// nothing after a restart, and an instance left open would keep its application "running" —
+/// never predicted — for good.
+pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecord]) {
+    let mut open: BTreeMap<(String, u64), ()> = BTreeMap::new();
+    for r in history {
+        let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+        predictor.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
+        if r.launch {
+            open.insert((r.app.clone(), r.instance), ());
+        } else {
+            open.remove(&(r.app.clone(), r.instance));
+        }
+    }
+    let last = history.last().map_or(0, |r| r.local_ms);
+    for (app, instance) in open.keys() {
+        predictor.observe(&Observation { at: LocalTime(last), app, instance: *instance, transition: Transition::Exit });
+    }
+}
+
 /// The planner's view of a learned profile: its ranges in first-use order, keyed by path.
 pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
@@ -288,6 +310,10 @@ impl PlanStep for PredictionStep {
         self.trigger = None;
     }
 
+    fn restore(&mut self, history: &[ActivityRecord]) {
+        restore_predictor(self.predictor.as_mut(), history);
+    }
+
     fn explain(&mut self, app: &str, now_ms: u64) -> Option<predict::Explanation> {
         Some(self.predictor.explain(app, LocalTime(now_ms)))
     }
@@ -301,7 +327,7 @@ impl PlanStep for PredictionStep {
             PlanTrigger::AppExited { app, instance } => {
                 self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Exit });
             }
-            PlanTrigger::LaunchFinished { .. } | PlanTrigger::Pressure | PlanTrigger::Interval => {}
+            PlanTrigger::LaunchFinished { .. } | PlanTrigger::Pressure | PlanTrigger::Interval | PlanTrigger::Start => {}
         }
         let cfg = &ctx.config.predict;
         if *trigger == PlanTrigger::Pressure {
@@ -454,6 +480,32 @@ mod tests {
         assert!(w.high());
         std::fs::write(&w.path, "some avg10=2.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
         assert!(!w.high());
+    }
+
+    #[test]
+    fn a_restored_predictor_predicts_like_one_that_never_stopped() {
+        let apps = ["/bin/a", "/bin/b", "/bin/c"];
+        let mut history = Vec::new();
+        for i in 0..30u64 {
+            let app = apps[(i % 3) as usize];
+            history.push(ActivityRecord { at_ms: i * 1000, local_ms: i * 1000, app: app.into(), instance: i, launch: true });
+            history.push(ActivityRecord { at_ms: i * 1000 + 500, local_ms: i * 1000 + 500, app: app.into(), instance: i, launch: false });
+        }
+        // The daemon stopped while an instance of /bin/a ran: its exit was never recorded.
+        history.push(ActivityRecord { at_ms: 40_000, local_ms: 40_000, app: "/bin/a".into(), instance: 99, launch: true });
+        let mut live = predict::by_name("augur").unwrap();
+        let mut restored = predict::by_name("augur").unwrap();
+        for r in &history {
+            let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+            live.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
+        }
+        live.observe(&Observation { at: LocalTime(40_000), app: "/bin/a", instance: 99, transition: Transition::Exit });
+        restore_predictor(restored.as_mut(), &history);
+        let now = LocalTime(41_000);
+        assert_eq!(restored.predict(now), live.predict(now));
+        let b = restored.predict(now).into_iter().find(|p| p.app == "/bin/b").unwrap();
+        assert!(b.probability > 0.5, "after a, b came every time: {b:?}");
+        assert!(restored.predict(now).iter().find(|p| p.app == "/bin/a").unwrap().probability > 0.0, "a is not left running");
     }
 
     #[test]

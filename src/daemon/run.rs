@@ -26,7 +26,7 @@ use super::running::{InstanceChange, RunningInstances};
 use super::usage_log::UsageLog;
 use super::window::{ExecOutcome, FinishedLaunch, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use crate::error::{Error, Result};
-use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher};
+use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::model::app::{self, AppIdentity};
 use crate::model::profile::{LaunchProfile, TraceMode};
 use crate::model::usage_trace::Transition;
@@ -39,10 +39,19 @@ use crate::sense::resolve::{PathResolver, assemble_files};
 use crate::sense::trace_session::PROFILE_PAGE_SIZE;
 use crate::sense::tracefs::InstanceOptions;
 use crate::sense::watch::{ModeChoice, PageWatch, WatchScope};
-use crate::store::state::{LaunchRecord, OpenOutcome, StateStore};
+use crate::store::state::{ActivityRecord, LaunchRecord, OpenOutcome, StateStore};
 
 /// Paths known to the resolver beyond which it is cleared while no launch is in progress.
 const RESOLVER_MAX: usize = 20_000;
+
+/// Launches and exits written to the state in one transaction at most; fewer are written once
+/// [`ACTIVITY_FLUSH_NS`] has passed since the last write (and at shutdown).
+const ACTIVITY_BATCH: usize = 64;
+
+/// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
+/// of a 40 MB/s disk.
+const EXEC_REPLAY_WINDOW_BYTES: u64 = 4 << 20;
+const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
 
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +66,8 @@ pub enum PlanTrigger {
     Pressure,
     /// The slow re-plan interval elapsed.
     Interval,
+    /// The daemon has just started (after a boot, say): plan before anything is launched.
+    Start,
 }
 
 /// What the prediction hook may look at.
@@ -86,6 +97,10 @@ pub trait PlanStep {
     /// The loop could not watch [`PlanStep::pressure_trigger`]: the step must watch pressure on
     /// its own.
     fn pressure_trigger_unusable(&mut self) {}
+
+    /// Launches and exits seen before this start, oldest first: the step's predictor learns
+    /// them again, so that prediction survives a restart.
+    fn restore(&mut self, _history: &[ActivityRecord]) {}
 
     /// Why the step's predictor gives `app` the probability it gives at local time `now_ms`.
     fn explain(&mut self, _app: &str, _now_ms: u64) -> Option<crate::model::predict::Explanation> {
@@ -153,7 +168,15 @@ fn spawn_replay_worker(
                     break;
                 }
                 let plan = FetchPlan::from_profiles([&job.profile], crate::fetch::page_size());
-                let options = FetchOptions { priority: job.priority, ..FetchOptions::default() };
+                // The application is reading too: keep to its first-use order and only a little
+                // ahead of it, so that its own reads never queue behind pages it needs later
+                // (on a throttled or slow disk a deep queue in disk order made starts slower).
+                let options = FetchOptions {
+                    priority: job.priority,
+                    order: OrderPolicy::FirstUse,
+                    window_bytes: EXEC_REPLAY_WINDOW_BYTES,
+                    ..FetchOptions::default()
+                };
                 let report = Prefetcher::new(options).fetch(&plan, &cancel);
                 if done_tx.send(ReplayDone { launch: job.launch, report }).is_err() {
                     break;
@@ -232,6 +255,10 @@ pub struct Daemon {
     socket_path: PathBuf,
     /// Whether the trace pipe currently wakes the loop on any event (a launch is in progress).
     trace_eager: bool,
+    /// Launches and exits not yet written to the state.
+    pending_activity: Vec<ActivityRecord>,
+    /// When `pending_activity` was last written (monotonic ns).
+    activity_flushed_ns: u64,
 }
 
 impl Daemon {
@@ -301,13 +328,41 @@ impl Daemon {
             notifier,
             socket_path,
             trace_eager: true,
+            pending_activity: Vec::new(),
+            activity_flushed_ns: os::monotonic_ns(),
         })
     }
 
     /// Installs the prediction hook (used when `[predict] enabled = true`).
-    pub fn set_plan_step(&mut self, step: Box<dyn PlanStep>) {
+    /// The step first learns the launches and exits kept in the state.
+    pub fn set_plan_step(&mut self, mut step: Box<dyn PlanStep>) {
+        match self.state.recent_activity(self.config.state_limits().max_activity_records) {
+            Ok(history) => {
+                if !history.is_empty() {
+                    tracing::info!("prediction: {} launches and exits remembered from earlier runs", history.len());
+                }
+                step.restore(&history);
+            }
+            Err(e) => tracing::warn!("reading the remembered launches: {e}; prediction starts from nothing"),
+        }
         self.plan_step = Some(step);
         self.schedule_replan();
+    }
+
+    /// Writes the launches and exits seen so far to the state (when `force`, or when enough
+    /// are waiting or enough time has passed).
+    fn flush_activity(&mut self, force: bool) {
+        let now = os::monotonic_ns();
+        if self.pending_activity.is_empty()
+            || !(force || self.pending_activity.len() >= ACTIVITY_BATCH || now.saturating_sub(self.activity_flushed_ns) >= ACTIVITY_FLUSH_NS)
+        {
+            return;
+        }
+        let records = std::mem::take(&mut self.pending_activity);
+        if let Err(e) = self.state.add_activity(&records, &self.config.state_limits()) {
+            tracing::warn!("recording {} launches and exits: {e}", records.len());
+        }
+        self.activity_flushed_ns = now;
     }
 
     /// The trace mode in use.
@@ -377,6 +432,12 @@ impl Daemon {
         );
         let _ = self.notifier.ready(&ready);
 
+        // Plan at once: after a boot the likeliest applications are loaded before anyone asks.
+        if self.config.predict.enabled && self.plan_step.is_some() {
+            self.plan(PlanTrigger::Start);
+            self.schedule_replan();
+        }
+
         let mut events: Vec<epoll::Event> = Vec::with_capacity(16);
         loop {
             events.clear();
@@ -434,6 +495,7 @@ impl Daemon {
                     return self.shutdown();
                 }
             }
+            self.flush_activity(false);
             self.tracker.trim_backlog(now);
             let active = !self.tracker.is_idle();
             self.set_trace_eager(active);
@@ -534,10 +596,12 @@ impl Daemon {
     /// Tells the prediction step that an instance started or ended.
     fn report_change(&mut self, change: InstanceChange) {
         let now = os::unix_ms();
-        match &change {
-            InstanceChange::Launched { app, instance } => self.usage_log.activity(now, app, *instance, Transition::Launch),
-            InstanceChange::Exited { app, instance } => self.usage_log.activity(now, app, *instance, Transition::Exit),
-        }
+        let (app, instance, launch) = match &change {
+            InstanceChange::Launched { app, instance } => (app, *instance, true),
+            InstanceChange::Exited { app, instance } => (app, *instance, false),
+        };
+        self.usage_log.activity(now, app, instance, if launch { Transition::Launch } else { Transition::Exit });
+        self.pending_activity.push(ActivityRecord { at_ms: now, local_ms: os::local_ms(), app: app.clone(), instance, launch });
         let trigger = match change {
             InstanceChange::Launched { app, instance } => PlanTrigger::LaunchStarted { app, instance },
             InstanceChange::Exited { app, instance } => PlanTrigger::AppExited { app, instance },
@@ -876,6 +940,7 @@ impl Daemon {
                 self.save(l);
             }
         }
+        self.flush_activity(true);
         if let Err(e) = self.state.checkpoint() {
             tracing::warn!("checkpointing the state: {e}");
         }

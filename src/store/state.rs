@@ -24,7 +24,7 @@ use crate::model::profile::LaunchProfile;
 pub const DEFAULT_STATE_PATH: &str = "/var/lib/augur/state.db";
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
@@ -57,7 +57,31 @@ const MIGRATIONS: &[&str] = &[
          pages_read_from_disk INTEGER NOT NULL,
          files INTEGER NOT NULL
      );",
+    // 1 -> 2: launches and exits, so that prediction survives a restart (a reboot).
+    "CREATE TABLE activity (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         at_ms INTEGER NOT NULL,
+         local_ms INTEGER NOT NULL,
+         app TEXT NOT NULL,
+         instance INTEGER NOT NULL,
+         launch INTEGER NOT NULL
+     );",
 ];
+
+/// One launch or exit of an application instance, as the predictor observed it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityRecord {
+    /// Wall-clock time, milliseconds since the epoch.
+    pub at_ms: u64,
+    /// The same instant in local time (what time-of-day prediction reads).
+    pub local_ms: u64,
+    /// Application key.
+    pub app: String,
+    /// The instance (the root process's pid).
+    pub instance: u64,
+    /// True for a launch, false for an exit.
+    pub launch: bool,
+}
 
 /// What one launch cost and what replay saved it: the daemon's honest hit rate.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,11 +142,13 @@ pub struct StateLimits {
     pub learn: LearnSettings,
     /// Launch records kept (oldest dropped first).
     pub max_launch_records: usize,
+    /// Launch and exit events kept for the predictor (oldest dropped first).
+    pub max_activity_records: usize,
 }
 
 impl Default for StateLimits {
     fn default() -> Self {
-        StateLimits { learn: LearnSettings::default(), max_launch_records: 500 }
+        StateLimits { learn: LearnSettings::default(), max_launch_records: 500, max_activity_records: 20_000 }
     }
 }
 
@@ -355,6 +381,54 @@ impl StateStore {
         tx.commit().map_err(&e)
     }
 
+    /// Appends launches and exits (in the order given) and drops the oldest beyond the limit.
+    pub fn add_activity(&mut self, records: &[ActivityRecord], limits: &StateLimits) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "recording activity in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        {
+            let mut st = tx
+                .prepare_cached("INSERT INTO activity (at_ms, local_ms, app, instance, launch) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(&e)?;
+            for r in records {
+                st.execute(params![r.at_ms as i64, r.local_ms as i64, r.app, r.instance as i64, r.launch])
+                    .map_err(&e)?;
+            }
+        }
+        tx.execute(
+            "DELETE FROM activity WHERE id <= (SELECT id FROM activity ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+            [limits.max_activity_records as i64],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
+    /// The `limit` most recent launches and exits, oldest first (the order to replay them in).
+    pub fn recent_activity(&self, limit: usize) -> Result<Vec<ActivityRecord>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT at_ms, local_ms, app, instance, launch FROM
+                   (SELECT * FROM activity ORDER BY id DESC LIMIT ?1) ORDER BY id",
+            )
+            .map_err(self.err("reading"))?;
+        let rows = st
+            .query_map([limit.min(i64::MAX as usize) as i64], |r| {
+                Ok(ActivityRecord {
+                    at_ms: r.get::<_, i64>(0)? as u64,
+                    local_ms: r.get::<_, i64>(1)? as u64,
+                    app: r.get(2)?,
+                    instance: r.get::<_, i64>(3)? as u64,
+                    launch: r.get(4)?,
+                })
+            })
+            .map_err(self.err("reading"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
+    }
+
     /// Learned applications, most recently launched first.
     pub fn apps(&self) -> Result<Vec<AppSummary>> {
         let mut st = self
@@ -433,6 +507,7 @@ impl StateStore {
         let tx = self.conn.transaction().map_err(&e)?;
         let n = tx.execute("DELETE FROM apps WHERE key = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM launches WHERE app = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM activity WHERE app = ?1", [app]).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n > 0)
     }
@@ -444,6 +519,7 @@ impl StateStore {
         let tx = self.conn.transaction().map_err(&e)?;
         let n = tx.execute("DELETE FROM apps", []).map_err(&e)?;
         tx.execute("DELETE FROM launches", []).map_err(&e)?;
+        tx.execute("DELETE FROM activity", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n as u64)
     }
@@ -654,7 +730,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         let (mut s, _) = StateStore::open(&path).unwrap();
-        let limits = StateLimits { learn: LearnSettings { max_apps: 3, ..Default::default() }, max_launch_records: 4 };
+        let limits =
+            StateLimits { learn: LearnSettings { max_apps: 3, ..Default::default() }, max_launch_records: 4, max_activity_records: 5 };
         for i in 0..10u64 {
             let app = format!("/bin/a{i}");
             s.learn_launch(&app, &app, &launch(i), &record(&app, 100 + i), &limits).unwrap();
@@ -662,6 +739,38 @@ mod tests {
         let keys: Vec<String> = s.apps().unwrap().into_iter().map(|a| a.key).collect();
         assert_eq!(keys, vec!["/bin/a9", "/bin/a8", "/bin/a7"]);
         assert_eq!(s.recent_launches(100).unwrap().len(), 4);
+        let acts: Vec<ActivityRecord> = (0..8u64)
+            .map(|i| ActivityRecord { at_ms: i, local_ms: i + 1, app: format!("/bin/a{}", i / 2), instance: i / 2, launch: i % 2 == 0 })
+            .collect();
+        s.add_activity(&acts[..3], &limits).unwrap();
+        s.add_activity(&acts[3..], &limits).unwrap();
+        assert_eq!(s.recent_activity(100).unwrap(), acts[3..].to_vec(), "the newest five, oldest first");
+        assert_eq!(s.recent_activity(2).unwrap(), acts[6..].to_vec());
+    }
+
+    #[test]
+    fn a_first_schema_file_is_migrated_and_keeps_what_it_learned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute(
+            "INSERT INTO launches (app, started_ms, window_ms, pages_expected, pages_resident_at_exec, pages_prefetched,
+                 bytes_prefetched, pages_used, pages_read_from_disk, files) VALUES ('/bin/old', 5, 1, 0, 0, 0, 0, 3, 3, 1)",
+            [],
+        )
+        .unwrap();
+        drop(c);
+        let (mut s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        assert_eq!(s.recent_launches(10).unwrap()[0].app, "/bin/old");
+        let a = ActivityRecord { at_ms: 1, local_ms: 2, app: "/bin/x".into(), instance: 9, launch: true };
+        s.add_activity(std::slice::from_ref(&a), &StateLimits::default()).unwrap();
+        assert_eq!(s.recent_activity(10).unwrap(), vec![a]);
+        s.forget("/bin/x").unwrap();
+        assert!(s.recent_activity(10).unwrap().is_empty(), "forgetting an application forgets its launches too");
     }
 
     #[test]
