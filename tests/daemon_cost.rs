@@ -82,7 +82,7 @@ fn rss_stays_under_32_mib_with_500_learned_applications() {
     let state = dir.path().join("state.db");
     {
         let (mut store, _) = StateStore::open(&state).unwrap();
-        let limits = StateLimits { learn: LearnSettings::default(), max_launch_records: 500 };
+        let limits = StateLimits { learn: LearnSettings::default(), max_launch_records: 500, ..StateLimits::default() };
         for app in 0..500u64 {
             let key = format!("/opt/app{app}/bin/app");
             for run in 0..2 {

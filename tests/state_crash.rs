@@ -16,7 +16,7 @@ use augur::store::state::{LaunchRecord, OpenOutcome, StateLimits, StateStore};
 const CHILD_ENV: &str = "AUGUR_CRASH_CHILD_STATE";
 
 fn limits() -> StateLimits {
-    StateLimits { learn: LearnSettings { max_apps: 1000, ..Default::default() }, max_launch_records: 1_000_000 }
+    StateLimits { learn: LearnSettings { max_apps: 1000, ..Default::default() }, max_launch_records: 1_000_000, ..StateLimits::default() }
 }
 
 /// A heavy launch: 40 files of 50 scattered ranges each, varying with `n`.
