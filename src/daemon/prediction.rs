@@ -46,7 +46,8 @@ pub const FETCH_WINDOW_BYTES: u64 = 8 << 20;
 pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 struct FetchJob {
-    plan: FetchPlan,
+    /// One plan per application, the likeliest first.
+    plans: Vec<FetchPlan>,
     cancel: CancelFlag,
     /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
     pressure: CancelFlag,
@@ -142,22 +143,34 @@ impl PredictionStep {
                         }
                         continue;
                     }
-                    let report = fetch_watched(&job.plan, &job.cancel, &job.pressure, job.watch.as_ref());
-                    if report.cancelled && job.pressure.is_cancelled() {
+                    let mut pages = crate::fetch::PageCounts::default();
+                    let mut cancelled = false;
+                    for plan in &job.plans {
+                        let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                        pages.wanted += report.pages.wanted;
+                        pages.already_resident += report.pages.already_resident;
+                        pages.loaded += report.pages.loaded;
+                        pages.not_attempted += report.pages.not_attempted;
+                        if report.cancelled {
+                            cancelled = true;
+                            break;
+                        }
+                    }
+                    if cancelled && job.pressure.is_cancelled() {
                         tracing::info!(
                             "prediction fetch stopped by memory pressure at monotonic {} ns: {} pages loaded, {} not attempted",
                             os::monotonic_ns(),
-                            report.pages.loaded,
-                            report.pages.not_attempted
+                            pages.loaded,
+                            pages.not_attempted
                         );
-                    } else if report.cancelled {
-                        tracing::debug!("prediction fetch replaced by a newer plan after {} pages", report.pages.loaded);
+                    } else if cancelled {
+                        tracing::debug!("prediction fetch replaced by a newer plan after {} pages", pages.loaded);
                     }
                     tracing::debug!(
                         "prediction fetch: {} pages wanted, {} already resident, {} loaded",
-                        report.pages.wanted,
-                        report.pages.already_resident,
-                        report.pages.loaded
+                        pages.wanted,
+                        pages.already_resident,
+                        pages.loaded
                     );
                 }
             })
@@ -288,16 +301,28 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     AppFootprint { app: app.to_string(), ranges: ranges.into_iter().map(|(_, r)| r).collect() }
 }
 
-/// The fetch plan for the planned ranges, in fetch order, with each file's identity from the
-/// profile it was learned in (a file whose identity changed is refused by the fetcher).
-pub fn fetch_plan_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> FetchPlan {
-    let mut out = FetchPlan::new(page_size);
+/// The fetch plans for the planned ranges: one per application, in the order the planner took
+/// them (the likeliest first), each with the ranges in fetch order and each file's identity from
+/// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
+/// plan per application keeps a disk-order sort (rotational disks) inside each application, so
+/// the likeliest one is complete first even when the round is cut short by a launch.
+pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<FetchPlan> {
+    let mut apps: Vec<&str> = Vec::new();
+    let mut plans: Vec<FetchPlan> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
         let Some(profile) = profiles.get(&r.app) else { continue };
         let Some(file) = profile.files.iter().find(|f| f.path.to_string_lossy() == r.file.as_str()) else { continue };
-        out.add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
+        let i = match apps.iter().position(|a| *a == r.app.as_str()) {
+            Some(i) => i,
+            None => {
+                apps.push(r.app.as_str());
+                plans.push(FetchPlan::new(page_size));
+                plans.len() - 1
+            }
+        };
+        plans[i].add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
     }
-    out
+    plans
 }
 
 impl PlanStep for PredictionStep {
@@ -345,6 +370,16 @@ impl PlanStep for PredictionStep {
             tracing::debug!("memory pressure rose less than {PRESSURE_HOLD_MS} ms ago: not fetching");
             return Ok(());
         }
+        if ctx.launching {
+            // Prefetching for later must not compete with a start happening now (on a slow disk
+            // every request it queues delays the application's own); the round that follows
+            // the replay plans again.
+            if !self.current.is_cancelled() {
+                tracing::debug!("an application is starting: prediction fetch paused while its replay loads");
+            }
+            self.current.cancel();
+            return Ok(());
+        }
         let pressure = self.sources.pressure();
         if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
             self.stop_fetching();
@@ -383,13 +418,13 @@ impl PlanStep for PredictionStep {
         let footprints: Vec<AppFootprint> = profiles.iter().map(|(app, prof)| footprint_of(app, prof)).collect();
         let page_size = profiles.values().next().map_or(crate::fetch::page_size(), |p| p.page_size);
         let planned = plan(&probs, &footprints, budget, &PlannerConfig { page_size, ..PlannerConfig::default() });
-        let fetch = fetch_plan_of(&planned, &profiles, crate::fetch::page_size());
+        let fetch = fetch_plans_of(&planned, &profiles, crate::fetch::page_size());
         self.current.cancel();
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
         if let Some(tx) = &self.jobs {
             let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            if tx.send(FetchJob { plan: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
+            if tx.send(FetchJob { plans: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
@@ -440,7 +475,7 @@ mod tests {
         let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
         let config = Config::default();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
-        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000 };
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000, launching: false };
         let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
 
         std::fs::write(&sources.pressure, psi(0.5)).unwrap();
@@ -459,8 +494,13 @@ mod tests {
         step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &ctx).unwrap();
         assert_eq!(step.jobs_sent(), 1);
 
+        // While an application starts, nothing is fetched for later; afterwards planning resumes.
+        let launching = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
+        step.plan(&PlanTrigger::Interval, &launching).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+
         // It stays low: planning resumes once the hold is over.
-        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000 + PRESSURE_HOLD_MS };
+        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000 + PRESSURE_HOLD_MS, launching: false };
         step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());
@@ -509,6 +549,25 @@ mod tests {
     }
 
     #[test]
+    fn each_application_gets_its_own_fetch_in_the_planners_order() {
+        let a = profile(&[("/usr/lib/shared.so", &[(0, 4, 1)]), ("/usr/bin/a", &[(0, 4, 2)])]);
+        let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
+        let probs = vec![
+            AppProbability { app: "a".into(), probability: 0.2 },
+            AppProbability { app: "b".into(), probability: 0.7 },
+        ];
+        let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
+        let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
+        let profiles = BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
+        let fetch = fetch_plans_of(&planned, &profiles, 4096);
+        let paths: Vec<Vec<String>> =
+            fetch.iter().map(|p| p.files().iter().map(|f| f.path.to_string_lossy().into_owned()).collect()).collect();
+        assert_eq!(paths[0], vec!["/usr/bin/b"], "the likelier application is fetched first");
+        assert_eq!(paths.len(), 2);
+        assert!(paths[1].contains(&"/usr/bin/a".to_string()));
+    }
+
+    #[test]
     fn footprints_follow_first_use_and_plans_become_fetches() {
         let b = profile(&[("/usr/lib/libb.so", &[(0, 10, 5)]), ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)])]);
         let fp = footprint_of("b", &b);
@@ -518,7 +577,8 @@ mod tests {
         let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());
         assert_eq!(planned.bytes, 12 * 4096);
         let profiles = BTreeMap::from([("b".to_string(), b)]);
-        let fetch = fetch_plan_of(&planned, &profiles, 4096);
-        assert_eq!(fetch.files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
+        let fetch = fetch_plans_of(&planned, &profiles, 4096);
+        assert_eq!(fetch.len(), 1);
+        assert_eq!(fetch[0].files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
     }
 }

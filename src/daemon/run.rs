@@ -80,6 +80,9 @@ pub struct PlanContext<'a> {
     pub now_ms: u64,
     /// Local wall-clock milliseconds (`now_ms` shifted by the time zone's offset): time of day.
     pub local_ms: u64,
+    /// An application is starting now and its exec-time replay is loading its pages: its own
+    /// reads come first.
+    pub launching: bool,
 }
 
 /// The prediction hook: called on launch events and on the slow interval when `[predict]
@@ -380,7 +383,13 @@ impl Daemon {
             return;
         }
         if let Some(step) = self.plan_step.as_mut() {
-            let ctx = PlanContext { state: &self.state, config: &self.config, now_ms: os::unix_ms(), local_ms: os::local_ms() };
+            let ctx = PlanContext {
+                state: &self.state,
+                config: &self.config,
+                now_ms: os::unix_ms(),
+                local_ms: os::local_ms(),
+                launching: !self.replays_in_flight.is_empty(),
+            };
             if let Err(e) = step.plan(&trigger, &ctx) {
                 tracing::warn!("planning round ({trigger:?}) failed: {e}");
             }
@@ -636,7 +645,9 @@ impl Daemon {
     }
 
     fn collect_replays(&mut self) {
+        let mut collected = false;
         while let Ok(done) = self.replay_rx.try_recv() {
+            collected = true;
             let r = &done.report;
             let apply = |l: &mut super::window::ActiveLaunch| {
                 l.pages_resident_at_exec = r.pages.already_resident;
@@ -663,6 +674,10 @@ impl Daemon {
                 r.pages.already_resident,
                 r.pages.loaded
             );
+        }
+        if collected && self.replays_in_flight.is_empty() {
+            // Prediction paused while the replays loaded; it may go on now.
+            self.plan(PlanTrigger::Interval);
         }
     }
 
