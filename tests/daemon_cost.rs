@@ -73,6 +73,7 @@ fn launch(app: u64) -> LaunchProfile {
             })
             .collect(),
         unresolved: Unresolved::default(),
+        lookups: Vec::new(),
     }
 }
 

@@ -83,6 +83,7 @@ fn profile_of(files: Vec<(PathBuf, Vec<PageRange>)>) -> LaunchProfile {
             })
             .collect(),
         unresolved: Unresolved::default(),
+        lookups: Vec::new(),
     }
 }
 

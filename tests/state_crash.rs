@@ -38,6 +38,7 @@ fn heavy_launch(n: u64) -> LaunchProfile {
         window_ms: 1,
         files,
         unresolved: Unresolved::default(),
+        lookups: Vec::new(),
     }
 }
 

@@ -464,6 +464,7 @@ mod tests {
                 })
                 .collect(),
             unresolved: Unresolved::default(),
+            lookups: Vec::new(),
         }
     }
 

@@ -780,6 +780,7 @@ impl Daemon {
             window_ms,
             files,
             unresolved,
+            lookups: Vec::new(),
         };
         let started_ms = os::unix_ms().saturating_sub(os::monotonic_ns().saturating_sub(launch.started_ns) / 1_000_000);
         let record = LaunchRecord {

@@ -3,12 +3,12 @@
 //!
 //! Pure: no system calls. Physical locations are handed in by the caller.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::profile::{FileIdentity, LaunchProfile, UsedRange};
+use crate::model::profile::{FileIdentity, LaunchProfile, Lookup, UsedRange};
 use crate::model::range::{PageRange, RangeSet};
 
 /// One file to fetch: the ranges wanted, in this system's pages, disjoint, in first-use order.
@@ -70,6 +70,8 @@ pub struct FetchPlan {
     page_size: u64,
     files: Vec<PlannedFile>,
     index: HashMap<(PathBuf, FileIdentity), usize>,
+    lookups: Vec<Lookup>,
+    lookup_paths: HashSet<PathBuf>,
 }
 
 impl FetchPlan {
@@ -87,11 +89,31 @@ impl FetchPlan {
         plan
     }
 
-    /// Adds every file of `profile`.
+    /// Adds every file and every path lookup of `profile`.
     pub fn add_profile(&mut self, profile: &LaunchProfile) {
         for f in &profile.files {
             self.add_file(f.path.clone(), f.identity, &f.ranges, profile.page_size);
         }
+        for l in &profile.lookups {
+            self.add_lookup(l.clone());
+        }
+    }
+
+    /// Adds one path lookup to repeat before the pages are loaded (each path once, the first
+    /// kind added wins unless a later one lists the directory).
+    pub fn add_lookup(&mut self, lookup: Lookup) {
+        if self.lookup_paths.insert(lookup.path.clone()) {
+            self.lookups.push(lookup);
+        } else if lookup.kind == crate::model::profile::LookupKind::Dir
+            && let Some(l) = self.lookups.iter_mut().find(|l| l.path == lookup.path)
+        {
+            l.kind = lookup.kind;
+        }
+    }
+
+    /// The path lookups to repeat, in first-use order.
+    pub fn lookups(&self) -> &[Lookup] {
+        &self.lookups
     }
 
     /// Adds ranges of one file given in units of `ranges_page_size`. The same path with the same
@@ -215,7 +237,26 @@ mod tests {
             window_ms: 0,
             files,
             unresolved: Unresolved::default(),
+            lookups: Vec::new(),
         }
+    }
+
+    #[test]
+    fn lookups_of_profiles_merge_once_per_path_and_listing_wins() {
+        use crate::model::profile::{Lookup, LookupKind};
+        let mut a = profile(vec![], 4096);
+        a.lookups = vec![
+            Lookup { path: "/x".into(), kind: LookupKind::Stat },
+            Lookup { path: "/y".into(), kind: LookupKind::Missing },
+        ];
+        let mut b = profile(vec![], 4096);
+        b.lookups = vec![Lookup { path: "/x".into(), kind: LookupKind::Dir }, Lookup { path: "/z".into(), kind: LookupKind::Stat }];
+        let plan = FetchPlan::from_profiles([&a, &b], 4096);
+        let got: Vec<(String, LookupKind)> = plan.lookups().iter().map(|l| (l.path.display().to_string(), l.kind)).collect();
+        assert_eq!(
+            got,
+            vec![("/x".into(), LookupKind::Dir), ("/y".into(), LookupKind::Missing), ("/z".into(), LookupKind::Stat)]
+        );
     }
 
     #[test]

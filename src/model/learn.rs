@@ -223,6 +223,7 @@ impl AppModel {
             window_ms: 0,
             files,
             unresolved: Unresolved::default(),
+            lookups: Vec::new(),
         }
     }
 }
@@ -367,6 +368,7 @@ mod tests {
                 })
                 .collect(),
             unresolved: Unresolved::default(),
+            lookups: Vec::new(),
         }
     }
 
@@ -479,6 +481,7 @@ mod tests {
                 window_ms: 0,
                 files,
                 unresolved: Unresolved::default(),
+                lookups: Vec::new(),
             }
         })
     }

@@ -109,6 +109,87 @@ pub struct LaunchProfile {
     pub files: Vec<FileProfile>,
     /// What the trace could not attribute to a path.
     pub unresolved: Unresolved,
+    /// Path lookups of the launch (opens, stats, failed probes, directory listings) in first-use
+    /// order, deduplicated; empty when the trace could not record them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lookups: Vec<Lookup>,
+}
+
+/// What one recorded path lookup found, which says how to repeat it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupKind {
+    /// The path existed (opened, stat'ed, accessed, executed): repeat with a stat.
+    Stat,
+    /// The lookup failed (`ENOENT`/`ENOTDIR`): repeating it leaves a negative dentry.
+    Missing,
+    /// A directory whose entries were read (`getdents64`): repeat by listing it.
+    Dir,
+}
+
+/// One path lookup of a launch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lookup {
+    /// Absolute path as the program named it (`..` components kept: the walk is what counts).
+    pub path: PathBuf,
+    /// What the lookup found.
+    pub kind: LookupKind,
+}
+
+/// The most lookups one profile keeps: enough for a compiler's include-path probing, small
+/// enough to replay in milliseconds.
+pub const MAX_LOOKUPS: usize = 20_000;
+
+/// Collects lookups in first-use order: each path once, at its first use; a later listing of a
+/// path first seen as a stat turns it into [`LookupKind::Dir`]; relative paths are refused;
+/// at most [`MAX_LOOKUPS`] paths (the rest are counted in [`LookupList::dropped`]).
+#[derive(Clone, Debug, Default)]
+pub struct LookupList {
+    lookups: Vec<Lookup>,
+    index: HashMap<PathBuf, usize>,
+    /// Lookups not kept because the list was full.
+    pub dropped: u64,
+}
+
+impl LookupList {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one lookup (ignored unless `path` is absolute).
+    pub fn record(&mut self, path: PathBuf, kind: LookupKind) {
+        if !path.is_absolute() {
+            return;
+        }
+        if let Some(&i) = self.index.get(&path) {
+            if kind == LookupKind::Dir {
+                self.lookups[i].kind = LookupKind::Dir;
+            }
+            return;
+        }
+        if self.lookups.len() >= MAX_LOOKUPS {
+            self.dropped += 1;
+            return;
+        }
+        self.index.insert(path.clone(), self.lookups.len());
+        self.lookups.push(Lookup { path, kind });
+    }
+
+    /// Lookups recorded so far.
+    pub fn len(&self) -> usize {
+        self.lookups.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.lookups.is_empty()
+    }
+
+    /// The lookups in first-use order.
+    pub fn finish(self) -> Vec<Lookup> {
+        self.lookups
+    }
 }
 
 impl LaunchProfile {
@@ -198,6 +279,34 @@ impl WorkingSetBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lookups_keep_first_use_order_once_each_and_listing_wins() {
+        let mut l = LookupList::new();
+        l.record("/a".into(), LookupKind::Stat);
+        l.record("/b/x".into(), LookupKind::Missing);
+        l.record("relative".into(), LookupKind::Stat);
+        l.record("/a".into(), LookupKind::Dir);
+        l.record("/b/x".into(), LookupKind::Stat);
+        let got = l.finish();
+        assert_eq!(
+            got,
+            vec![
+                Lookup { path: "/a".into(), kind: LookupKind::Dir },
+                Lookup { path: "/b/x".into(), kind: LookupKind::Missing },
+            ]
+        );
+    }
+
+    #[test]
+    fn lookups_are_capped() {
+        let mut l = LookupList::new();
+        for i in 0..MAX_LOOKUPS + 5 {
+            l.record(format!("/p{i}").into(), LookupKind::Stat);
+        }
+        assert_eq!(l.len(), MAX_LOOKUPS);
+        assert_eq!(l.dropped, 5);
+    }
 
     const A: InodeKey = InodeKey { dev: 1, ino: 10 };
     const B: InodeKey = InodeKey { dev: 1, ino: 20 };

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
+use crate::model::profile::{FileIdentity, FileProfile, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange};
 use crate::model::range::PageRange;
 
 /// The `format` field every profile carries.
@@ -38,6 +38,16 @@ struct WireProfile {
     window_ms: u64,
     unresolved: Unresolved,
     files: Vec<WireFile>,
+    /// Added within version 1: optional, so profiles written before it still load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    lookups: Vec<WireLookup>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireLookup {
+    path: String,
+    kind: LookupKind,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -74,6 +84,11 @@ pub fn to_bytes(profile: &LaunchProfile) -> Vec<u8> {
                 mtime_ns: f.identity.mtime_ns,
                 ranges: f.ranges.iter().map(|r| (r.range.start, r.range.len, r.first_use_us)).collect(),
             })
+            .collect(),
+        lookups: profile
+            .lookups
+            .iter()
+            .map(|l| WireLookup { path: l.path.to_string_lossy().into_owned(), kind: l.kind })
             .collect(),
     };
     let mut out = serde_json::to_vec(&wire).unwrap_or_default();
@@ -121,6 +136,13 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
             ranges,
         });
     }
+    let mut lookups = Vec::with_capacity(wire.lookups.len());
+    for l in wire.lookups {
+        if !l.path.starts_with('/') {
+            return Err(corrupt(format!("lookup path {:?} is not absolute", l.path)));
+        }
+        lookups.push(Lookup { path: l.path.into(), kind: l.kind });
+    }
     Ok(LaunchProfile {
         command: wire.command,
         recorded_at: wire.recorded_at,
@@ -129,6 +151,7 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
         window_ms: wire.window_ms,
         files,
         unresolved: wire.unresolved,
+        lookups,
     })
 }
 
@@ -173,6 +196,7 @@ mod tests {
                 ],
             }],
             unresolved: Unresolved { inodes: 2, pages: 17 },
+            lookups: Vec::new(),
         }
     }
 
@@ -181,6 +205,28 @@ mod tests {
         let p = sample();
         let back = from_bytes(&to_bytes(&p), Path::new("x")).unwrap();
         assert_eq!(back, p);
+    }
+
+    #[test]
+    fn lookups_round_trip_and_profiles_without_them_still_load() {
+        let mut p = sample();
+        p.lookups = vec![
+            Lookup { path: "/etc/ld.so.preload".into(), kind: LookupKind::Missing },
+            Lookup { path: "/usr/share/doc".into(), kind: LookupKind::Dir },
+            Lookup { path: "/usr/bin/java".into(), kind: LookupKind::Stat },
+        ];
+        let bytes = to_bytes(&p);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.contains(r#"{"path":"/usr/share/doc","kind":"dir"}"#), "{text}");
+        assert_eq!(from_bytes(&bytes, Path::new("x")).unwrap(), p);
+        // A profile written before the field existed has no "lookups" key at all.
+        let old = String::from_utf8(to_bytes(&sample())).unwrap();
+        assert!(!old.contains("lookups"));
+        assert_eq!(from_bytes(old.as_bytes(), Path::new("x")).unwrap().lookups, Vec::new());
+        let relative = text.replace("/usr/share/doc", "share/doc");
+        assert!(matches!(from_bytes(relative.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
+        let bad_kind = text.replace(r#""kind":"dir""#, r#""kind":"exec""#);
+        assert!(matches!(from_bytes(bad_kind.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
     }
 
     #[test]

@@ -632,6 +632,7 @@ mod tests {
                 ranges: vec![UsedRange { range: PageRange::new(n % 7, 3), first_use_us: 0 }],
             }],
             unresolved: Unresolved::default(),
+            lookups: Vec::new(),
         }
     }
 
