@@ -32,6 +32,9 @@ pub struct ReplaySummary {
     pub stale_files: u64,
     /// Time the replay took (not part of the timed run), in milliseconds.
     pub elapsed_ms: f64,
+    /// Path lookups repeated before the pages were loaded.
+    #[serde(default)]
+    pub lookups_replayed: u64,
 }
 
 impl From<&FetchReport> for ReplaySummary {
@@ -43,6 +46,7 @@ impl From<&FetchReport> for ReplaySummary {
             not_loaded: r.pages.failed + r.pages.skipped + r.pages.not_attempted,
             stale_files: r.files.stale,
             elapsed_ms: r.elapsed_ms,
+            lookups_replayed: r.lookups_replayed,
         }
     }
 }
@@ -124,7 +128,8 @@ impl Condition for Prefetched {
     }
     fn describe(&self) -> String {
         format!(
-            "caches dropped, then the profile's {} pages in {} files replayed to completion before the run",
+            "caches dropped, then the profile's {} path lookups and {} pages in {} files replayed to completion before the run",
+            self.plan.lookups().len(),
             self.plan.page_count(),
             self.plan.files().len()
         )

@@ -126,6 +126,9 @@ pub fn render_table(profiles: &[PathBuf], r: &FetchReport) -> String {
         "  files: {} fetched, {} stale, {} missing, {} not regular, {} unreadable, {} with read errors",
         f.fetched, f.stale, f.missing, f.not_regular, f.unreadable, f.read_errors
     );
+    if r.lookups_replayed > 0 {
+        let _ = writeln!(s, "  path lookups replayed: {}", r.lookups_replayed);
+    }
     let _ = writeln!(
         s,
         "  resident now: {:.1} % of wanted; read {:.1} MiB in {:.0} ms{}",

@@ -11,6 +11,7 @@
 
 pub mod device;
 pub mod load;
+pub mod lookup;
 pub mod open;
 pub mod prefetcher;
 pub mod priority;

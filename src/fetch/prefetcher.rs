@@ -166,6 +166,9 @@ pub struct FetchReport {
     pub elapsed_ms: f64,
     /// Files refused or failed, with reasons.
     pub problems: Vec<FileProblem>,
+    /// Path lookups of the plan repeated before loading (stat'ed or listed).
+    #[serde(default)]
+    pub lookups_replayed: u64,
 }
 
 impl FetchReport {
@@ -248,10 +251,14 @@ impl Prefetcher {
                 cancelled: false,
                 elapsed_ms: 0.0,
                 problems: Vec::new(),
+                lookups_replayed: 0,
             },
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
         };
+        // The walks first: opening the files below then finds their dentries cached, and the
+        // program's failed probes find their negative dentries.
+        run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
         let mut devices = DeviceTable::new();
         let (mut requests, locations, any_rotational) = run.survey(&mut devices, self.options.order, cancel);
         let order = match self.options.order {
