@@ -90,7 +90,7 @@ impl Drop for OutputSilenced {
 /// Traces one run of the workload (its output discarded) and returns its profile. The command
 /// must succeed: a profile of a failed start-up is not the one to benchmark.
 pub fn trace_workload(workload: &Workload) -> Result<(LaunchProfile, ProfileInfo)> {
-    let request = TraceRequest { command: workload.command.clone(), window: DEFAULT_WINDOW, mode: None };
+    let request = TraceRequest { command: workload.command.clone(), window: DEFAULT_WINDOW, mode: None, lookups: true };
     let mut report = {
         let _quiet = OutputSilenced::new()?;
         let mut report = trace_command(&request)?;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::error::{require_root, Error, Result};
-use crate::model::profile::LaunchProfile;
+use crate::model::profile::{LaunchProfile, LookupKind};
 use crate::sense::mode::{mode_name, parse_mode, FORCE_MODE_ENV};
 use crate::sense::trace_session::{describe_status, trace_command, TraceReport, TraceRequest, DEFAULT_WINDOW};
 use crate::store::profile_file;
@@ -32,6 +32,10 @@ pub struct TraceArgs {
     /// (page-cache insertions only) or file-only (whole files, no tracing). Can only degrade.
     #[arg(long, value_name = "MODE", value_parser = parse_mode_arg, env = FORCE_MODE_ENV)]
     pub mode: Option<crate::model::profile::TraceMode>,
+    /// Do not record the command's path lookups (recorded by running it under strace, when
+    /// installed, so that a prefetch can warm the directory caches too).
+    #[arg(long)]
+    pub no_lookups: bool,
     /// The command to trace and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -88,6 +92,14 @@ fn summarise(report: &TraceReport, output: &Path) {
         report.lost_events,
         if report.open_overflows > 0 { format!("; open-event overflows: {}", report.open_overflows) } else { String::new() }
     );
+    eprintln!(
+        "augur: {} path lookups ({} missing, {} listed directories{}); {}",
+        p.lookups.len(),
+        p.lookups.iter().filter(|l| l.kind == LookupKind::Missing).count(),
+        p.lookups.iter().filter(|l| l.kind == LookupKind::Dir).count(),
+        if report.lookups_skipped > 0 { format!(", {} skipped", report.lookups_skipped) } else { String::new() },
+        report.lookup_note
+    );
     if report.garbage_lines > 0 {
         eprintln!("augur: {} trace lines did not parse", report.garbage_lines);
     }
@@ -100,7 +112,7 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
     }
     require_root("augur trace")?;
     let output = args.output.clone().unwrap_or_else(|| default_output(&args.command));
-    let request = TraceRequest { command: args.command.clone(), window: args.window.unwrap_or(DEFAULT_WINDOW), mode: args.mode };
+    let request = TraceRequest { command: args.command.clone(), window: args.window.unwrap_or(DEFAULT_WINDOW), mode: args.mode, lookups: !args.no_lookups };
     let mut report = trace_command(&request).map_err(|e| match e {
         Error::Kernel { feature, detail } if request.mode.is_none() => {
             Error::Kernel { feature, detail: format!("{detail} (--mode file-only records whole files without tracing)") }

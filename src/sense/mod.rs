@@ -6,6 +6,7 @@
 pub mod child_usage;
 pub mod event;
 pub mod fanotify;
+pub mod lookups;
 pub mod mode;
 pub mod proc_connector;
 pub mod procfs;

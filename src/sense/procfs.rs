@@ -108,6 +108,12 @@ pub fn descends_from(pid: u32, ancestor: u32) -> bool {
     false
 }
 
+/// The live processes whose parent is `pid` (a scan of `/proc`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter(|&p| parent_of(p) == Some(pid)).collect()
+}
+
 /// True while `/proc/PID` exists.
 pub fn is_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()

@@ -19,11 +19,12 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::time::{clock_gettime, ClockId, Timespec};
 
 use crate::error::{Error, Result};
-use crate::model::profile::{FileProfile, InodeKey, LaunchProfile, TraceMode, UsedRange, WorkingSetBuilder};
+use crate::model::profile::{FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use crate::model::range::PageRange;
 
 use super::event::{EventKind, TraceEvent, TRACE_PAGE_SHIFT};
 use super::fanotify::{OpenWatcher, OpenedFile};
+use super::lookups::LookupSource;
 use super::procfs;
 use super::resolve::{assemble_files, pages_in, PathResolver};
 use super::tracefs::InstanceOptions;
@@ -44,6 +45,8 @@ pub struct TraceRequest {
     pub window: Duration,
     /// A mode asked for (can only degrade); `None` takes `AUGUR_FORCE_MODE` or the best.
     pub mode: Option<TraceMode>,
+    /// Record the command's path lookups too (under `strace`, when installed).
+    pub lookups: bool,
 }
 
 /// What a trace produced.
@@ -65,6 +68,10 @@ pub struct TraceReport {
     pub open_overflows: u64,
     /// Page events recorded.
     pub page_events: u64,
+    /// How lookups were recorded (or why not), for the report line.
+    pub lookup_note: String,
+    /// Lookup calls seen whose path could not be made absolute, or that did not fit the cap.
+    pub lookups_skipped: u64,
 }
 
 // ---- signals: a self-pipe the poll loop watches ----------------------------------------------
@@ -165,6 +172,9 @@ struct Collector {
     opened: Vec<(InodeKey, u64)>,
     ancestry: HashMap<u32, bool>,
     page_events: u64,
+    /// The lookup recorder (strace) the command runs under, whose own pages are not the
+    /// command's.
+    wrapper_pid: Option<u32>,
 }
 
 impl Collector {
@@ -185,6 +195,7 @@ impl Collector {
     fn on_trace_event(&mut self, e: TraceEvent) {
         let at = self.relative(e.ts_us);
         match e.kind {
+            EventKind::Page(_) if self.wrapper_pid.is_some_and(|w| e.tgid.unwrap_or(e.pid) == w) => {}
             EventKind::Page(p) => {
                 self.page_events += 1;
                 // With access events, an insertion the program never accessed is the kernel's
@@ -214,7 +225,7 @@ impl Collector {
     }
 
     fn is_ours(&mut self, pid: u32) -> bool {
-        if pid == self.own_pid {
+        if pid == self.own_pid || Some(pid) == self.wrapper_pid {
             return false;
         }
         if self.traced.contains(&pid) {
@@ -261,7 +272,9 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let mono = watch.uses_mono_clock();
     let started = Instant::now();
     let start_us = monotonic_us();
-    let mut child = Command::new(program).args(&req.command[1..]).spawn().map_err(|e| Error::Command {
+    let lookup_source = LookupSource::choose(req.lookups, program);
+    let argv = lookup_source.command_line(&req.command);
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(|e| Error::Command {
         command: command_name.clone(),
         detail: if e.kind() == std::io::ErrorKind::NotFound { "command not found".into() } else { format!("cannot start: {e}") },
     })?;
@@ -281,6 +294,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         opened: Vec::new(),
         ancestry: HashMap::new(),
         page_events: 0,
+        wrapper_pid: lookup_source.wraps().then_some(child_pid),
     };
 
     let deadline = started + req.window;
@@ -316,9 +330,17 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         if ready[1] {
             let sigs = signals.take();
             if let Some(&sig) = sigs.first() {
-                // SAFETY: kill(2) on our own child's pid with a valid signal number.
-                unsafe {
-                    libc::kill(child_pid as libc::pid_t, sig);
+                // The lookup recorder blocks fatal signals while it runs a command: the command
+                // (its child) gets the signal directly.
+                let mut targets = vec![child_pid];
+                if lookup_source.wraps() {
+                    targets.extend(procfs::children_of(child_pid));
+                }
+                for pid in targets {
+                    // SAFETY: kill(2) on our own child (or its child) with a valid signal number.
+                    unsafe {
+                        libc::kill(pid as libc::pid_t, sig);
+                    }
                 }
                 interrupted_by = Some(sig);
                 break;
@@ -373,6 +395,22 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             (assembly.files, assembly.unresolved)
         }
     };
+    // The wrapper's forked child runs wrapper code until it execs the command: those pages are
+    // the wrapper's, not the command's.
+    let mut files = files;
+    if let Some(wrapper) = lookup_source.program() {
+        let wrapper = std::fs::canonicalize(wrapper).unwrap_or_else(|_| wrapper.to_path_buf());
+        files.retain(|f| f.path != wrapper);
+    }
+    let mut lookups = LookupList::new();
+    let log_stats = lookup_source.collect(&mut lookups);
+    let lookups_skipped = log_stats.unresolved + lookups.dropped;
+    let lookup_note = match &lookup_source {
+        LookupSource::Strace { .. } if status.is_none() => {
+            format!("{} (the command was still running: lookups so far)", lookup_source.describe())
+        }
+        _ => lookup_source.describe(),
+    };
     let profile = LaunchProfile {
         command: command_text(&req.command),
         recorded_at: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
@@ -381,6 +419,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         window_ms,
         files,
         unresolved,
+        lookups: lookups.finish(),
     };
     let still_running = if status.is_none() { Some(child) } else { None };
     Ok(TraceReport {
@@ -392,6 +431,8 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         garbage_lines: stats.garbage,
         open_overflows: opens.overflows,
         page_events: c.page_events,
+        lookup_note,
+        lookups_skipped,
     })
 }
 
