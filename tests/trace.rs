@@ -200,11 +200,13 @@ fn ctrl_c_ends_the_trace_and_removes_the_instance() {
         assert!(Instant::now() < until, "instance {name} never appeared");
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Wait until the traced `sleep` runs (a child of augur that has exec'd).
+    // Wait until the traced `sleep` runs (a descendant of augur that has exec'd: its child, or
+    // its grandchild under the lookup recorder).
     let augur_pid = child.id();
     while !fs::read_dir("/proc").unwrap().flatten().any(|e| {
         let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        stat.contains("(sleep) ") && augur::sense::procfs::parse_stat_ppid(&stat) == Some(augur_pid)
+        let pid = e.file_name().to_str().and_then(|n| n.parse().ok()).unwrap_or(0);
+        stat.contains("(sleep) ") && augur::sense::procfs::descends_from(pid, augur_pid)
     }) {
         assert!(Instant::now() < until, "the traced command never started");
         std::thread::sleep(Duration::from_millis(20));

@@ -80,3 +80,54 @@ fn traced_pages_are_resident_after_drop_caches_and_prefetch() {
     assert!(share >= 0.99, "only {resident} of {wanted} profiled pages resident ({:.1} %); most missing: {:?}", share * 100.0, &worst[..worst.len().min(5)]);
     assert!(Path::new(&profile_path).exists());
 }
+
+/// strace records the lookups; install it when the machine lacks it (as CI's clean image may).
+fn ensure_strace() {
+    let found = |p: &str| Path::new(p).join("strace").exists();
+    if ["/usr/bin", "/bin", "/usr/local/bin"].iter().any(|p| found(p)) {
+        return;
+    }
+    let _ = Command::new("apt-get").args(["install", "-y", "-q", "strace"]).env("DEBIAN_FRONTEND", "noninteractive").status();
+    assert!(found("/usr/bin"), "strace is needed to record path lookups and could not be installed");
+}
+
+#[test]
+fn failed_lookups_and_listed_directories_are_recorded_and_replayed() {
+    use augur::model::profile::LookupKind;
+    ensure_strace();
+    let dir = tempfile::tempdir().unwrap();
+    let profile_path = dir.path().join("sh.profile.json");
+    let script = "ls /usr/share/doc >/dev/null; test -e /nonexistent/augur-lookup-test/x; exit 0";
+    let out = Command::new(AUGUR)
+        .args(["trace", "--output", profile_path.to_str().unwrap(), "--", "sh", "-c", script])
+        .env_remove("AUGUR_FORCE_MODE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "trace: {stderr}");
+    assert!(stderr.contains("path lookups recorded with strace"), "{stderr}");
+    let profile = profile_file::load(&profile_path).unwrap();
+    let kind_of = |p: &str| profile.lookups.iter().find(|l| l.path == Path::new(p)).map(|l| l.kind);
+    assert_eq!(kind_of("/usr/share/doc"), Some(LookupKind::Dir), "{:?}", profile.lookups);
+    assert_eq!(kind_of("/nonexistent/augur-lookup-test/x"), Some(LookupKind::Missing), "{:?}", profile.lookups);
+    // The wrapper's own binary is not part of the command's working set.
+    assert!(!profile.files.iter().any(|f| f.path.ends_with("strace")), "{:?}", profile.files.iter().map(|f| &f.path).collect::<Vec<_>>());
+    assert!(profile.files.iter().any(|f| f.path.ends_with("ls")));
+
+    fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+    let out = Command::new(AUGUR).args(["prefetch", "--json", profile_path.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "prefetch: {}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let replayed = json["lookups_replayed"].as_u64().unwrap();
+    assert_eq!(replayed, profile.lookups.len() as u64, "{json}");
+    assert!(replayed >= 2);
+
+    // Asked not to, the trace records no lookups and says so.
+    let out = Command::new(AUGUR)
+        .args(["trace", "--no-lookups", "--output", profile_path.to_str().unwrap(), "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("path lookups not recorded (not asked for)"), "{stderr}");
+    assert!(profile_file::load(&profile_path).unwrap().lookups.is_empty());
+}
