@@ -320,7 +320,7 @@ fn bad_profiles_get_one_line_and_distinct_exit_codes() {
 
     let future = dir.path().join("future.json");
     let text = String::from_utf8(profile_file::to_bytes(&profile_of(vec![]))).unwrap();
-    fs::write(&future, text.replace("\"version\":1", "\"version\":999")).unwrap();
+    fs::write(&future, text.replace(&format!("\"version\":{}", profile_file::FORMAT_VERSION), "\"version\":999")).unwrap();
     let (code, err) = exit_code_of(&["prefetch"], Some(&future));
     assert_eq!(code, 5, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");

@@ -18,7 +18,7 @@ use crate::model::range::PageRange;
 /// The `format` field every profile carries.
 pub const FORMAT_NAME: &str = "augur-launch-profile";
 /// The newest version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -38,7 +38,7 @@ struct WireProfile {
     window_ms: u64,
     unresolved: Unresolved,
     files: Vec<WireFile>,
-    /// Added within version 1: optional, so profiles written before it still load.
+    /// Version 2: optional (absent when the trace recorded none); never in version 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     lookups: Vec<WireLookup>,
 }
@@ -136,6 +136,9 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
             ranges,
         });
     }
+    if wire.version < 2 && !wire.lookups.is_empty() {
+        return Err(corrupt("version 1 profiles have no lookups".into()));
+    }
     let mut lookups = Vec::with_capacity(wire.lookups.len());
     for l in wire.lookups {
         if !l.path.starts_with('/') {
@@ -219,10 +222,12 @@ mod tests {
         let text = String::from_utf8(bytes.clone()).unwrap();
         assert!(text.contains(r#"{"path":"/usr/share/doc","kind":"dir"}"#), "{text}");
         assert_eq!(from_bytes(&bytes, Path::new("x")).unwrap(), p);
-        // A profile written before the field existed has no "lookups" key at all.
-        let old = String::from_utf8(to_bytes(&sample())).unwrap();
-        assert!(!old.contains("lookups"));
-        assert_eq!(from_bytes(old.as_bytes(), Path::new("x")).unwrap().lookups, Vec::new());
+        // A version 1 profile (written before the field existed) has no "lookups" key at all.
+        let old = String::from_utf8(to_bytes(&sample())).unwrap().replace("\"version\":2", "\"version\":1");
+        assert!(!old.contains("lookups") && old.contains("\"version\":1"));
+        assert_eq!(from_bytes(old.as_bytes(), Path::new("x")).unwrap(), sample());
+        let v1_with_lookups = text.replace("\"version\":2", "\"version\":1");
+        assert!(matches!(from_bytes(v1_with_lookups.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
         let relative = text.replace("/usr/share/doc", "share/doc");
         assert!(matches!(from_bytes(relative.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
         let bad_kind = text.replace(r#""kind":"dir""#, r#""kind":"exec""#);
@@ -231,7 +236,7 @@ mod tests {
 
     #[test]
     fn future_version_is_its_own_error() {
-        let text = String::from_utf8(to_bytes(&sample())).unwrap().replace("\"version\":1", "\"version\":99");
+        let text = String::from_utf8(to_bytes(&sample())).unwrap().replace("\"version\":2", "\"version\":99");
         let err = from_bytes(text.as_bytes(), Path::new("p")).unwrap_err();
         assert!(matches!(err, Error::UnsupportedVersion { found: 99, .. }), "{err}");
     }
