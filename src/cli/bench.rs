@@ -63,7 +63,10 @@ fn progress(event: BenchEvent<'_>) {
         BenchEvent::Session(Progress::Ran { round, rounds, condition, sample, preparation }) => {
             let replay = preparation
                 .replay
-                .map(|r| format!(", replayed {} of {} pages first", r.already_resident + r.loaded, r.wanted))
+                .map(|r| {
+                    let lookups = if r.lookups_replayed > 0 { format!(" and {} path lookups", r.lookups_replayed) } else { String::new() };
+                    format!(", replayed {} of {} pages{lookups} first", r.already_resident + r.loaded, r.wanted)
+                })
                 .unwrap_or_default();
             eprintln!(
                 "augur bench: round {round}/{rounds} {condition:<10} {:>9.1} ms (I/O wait {:.1} ms, {} major faults{replay})",
@@ -134,9 +137,13 @@ pub fn render_table(workload: &Workload, r: &BenchReport) -> String {
             let stale = replays.iter().map(|x| x.stale_files).max().unwrap_or(0);
             let _ = writeln!(
                 s,
-                "replay before each prefetched run: at least {} of {} pages resident{}",
+                "replay before each prefetched run: at least {} of {} pages resident{}{}",
                 worst.already_resident + worst.loaded,
                 worst.wanted,
+                match replays.iter().map(|x| x.lookups_replayed).max() {
+                    Some(n) if n > 0 => format!(", {n} path lookups repeated"),
+                    _ => String::new(),
+                },
                 if stale > 0 { format!("; {stale} stale files skipped (retrace the command)") } else { String::new() }
             );
         }
