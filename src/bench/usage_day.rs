@@ -19,6 +19,10 @@ use crate::error::Result;
 use crate::fetch::drop_all_caches;
 use crate::model::usage_trace::{self, Transition, UsageEvent, UsageTrace};
 
+/// After the caches are dropped for a long idle time, the day waits at least a prefetcher cycle
+/// and this much more before the next launch.
+const IDLE_SLACK_SECS: f64 = 5.0;
+
 /// One launch or exit of the trace, as the suite reads it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceActivity {
@@ -260,10 +264,17 @@ fn replay(
     let mut latencies = Vec::new();
     let mut failures = Vec::new();
     for (i, step) in steps.iter().enumerate() {
-        interrupt::sleep(Duration::from_secs_f64(step.wait_secs))?;
         if step.drop_caches {
-            // Only when nothing of the day is open: the machine was left alone for a long time.
+            // Only when nothing of the day is open: the machine was left alone for a long time
+            // and its cache went to other work. The cache is lost at the start of the idle
+            // time, and the idle time is at least one prefetcher cycle and a little more, as it
+            // is on a real machine (half an hour against a 20 s cycle), however compressed the
+            // day: what a prefetcher does with an idle machine is what is measured.
             drop_all_caches()?;
+            let idle = step.wait_secs.max(ctx.files.cycle_secs as f64 + IDLE_SLACK_SECS);
+            interrupt::sleep(Duration::from_secs_f64(idle))?;
+        } else {
+            interrupt::sleep(Duration::from_secs_f64(step.wait_secs))?;
         }
         let w = &ctx.workloads[step.workload];
         if step.launch {
