@@ -306,7 +306,7 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
 /// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
 /// plan per application keeps a disk-order sort (rotational disks) inside each application, so
 /// the likeliest one is complete first even when the round is cut short by a launch.
-pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<FetchPlan> {
+pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<(String, FetchPlan)> {
     let mut apps: Vec<&str> = Vec::new();
     let mut plans: Vec<FetchPlan> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
@@ -322,7 +322,7 @@ pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, L
         };
         plans[i].add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
     }
-    plans
+    apps.into_iter().map(String::from).zip(plans).collect()
 }
 
 impl PlanStep for PredictionStep {
@@ -424,14 +424,29 @@ impl PlanStep for PredictionStep {
         self.current_pressure = CancelFlag::new();
         if let Some(tx) = &self.jobs {
             let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            if tx.send(FetchJob { plans: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
+            if tx.send(FetchJob { plans: fetch.iter().map(|(_, p)| p.clone()).collect(), cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
             }
         }
         if self.last != Some((budget.bytes, planned.bytes)) {
-            tracing::debug!("planned {} of {} budget bytes over {} applications ({trigger:?})", planned.bytes, budget.bytes, profiles.len());
+            let page = crate::fetch::page_size();
+            let first: Vec<String> = fetch
+                .iter()
+                .take(3)
+                .map(|(app, f)| {
+                    let p = probs.iter().find(|p| &p.app == app).map_or(0.0, |p| p.probability);
+                    format!("{app} p={p:.2} {} MiB", (f.files().iter().map(|x| x.page_count()).sum::<u64>() * page) >> 20)
+                })
+                .collect();
+            tracing::debug!(
+                "planned {} of {} budget bytes over {} applications ({trigger:?}); first: {}",
+                planned.bytes,
+                budget.bytes,
+                profiles.len(),
+                first.join(", ")
+            );
             self.last = Some((budget.bytes, planned.bytes));
         }
         Ok(())
@@ -562,7 +577,7 @@ mod tests {
         let profiles = BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
         let paths: Vec<Vec<String>> =
-            fetch.iter().map(|p| p.files().iter().map(|f| f.path.to_string_lossy().into_owned()).collect()).collect();
+            fetch.iter().map(|(_, p)| p.files().iter().map(|f| f.path.to_string_lossy().into_owned()).collect()).collect();
         assert_eq!(paths[0], vec!["/usr/bin/b"], "the likelier application is fetched first");
         assert_eq!(paths.len(), 2);
         assert!(paths[1].contains(&"/usr/bin/a".to_string()));
@@ -580,6 +595,6 @@ mod tests {
         let profiles = BTreeMap::from([("b".to_string(), b)]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
         assert_eq!(fetch.len(), 1);
-        assert_eq!(fetch[0].files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
+        assert_eq!(fetch[0].1.files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
     }
 }
