@@ -269,6 +269,13 @@ impl RunningDaemon {
         if self.kind == Prefetcher::AugurPredict {
             self.wait_planning_round(cycle + Duration::from_secs(10))?;
         }
+        // Done when the daemon has read nothing for a while: on a throttled disk a prefetch of
+        // small scattered ranges fills the cache too slowly for "the cache stopped growing" to
+        // mean "the prefetch is over". Both daemons' reads count to their own process.
+        self.wait_until_reads_stop(
+            READS_QUIET,
+            limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)),
+        )?;
         let left = limit
             .saturating_sub(start.elapsed())
             .max(Duration::from_secs(1));
@@ -278,6 +285,28 @@ impl RunningDaemon {
             Prefetcher::Preload => preload_using_kb(&self.log_since_start()).map(|kb| kb * 1024),
             _ => None,
         })
+    }
+
+    /// Waits until the daemon's bytes read from storage (`/proc/PID/io`, all its threads) have
+    /// not changed for `quiet`, at most `limit`.
+    pub fn wait_until_reads_stop(&mut self, quiet: Duration, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        let mut last = self.sample()?.read_bytes;
+        let mut still_since = Instant::now();
+        loop {
+            interrupt::sleep(Duration::from_millis(100))?;
+            self.check_alive()?;
+            let now = self.sample()?.read_bytes;
+            if now != last {
+                last = now;
+                still_since = Instant::now();
+            } else if still_since.elapsed() >= quiet {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+        }
     }
 
     /// Counters now.
@@ -327,6 +356,9 @@ fn socket_exists(log: &Path, d: &RunningDaemon) -> bool {
             .parent()
             .is_some_and(|dir| dir.join("augur.sock").exists())
 }
+
+/// How long a prefetcher must have read nothing for its round to count as finished.
+const READS_QUIET: Duration = Duration::from_millis(1500);
 
 /// The "using N kb" preload logs per prediction round (its prefetch decision), last one.
 pub fn preload_using_kb(log: &str) -> Option<u64> {
