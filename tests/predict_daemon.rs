@@ -48,11 +48,13 @@ impl TestDaemon {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
 
-    /// Stops the daemon (SIGTERM: it saves) and starts it again on the same state and config.
-    fn restart(&mut self) {
+    /// Stops the daemon (SIGTERM: it saves), runs `between`, and starts it again on the same
+    /// state and config.
+    fn restart(&mut self, between: impl FnOnce()) {
         if let Some(mut c) = self.child.take() {
             stop(&mut c);
         }
+        between();
         let log = self.dir.path().join("daemon.log");
         self.child = Some(common::spawn_daemon(&self.config(), &self.state(), &self.socket(), &log, true));
     }
@@ -171,9 +173,11 @@ fn prediction_survives_a_restart_and_plans_before_any_launch() {
     }
     let wanted = 8 * (4 << 20) / augur::fetch::page_size();
     for attempt in 1..=3 {
-        d.restart();
-        drop_caches();
-        let drops = pagecache_drops();
+        let mut drops = 0;
+        d.restart(|| {
+            drop_caches();
+            drops = pagecache_drops();
+        });
         let until = Instant::now() + Duration::from_secs(60);
         while resident_pages(&adir.join("data")) < wanted * 9 / 10 && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(100));

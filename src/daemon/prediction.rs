@@ -42,6 +42,11 @@ pub const PRESSURE_HOLD_MS: u64 = 10_000;
 /// at the next chunk, after what is queued: 8 MiB bounds that to half a second on a 16 MiB/s disk.
 pub const FETCH_WINDOW_BYTES: u64 = 8 << 20;
 
+/// Full rounds (state reads, planning, a new fetch) run at most this often; launches and exits
+/// in between are observed at once and planned for in one round when the gap is over. A parallel
+/// build starts hundreds of processes a second.
+pub const MIN_ROUND_GAP_MS: u64 = 1000;
+
 /// How often the fetch worker reads the pressure file while fetching when no trigger is watched.
 pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -117,6 +122,10 @@ pub struct PredictionStep {
     trigger: Option<PressureTrigger>,
     /// No fetch starts before this wall-clock time (ms), after a pressure trigger.
     hold_until_ms: Option<u64>,
+    /// When the last full round ran (wall-clock ms).
+    last_round_ms: Option<u64>,
+    /// A round was asked for sooner than [`MIN_ROUND_GAP_MS`] after the last: it is owed.
+    deferred: bool,
 }
 
 impl PredictionStep {
@@ -197,6 +206,8 @@ impl PredictionStep {
             jobs_sent: 0,
             trigger,
             hold_until_ms: None,
+            last_round_ms: None,
+            deferred: false,
         })
     }
 
@@ -339,6 +350,10 @@ impl PlanStep for PredictionStep {
         restore_predictor(self.predictor.as_mut(), history);
     }
 
+    fn round_owed_in_ms(&self) -> Option<u64> {
+        self.deferred.then_some(MIN_ROUND_GAP_MS)
+    }
+
     fn explain(&mut self, app: &str, now_ms: u64) -> Option<predict::Explanation> {
         Some(self.predictor.explain(app, LocalTime(now_ms)))
     }
@@ -380,6 +395,12 @@ impl PlanStep for PredictionStep {
             self.current.cancel();
             return Ok(());
         }
+        if !matches!(trigger, PlanTrigger::Start) && self.last_round_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS)) {
+            self.deferred = true;
+            return Ok(());
+        }
+        self.deferred = false;
+        self.last_round_ms = Some(ctx.now_ms);
         let pressure = self.sources.pressure();
         if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
             self.stop_fetching();
@@ -520,6 +541,28 @@ mod tests {
         step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());
+    }
+
+    #[test]
+    fn rounds_are_rate_limited_and_the_owed_one_is_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
+        std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
+        let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (1, None));
+        for (i, ms) in [10_100, 10_200, 10_900].into_iter().enumerate() {
+            step.plan(&PlanTrigger::LaunchStarted { app: format!("/bin/p{i}"), instance: i as u64 }, &at(ms)).unwrap();
+        }
+        assert_eq!(step.jobs_sent(), 1, "a burst of launches costs no extra round");
+        assert_eq!(step.round_owed_in_ms(), Some(MIN_ROUND_GAP_MS));
+        step.plan(&PlanTrigger::Interval, &at(11_000)).unwrap();
+        assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (2, None));
+        let explained = step.explain("/bin/p2", 11_000).unwrap();
+        assert!(explained.reasons.iter().any(|r| r.contains("running now")), "launches in the burst were observed: {explained:?}");
     }
 
     #[test]

@@ -101,6 +101,12 @@ pub trait PlanStep {
     /// its own.
     fn pressure_trigger_unusable(&mut self) {}
 
+    /// When the last [`PlanStep::plan`] call put its round off (rounds are rate-limited): the
+    /// loop calls again with [`PlanTrigger::Interval`] within this many milliseconds.
+    fn round_owed_in_ms(&self) -> Option<u64> {
+        None
+    }
+
     /// Launches and exits seen before this start, oldest first: the step's predictor learns
     /// them again, so that prediction survives a restart.
     fn restore(&mut self, _history: &[ActivityRecord]) {}
@@ -393,6 +399,10 @@ impl Daemon {
             if let Err(e) = step.plan(&trigger, &ctx) {
                 tracing::warn!("planning round ({trigger:?}) failed: {e}");
             }
+            if let Some(ms) = step.round_owed_in_ms() {
+                let owed = os::monotonic_ns().saturating_add(ms.saturating_mul(1_000_000));
+                self.next_replan_ns = Some(self.next_replan_ns.map_or(owed, |t| t.min(owed)));
+            }
         }
     }
 
@@ -489,8 +499,8 @@ impl Daemon {
                 self.finish_launch(finished);
             }
             if self.next_replan_ns.is_some_and(|t| t <= now) {
-                self.plan(PlanTrigger::Interval);
                 self.schedule_replan();
+                self.plan(PlanTrigger::Interval);
             }
             if tokens[TOKEN_SIGNAL as usize] {
                 let mut stop = false;
