@@ -5,104 +5,19 @@
 //! directory; the tracefs instance is the daemon's own (`augur-daemon-<pid>`).
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::path::Path;
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{drop_caches, make_app, pagecache_drops, run_app, stop};
+use common::{drop_caches, make_app, pagecache_drops, run_app};
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
-use augur::store::state::LaunchRecord;
 
-use common::AUGUR;
+use common::{AUGUR, TestDaemon};
 
-struct TestDaemon {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-}
 
-impl TestDaemon {
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/augur.sock")
-    }
 
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("config.toml")
-    }
-
-    fn state(&self) -> PathBuf {
-        self.dir.path().join("state/state.db")
-    }
-
-    /// Starts a daemon with `config` (TOML text) and waits until its socket answers.
-    fn start(config: &str) -> TestDaemon {
-        let dir = tempfile::tempdir().unwrap();
-        let mut d = TestDaemon { child: None, dir };
-        std::fs::write(d.config(), config).unwrap();
-        let log = d.dir.path().join("daemon.log");
-        d.child = Some(common::spawn_daemon(&d.config(), &d.state(), &d.socket(), &log, true));
-        d
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
-    }
-
-    fn status(&self) -> StatusReport {
-        match control::request(&self.socket(), &Request::Status).unwrap() {
-            Response::Status(s) => *s,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY (test): kill(2) on our own child.
-        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
-    }
-
-    /// Waits for the daemon to exit, at most `limit`.
-    fn wait_exit(&mut self, limit: Duration) -> Option<(ExitStatus, Duration)> {
-        let start = Instant::now();
-        let child = self.child.as_mut().unwrap();
-        while start.elapsed() < limit {
-            if let Some(s) = child.try_wait().unwrap() {
-                return Some((s, start.elapsed()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        None
-    }
-
-    /// Launch records of `app`, oldest first, once there are at least `n`.
-    fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until {
-            let mut recs = match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
-                Response::Launches { launches } => launches,
-                other => panic!("unexpected {other:?}"),
-            };
-            if recs.len() >= n {
-                recs.reverse();
-                return recs;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("launch {n} of {app} never recorded: {}", self.log());
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            stop(&mut c);
-        }
-    }
-}
 
 #[test]
 fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
@@ -244,3 +159,30 @@ fn forget_works_through_the_daemon_and_without_it() {
     assert_eq!(store.app_count().unwrap(), 0);
 }
 
+/// What only these tests ask of the daemon.
+impl TestDaemon {
+    fn status(&self) -> StatusReport {
+        match control::request(&self.socket(), &Request::Status).unwrap() {
+            Response::Status(s) => *s,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY (test): kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(self.pid() as i32, sig) }, 0);
+    }
+
+    /// Waits for the daemon to exit, at most `limit`.
+    fn wait_exit(&mut self, limit: Duration) -> Option<(ExitStatus, Duration)> {
+        let start = Instant::now();
+        let child = self.child.as_mut().unwrap();
+        while start.elapsed() < limit {
+            if let Some(s) = child.try_wait().unwrap() {
+                return Some((s, start.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}

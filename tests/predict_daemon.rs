@@ -4,100 +4,17 @@
 //! gain is prediction's alone.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{drop_caches, make_app, pagecache_drops, run_app, stop};
+use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, resident_pages, run_app};
 
-use augur::daemon::control::{self, Request, Response};
-use augur::store::state::LaunchRecord;
 
-use common::AUGUR;
 
-struct TestDaemon {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-}
 
-impl TestDaemon {
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/augur.sock")
-    }
 
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("config.toml")
-    }
 
-    fn state(&self) -> PathBuf {
-        self.dir.path().join("state/state.db")
-    }
-
-    /// Starts a daemon with `config` (TOML text) and waits until its socket answers.
-    fn start(config: &str) -> TestDaemon {
-        let dir = tempfile::tempdir().unwrap();
-        let mut d = TestDaemon { child: None, dir };
-        std::fs::write(d.config(), config).unwrap();
-        let log = d.dir.path().join("daemon.log");
-        d.child = Some(common::spawn_daemon(&d.config(), &d.state(), &d.socket(), &log, true));
-        d
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// Stops the daemon (SIGTERM: it saves), runs `between`, and starts it again on the same
-    /// state and config.
-    fn restart(&mut self, between: impl FnOnce()) {
-        if let Some(mut c) = self.child.take() {
-            stop(&mut c);
-        }
-        between();
-        let log = self.dir.path().join("daemon.log");
-        self.child = Some(common::spawn_daemon(&self.config(), &self.state(), &self.socket(), &log, true));
-    }
-
-    /// Launch records of `app`, oldest first, once there are at least `n`.
-    fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until {
-            let mut recs = match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
-                Response::Launches { launches } => launches,
-                other => panic!("unexpected {other:?}"),
-            };
-            if recs.len() >= n {
-                recs.reverse();
-                return recs;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("launch {n} of {app} never recorded: {}", self.log());
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            stop(&mut c);
-        }
-    }
-}
-
-/// Pages of the files in `dir` resident now.
-fn resident_pages(dir: &Path) -> u64 {
-    use std::os::fd::AsFd;
-    let page = augur::fetch::page_size();
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let f = std::fs::File::open(e.unwrap().path()).unwrap();
-        let pages = f.metadata().unwrap().len().div_ceil(page);
-        let probe = augur::fetch::residency::ResidencyProbe::new(f.as_fd(), page, true);
-        n += probe.count(augur::model::range::PageRange::new(0, pages)).unwrap();
-    }
-    n
-}
 
 #[test]
 fn b_predicted_after_a_reads_90_percent_fewer_pages_than_cold() {

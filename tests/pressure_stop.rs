@@ -10,11 +10,11 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::drop_caches;
+use common::{TestDaemon, drop_caches, resident_pages};
 
 use augur::daemon::control::{self, Request, Response};
 
@@ -24,55 +24,8 @@ const MIB: u64 = 1 << 20;
 const STALL_US: u64 = 150_000;
 const WINDOW_US: u64 = 2_000_000;
 
-struct TestDaemon {
-    child: Option<Child>,
-    dir: tempfile::TempDir,
-}
 
-impl TestDaemon {
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("run/augur.sock")
-    }
 
-    fn start(config: &str) -> TestDaemon {
-        let dir = tempfile::tempdir().unwrap();
-        let mut d = TestDaemon { child: None, dir };
-        let config_path = d.dir.path().join("config.toml");
-        std::fs::write(&config_path, config).unwrap();
-        let log = d.dir.path().join("daemon.log");
-        d.child = Some(common::spawn_daemon(&config_path, &d.dir.path().join("state/state.db"), &d.socket(), &log, true));
-        d
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    fn wait_launches(&self, app: &str, n: usize) {
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until {
-            match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
-                Response::Launches { launches } if launches.len() >= n => return,
-                Response::Launches { .. } => {}
-                other => panic!("unexpected {other:?}"),
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("launch {n} of {app} never recorded: {}", self.log());
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            common::stop(&mut child);
-        }
-    }
-}
 
 /// A cgroup v1 group this test creates; dropping it kills (`kill`) or moves back to the root
 /// group every process inside and removes it.
@@ -145,19 +98,6 @@ fn write_file(path: &Path, bytes: u64) {
     f.sync_all().unwrap();
 }
 
-/// Pages of the files in `dir` resident now.
-fn resident_pages(dir: &Path) -> u64 {
-    use std::os::fd::AsFd;
-    let page = augur::fetch::page_size();
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let f = std::fs::File::open(e.unwrap().path()).unwrap();
-        let pages = f.metadata().unwrap().len().div_ceil(page);
-        let probe = augur::fetch::residency::ResidencyProbe::new(f.as_fd(), page, true);
-        n += probe.count(augur::model::range::PageRange::new(0, pages)).unwrap();
-    }
-    n
-}
 
 /// The monotonic times the daemon logged for stopped prediction fetches.
 fn fetch_stops(log: &str) -> Vec<u64> {

@@ -1,6 +1,7 @@
 //! What the daemon integration tests share: starting `augur daemon` on private paths and waiting
 //! until it answers, stopping it so it removes its tracefs instance, dropping caches, and a test
-//! application that reads its own data files. Test support only: no assertions about augur here.
+//! application that reads its own data files, a daemon on a private directory, and page
+//! residency. Test support only: no assertions about augur here.
 #![allow(dead_code)] // each test crate uses its own subset
 
 use std::io::Write;
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use augur::daemon::control::{self, Request};
+use augur::daemon::control::{self, Request, Response};
+use augur::store::state::LaunchRecord;
 
 pub const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
 
@@ -106,4 +108,94 @@ pub fn make_app(dir: &Path) -> PathBuf {
 pub fn run_app(script: &Path) {
     let s = Command::new("sh").arg(script).status().unwrap();
     assert!(s.success());
+}
+
+/// A daemon on a private directory (config, state, socket and log inside it), stopped on drop.
+pub struct TestDaemon {
+    pub child: Option<Child>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestDaemon {
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("run/augur.sock")
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state/state.db")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("daemon.log")
+    }
+
+    /// Starts a daemon with `config` (TOML text) and waits until its socket answers.
+    pub fn start(config: &str) -> TestDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = TestDaemon { child: None, dir };
+        std::fs::write(d.config(), config).unwrap();
+        d.child = Some(spawn_daemon(&d.config(), &d.state(), &d.socket(), &d.log_path(), true));
+        d
+    }
+
+    /// Stops the daemon (SIGTERM: it saves), runs `between`, and starts it again on the same
+    /// state and config.
+    pub fn restart(&mut self, between: impl FnOnce()) {
+        if let Some(mut c) = self.child.take() {
+            stop(&mut c);
+        }
+        between();
+        self.child = Some(spawn_daemon(&self.config(), &self.state(), &self.socket(), &self.log_path(), true));
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Launch records of `app`, oldest first, once there are at least `n`.
+    pub fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            let mut recs = match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
+                Response::Launches { launches } => launches,
+                other => panic!("unexpected {other:?}"),
+            };
+            if recs.len() >= n {
+                recs.reverse();
+                return recs;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("launch {n} of {app} never recorded: {}", self.log());
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            stop(&mut c);
+        }
+    }
+}
+
+/// Pages of the files in `dir` resident now.
+pub fn resident_pages(dir: &Path) -> u64 {
+    use std::os::fd::AsFd;
+    let page = augur::fetch::page_size();
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let f = std::fs::File::open(e.unwrap().path()).unwrap();
+        let pages = f.metadata().unwrap().len().div_ceil(page);
+        let probe = augur::fetch::residency::ResidencyProbe::new(f.as_fd(), page, true);
+        n += probe.count(augur::model::range::PageRange::new(0, pages)).unwrap();
+    }
+    n
 }
