@@ -10,11 +10,10 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{drop_caches, make_app, pagecache_drops, run_app};
+use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app};
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 
-use common::{AUGUR, TestDaemon};
 
 
 

@@ -440,17 +440,6 @@ impl PlanStep for PredictionStep {
         let page_size = profiles.values().next().map_or(crate::fetch::page_size(), |p| p.page_size);
         let planned = plan(&probs, &footprints, budget, &PlannerConfig { page_size, ..PlannerConfig::default() });
         let fetch = fetch_plans_of(&planned, &profiles, crate::fetch::page_size());
-        self.current.cancel();
-        self.current = CancelFlag::new();
-        self.current_pressure = CancelFlag::new();
-        if let Some(tx) = &self.jobs {
-            let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            if tx.send(FetchJob { plans: fetch.iter().map(|(_, p)| p.clone()).collect(), cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
-                tracing::warn!("prediction worker gone");
-            } else {
-                self.jobs_sent += 1;
-            }
-        }
         if self.last != Some((budget.bytes, planned.bytes)) {
             let page = crate::fetch::page_size();
             let first: Vec<String> = fetch
@@ -469,6 +458,18 @@ impl PlanStep for PredictionStep {
                 first.join(", ")
             );
             self.last = Some((budget.bytes, planned.bytes));
+        }
+        self.current.cancel();
+        self.current = CancelFlag::new();
+        self.current_pressure = CancelFlag::new();
+        if let Some(tx) = &self.jobs {
+            let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
+            let plans = fetch.into_iter().map(|(_, p)| p).collect();
+            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
+                tracing::warn!("prediction worker gone");
+            } else {
+                self.jobs_sent += 1;
+            }
         }
         Ok(())
     }
@@ -504,12 +505,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pressure_stops_fetching_at_once_and_planning_resumes_when_it_falls() {
+    /// A private directory with a meminfo (4 GB available) and a pressure file to inject, and an
+    /// empty state in it.
+    fn fixture() -> (tempfile::TempDir, MemorySources, crate::store::state::StateStore) {
         let dir = tempfile::tempdir().unwrap();
         let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
         std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
         let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
+        (dir, sources, state)
+    }
+
+    #[test]
+    fn pressure_stops_fetching_at_once_and_planning_resumes_when_it_falls() {
+        let (_dir, sources, state) = fixture();
         let config = Config::default();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
         let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000, launching: false };
@@ -545,10 +553,7 @@ mod tests {
 
     #[test]
     fn rounds_are_rate_limited_and_the_owed_one_is_asked_for() {
-        let dir = tempfile::tempdir().unwrap();
-        let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
-        std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
-        let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
+        let (_dir, sources, state) = fixture();
         let config = Config::default();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
         let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
