@@ -47,11 +47,11 @@ const RESOLVER_MAX: usize = 20_000;
 /// Launches and exits written to the state in one transaction at most; fewer are written once
 /// [`ACTIVITY_FLUSH_NS`] has passed since the last write (and at shutdown).
 const ACTIVITY_BATCH: usize = 64;
+const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
 
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
 const EXEC_REPLAY_WINDOW_BYTES: u64 = 4 << 20;
-const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
 
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
