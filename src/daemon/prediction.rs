@@ -15,7 +15,7 @@
 //! `fetch`. The predictor observes each launch and the exit of the same instance (the root
 //! process's pid, see [`super::running`]), so preload's running-state chain sees real pairs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
 
@@ -281,18 +281,18 @@ impl MemorySources {
 /// nothing after a restart, and an instance left open would keep its application "running" —
 /// never predicted — for good.
 pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecord]) {
-    let mut open: BTreeMap<(String, u64), ()> = BTreeMap::new();
+    let mut open: BTreeSet<(String, u64)> = BTreeSet::new();
     for r in history {
         let transition = if r.launch { Transition::Launch } else { Transition::Exit };
         predictor.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
         if r.launch {
-            open.insert((r.app.clone(), r.instance), ());
+            open.insert((r.app.clone(), r.instance));
         } else {
             open.remove(&(r.app.clone(), r.instance));
         }
     }
     let last = history.last().map_or(0, |r| r.local_ms);
-    for (app, instance) in open.keys() {
+    for (app, instance) in &open {
         predictor.observe(&Observation { at: LocalTime(last), app, instance: *instance, transition: Transition::Exit });
     }
 }
