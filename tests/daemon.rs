@@ -20,7 +20,8 @@ use augur::daemon::control::{self, Request, Response, StatusReport};
 
 #[test]
 fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
-    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\n");
+    // Every launch followed: the repeats below must each be recorded.
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 100\n");
     let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
     let script = make_app(appdir.path());
     let key = script.to_string_lossy().into_owned();
@@ -69,6 +70,48 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     };
     let app = apps.iter().find(|a| a.key == key).expect("learned app listed");
     assert!(app.launches >= 3);
+}
+
+/// Once an application's first launches are learned, its launches are replayed but not traced:
+/// nothing is recorded for them, and the page events they cause never reach the daemon.
+#[test]
+fn launches_after_the_first_ones_are_replayed_without_being_traced() {
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    run_app(&script);
+    d.wait_launches(&key, 2);
+
+    drop_caches();
+    let events_before = d.status().events.page_events;
+    run_app(&script);
+    let until = Instant::now() + Duration::from_secs(30);
+    let replayed = loop {
+        let log = d.log();
+        let launch = log
+            .lines()
+            .find(|l| l.contains(&format!(": {key} (pid")) && l.contains("replayed only"))
+            .and_then(|l| l.split("launch ").nth(1)?.split(':').next()?.parse::<u64>().ok());
+        if let Some(id) = launch
+            && let Some(line) = log.lines().find(|l| l.contains(&format!("replay for launch {id}:")))
+        {
+            break line.to_string();
+        }
+        assert!(Instant::now() < until, "no untraced, replayed third launch: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("{replayed}");
+    let loaded: u64 = replayed.split(", ").find_map(|p| p.strip_suffix(" loaded")?.parse().ok()).unwrap();
+    assert!(loaded >= 8192, "the replay loaded only {loaded} pages: {replayed}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(d.wait_launches(&key, 2).len(), 2, "the third launch was learned");
+    // The app reads 8192+ pages; none of its page events were recorded (other processes on the
+    // machine may be followed meanwhile, so allow a little).
+    let traced = d.status().events.page_events - events_before;
+    assert!(traced < 1000, "{traced} page events recorded during an untraced launch");
 }
 
 #[test]

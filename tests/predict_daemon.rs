@@ -20,7 +20,7 @@ use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, resident
 fn b_predicted_after_a_reads_90_percent_fewer_pages_than_cold() {
     // Exec-time replay off: whatever B finds resident was fetched because it was predicted. The
     // budget (40 MiB) holds one application, so the planner has to choose B over A.
-    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nfollow_first_launches = 100\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
     let root = tempfile::tempdir_in("/var/tmp").unwrap();
     let (adir, bdir) = (root.path().join("a"), root.path().join("b"));
     let (a, b) = (make_app(&adir), make_app(&bdir));
@@ -77,7 +77,7 @@ fn prediction_survives_a_restart_and_plans_before_any_launch() {
     // As after a reboot: the daemon learns A → B → A → B …, stops, the caches are dropped, and a
     // new daemon on the same state loads A (what came after B every time) before anything is
     // launched. Exec-time replay is off; the budget (40 MiB) holds one application.
-    let mut d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
+    let mut d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nfollow_first_launches = 100\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
     let root = tempfile::tempdir_in("/var/tmp").unwrap();
     let (adir, bdir) = (root.path().join("a"), root.path().join("b"));
     let (a, b) = (make_app(&adir), make_app(&bdir));
@@ -115,7 +115,7 @@ fn prediction_survives_a_restart_and_plans_before_any_launch() {
 
 #[test]
 fn record_writes_a_trace_of_launches_that_simulate_accepts() {
-    let d = TestDaemon::start("[launch]\nquiet_ms = 500\n");
+    let d = TestDaemon::start("[launch]\nquiet_ms = 500\nfollow_first_launches = 100\n");
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("second.sh");
     std::fs::write(&script, "#!/bin/sh\nsleep 0.2\n").unwrap();

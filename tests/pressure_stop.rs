@@ -110,7 +110,7 @@ fn fetch_stops(log: &str) -> Vec<u64> {
 #[test]
 fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     let d = TestDaemon::start(&format!(
-        "[launch]\nquiet_ms = 1500\nreplay_on_exec = false\n[predict]\nenabled = true\npredictor = \"naive\"\n\
+        "[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nmax_launch_mib = 4096\n[predict]\nenabled = true\npredictor = \"naive\"\n\
          budget_bytes = 1073741824\npressure_trigger_us = {STALL_US}\npressure_window_us = {WINDOW_US}\n"
     ));
     assert!(d.log().contains("memory pressure trigger armed"), "the daemon watches no PSI trigger: {}", d.log());

@@ -264,10 +264,17 @@ fn cli_errors_have_their_exit_codes() {
     fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The API the daemon builds on: a global watch (no pid filter) sees another process's exec,
-/// page events (with its tgid) and exit, and the open watcher names the inode incrementally.
+/// This thread's id (the pid filter and `event-fork` work on tasks).
+fn own_tid() -> u32 {
+    let link = fs::read_link("/proc/thread-self").unwrap();
+    link.file_name().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+/// The API the daemon builds on: a watch of followed processes records nothing of a process
+/// nobody follows; once a task is followed, it sees its child's exec, page events (with its
+/// pid) and exit, and the open watcher names the inode incrementally; unfollowed again, nothing.
 #[test]
-fn a_global_watch_reports_pages_and_lifecycle_of_any_process() {
+fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
     use augur::model::profile::InodeKey;
     use augur::model::range::RangeSet;
     use augur::sense::event::EventKind;
@@ -281,12 +288,31 @@ fn a_global_watch_reports_pages_and_lifecycle_of_any_process() {
     let meta = fs::metadata(&fx.data).unwrap();
     let data_key = InodeKey { dev: meta.dev(), ino: meta.ino() };
     let choice = ModeChoice { requested: None, degrade_to_file_only: true };
-    let mut watch = PageWatch::open("test", &WatchScope::Global, choice, &InstanceOptions::default()).unwrap();
+    let mut watch = PageWatch::open("test", &WatchScope::Followed, choice, &InstanceOptions::default()).unwrap();
     assert_eq!(watch.mode(), TraceMode::Access);
     let instance_dir = watch.instance().unwrap().dir().to_path_buf();
     let mut opens = OpenWatcher::new(false).unwrap();
     watch.start().unwrap();
 
+    // Nobody followed: the kernel records none of the reader's events.
+    let unseen = |watch: &mut PageWatch| {
+        let mut child = Command::new(&fx.reader).arg(&fx.data).stdout(Stdio::null()).spawn().unwrap();
+        let pid = child.id();
+        assert!(child.wait().unwrap().success());
+        std::thread::sleep(Duration::from_millis(200));
+        let mut seen = 0;
+        watch
+            .read(100_000, |e| match e.kind {
+                EventKind::Page(pe) if pe.inode == data_key => seen += 1,
+                EventKind::Exec { pid: p, .. } | EventKind::Exit { pid: p, .. } if p == pid => seen += 1,
+                _ => {}
+            })
+            .unwrap();
+        assert_eq!(seen, 0, "events of a process nobody follows were recorded");
+    };
+    unseen(&mut watch);
+
+    watch.follow(own_tid()).unwrap();
     let mut child = Command::new(&fx.reader).arg(&fx.data).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id();
     assert!(child.wait().unwrap().success());
@@ -319,6 +345,9 @@ fn a_global_watch_reports_pages_and_lifecycle_of_any_process() {
             .unwrap();
     }
     assert_eq!(foreign_tgid, 0, "every page event of the data file carries the reader's pid");
+
+    watch.set_followed(&[]).unwrap();
+    unseen(&mut watch);
 
     let mut resolver = PathResolver::new();
     opens.read_available(|f| resolver.learn(f.key, f.path)).unwrap();

@@ -94,6 +94,14 @@ pub struct LaunchSection {
     pub replay_io_priority: ReplayPriority,
     /// Launches that used fewer pages than this are not learned (shell built-ins, `true`).
     pub min_pages: u64,
+    /// The first this-many launches of an application are followed (traced and learned) ...
+    pub follow_first_launches: u64,
+    /// ... and after that one launch in this many seconds: a known application's launches are
+    /// replayed but not traced, so learning costs nothing once a profile is settled.
+    pub refollow_after_secs: u64,
+    /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
+    /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
+    pub max_launch_mib: u64,
 }
 
 impl Default for LaunchSection {
@@ -104,6 +112,9 @@ impl Default for LaunchSection {
             replay_on_exec: true,
             replay_io_priority: ReplayPriority::BestEffort,
             min_pages: 4,
+            follow_first_launches: 3,
+            refollow_after_secs: 3600,
+            max_launch_mib: 256,
         }
     }
 }
@@ -238,6 +249,12 @@ impl Config {
         }
         if !(10..=60_000).contains(&l.quiet_ms) {
             return Err(bad("launch", "quiet_ms", format!("{} is not between 10 and 60000", l.quiet_ms)));
+        }
+        if l.follow_first_launches == 0 {
+            return Err(bad("launch", "follow_first_launches", "must be at least 1 (or nothing is ever learned)".into()));
+        }
+        if l.max_launch_mib == 0 {
+            return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
         }
         let n = &self.learn;
         if !(n.decay > 0.0 && n.decay <= 1.0) {

@@ -24,7 +24,7 @@ use super::notify::Notifier;
 use super::os::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
 use super::running::{InstanceChange, RunningInstances};
 use super::usage_log::UsageLog;
-use super::window::{ExecOutcome, FinishedLaunch, LaunchId, LaunchTracker, PageKind, WindowSettings};
+use super::window::{ExecOutcome, FinishedLaunch, FollowPolicy, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use crate::error::{Error, Result};
 use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::model::app::{self, AppIdentity};
@@ -209,6 +209,14 @@ fn window_settings(c: &Config, mode: TraceMode) -> WindowSettings {
         max_ns: c.window_max().as_nanos() as u64,
         quiet_ns: c.quiet().as_nanos() as u64,
         mode,
+        max_pages: c.launch.max_launch_mib.saturating_mul(1 << 20) / PROFILE_PAGE_SIZE,
+    }
+}
+
+fn follow_policy(c: &Config) -> FollowPolicy {
+    FollowPolicy {
+        first_launches: c.launch.follow_first_launches,
+        refollow_after_ms: c.launch.refollow_after_secs.saturating_mul(1000),
     }
 }
 
@@ -268,6 +276,8 @@ pub struct Daemon {
     pending_activity: Vec<ActivityRecord>,
     /// When `pending_activity` was last written (monotonic ns).
     activity_flushed_ns: u64,
+    /// A pid was added to the kernel's filter for a launch that turned out not to be followed.
+    filter_stale: bool,
 }
 
 impl Daemon {
@@ -286,7 +296,8 @@ impl Daemon {
         let procs = ProcConnector::open()?;
         let choice = ModeChoice { requested: options.mode, degrade_to_file_only: true };
         let mut health = Vec::new();
-        let watch = PageWatch::open("daemon", &WatchScope::Global, choice, &InstanceOptions::default())?;
+        // Only launches being learned are traced: the kernel drops everyone else's page events.
+        let watch = PageWatch::open("daemon", &WatchScope::Followed, choice, &InstanceOptions::default())?;
         if watch.mode() == TraceMode::FileOnly {
             health.push("no page tracing (file-only mode)".to_string());
         }
@@ -339,6 +350,7 @@ impl Daemon {
             trace_eager: true,
             pending_activity: Vec::new(),
             activity_flushed_ns: os::monotonic_ns(),
+            filter_stale: false,
         })
     }
 
@@ -515,6 +527,7 @@ impl Daemon {
                 }
             }
             self.flush_activity(false);
+            self.sync_followed();
             self.tracker.trim_backlog(now);
             let active = !self.tracker.is_idle();
             self.set_trace_eager(active);
@@ -589,13 +602,32 @@ impl Daemon {
         if tgid == self.own_pid {
             return;
         }
-        let Some((app, argv)) = identify_process(tgid) else { return };
+        // A new launch is followed before /proc is read, so its first pages are seen; if it turns
+        // out not to be followed the filter is rewritten below.
+        let prospective = !self.tracker.owns(tgid);
+        if prospective {
+            self.follow(tgid);
+        }
+        let Some((app, argv)) = identify_process(tgid) else {
+            self.filter_stale |= prospective;
+            return;
+        };
         // The exe itself names an inode the page events will mention.
         if let Some(id) = procfs::identity_of(&app.exe) {
             self.resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
         }
         let key = app.key.clone();
-        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns);
+        let follow = match self.state.learned_launches(&key) {
+            Ok(learned) => {
+                let (n, last_ms) = learned.unwrap_or((0, 0));
+                follow_policy(&self.config).follows(n, last_ms, os::unix_ms())
+            }
+            Err(e) => {
+                tracing::warn!("reading what is known of {key}: {e}");
+                true
+            }
+        };
+        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns, follow);
         let id = match &outcome {
             ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => *id,
             ExecOutcome::Joined(id) => {
@@ -603,12 +635,34 @@ impl Daemon {
                 return;
             }
         };
-        tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?})");
+        match (follow, prospective) {
+            (true, false) => self.follow(tgid),
+            (false, true) => self.filter_stale = true,
+            _ => {}
+        }
+        let how = if follow { "followed" } else { "replayed only" };
+        tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
         if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) {
             self.replay(id, &key);
         }
         for change in self.running.on_launch(tgid, &key) {
             self.report_change(change);
+        }
+    }
+
+    /// Adds `pid` (and what it forks) to the kernel's pid filter.
+    fn follow(&mut self, pid: u32) {
+        if let Err(e) = self.watch.follow(pid) {
+            tracing::warn!("following pid {pid}: {e}");
+        }
+    }
+
+    /// Rewrites the kernel's pid filter when processes stopped being followed.
+    fn sync_followed(&mut self) {
+        if self.tracker.take_followed_shrank() | std::mem::take(&mut self.filter_stale)
+            && let Err(e) = self.watch.set_followed(&self.tracker.followed_pids())
+        {
+            tracing::warn!("updating the traced processes: {e}");
         }
     }
 
@@ -774,6 +828,16 @@ impl Daemon {
 
     fn prepare(&mut self, finished: FinishedLaunch) -> Option<Learned> {
         let FinishedLaunch { launch, window_ms, working_set } = finished;
+        if !launch.followed && !launch.capped {
+            return None;
+        }
+        if launch.capped {
+            tracing::info!(
+                "launch of {} stopped being followed at {} MiB (max_launch_mib): its first pages are learned",
+                launch.app.key,
+                self.config.launch.max_launch_mib
+            );
+        }
         let pages_used: u64 = working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum();
         let app_key = launch.app.key.clone();
         if pages_used < self.config.launch.min_pages.max(1) {

@@ -1,6 +1,7 @@
 //! Launch windows: from an application's exec until its page accesses go quiet (capped), which
-//! processes belong to the launch (the launching process and its descendants), which page events
-//! are the launch's, and the launch's honest hit-rate counters.
+//! processes belong to the launch (the launching process and its descendants), which launches are
+//! followed (traced: their processes are the kernel's pid filter), which page events are the
+//! launch's, and the launch's honest hit-rate counters.
 //!
 //! Syscall-free and clock-free: every call is given the monotonic time in nanoseconds, so it is
 //! tested without root. The daemon's event loop feeds it and acts on what it returns.
@@ -40,6 +41,8 @@ pub struct WindowSettings {
     pub quiet_ns: u64,
     /// Events the daemon traces (decides whether insertions or accesses build the profile).
     pub mode: TraceMode,
+    /// A launch stops being followed once it used this many pages (a bulk reader).
+    pub max_pages: u64,
 }
 
 /// A launch in progress.
@@ -74,6 +77,11 @@ pub struct ActiveLaunch {
     pub bytes_prefetched: u64,
     /// Page events attributed to the launch.
     pub page_events: u64,
+    /// Whether the launch is traced and learned; an unfollowed launch only groups its processes
+    /// (so its helpers are not launches of their own) and closes when they exit or at the cap.
+    pub followed: bool,
+    /// It was followed until it used `max_pages`.
+    pub capped: bool,
 }
 
 /// A launch whose window closed.
@@ -114,6 +122,8 @@ pub struct LaunchTracker {
     owner: HashMap<u32, LaunchId>,
     backlog: VecDeque<Backlogged>,
     next_id: LaunchId,
+    /// The set of followed processes changed in a way an append cannot express.
+    followed_shrank: bool,
     /// Unattributed events dropped from the full backlog (diagnostics).
     pub backlog_dropped: u64,
 }
@@ -121,7 +131,15 @@ pub struct LaunchTracker {
 impl LaunchTracker {
     /// No launch in progress.
     pub fn new(settings: WindowSettings) -> Self {
-        LaunchTracker { settings, active: Vec::new(), owner: HashMap::new(), backlog: VecDeque::new(), next_id: 1, backlog_dropped: 0 }
+        LaunchTracker {
+            settings,
+            active: Vec::new(),
+            owner: HashMap::new(),
+            backlog: VecDeque::new(),
+            next_id: 1,
+            followed_shrank: false,
+            backlog_dropped: 0,
+        }
     }
 
     /// Changes the settings (config reload); windows in progress keep their start.
@@ -144,8 +162,14 @@ impl LaunchTracker {
         self.active.is_empty()
     }
 
-    /// Process `tgid` exec'd the application `app` at `now_ns`.
-    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64) -> ExecOutcome {
+    /// True when `tgid` belongs to a launch in progress (its exec would join or relabel it).
+    pub fn owns(&self, tgid: u32) -> bool {
+        self.owner.get(&tgid).is_some_and(|id| self.active.iter().any(|l| l.id == *id && l.live.contains(&tgid)))
+    }
+
+    /// Process `tgid` exec'd the application `app` at `now_ns`; `follow` says whether a new
+    /// launch of `app` (or the relabelled one) is traced.
+    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64, follow: bool) -> ExecOutcome {
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
@@ -153,6 +177,11 @@ impl LaunchTracker {
             if l.root == tgid {
                 l.app = app;
                 l.argv = argv;
+                let follow = follow && !l.capped;
+                if l.followed && !follow {
+                    self.followed_shrank = true;
+                }
+                l.followed = follow;
                 return ExecOutcome::Relabelled(id);
             }
             return ExecOutcome::Joined(id);
@@ -175,9 +204,11 @@ impl LaunchTracker {
             pages_prefetched: 0,
             bytes_prefetched: 0,
             page_events: 0,
+            followed: follow,
+            capped: false,
         };
         // Events of this process read before its exec was reported.
-        adopt_backlog(&mut self.backlog, &mut launch, self.settings.mode, tgid);
+        adopt_backlog(&mut self.backlog, &mut launch, self.settings, tgid);
         self.owner.insert(tgid, id);
         self.active.push(launch);
         ExecOutcome::Started(id)
@@ -191,7 +222,7 @@ impl LaunchTracker {
             l.live.insert(child);
             self.owner.insert(child, id);
             // The child may have run (and its events been read) before its fork was reported.
-            adopt_backlog(&mut self.backlog, l, self.settings.mode, child);
+            adopt_backlog(&mut self.backlog, l, self.settings, child);
         }
     }
 
@@ -211,9 +242,13 @@ impl LaunchTracker {
 
     /// A page event of process `tgid` at `ts_ns`; attributed to its launch if it has one.
     pub fn on_page(&mut self, tgid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange) {
-        let mode = self.settings.mode;
+        let settings = self.settings;
         match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
-            Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => apply(l, mode, kind, inode, pages, ts_ns),
+            Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
+                if apply(l, settings, kind, inode, pages, ts_ns) {
+                    self.followed_shrank = true;
+                }
+            }
             Some(_) => {}
             None => {
                 // Keep only the look-behind before the newest event, and at most BACKLOG_MAX.
@@ -236,8 +271,27 @@ impl LaunchTracker {
         self.backlog.retain(|b| b.ts_ns >= since);
     }
 
+    /// Processes (and threads) of followed launches: what the kernel's pid filter should hold.
+    pub fn followed_pids(&self) -> Vec<u32> {
+        let followed: HashSet<LaunchId> = self.active.iter().filter(|l| l.followed).map(|l| l.id).collect();
+        let mut pids: Vec<u32> = self.owner.iter().filter(|(_, id)| followed.contains(id)).map(|(pid, _)| *pid).collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// True (once) when processes stopped being followed since the last call: a launch closed, was
+    /// capped or relabelled to an unfollowed application, so the pid filter must be rewritten.
+    pub fn take_followed_shrank(&mut self) -> bool {
+        std::mem::take(&mut self.followed_shrank)
+    }
+
     fn deadline_of(&self, l: &ActiveLaunch) -> u64 {
-        let quiet = l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns);
+        // An unfollowed launch has no events to go quiet on: it lasts while its processes do.
+        let quiet = if l.followed {
+            l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns)
+        } else {
+            u64::MAX
+        };
         let cap = l.started_ns.saturating_add(self.settings.max_ns);
         let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
         quiet.min(cap).min(exited)
@@ -271,6 +325,9 @@ impl LaunchTracker {
 
     fn finish(&mut self, mut l: ActiveLaunch, now_ns: u64) -> FinishedLaunch {
         self.owner.retain(|_, id| *id != l.id);
+        if l.followed {
+            self.followed_shrank = true;
+        }
         let end = now_ns.min(l.started_ns.saturating_add(self.settings.max_ns)).min(l.last_event_ns.max(l.started_ns));
         let window_ms = end.saturating_sub(l.started_ns) / 1_000_000;
         let used = std::mem::take(&mut l.used);
@@ -278,12 +335,31 @@ impl LaunchTracker {
     }
 }
 
+/// Which launches are followed: every launch of an application until a few were learned, then
+/// one in a while, so a settled profile stays current without tracing every launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowPolicy {
+    /// Launches followed before sampling starts.
+    pub first_launches: u64,
+    /// Then one launch in this long (milliseconds) is followed.
+    pub refollow_after_ms: u64,
+}
+
+impl FollowPolicy {
+    /// Whether a launch at `now_ms` of an application with `learned` launches so far, the latest
+    /// learned at `last_learned_ms` (Unix ms), is followed.
+    pub fn follows(&self, learned: u64, last_learned_ms: u64, now_ms: u64) -> bool {
+        // A clock set back re-follows at once instead of waiting for it to catch up.
+        learned < self.first_launches || now_ms < last_learned_ms || now_ms - last_learned_ms >= self.refollow_after_ms
+    }
+}
+
 /// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
-fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, mode: TraceMode, tgid: u32) {
+fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, settings: WindowSettings, tgid: u32) {
     let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
     backlog.retain(|b| {
         if b.tgid == tgid && b.ts_ns >= since {
-            apply(launch, mode, b.kind, b.inode, b.pages, b.ts_ns);
+            apply(launch, settings, b.kind, b.inode, b.pages, b.ts_ns);
             false
         } else {
             true
@@ -291,12 +367,17 @@ fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, 
     });
 }
 
-fn apply(l: &mut ActiveLaunch, mode: TraceMode, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) {
+/// Adds one event to a followed launch; true when that made the launch reach the page cap (it is
+/// then no longer followed).
+fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
+    if !l.followed {
+        return false;
+    }
     let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
     match kind {
         PageKind::Insertion => {
             l.pages_read_from_disk += pages.len;
-            if mode != TraceMode::Access {
+            if settings.mode != TraceMode::Access {
                 l.used.touch(inode, pages, at_us);
             }
         }
@@ -304,6 +385,12 @@ fn apply(l: &mut ActiveLaunch, mode: TraceMode, kind: PageKind, inode: InodeKey,
     }
     l.last_event_ns = l.last_event_ns.max(ts_ns);
     l.page_events += 1;
+    if l.used.page_count() >= settings.max_pages {
+        l.followed = false;
+        l.capped = true;
+        return true;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -315,7 +402,7 @@ mod tests {
     const F: InodeKey = InodeKey { dev: 1, ino: 5 };
 
     fn tracker() -> LaunchTracker {
-        LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access })
+        LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 1 << 20 })
     }
 
     fn app(exe: &str) -> AppIdentity {
@@ -326,9 +413,9 @@ mod tests {
     fn descendants_are_attributed_and_strangers_are_not() {
         let mut t = tracker();
         let base = 10_000 * MS;
-        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base), ExecOutcome::Started(1));
+        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base, true), ExecOutcome::Started(1));
         t.on_fork(100, 101);
-        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS), ExecOutcome::Joined(1));
+        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS, true), ExecOutcome::Joined(1));
         t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
         t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
         t.on_page(555, base + 2 * MS, PageKind::Access, F, PageRange::new(50, 4));
@@ -345,7 +432,7 @@ mod tests {
     #[test]
     fn window_ends_when_quiet_or_at_the_cap() {
         let mut t = tracker();
-        t.on_exec(1, app("/bin/a"), vec![], 0);
+        t.on_exec(1, app("/bin/a"), vec![], 0, true);
         assert_eq!(t.next_deadline(), Some(1000 * MS));
         // Busy for 20 s: the cap closes it at 15 s.
         for i in 1..20_000u64 {
@@ -362,7 +449,7 @@ mod tests {
     #[test]
     fn all_exited_closes_after_a_grace() {
         let mut t = tracker();
-        t.on_exec(7, app("/bin/a"), vec![], 0);
+        t.on_exec(7, app("/bin/a"), vec![], 0, true);
         t.on_page(7, 10 * MS, PageKind::Access, F, PageRange::new(0, 1));
         t.on_exit(7, 20 * MS);
         assert_eq!(t.next_deadline(), Some(20 * MS + EXIT_GRACE_NS));
@@ -373,8 +460,8 @@ mod tests {
     fn root_reexec_relabels_and_lookbehind_catches_execve_reads() {
         let mut t = tracker();
         t.on_page(9, 5 * MS, PageKind::Insertion, F, PageRange::new(0, 2));
-        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS);
-        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS), ExecOutcome::Relabelled(1));
+        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS, true);
+        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, true), ExecOutcome::Relabelled(1));
         let done = t.close_all(8 * MS);
         assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
         assert_eq!(done[0].launch.pages_read_from_disk, 2);
@@ -383,7 +470,7 @@ mod tests {
     #[test]
     fn events_of_a_child_read_before_its_fork_was_reported_are_kept() {
         let mut t = tracker();
-        t.on_exec(20, app("/bin/sh"), vec![], 0);
+        t.on_exec(20, app("/bin/sh"), vec![], 0, true);
         t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
         t.on_fork(20, 21);
         let done = t.close_all(10 * MS);
@@ -393,7 +480,7 @@ mod tests {
     #[test]
     fn events_read_after_the_exit_was_reported_still_count() {
         let mut t = tracker();
-        t.on_exec(30, app("/bin/a"), vec![], 0);
+        t.on_exec(30, app("/bin/a"), vec![], 0, true);
         t.on_exit(30, 5 * MS);
         t.on_page(30, 4 * MS, PageKind::Access, F, PageRange::new(0, 9));
         let done = t.expire(5 * MS + EXIT_GRACE_NS);
@@ -402,9 +489,76 @@ mod tests {
     }
 
     #[test]
+    fn an_unfollowed_launch_groups_its_processes_learns_nothing_and_lasts_until_they_exit() {
+        let mut t = tracker();
+        assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, false), ExecOutcome::Started(1));
+        t.on_fork(40, 41);
+        assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, true), ExecOutcome::Joined(1));
+        t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
+        assert!(t.followed_pids().is_empty());
+        // No events to go quiet on: still open long after the quiet time.
+        assert!(t.expire(5000 * MS).is_empty());
+        t.on_exit(41, 5000 * MS);
+        t.on_exit(40, 6000 * MS);
+        let done = t.expire(6000 * MS + EXIT_GRACE_NS);
+        assert_eq!(done.len(), 1);
+        assert!(done[0].working_set.is_empty());
+        assert_eq!(done[0].launch.page_events, 0);
+        assert!(!t.take_followed_shrank(), "it was never in the filter");
+    }
+
+    #[test]
+    fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 100 });
+        t.on_exec(50, app("/usr/bin/cat"), vec![], 0, true);
+        t.on_fork(50, 51);
+        assert_eq!(t.followed_pids(), vec![50, 51]);
+        t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
+        assert!(!t.take_followed_shrank());
+        t.on_page(50, 2 * MS, PageKind::Access, F, PageRange::new(60, 60));
+        assert!(t.take_followed_shrank());
+        assert!(t.followed_pids().is_empty());
+        t.on_page(50, 3 * MS, PageKind::Access, F, PageRange::new(500, 60));
+        t.on_exit(51, 4 * MS);
+        t.on_exit(50, 4 * MS);
+        let done = t.expire(4 * MS + EXIT_GRACE_NS);
+        assert!(done[0].launch.capped);
+        // The first 120 pages (the event that crossed the cap counts), nothing after it.
+        assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
+    }
+
+    #[test]
+    fn closing_a_followed_launch_shrinks_the_filter() {
+        let mut t = tracker();
+        t.on_exec(60, app("/bin/a"), vec![], 0, true);
+        t.on_exec(70, app("/bin/b"), vec![], 0, true);
+        assert_eq!(t.followed_pids(), vec![60, 70]);
+        t.on_exit(60, MS);
+        t.expire(MS + EXIT_GRACE_NS);
+        assert!(t.take_followed_shrank());
+        assert_eq!(t.followed_pids(), vec![70]);
+        // Relabelled to an application that is not followed.
+        t.on_exec(70, app("/bin/c"), vec![], 2 * MS, false);
+        assert!(t.take_followed_shrank());
+        assert!(t.followed_pids().is_empty());
+    }
+
+    #[test]
+    fn the_first_launches_are_followed_then_one_in_a_while() {
+        let p = FollowPolicy { first_launches: 3, refollow_after_ms: 3_600_000 };
+        let now = 10_000_000_000;
+        assert!(p.follows(0, 0, now));
+        assert!(p.follows(2, now - 1, now));
+        assert!(!p.follows(3, now - 1, now));
+        assert!(!p.follows(50, now - 3_599_999, now));
+        assert!(p.follows(50, now - 3_600_000, now));
+        assert!(p.follows(50, now + 5, now), "the clock was set back");
+    }
+
+    #[test]
     fn insertion_mode_learns_from_insertions() {
-        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion });
-        t.on_exec(3, app("/bin/a"), vec![], 0);
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion, max_pages: 1 << 20 });
+        t.on_exec(3, app("/bin/a"), vec![], 0, true);
         t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
         let done = t.close_all(2 * MS);
         assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(8, 2));

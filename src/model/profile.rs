@@ -229,6 +229,7 @@ struct InodePages {
 pub struct WorkingSetBuilder {
     inodes: HashMap<InodeKey, InodePages>,
     next_seq: u64,
+    pages: u64,
 }
 
 impl WorkingSetBuilder {
@@ -250,12 +251,18 @@ impl WorkingSetBuilder {
         }
         self.next_seq += 1;
         for piece in fresh {
+            self.pages += piece.len;
             entry.seen.insert(piece);
             match entry.order.last_mut() {
                 Some(last) if last.range.end() == piece.start => last.range.len += piece.len,
                 _ => entry.order.push(UsedRange { range: piece, first_use_us: at_us }),
             }
         }
+    }
+
+    /// Distinct pages seen so far, over all inodes.
+    pub fn page_count(&self) -> u64 {
+        self.pages
     }
 
     /// Distinct inodes seen so far.
@@ -328,6 +335,8 @@ mod tests {
         b.touch(B, PageRange::new(100, 1), 3);
         b.touch(A, PageRange::new(10, 2), 4);
         b.touch(A, PageRange::new(49, 4), 5);
+        // 1 page of B; 50-51, 10-11, then 49 and 52 of A.
+        assert_eq!(b.page_count(), 7);
         let out = b.finish();
         assert_eq!(out.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![B, A]);
         let a = &out[1].1;

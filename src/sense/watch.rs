@@ -17,11 +17,17 @@ use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 /// Which tasks a watch records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchScope {
-    /// Every task on the system (the daemon).
-    Global,
     /// These pids and every task they fork from now on (the kernel's `event-fork`).
     Descendants(Vec<u32>),
+    /// Only the tasks handed to [`PageWatch::follow`] and their descendants; none at first.
+    /// Everyone else's page events are dropped by the kernel before they are recorded, so they
+    /// cost next to nothing (the daemon: only launches being learned are traced).
+    Followed,
 }
+
+/// A pid no task has (the idle task's): a filter holding only it records nothing, where an empty
+/// filter would record everything.
+const NOBODY: u32 = 0;
 
 /// How the mode is chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,8 +87,8 @@ impl PageWatch {
             instance.enable_event(e)?;
         }
         match scope {
-            WatchScope::Global => {}
             WatchScope::Descendants(pids) => instance.set_pid_filter(pids, true)?,
+            WatchScope::Followed => instance.set_pid_filter(&[NOBODY], true)?,
         }
         tracing::debug!("tracefs instance {} in {} mode: {}", instance.name(), mode_name(mode), events.join(", "));
         Ok(PageWatch { instance: Some(instance), mode, events, own_pid })
@@ -106,6 +112,23 @@ impl PageWatch {
     /// True when event timestamps are `CLOCK_MONOTONIC` microseconds.
     pub fn uses_mono_clock(&self) -> bool {
         self.instance.as_ref().is_some_and(TraceInstance::uses_mono_clock)
+    }
+
+    /// Records `pid` and the tasks it forks from now on ([`WatchScope::Followed`]).
+    pub fn follow(&self, pid: u32) -> Result<()> {
+        match &self.instance {
+            Some(i) => i.add_pid(pid),
+            None => Ok(()),
+        }
+    }
+
+    /// Records exactly `pids` (and what they fork from now on), forgetting the others.
+    pub fn set_followed(&self, pids: &[u32]) -> Result<()> {
+        let Some(i) = &self.instance else { return Ok(()) };
+        let mut list = Vec::with_capacity(pids.len() + 1);
+        list.push(NOBODY);
+        list.extend(pids.iter().copied().filter(|p| *p != NOBODY));
+        i.set_pid_filter(&list, true)
     }
 
     /// Starts recording.

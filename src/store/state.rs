@@ -371,6 +371,17 @@ impl StateStore {
         Ok(model)
     }
 
+    /// How many launches of `app` were learned and when the latest started (Unix ms), if any was.
+    pub fn learned_launches(&self, app: &str) -> Result<Option<(u64, u64)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT launches, last_launch_ms FROM apps WHERE key = ?1")
+            .map_err(self.err("reading"))?;
+        st.query_row([app], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
+            .optional()
+            .map_err(self.err("reading"))
+    }
+
     /// Stores a launch record without learning (a launch too short or too empty to learn from).
     pub fn add_launch_record(&mut self, record: &LaunchRecord, limits: &StateLimits) -> Result<()> {
         let path = self.path.clone();
