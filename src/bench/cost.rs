@@ -111,6 +111,19 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
             });
         }
     }
+    // First sight: augur follows the first launches of an application it does not know yet;
+    // those runs are the learning cost, reported apart from the steady state measured below.
+    if let Some(kind) = augur {
+        let learning_runs = crate::daemon::config::Config::default().launch.follow_first_launches;
+        for (wi, (name, cmd, prep)) in works.iter().enumerate() {
+            for run in 1..=learning_runs {
+                interrupt::check()?;
+                let t = timed_with(ctx, Some(kind), cmd, *prep)?;
+                (ctx.progress)(&format!("cost learning run {run}/{learning_runs}: {name}, augur: {:.2} s", t.elapsed));
+                out[wi * 2].learning.push(t.elapsed);
+            }
+        }
+    }
     for run in 1..=spec.runs {
         for (wi, (name, cmd, prep)) in works.iter().enumerate() {
             for (ci, kind) in [None, augur, preload].into_iter().enumerate() {
@@ -118,24 +131,7 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
                     continue;
                 }
                 interrupt::check()?;
-                if let Some(prep) = prep {
-                    run_command(prep)?;
-                }
-                drop_all_caches()?;
-                let daemon = match kind {
-                    Some(k) => {
-                        let mut d = RunningDaemon::start(k, ctx.files)?;
-                        d.wait_ready(Duration::from_secs(30))?;
-                        interrupt::sleep(Duration::from_secs(2))?;
-                        drop_all_caches()?;
-                        Some(d)
-                    }
-                    None => None,
-                };
-                let t = run_command(cmd)?;
-                if let Some(d) = daemon {
-                    d.stop()?;
-                }
+                let t = timed_with(ctx, kind, cmd, *prep)?;
                 let label = kind.map_or("off", Prefetcher::name);
                 (ctx.progress)(&format!(
                     "cost run {run}/{}: {name}, {label}: {:.2} s (I/O wait {:.2} s)",
@@ -172,6 +168,30 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
         s.finish();
     }
     Ok(out)
+}
+
+/// Runs `prep`, drops the caches, starts `daemon` (if any) and lets it settle, drops the caches
+/// again, and times `cmd` cold.
+fn timed_with(ctx: &CostContext<'_>, daemon: Option<Prefetcher>, cmd: &[String], prep: Option<&Vec<String>>) -> Result<Timed> {
+    if let Some(prep) = prep {
+        run_command(prep)?;
+    }
+    drop_all_caches()?;
+    let daemon = match daemon {
+        Some(k) => {
+            let mut d = RunningDaemon::start(k, ctx.files)?;
+            d.wait_ready(Duration::from_secs(30))?;
+            interrupt::sleep(Duration::from_secs(2))?;
+            drop_all_caches()?;
+            Some(d)
+        }
+        None => None,
+    };
+    let t = run_command(cmd)?;
+    if let Some(d) = daemon {
+        d.stop()?;
+    }
+    Ok(t)
 }
 
 /// Runs `cmd` to completion with [`run_to_exit`]: elapsed and CPU (user + sys, from wait4).

@@ -1,6 +1,8 @@
 //! Machine profiles: the conditions a benchmark runs under, selectable per run and recorded in
 //! its output. *as-is*; *small-memory* (a locked [`Balloon`] leaves a chosen amount available);
 //! *slow-disk* (a [`ThrottledCgroup`] holding the whole workload, daemons included); and both.
+//! Under every profile the guest's free page reporting is paused ([`ReportingPause`]), because
+//! its host-side faults add more noise than the effects measured.
 //!
 //! [`ActiveMachine`] applies a profile and undoes it on drop, on error and (through the suite's
 //! interrupt checks) on SIGINT/SIGTERM; [`clean_leftovers`] removes what a killed run left.
@@ -10,6 +12,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::bench::balloon::{self, Balloon};
+use crate::bench::page_reporting::{self, ReportingPause};
 use crate::bench::procfs;
 use crate::bench::throttle::{self, DiskThrottle, ThrottledCgroup};
 use crate::error::{Error, Result};
@@ -123,6 +126,8 @@ pub struct MachineRecord {
     /// Throughput of a cold sequential read measured under the profile, bytes/s (the proof that
     /// the disk throttle bites); filled in by the suite.
     pub cold_read_bytes_per_sec: Option<f64>,
+    /// Free page reporting paused for the run, if the kernel reports free pages.
+    pub free_page_reporting: Option<String>,
 }
 
 /// A profile in force. Dropping it undoes it (balloon first, then the cgroup).
@@ -132,6 +137,7 @@ pub struct ActiveMachine {
     pub profile: MachineProfile,
     balloon: Option<Balloon>,
     cgroup: Option<ThrottledCgroup>,
+    reporting: Option<ReportingPause>,
     /// Its record.
     pub record: MachineRecord,
 }
@@ -145,6 +151,7 @@ impl ActiveMachine {
             profile,
             balloon: None,
             cgroup: None,
+            reporting: ReportingPause::start()?,
             record: MachineRecord {
                 profile: profile.name().into(),
                 mem_total,
@@ -153,6 +160,7 @@ impl ActiveMachine {
                 ..MachineRecord::default()
             },
         };
+        active.record.free_page_reporting = active.reporting.as_ref().map(ReportingPause::describe);
         if profile.slow_disk() {
             let cgroup = ThrottledCgroup::enter(settings.throttle)?;
             active.record.throttled_device = Some(cgroup.device.clone());
@@ -201,6 +209,7 @@ impl Drop for ActiveMachine {
     fn drop(&mut self) {
         self.balloon.take();
         self.cgroup.take();
+        self.reporting.take();
     }
 }
 
@@ -209,8 +218,9 @@ impl Drop for ActiveMachine {
 pub fn clean_leftovers() -> Option<String> {
     let balloons = balloon::kill_leftovers();
     let cgroups = throttle::remove_leftovers();
-    (balloons + cgroups > 0).then(|| {
-        format!("removed leftovers of an earlier run: {balloons} balloon(s), {cgroups} cgroup(s)")
+    let reporting = if page_reporting::restore_leftover() { ", free page reporting resumed" } else { "" };
+    (balloons + cgroups > 0 || !reporting.is_empty()).then(|| {
+        format!("removed leftovers of an earlier run: {balloons} balloon(s), {cgroups} cgroup(s){reporting}")
     })
 }
 

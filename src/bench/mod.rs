@@ -27,6 +27,7 @@ pub mod interrupt;
 pub mod launch;
 pub mod machine;
 pub mod page_cache;
+pub mod page_reporting;
 pub mod prefetchers;
 pub mod procfs;
 pub mod suite;

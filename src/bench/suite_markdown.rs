@@ -66,6 +66,9 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
     if let Some(bps) = m.cold_read_bytes_per_sec {
         let _ = write!(out, "; a cold sequential read ran at {:.1} MB/s", bps / 1e6);
     }
+    if let Some(r) = &m.free_page_reporting {
+        let _ = write!(out, "; {r}");
+    }
     let _ = writeln!(out, ". Took {:.0} min.\n", p.elapsed_secs / 60.0);
     let mut notes: Vec<String> = Vec::new();
     for s in p.prefetchers.iter().filter(|s| !s.available) {
@@ -260,17 +263,18 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         if !cost.slowdowns.is_empty() {
             let _ = writeln!(
                 out,
-                "I/O-heavy work, prefetcher off versus on (medians, seconds); I/O wait = elapsed − (user + sys), as Kroeger and Long measured it.\n"
+                "I/O-heavy work, prefetcher off versus on (medians, seconds); I/O wait = elapsed − (user + sys), as Kroeger and Long measured it. \
+                 *learning*: augur's first runs of the workload, while it still follows (traces) its launches; *on*: later runs, which augur replays without tracing.\n"
             );
             let _ = writeln!(
                 out,
-                "| workload | prefetcher | off | on | on / off | I/O wait off | I/O wait on |\n|---|---|---:|---:|---:|---:|---:|"
+                "| workload | prefetcher | off | on | on / off | learning | learning / off | I/O wait off | I/O wait on |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
             );
             for s in &cost.slowdowns {
                 if let Some(why) = &s.unavailable {
                     let _ = writeln!(
                         out,
-                        "| {} | {} | unavailable | | | | |",
+                        "| {} | {} | unavailable | | | | | | |",
                         s.workload, s.prefetcher
                     );
                     notes.push(format!("{} / {}: {why}", s.workload, s.prefetcher));
@@ -281,12 +285,14 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                 };
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     s.workload,
                     s.prefetcher,
                     med(&s.off),
                     med(&s.on),
                     s.ratio.map_or("–".into(), |r| format!("{r:.3}")),
+                    med(&s.learning),
+                    s.learning_ratio.map_or("–".into(), |r| format!("{r:.3}")),
                     med(&s.io_wait_off),
                     med(&s.io_wait_on)
                 );

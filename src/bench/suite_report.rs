@@ -278,8 +278,15 @@ pub struct Slowdown {
     pub io_wait_off: Vec<f64>,
     /// I/O wait, on.
     pub io_wait_on: Vec<f64>,
+    /// Elapsed seconds with the daemon on while it still learns the workload (augur follows the
+    /// first launches of an application, then only replays them); empty for preload.
+    #[serde(default)]
+    pub learning: Vec<f64>,
     /// median(on) / median(off).
     pub ratio: Option<f64>,
+    /// median(learning) / median(off).
+    #[serde(default)]
+    pub learning_ratio: Option<f64>,
     /// Why it could not run.
     pub unavailable: Option<String>,
 }
@@ -287,10 +294,12 @@ pub struct Slowdown {
 impl Slowdown {
     /// Computes the ratio of medians.
     pub fn finish(&mut self) {
-        self.ratio = match (Summary::of(&self.off), Summary::of(&self.on)) {
+        let ratio = |on: &[f64]| match (Summary::of(&self.off), Summary::of(on)) {
             (Some(off), Some(on)) if off.median > 0.0 => Some(on.median / off.median),
             _ => None,
         };
+        self.ratio = ratio(&self.on);
+        self.learning_ratio = ratio(&self.learning);
     }
 }
 
