@@ -312,7 +312,8 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
     };
     unseen(&mut watch);
 
-    watch.follow(own_tid()).unwrap();
+    watch.follow(&[own_tid()]);
+    assert!(watch.settle(Duration::from_secs(10)));
     let mut child = Command::new(&fx.reader).arg(&fx.data).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id();
     assert!(child.wait().unwrap().success());
@@ -346,7 +347,8 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
     }
     assert_eq!(foreign_tgid, 0, "every page event of the data file carries the reader's pid");
 
-    watch.set_followed(&[]).unwrap();
+    watch.unfollow(&[own_tid()]);
+    assert!(watch.settle(Duration::from_secs(10)));
     unseen(&mut watch);
 
     let mut resolver = PathResolver::new();

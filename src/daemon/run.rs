@@ -276,8 +276,6 @@ pub struct Daemon {
     pending_activity: Vec<ActivityRecord>,
     /// When `pending_activity` was last written (monotonic ns).
     activity_flushed_ns: u64,
-    /// A pid was added to the kernel's filter for a launch that turned out not to be followed.
-    filter_stale: bool,
 }
 
 impl Daemon {
@@ -350,7 +348,6 @@ impl Daemon {
             trace_eager: true,
             pending_activity: Vec::new(),
             activity_flushed_ns: os::monotonic_ns(),
-            filter_stale: false,
         })
     }
 
@@ -492,7 +489,7 @@ impl Daemon {
             }
             // Process events first, so page events are attributed to launches they belong to.
             self.read_process_events();
-            if tokens[TOKEN_OPENS as usize] || !self.tracker.is_idle() {
+            if tokens[TOKEN_OPENS as usize] || self.tracker.is_following() {
                 self.read_opens();
             }
             self.read_page_events();
@@ -529,7 +526,8 @@ impl Daemon {
             self.flush_activity(false);
             self.sync_followed();
             self.tracker.trim_backlog(now);
-            let active = !self.tracker.is_idle();
+            // Paths and prompt page events matter only while a launch is followed.
+            let active = self.tracker.is_following();
             self.set_trace_eager(active);
             if let Some(o) = &self.opens
                 && active != opens_watched
@@ -583,6 +581,7 @@ impl Daemon {
             match ev {
                 // Threads are tracked too: page events are attributed by thread id, because the
                 // tracer's pid->tgid cache can be stale for a recycled pid.
+                // The kernel follows the children of followed processes itself (event-fork).
                 ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
                     self.tracker.on_fork(creator_of(parent_tgid, child_pid, child_tgid), child_pid)
                 }
@@ -602,22 +601,13 @@ impl Daemon {
         if tgid == self.own_pid {
             return;
         }
-        // A new launch is followed before /proc is read, so its first pages are seen; if it turns
-        // out not to be followed the filter is rewritten below.
-        let prospective = !self.tracker.owns(tgid);
-        if prospective {
-            self.follow(tgid);
-        }
-        let Some((app, argv)) = identify_process(tgid) else {
-            self.filter_stale |= prospective;
-            return;
-        };
+        let Some((app, argv)) = identify_process(tgid) else { return };
         // The exe itself names an inode the page events will mention.
         if let Some(id) = procfs::identity_of(&app.exe) {
             self.resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
         }
         let key = app.key.clone();
-        let follow = match self.state.learned_launches(&key) {
+        let wanted = match self.state.learned_launches(&key) {
             Ok(learned) => {
                 let (n, last_ms) = learned.unwrap_or((0, 0));
                 follow_policy(&self.config).follows(n, last_ms, os::unix_ms())
@@ -627,6 +617,12 @@ impl Daemon {
                 true
             }
         };
+        // While the filter is being written, this launch's pid would be in force only after a
+        // grace period, too late for its start: it is left for a later launch to learn.
+        let follow = wanted && !self.watch.filter_busy();
+        if wanted && !follow {
+            tracing::debug!("{key} (pid {tgid}) not followed this time: the pid filter is being written");
+        }
         let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns, follow);
         let id = match &outcome {
             ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => *id,
@@ -635,10 +631,10 @@ impl Daemon {
                 return;
             }
         };
-        match (follow, prospective) {
-            (true, false) => self.follow(tgid),
-            (false, true) => self.filter_stale = true,
-            _ => {}
+        // Only followed launches reach the kernel's pid filter: an exec of a known application
+        // costs no filter write (each one waits for a grace period, see sense::pid_filter).
+        if follow {
+            self.watch.follow(&[tgid]);
         }
         let how = if follow { "followed" } else { "replayed only" };
         tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
@@ -650,20 +646,10 @@ impl Daemon {
         }
     }
 
-    /// Adds `pid` (and what it forks) to the kernel's pid filter.
-    fn follow(&mut self, pid: u32) {
-        if let Err(e) = self.watch.follow(pid) {
-            tracing::warn!("following pid {pid}: {e}");
-        }
-    }
-
-    /// Rewrites the kernel's pid filter when processes stopped being followed.
+    /// Tells the kernel to stop recording the processes of launches no longer followed.
     fn sync_followed(&mut self) {
-        if self.tracker.take_followed_shrank() | std::mem::take(&mut self.filter_stale)
-            && let Err(e) = self.watch.set_followed(&self.tracker.followed_pids())
-        {
-            tracing::warn!("updating the traced processes: {e}");
-        }
+        let gone = self.tracker.take_unfollowed();
+        self.watch.unfollow(&gone);
     }
 
     /// Tells the prediction step that an instance started or ended.

@@ -122,8 +122,8 @@ pub struct LaunchTracker {
     owner: HashMap<u32, LaunchId>,
     backlog: VecDeque<Backlogged>,
     next_id: LaunchId,
-    /// The set of followed processes changed in a way an append cannot express.
-    followed_shrank: bool,
+    /// Live processes of launches that stopped being followed, not yet taken by the daemon.
+    unfollowed: Vec<u32>,
     /// Unattributed events dropped from the full backlog (diagnostics).
     pub backlog_dropped: u64,
 }
@@ -137,7 +137,7 @@ impl LaunchTracker {
             owner: HashMap::new(),
             backlog: VecDeque::new(),
             next_id: 1,
-            followed_shrank: false,
+            unfollowed: Vec::new(),
             backlog_dropped: 0,
         }
     }
@@ -162,9 +162,9 @@ impl LaunchTracker {
         self.active.is_empty()
     }
 
-    /// True when `tgid` belongs to a launch in progress (its exec would join or relabel it).
-    pub fn owns(&self, tgid: u32) -> bool {
-        self.owner.get(&tgid).is_some_and(|id| self.active.iter().any(|l| l.id == *id && l.live.contains(&tgid)))
+    /// True when a launch in progress is followed (its page events and opened paths are wanted).
+    pub fn is_following(&self) -> bool {
+        self.active.iter().any(|l| l.followed)
     }
 
     /// Process `tgid` exec'd the application `app` at `now_ns`; `follow` says whether a new
@@ -179,7 +179,7 @@ impl LaunchTracker {
                 l.argv = argv;
                 let follow = follow && !l.capped;
                 if l.followed && !follow {
-                    self.followed_shrank = true;
+                    self.unfollowed.extend(l.live.iter().copied());
                 }
                 l.followed = follow;
                 return ExecOutcome::Relabelled(id);
@@ -246,7 +246,7 @@ impl LaunchTracker {
         match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
             Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
                 if apply(l, settings, kind, inode, pages, ts_ns) {
-                    self.followed_shrank = true;
+                    self.unfollowed.extend(l.live.iter().copied());
                 }
             }
             Some(_) => {}
@@ -271,18 +271,10 @@ impl LaunchTracker {
         self.backlog.retain(|b| b.ts_ns >= since);
     }
 
-    /// Processes (and threads) of followed launches: what the kernel's pid filter should hold.
-    pub fn followed_pids(&self) -> Vec<u32> {
-        let followed: HashSet<LaunchId> = self.active.iter().filter(|l| l.followed).map(|l| l.id).collect();
-        let mut pids: Vec<u32> = self.owner.iter().filter(|(_, id)| followed.contains(id)).map(|(pid, _)| *pid).collect();
-        pids.sort_unstable();
-        pids
-    }
-
-    /// True (once) when processes stopped being followed since the last call: a launch closed, was
-    /// capped or relabelled to an unfollowed application, so the pid filter must be rewritten.
-    pub fn take_followed_shrank(&mut self) -> bool {
-        std::mem::take(&mut self.followed_shrank)
+    /// Live processes (and threads) of launches that stopped being followed since the last call:
+    /// a launch closed, reached the page cap, or was relabelled to an application not followed.
+    pub fn take_unfollowed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.unfollowed)
     }
 
     fn deadline_of(&self, l: &ActiveLaunch) -> u64 {
@@ -326,7 +318,7 @@ impl LaunchTracker {
     fn finish(&mut self, mut l: ActiveLaunch, now_ns: u64) -> FinishedLaunch {
         self.owner.retain(|_, id| *id != l.id);
         if l.followed {
-            self.followed_shrank = true;
+            self.unfollowed.extend(l.live.iter().copied());
         }
         let end = now_ns.min(l.started_ns.saturating_add(self.settings.max_ns)).min(l.last_event_ns.max(l.started_ns));
         let window_ms = end.saturating_sub(l.started_ns) / 1_000_000;
@@ -495,7 +487,7 @@ mod tests {
         t.on_fork(40, 41);
         assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, true), ExecOutcome::Joined(1));
         t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
-        assert!(t.followed_pids().is_empty());
+        assert!(!t.is_following() && !t.is_idle());
         // No events to go quiet on: still open long after the quiet time.
         assert!(t.expire(5000 * MS).is_empty());
         t.on_exit(41, 5000 * MS);
@@ -504,7 +496,7 @@ mod tests {
         assert_eq!(done.len(), 1);
         assert!(done[0].working_set.is_empty());
         assert_eq!(done[0].launch.page_events, 0);
-        assert!(!t.take_followed_shrank(), "it was never in the filter");
+        assert!(t.take_unfollowed().is_empty(), "it was never followed");
     }
 
     #[test]
@@ -512,12 +504,13 @@ mod tests {
         let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 100 });
         t.on_exec(50, app("/usr/bin/cat"), vec![], 0, true);
         t.on_fork(50, 51);
-        assert_eq!(t.followed_pids(), vec![50, 51]);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
-        assert!(!t.take_followed_shrank());
+        assert!(t.take_unfollowed().is_empty());
         t.on_page(50, 2 * MS, PageKind::Access, F, PageRange::new(60, 60));
-        assert!(t.take_followed_shrank());
-        assert!(t.followed_pids().is_empty());
+        let mut gone = t.take_unfollowed();
+        gone.sort_unstable();
+        assert_eq!(gone, vec![50, 51]);
+        assert!(!t.is_following());
         t.on_page(50, 3 * MS, PageKind::Access, F, PageRange::new(500, 60));
         t.on_exit(51, 4 * MS);
         t.on_exit(50, 4 * MS);
@@ -528,19 +521,22 @@ mod tests {
     }
 
     #[test]
-    fn closing_a_followed_launch_shrinks_the_filter() {
+    fn the_live_processes_of_a_launch_no_longer_followed_are_handed_back() {
         let mut t = tracker();
         t.on_exec(60, app("/bin/a"), vec![], 0, true);
+        t.on_fork(60, 61);
         t.on_exec(70, app("/bin/b"), vec![], 0, true);
-        assert_eq!(t.followed_pids(), vec![60, 70]);
-        t.on_exit(60, MS);
-        t.expire(MS + EXIT_GRACE_NS);
-        assert!(t.take_followed_shrank());
-        assert_eq!(t.followed_pids(), vec![70]);
+        // 61 exited; 60 keeps running after its window went quiet; 70 is still busy.
+        t.on_exit(61, MS);
+        t.on_page(70, 500 * MS, PageKind::Access, F, PageRange::new(5, 1));
+        t.expire(1000 * MS);
+        assert_eq!(t.take_unfollowed(), vec![60], "only live processes: a dead pid may be reused");
+        assert!(t.take_unfollowed().is_empty());
         // Relabelled to an application that is not followed.
-        t.on_exec(70, app("/bin/c"), vec![], 2 * MS, false);
-        assert!(t.take_followed_shrank());
-        assert!(t.followed_pids().is_empty());
+        t.on_page(70, 1500 * MS, PageKind::Access, F, PageRange::new(0, 1));
+        t.on_exec(70, app("/bin/c"), vec![], 1600 * MS, false);
+        assert_eq!(t.take_unfollowed(), vec![70]);
+        assert!(!t.is_following());
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod event;
 pub mod fanotify;
 pub mod lookups;
 pub mod mode;
+pub mod pid_filter;
 pub mod proc_connector;
 pub mod procfs;
 pub mod resolve;

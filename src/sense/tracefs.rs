@@ -147,10 +147,6 @@ fn write_file(path: &Path, value: &str) -> io::Result<()> {
     f.write_all(value.as_bytes())
 }
 
-fn append_file(path: &Path, value: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new().write(true).open(path)?;
-    f.write_all(value.as_bytes())
-}
 
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -273,11 +269,6 @@ impl TraceInstance {
         self.write("set_event_pid", &list.join(" "))
     }
 
-    /// Adds one pid to the filter (opening without `O_TRUNC` appends).
-    pub fn add_pid(&self, pid: u32) -> Result<()> {
-        let path = self.dir.join("set_event_pid");
-        append_file(&path, &pid.to_string()).context(|| format!("adding pid {pid} to {}", path.display()))
-    }
 
     /// The path of the pid filter file, for a child that adds itself before `exec`.
     pub fn pid_filter_path(&self) -> PathBuf {

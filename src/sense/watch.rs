@@ -12,6 +12,7 @@ use crate::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
 use super::mode::{forced_mode_from_env, mode_name, select_mode, KernelEvents};
+use super::pid_filter::{FilterFiles, PidFilterWriter};
 use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 
 /// Which tasks a watch records.
@@ -44,6 +45,9 @@ pub struct ModeChoice {
 /// A running watch. Dropping it removes the tracefs instance.
 #[derive(Debug)]
 pub struct PageWatch {
+    /// Writes the pid filters of a [`WatchScope::Followed`] watch (declared first: it must stop
+    /// before the instance is removed).
+    filter: Option<PidFilterWriter>,
     instance: Option<TraceInstance>,
     mode: TraceMode,
     events: Vec<&'static str>,
@@ -59,7 +63,7 @@ impl PageWatch {
             None => forced_mode_from_env()?,
         };
         let own_pid = std::process::id();
-        let file_only = |own_pid| PageWatch { instance: None, mode: TraceMode::FileOnly, events: Vec::new(), own_pid };
+        let file_only = |own_pid| PageWatch { filter: None, instance: None, mode: TraceMode::FileOnly, events: Vec::new(), own_pid };
         if requested == Some(TraceMode::FileOnly) {
             return Ok(file_only(own_pid));
         }
@@ -86,12 +90,20 @@ impl PageWatch {
         for e in &events {
             instance.enable_event(e)?;
         }
-        match scope {
-            WatchScope::Descendants(pids) => instance.set_pid_filter(pids, true)?,
-            WatchScope::Followed => instance.set_pid_filter(&[NOBODY], true)?,
-        }
+        // The first list is written here: with no list to replace, the write does not wait.
+        let filter = match scope {
+            WatchScope::Descendants(pids) => {
+                instance.set_pid_filter(pids, true)?;
+                None
+            }
+            WatchScope::Followed => {
+                instance.set_pid_filter(&[NOBODY], true)?;
+                let notrace = instance.dir().join("set_event_notrace_pid");
+                Some(PidFilterWriter::start(FilterFiles { follow: instance.pid_filter_path(), notrace })?)
+            }
+        };
         tracing::debug!("tracefs instance {} in {} mode: {}", instance.name(), mode_name(mode), events.join(", "));
-        Ok(PageWatch { instance: Some(instance), mode, events, own_pid })
+        Ok(PageWatch { filter, instance: Some(instance), mode, events, own_pid })
     }
 
     /// The mode in use.
@@ -114,21 +126,30 @@ impl PageWatch {
         self.instance.as_ref().is_some_and(TraceInstance::uses_mono_clock)
     }
 
-    /// Records `pid` and the tasks it forks from now on ([`WatchScope::Followed`]).
-    pub fn follow(&self, pid: u32) -> Result<()> {
-        match &self.instance {
-            Some(i) => i.add_pid(pid),
-            None => Ok(()),
+    /// Records `pids` and the tasks they fork from now on ([`WatchScope::Followed`]). Returns at
+    /// once; see [`super::pid_filter`] for when the kernel applies it.
+    pub fn follow(&self, pids: &[u32]) {
+        if let Some(f) = &self.filter {
+            f.request(pids, true);
         }
     }
 
-    /// Records exactly `pids` (and what they fork from now on), forgetting the others.
-    pub fn set_followed(&self, pids: &[u32]) -> Result<()> {
-        let Some(i) = &self.instance else { return Ok(()) };
-        let mut list = Vec::with_capacity(pids.len() + 1);
-        list.push(NOBODY);
-        list.extend(pids.iter().copied().filter(|p| *p != NOBODY));
-        i.set_pid_filter(&list, true)
+    /// Stops recording `pids` and what they fork from now on.
+    pub fn unfollow(&self, pids: &[u32]) {
+        if let Some(f) = &self.filter {
+            f.request(pids, false);
+        }
+    }
+
+    /// True while the pid filter is being written: a pid followed now would be in force only
+    /// after the write in progress (see [`super::pid_filter`]).
+    pub fn filter_busy(&self) -> bool {
+        self.filter.as_ref().is_some_and(PidFilterWriter::is_busy)
+    }
+
+    /// Waits until the pids asked for are the kernel's filter; false on timeout.
+    pub fn settle(&self, timeout: std::time::Duration) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.settle(timeout))
     }
 
     /// Starts recording.
@@ -186,6 +207,7 @@ impl PageWatch {
 
     /// Removes the instance now (also done on drop).
     pub fn close(mut self) -> Result<()> {
+        self.filter.take();
         match &mut self.instance {
             Some(i) => i.remove(),
             None => Ok(()),
