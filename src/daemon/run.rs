@@ -607,23 +607,27 @@ impl Daemon {
             self.resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
         }
         let key = app.key.clone();
-        let wanted = match self.state.learned_launches(&key) {
-            Ok(learned) => {
-                let (n, last_ms) = learned.unwrap_or((0, 0));
-                follow_policy(&self.config).follows(n, last_ms, os::unix_ms())
+        let (state, watch, policy) = (&self.state, &self.watch, follow_policy(&self.config));
+        let decide = |app: &AppIdentity| {
+            let wanted = match state.learned_launches(&app.key) {
+                Ok(learned) => {
+                    let (n, last_ms) = learned.unwrap_or((0, 0));
+                    policy.follows(n, last_ms, os::unix_ms())
+                }
+                Err(e) => {
+                    tracing::warn!("reading what is known of {}: {e}", app.key);
+                    true
+                }
+            };
+            // While the filter is being written, this launch's pid would be in force only after
+            // a grace period, too late for its start: it is left for a later launch to learn.
+            let follow = wanted && !watch.filter_busy();
+            if wanted && !follow {
+                tracing::debug!("{} (pid {tgid}) not followed this time: the pid filter is being written", app.key);
             }
-            Err(e) => {
-                tracing::warn!("reading what is known of {key}: {e}");
-                true
-            }
+            follow
         };
-        // While the filter is being written, this launch's pid would be in force only after a
-        // grace period, too late for its start: it is left for a later launch to learn.
-        let follow = wanted && !self.watch.filter_busy();
-        if wanted && !follow {
-            tracing::debug!("{key} (pid {tgid}) not followed this time: the pid filter is being written");
-        }
-        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns, follow);
+        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns, decide);
         let id = match &outcome {
             ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => *id,
             ExecOutcome::Joined(id) => {
@@ -633,6 +637,7 @@ impl Daemon {
         };
         // Only followed launches reach the kernel's pid filter: an exec of a known application
         // costs no filter write (each one waits for a grace period, see sense::pid_filter).
+        let follow = self.tracker.get_mut(id).is_some_and(|l| l.followed);
         if follow {
             self.watch.follow(&[tgid]);
         }

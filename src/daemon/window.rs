@@ -167,17 +167,18 @@ impl LaunchTracker {
         self.active.iter().any(|l| l.followed)
     }
 
-    /// Process `tgid` exec'd the application `app` at `now_ns`; `follow` says whether a new
-    /// launch of `app` (or the relabelled one) is traced.
-    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64, follow: bool) -> ExecOutcome {
+    /// Process `tgid` exec'd the application `app` at `now_ns`. `follow` says whether a new
+    /// launch of `app` (or the relabelled one) is traced; it is asked only then, not for a helper
+    /// joining a launch in progress (the common exec under `make`).
+    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
         {
             if l.root == tgid {
+                let follow = !l.capped && follow(&app);
                 l.app = app;
                 l.argv = argv;
-                let follow = follow && !l.capped;
                 if l.followed && !follow {
                     self.unfollowed.extend(l.live.iter().copied());
                 }
@@ -188,6 +189,7 @@ impl LaunchTracker {
         }
         let id = self.next_id;
         self.next_id += 1;
+        let follow = follow(&app);
         let mut launch = ActiveLaunch {
             id,
             app,
@@ -405,9 +407,9 @@ mod tests {
     fn descendants_are_attributed_and_strangers_are_not() {
         let mut t = tracker();
         let base = 10_000 * MS;
-        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base, true), ExecOutcome::Started(1));
+        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base, |_| true), ExecOutcome::Started(1));
         t.on_fork(100, 101);
-        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS, true), ExecOutcome::Joined(1));
+        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS, |_| true), ExecOutcome::Joined(1));
         t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
         t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
         t.on_page(555, base + 2 * MS, PageKind::Access, F, PageRange::new(50, 4));
@@ -424,7 +426,7 @@ mod tests {
     #[test]
     fn window_ends_when_quiet_or_at_the_cap() {
         let mut t = tracker();
-        t.on_exec(1, app("/bin/a"), vec![], 0, true);
+        t.on_exec(1, app("/bin/a"), vec![], 0, |_| true);
         assert_eq!(t.next_deadline(), Some(1000 * MS));
         // Busy for 20 s: the cap closes it at 15 s.
         for i in 1..20_000u64 {
@@ -441,7 +443,7 @@ mod tests {
     #[test]
     fn all_exited_closes_after_a_grace() {
         let mut t = tracker();
-        t.on_exec(7, app("/bin/a"), vec![], 0, true);
+        t.on_exec(7, app("/bin/a"), vec![], 0, |_| true);
         t.on_page(7, 10 * MS, PageKind::Access, F, PageRange::new(0, 1));
         t.on_exit(7, 20 * MS);
         assert_eq!(t.next_deadline(), Some(20 * MS + EXIT_GRACE_NS));
@@ -452,8 +454,8 @@ mod tests {
     fn root_reexec_relabels_and_lookbehind_catches_execve_reads() {
         let mut t = tracker();
         t.on_page(9, 5 * MS, PageKind::Insertion, F, PageRange::new(0, 2));
-        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS, true);
-        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, true), ExecOutcome::Relabelled(1));
+        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS, |_| true);
+        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, |_| true), ExecOutcome::Relabelled(1));
         let done = t.close_all(8 * MS);
         assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
         assert_eq!(done[0].launch.pages_read_from_disk, 2);
@@ -462,7 +464,7 @@ mod tests {
     #[test]
     fn events_of_a_child_read_before_its_fork_was_reported_are_kept() {
         let mut t = tracker();
-        t.on_exec(20, app("/bin/sh"), vec![], 0, true);
+        t.on_exec(20, app("/bin/sh"), vec![], 0, |_| true);
         t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
         t.on_fork(20, 21);
         let done = t.close_all(10 * MS);
@@ -472,7 +474,7 @@ mod tests {
     #[test]
     fn events_read_after_the_exit_was_reported_still_count() {
         let mut t = tracker();
-        t.on_exec(30, app("/bin/a"), vec![], 0, true);
+        t.on_exec(30, app("/bin/a"), vec![], 0, |_| true);
         t.on_exit(30, 5 * MS);
         t.on_page(30, 4 * MS, PageKind::Access, F, PageRange::new(0, 9));
         let done = t.expire(5 * MS + EXIT_GRACE_NS);
@@ -483,9 +485,9 @@ mod tests {
     #[test]
     fn an_unfollowed_launch_groups_its_processes_learns_nothing_and_lasts_until_they_exit() {
         let mut t = tracker();
-        assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, false), ExecOutcome::Started(1));
+        assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, |_| false), ExecOutcome::Started(1));
         t.on_fork(40, 41);
-        assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, true), ExecOutcome::Joined(1));
+        assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!("a helper joining a launch is not asked about")), ExecOutcome::Joined(1));
         t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
         assert!(!t.is_following() && !t.is_idle());
         // No events to go quiet on: still open long after the quiet time.
@@ -502,7 +504,7 @@ mod tests {
     #[test]
     fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
         let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 100 });
-        t.on_exec(50, app("/usr/bin/cat"), vec![], 0, true);
+        t.on_exec(50, app("/usr/bin/cat"), vec![], 0, |_| true);
         t.on_fork(50, 51);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
         assert!(t.take_unfollowed().is_empty());
@@ -523,9 +525,9 @@ mod tests {
     #[test]
     fn the_live_processes_of_a_launch_no_longer_followed_are_handed_back() {
         let mut t = tracker();
-        t.on_exec(60, app("/bin/a"), vec![], 0, true);
+        t.on_exec(60, app("/bin/a"), vec![], 0, |_| true);
         t.on_fork(60, 61);
-        t.on_exec(70, app("/bin/b"), vec![], 0, true);
+        t.on_exec(70, app("/bin/b"), vec![], 0, |_| true);
         // 61 exited; 60 keeps running after its window went quiet; 70 is still busy.
         t.on_exit(61, MS);
         t.on_page(70, 500 * MS, PageKind::Access, F, PageRange::new(5, 1));
@@ -534,7 +536,7 @@ mod tests {
         assert!(t.take_unfollowed().is_empty());
         // Relabelled to an application that is not followed.
         t.on_page(70, 1500 * MS, PageKind::Access, F, PageRange::new(0, 1));
-        t.on_exec(70, app("/bin/c"), vec![], 1600 * MS, false);
+        t.on_exec(70, app("/bin/c"), vec![], 1600 * MS, |_| false);
         assert_eq!(t.take_unfollowed(), vec![70]);
         assert!(!t.is_following());
     }
@@ -554,7 +556,7 @@ mod tests {
     #[test]
     fn insertion_mode_learns_from_insertions() {
         let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion, max_pages: 1 << 20 });
-        t.on_exec(3, app("/bin/a"), vec![], 0, true);
+        t.on_exec(3, app("/bin/a"), vec![], 0, |_| true);
         t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
         let done = t.close_all(2 * MS);
         assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(8, 2));

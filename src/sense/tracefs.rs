@@ -275,6 +275,11 @@ impl TraceInstance {
         self.dir.join("set_event_pid")
     }
 
+    /// The path of the filter of pids never recorded (it wins over `set_event_pid`).
+    pub fn notrace_filter_path(&self) -> PathBuf {
+        self.dir.join("set_event_notrace_pid")
+    }
+
     /// Turns recording on.
     pub fn start(&self) -> Result<()> {
         self.write("tracing_on", "1")

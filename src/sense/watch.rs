@@ -98,8 +98,8 @@ impl PageWatch {
             }
             WatchScope::Followed => {
                 instance.set_pid_filter(&[NOBODY], true)?;
-                let notrace = instance.dir().join("set_event_notrace_pid");
-                Some(PidFilterWriter::start(FilterFiles { follow: instance.pid_filter_path(), notrace })?)
+                let files = FilterFiles { follow: instance.pid_filter_path(), notrace: instance.notrace_filter_path() };
+                Some(PidFilterWriter::start(files)?)
             }
         };
         tracing::debug!("tracefs instance {} in {} mode: {}", instance.name(), mode_name(mode), events.join(", "));
