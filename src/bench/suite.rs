@@ -155,11 +155,14 @@ fn run_profile(
     let started = Instant::now();
     let check_file = opts.cache_dir.join("read-check.bin");
     page_cache::ensure_file(&check_file, CHECK_FILE_BYTES)?;
+    progress(&format!(
+        "profile {profile}: applying (a VM's free memory is touched once so the host backs it; minutes the first time)"
+    ));
     let mut machine = ActiveMachine::apply(profile, &opts.settings)?;
     let bps = page_cache::cold_read_throughput(&check_file)?;
     machine.record.cold_read_bytes_per_sec = Some(bps);
     progress(&format!(
-        "profile {profile}: MemAvailable {} MiB (was {} MiB, balloon {} MiB); cold read {:.1} MB/s{}",
+        "profile {profile}: MemAvailable {} MiB (was {} MiB, balloon {} MiB); cold read {:.1} MB/s{}{}",
         machine.record.mem_available_after >> 20,
         machine.record.mem_available_before >> 20,
         machine.record.balloon_locked_bytes >> 20,
@@ -169,6 +172,12 @@ fn run_profile(
             .throttle_read_back
             .as_ref()
             .map(|t| format!("; throttle {t}"))
+            .unwrap_or_default(),
+        machine
+            .record
+            .free_memory_backed
+            .as_ref()
+            .map(|b| format!("; {b}"))
             .unwrap_or_default()
     ));
     let mut report = ProfileReport {

@@ -69,6 +69,9 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
     if let Some(r) = &m.free_page_reporting {
         let _ = write!(out, "; {r}");
     }
+    if let Some(r) = &m.free_memory_backed {
+        let _ = write!(out, "; {r}");
+    }
     let _ = writeln!(out, ". Took {:.0} min.\n", p.elapsed_secs / 60.0);
     let mut notes: Vec<String> = Vec::new();
     for s in p.prefetchers.iter().filter(|s| !s.available) {

@@ -9,5 +9,7 @@ pub mod replay;
 pub mod scenario;
 pub mod seeded;
 
-pub use replay::{SimConfig, SimPredictor, SimReport, SimResult, default_budget, predictors_named, simulate};
+pub use replay::{
+    SimConfig, SimPredictor, SimReport, SimResult, default_budget, predictors_named, simulate,
+};
 pub use scenario::{Scenario, generate};
