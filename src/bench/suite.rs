@@ -112,7 +112,9 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
     };
     for &profile in &opts.profiles {
         interrupt::check()?;
-        progress(&format!("profile {profile}: applying"));
+        progress(&format!(
+            "profile {profile}: applying (in a VM, free memory is touched once so the host backs it: minutes the first time)"
+        ));
         let p = run_profile(&suite, opts, profile, progress)?;
         report.profiles.push(p);
         write_outputs(&report, &opts.output_dir)?;
@@ -155,9 +157,6 @@ fn run_profile(
     let started = Instant::now();
     let check_file = opts.cache_dir.join("read-check.bin");
     page_cache::ensure_file(&check_file, CHECK_FILE_BYTES)?;
-    progress(&format!(
-        "profile {profile}: applying (a VM's free memory is touched once so the host backs it; minutes the first time)"
-    ));
     let mut machine = ActiveMachine::apply(profile, &opts.settings)?;
     let bps = page_cache::cold_read_throughput(&check_file)?;
     machine.record.cold_read_bytes_per_sec = Some(bps);

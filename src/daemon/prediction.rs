@@ -479,14 +479,15 @@ impl PlanStep for PredictionStep {
         }
         if ctx.launching {
             // Prefetching for later must not compete with a start happening now (on a slow disk
-            // every request it queues delays the application's own); the round that follows
-            // the replay plans again.
+            // every request it queues delays the application's own); a round is owed for when
+            // the start has settled.
             if !self.current.is_cancelled() {
                 tracing::debug!(
-                    "an application is starting: prediction fetch paused while its replay loads"
+                    "an application is starting: prediction fetch paused while it starts"
                 );
             }
             self.current.cancel();
+            self.deferred = true;
             return Ok(());
         }
         if !matches!(trigger, PlanTrigger::Start)
@@ -734,6 +735,11 @@ mod tests {
         };
         step.plan(&PlanTrigger::Interval, &launching).unwrap();
         assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(
+            step.round_owed_in_ms(),
+            Some(MIN_ROUND_GAP_MS),
+            "a round is owed for after the start"
+        );
 
         // It stays low: planning resumes once the hold is over.
         let later = PlanContext {

@@ -74,6 +74,11 @@ pub enum PlanTrigger {
     Start,
 }
 
+/// For this long after a launch's exec, prediction neither plans nor fetches (the round is owed
+/// and runs after): a round reads every candidate's profile and checks its residency, CPU and
+/// reads that a start of a few tens of milliseconds on a two-core machine would wait for.
+pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
+
 /// What the prediction hook may look at.
 pub struct PlanContext<'a> {
     /// The learned state.
@@ -84,8 +89,8 @@ pub struct PlanContext<'a> {
     pub now_ms: u64,
     /// Local wall-clock milliseconds (`now_ms` shifted by the time zone's offset): time of day.
     pub local_ms: u64,
-    /// An application is starting now and its exec-time replay is loading its pages: its own
-    /// reads come first.
+    /// An application is starting now (its exec-time replay is loading its pages, or it started
+    /// less than [`LAUNCH_SETTLE_NS`] ago): its own reads and CPU come first.
     pub launching: bool,
 }
 
@@ -281,6 +286,8 @@ pub struct Daemon {
     replays_in_flight: HashMap<LaunchId, Option<Learned>>,
     plan_step: Option<Box<dyn PlanStep>>,
     next_replan_ns: Option<u64>,
+    /// Monotonic time of the newest launch's exec.
+    last_launch_ns: Option<u64>,
     started: Instant,
     own_pid: u32,
     counts: EventCounts,
@@ -368,6 +375,7 @@ impl Daemon {
             replays_in_flight: HashMap::new(),
             plan_step: None,
             next_replan_ns: None,
+            last_launch_ns: None,
             started: Instant::now(),
             own_pid: std::process::id(),
             counts: EventCounts::default(),
@@ -452,7 +460,10 @@ impl Daemon {
                 config: &self.config,
                 now_ms: os::unix_ms(),
                 local_ms: os::local_ms(),
-                launching: !self.replays_in_flight.is_empty(),
+                launching: !self.replays_in_flight.is_empty()
+                    || self
+                        .last_launch_ns
+                        .is_some_and(|t| os::monotonic_ns() < t.saturating_add(LAUNCH_SETTLE_NS)),
             };
             if let Err(e) = step.plan(&trigger, &ctx) {
                 tracing::warn!("planning round ({trigger:?}) failed: {e}");
@@ -724,6 +735,7 @@ impl Daemon {
         if follow {
             self.watch.follow(&[tgid]);
         }
+        self.last_launch_ns = Some(os::monotonic_ns());
         let how = if follow { "followed" } else { "replayed only" };
         tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
         if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) {
