@@ -74,9 +74,10 @@ pub enum PlanTrigger {
     Start,
 }
 
-/// For this long after a launch's exec, prediction neither plans nor fetches (the round is owed
-/// and runs after): a round reads every candidate's profile and checks its residency, CPU and
-/// reads that a start of a few tens of milliseconds on a two-core machine would wait for.
+/// For this long after the exec of a launch whose learned pages are replayed, prediction neither
+/// plans nor fetches (the round is owed and runs after): a round reads every candidate's profile
+/// and checks its residency, CPU and reads that a start of a few tens of milliseconds on a
+/// two-core machine would wait for. Execs of applications without a profile do not count.
 pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
 
 /// What the prediction hook may look at.
@@ -735,11 +736,15 @@ impl Daemon {
         if follow {
             self.watch.follow(&[tgid]);
         }
-        self.last_launch_ns = Some(os::monotonic_ns());
         let how = if follow { "followed" } else { "replayed only" };
         tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
-        if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) {
-            self.replay(id, &key);
+        if self.config.launch.replay_on_exec
+            && !self.replays_in_flight.contains_key(&id)
+            && self.replay(id, &key)
+        {
+            // A start augur serves: prediction leaves it the machine for a moment. Other execs
+            // (a shell loop's, a build's) do not hold prediction off.
+            self.last_launch_ns = Some(os::monotonic_ns());
         }
         for change in self.running.on_launch(tgid, &key) {
             self.report_change(change);
@@ -785,19 +790,20 @@ impl Daemon {
         self.plan(trigger);
     }
 
-    fn replay(&mut self, id: LaunchId, key: &str) {
+    /// Sends the exec-time replay of `key`'s learned profile; true when one was sent.
+    fn replay(&mut self, id: LaunchId, key: &str) -> bool {
         let model = match self.state.load_app(key) {
             Ok(Some(m)) => m,
-            Ok(None) => return,
+            Ok(None) => return false,
             Err(e) => {
                 tracing::warn!("reading the profile of {key}: {e}");
-                return;
+                return false;
             }
         };
         let profile = model.replay_profile(&self.config.learn_settings());
         let expected = profile.page_count();
         if expected == 0 {
-            return;
+            return false;
         }
         if let Some(l) = self.tracker.get_mut(id) {
             l.pages_expected = expected;
@@ -812,7 +818,9 @@ impl Daemon {
         {
             self.replays_in_flight.insert(id, None);
             self.counts.replays += 1;
+            return true;
         }
+        false
     }
 
     fn collect_replays(&mut self) {
