@@ -44,31 +44,18 @@ pub enum Error {
 
     /// An input file could not be parsed.
     #[error("{}: corrupt {what}: {detail}", path.display())]
-    Corrupt {
-        path: PathBuf,
-        what: &'static str,
-        detail: String,
-    },
+    Corrupt { path: PathBuf, what: &'static str, detail: String },
 
     /// An input file was written by a newer augur.
     #[error(
         "{}: {what} format version {found} is newer than this augur supports (up to {supported}); upgrade augur",
         path.display()
     )]
-    UnsupportedVersion {
-        path: PathBuf,
-        what: &'static str,
-        found: u32,
-        supported: u32,
-    },
+    UnsupportedVersion { path: PathBuf, what: &'static str, found: u32, supported: u32 },
 
     /// The configuration is invalid; `line` is 1-based when known.
     #[error("{}{}: {detail}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
-    Config {
-        path: PathBuf,
-        line: Option<usize>,
-        detail: String,
-    },
+    Config { path: PathBuf, line: Option<usize>, detail: String },
 
     /// The operation needs privileges the process does not have.
     #[error("{action} needs root (run it with sudo or as root)")]
@@ -121,23 +108,15 @@ impl Error {
 
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 
     /// Wraps an I/O error on `path`, turning "not found" into [`Error::NotFound`].
     pub fn io_at(path: &Path, doing: &str, source: io::Error) -> Self {
         if source.kind() == io::ErrorKind::NotFound {
-            Error::NotFound {
-                path: path.to_path_buf(),
-            }
+            Error::NotFound { path: path.to_path_buf() }
         } else {
-            Error::Io {
-                context: format!("{doing} {}", path.display()),
-                source,
-            }
+            Error::Io { context: format!("{doing} {}", path.display()), source }
         }
     }
 }
@@ -159,9 +138,7 @@ pub fn require_root(action: &str) -> Result<()> {
     if rustix::process::geteuid().is_root() {
         Ok(())
     } else {
-        Err(Error::NotRoot {
-            action: action.to_string(),
-        })
+        Err(Error::NotRoot { action: action.to_string() })
     }
 }
 
@@ -173,34 +150,13 @@ mod tests {
     fn exit_codes_are_distinct_per_class() {
         let errors = [
             Error::NotFound { path: "a".into() },
-            Error::Corrupt {
-                path: "a".into(),
-                what: "profile",
-                detail: "x".into(),
-            },
-            Error::UnsupportedVersion {
-                path: "a".into(),
-                what: "profile",
-                found: 9,
-                supported: 1,
-            },
-            Error::Config {
-                path: "a".into(),
-                line: Some(3),
-                detail: "x".into(),
-            },
+            Error::Corrupt { path: "a".into(), what: "profile", detail: "x".into() },
+            Error::UnsupportedVersion { path: "a".into(), what: "profile", found: 9, supported: 1 },
+            Error::Config { path: "a".into(), line: Some(3), detail: "x".into() },
             Error::NotRoot { action: "x".into() },
-            Error::Kernel {
-                feature: "tracefs".into(),
-                detail: "x".into(),
-            },
-            Error::NoDaemon {
-                socket: "/run/augur.sock".into(),
-            },
-            Error::Command {
-                command: "x".into(),
-                detail: "x".into(),
-            },
+            Error::Kernel { feature: "tracefs".into(), detail: "x".into() },
+            Error::NoDaemon { socket: "/run/augur.sock".into() },
+            Error::Command { command: "x".into(), detail: "x".into() },
         ];
         let mut codes: Vec<u8> = errors.iter().map(Error::exit_code).collect();
         codes.sort_unstable();
@@ -211,11 +167,7 @@ mod tests {
 
     #[test]
     fn config_error_names_the_line() {
-        let e = Error::Config {
-            path: "/etc/augur/config.toml".into(),
-            line: Some(7),
-            detail: "unknown key `foo`".into(),
-        };
+        let e = Error::Config { path: "/etc/augur/config.toml".into(), line: Some(7), detail: "unknown key `foo`".into() };
         assert_eq!(e.to_string(), "/etc/augur/config.toml:7: unknown key `foo`");
     }
 }

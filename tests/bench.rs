@@ -18,57 +18,27 @@ fn output(mut cmd: Command) -> Output {
 #[test]
 fn one_round_traced_and_timed_with_json() {
     let mut cmd = augur();
-    cmd.args([
-        "bench",
-        "--runs",
-        "1",
-        "--json",
-        "--",
-        "sh",
-        "-c",
-        "echo noise; cat /etc/os-release",
-    ]);
+    cmd.args(["bench", "--runs", "1", "--json", "--", "sh", "-c", "echo noise; cat /etc/os-release"]);
     let out = output(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "augur bench failed: {stderr}");
     // The command's own output went to /dev/null: stdout is exactly the JSON.
-    let report: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("stdout is JSON only");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON only");
     assert_eq!(report["profile"]["source"], "traced");
-    assert!(
-        report["profile"]["files"].as_u64().unwrap() >= 2,
-        "{report}"
-    );
-    let names: Vec<&str> = report["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    assert!(report["profile"]["files"].as_u64().unwrap() >= 2, "{report}");
+    let names: Vec<&str> = report["conditions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["cold", "warm", "prefetched"]);
     for c in report["conditions"].as_array().unwrap() {
         assert_eq!(c["elapsed_ms"]["n"], 1, "{c}");
         let run = &c["runs"][0];
-        let (e, u, s, w) = (
-            run["elapsed_ms"].as_f64().unwrap(),
-            run["user_ms"].as_f64().unwrap(),
-            run["sys_ms"].as_f64().unwrap(),
-            run["io_wait_ms"].as_f64().unwrap(),
-        );
+        let (e, u, s, w) = (run["elapsed_ms"].as_f64().unwrap(), run["user_ms"].as_f64().unwrap(), run["sys_ms"].as_f64().unwrap(), run["io_wait_ms"].as_f64().unwrap());
         assert!(e > 0.0 && w >= 0.0 && w <= e, "{run}");
-        assert!(
-            (w - (e - u - s).max(0.0)).abs() < 1.0,
-            "io wait is elapsed - cpu: {run}"
-        );
+        assert!((w - (e - u - s).max(0.0)).abs() < 1.0, "io wait is elapsed - cpu: {run}");
     }
     let replay = &report["conditions"][2]["runs"][0]["replay"];
     assert!(replay["wanted"].as_u64().unwrap() > 0, "{report}");
-    let resident =
-        replay["already_resident"].as_u64().unwrap() + replay["loaded"].as_u64().unwrap();
-    assert!(
-        resident * 100 >= replay["wanted"].as_u64().unwrap() * 99,
-        "replayed to completion: {replay}"
-    );
+    let resident = replay["already_resident"].as_u64().unwrap() + replay["loaded"].as_u64().unwrap();
+    assert!(resident * 100 >= replay["wanted"].as_u64().unwrap() * 99, "replayed to completion: {replay}");
     // Progress was shown while it ran.
     assert!(stderr.contains("round 1/1"), "{stderr}");
 }
@@ -94,10 +64,5 @@ fn bench_refuses_clearly() {
     let mut cmd = augur();
     cmd.args(["bench", "--runs", "1", "--", "sh", "-c", "exit 4"]);
     let out = output(cmd);
-    assert_eq!(
-        out.status.code(),
-        Some(10),
-        "a failing command: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(10), "a failing command: {}", String::from_utf8_lossy(&out.stderr));
 }

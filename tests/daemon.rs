@@ -14,6 +14,10 @@ use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app}
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 
+
+
+
+
 #[test]
 fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     // Every launch followed: the repeats below must each be recorded.
@@ -39,10 +43,7 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
             third = Some(rec);
             break;
         }
-        println!(
-            "caches dropped by someone else during launch {}; repeating it",
-            3 + attempt
-        );
+        println!("caches dropped by someone else during launch {}; repeating it", 3 + attempt);
     }
     let third = third.expect("five replayed launches all disturbed by other cache drops");
 
@@ -52,20 +53,9 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     }
     println!("first (cold): {first:?}");
     println!("third (after drop_caches, replayed): {third:?}");
-    assert!(
-        first.pages_read_from_disk >= 8192,
-        "cold launch read only {} pages from disk",
-        first.pages_read_from_disk
-    );
-    assert_eq!(
-        first.pages_expected, 0,
-        "first launch had nothing to replay"
-    );
-    assert!(
-        third.pages_expected >= 8192,
-        "profile expected only {} pages",
-        third.pages_expected
-    );
+    assert!(first.pages_read_from_disk >= 8192, "cold launch read only {} pages from disk", first.pages_read_from_disk);
+    assert_eq!(first.pages_expected, 0, "first launch had nothing to replay");
+    assert!(third.pages_expected >= 8192, "profile expected only {} pages", third.pages_expected);
     assert!(third.pages_prefetched > 0);
     assert!(
         third.pages_read_from_disk * 10 <= first.pages_read_from_disk,
@@ -78,10 +68,7 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
         Response::Apps { apps } => apps,
         other => panic!("{other:?}"),
     };
-    let app = apps
-        .iter()
-        .find(|a| a.key == key)
-        .expect("learned app listed");
+    let app = apps.iter().find(|a| a.key == key).expect("learned app listed");
     assert!(app.launches >= 3);
 }
 
@@ -89,9 +76,7 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
 /// nothing is recorded for them, and the page events they cause never reach the daemon.
 #[test]
 fn launches_after_the_first_ones_are_replayed_without_being_traced() {
-    let d = TestDaemon::start(
-        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n",
-    );
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n");
     let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
     let script = make_app(appdir.path());
     let key = script.to_string_lossy().into_owned();
@@ -109,49 +94,24 @@ fn launches_after_the_first_ones_are_replayed_without_being_traced() {
         let launch = log
             .lines()
             .find(|l| l.contains(&format!(": {key} (pid")) && l.contains("replayed only"))
-            .and_then(|l| {
-                l.split("launch ")
-                    .nth(1)?
-                    .split(':')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            });
+            .and_then(|l| l.split("launch ").nth(1)?.split(':').next()?.parse::<u64>().ok());
         if let Some(id) = launch
-            && let Some(line) = log
-                .lines()
-                .find(|l| l.contains(&format!("replay for launch {id}:")))
+            && let Some(line) = log.lines().find(|l| l.contains(&format!("replay for launch {id}:")))
         {
             break line.to_string();
         }
-        assert!(
-            Instant::now() < until,
-            "no untraced, replayed third launch: {log}"
-        );
+        assert!(Instant::now() < until, "no untraced, replayed third launch: {log}");
         std::thread::sleep(Duration::from_millis(100));
     };
     println!("{replayed}");
-    let loaded: u64 = replayed
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" loaded")?.parse().ok())
-        .unwrap();
-    assert!(
-        loaded >= 8192,
-        "the replay loaded only {loaded} pages: {replayed}"
-    );
+    let loaded: u64 = replayed.split(", ").find_map(|p| p.strip_suffix(" loaded")?.parse().ok()).unwrap();
+    assert!(loaded >= 8192, "the replay loaded only {loaded} pages: {replayed}");
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        d.wait_launches(&key, 2).len(),
-        2,
-        "the third launch was learned"
-    );
+    assert_eq!(d.wait_launches(&key, 2).len(), 2, "the third launch was learned");
     // The app reads 8192+ pages; none of its page events were recorded (other processes on the
     // machine may be followed meanwhile, so allow a little).
     let traced = d.status().events.page_events - events_before;
-    assert!(
-        traced < 1000,
-        "{traced} page events recorded during an untraced launch"
-    );
+    assert!(traced < 1000, "{traced} page events recorded during an untraced launch");
 }
 
 #[test]
@@ -159,26 +119,15 @@ fn sigterm_saves_and_exits_within_two_seconds() {
     let mut d = TestDaemon::start("");
     let state = d.state();
     d.signal(libc::SIGTERM);
-    let (status, took) = d
-        .wait_exit(Duration::from_secs(2))
-        .expect("still running 2 s after SIGTERM");
+    let (status, took) = d.wait_exit(Duration::from_secs(2)).expect("still running 2 s after SIGTERM");
     assert!(status.success(), "exit status {status}: {}", d.log());
     println!("exited {took:?} after SIGTERM");
     assert!(!d.socket().exists(), "socket left behind");
     assert!(std::fs::metadata(&state).unwrap().permissions().mode() & 0o777 == 0o600);
     let instance = format!("augur-daemon-{}", d.pid());
-    assert!(
-        !Path::new("/sys/kernel/tracing/instances")
-            .join(instance)
-            .exists(),
-        "tracefs instance left behind"
-    );
+    assert!(!Path::new("/sys/kernel/tracing/instances").join(instance).exists(), "tracefs instance left behind");
     // No daemon: status says so in one line with exit code 9.
-    let out = Command::new(AUGUR)
-        .args(["status", "--socket"])
-        .arg(d.socket())
-        .output()
-        .unwrap();
+    let out = Command::new(AUGUR).args(["status", "--socket"]).arg(d.socket()).output().unwrap();
     assert_eq!(out.status.code(), Some(9));
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -200,11 +149,7 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_old_config() {
     d.signal(libc::SIGHUP);
     let until = Instant::now() + Duration::from_secs(10);
     while !d.log().contains("not reloaded") {
-        assert!(
-            Instant::now() < until,
-            "bad reload not reported: {}",
-            d.log()
-        );
+        assert!(Instant::now() < until, "bad reload not reported: {}", d.log());
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(d.log().contains(":3:"), "line number missing: {}", d.log());
@@ -218,19 +163,11 @@ fn a_bad_config_stops_the_daemon_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "[learn]\ndecay = 0.5\nmax_aps = 3\n").unwrap();
-    let out = Command::new(AUGUR)
-        .args(["daemon", "--config"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = Command::new(AUGUR).args(["daemon", "--config"]).arg(&config).output().unwrap();
     assert_eq!(out.status.code(), Some(6));
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("config.toml:3:"), "{err}");
-    let out = Command::new(AUGUR)
-        .args(["daemon", "--config"])
-        .arg(dir.path().join("missing.toml"))
-        .output()
-        .unwrap();
+    let out = Command::new(AUGUR).args(["daemon", "--config"]).arg(dir.path().join("missing.toml")).output().unwrap();
     assert_eq!(out.status.code(), Some(3));
 }
 
@@ -239,29 +176,13 @@ fn forget_works_through_the_daemon_and_without_it() {
     let mut d = TestDaemon::start("");
     let appdir = tempfile::tempdir().unwrap();
     let script = appdir.path().join("tiny.sh");
-    std::fs::write(
-        &script,
-        "#!/bin/sh\ncat /etc/passwd /etc/group > /dev/null\nsleep 0.1\n",
-    )
-    .unwrap();
+    std::fs::write(&script, "#!/bin/sh\ncat /etc/passwd /etc/group > /dev/null\nsleep 0.1\n").unwrap();
     run_app(&script);
     let key = script.to_string_lossy().into_owned();
     d.wait_launches(&key, 1);
-    let out = Command::new(AUGUR)
-        .args(["forget", &key, "--socket"])
-        .arg(d.socket())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(AUGUR)
-        .args(["apps", "--json", "--socket"])
-        .arg(d.socket())
-        .output()
-        .unwrap();
+    let out = Command::new(AUGUR).args(["forget", &key, "--socket"]).arg(d.socket()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(AUGUR).args(["apps", "--json", "--socket"]).arg(d.socket()).output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&key));
     // A launch that starts while the daemon's pid filter is still being written (the `augur`
     // commands above were launches too) is not followed; one of a few is.
@@ -283,11 +204,7 @@ fn forget_works_through_the_daemon_and_without_it() {
         .arg(d.state())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (store, _) = augur::store::state::StateStore::open(&d.state()).unwrap();
     assert_eq!(store.app_count().unwrap(), 0);
 }
@@ -295,15 +212,7 @@ fn forget_works_through_the_daemon_and_without_it() {
 /// What only these tests ask of the daemon.
 impl TestDaemon {
     fn launches(&self, app: &str) -> usize {
-        match control::request(
-            &self.socket(),
-            &Request::Launches {
-                app: app.into(),
-                limit: 100,
-            },
-        )
-        .unwrap()
-        {
+        match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
             Response::Launches { launches } => launches.len(),
             other => panic!("unexpected {other:?}"),
         }

@@ -10,11 +10,10 @@ use common::stop;
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 use augur::model::learn::LearnSettings;
-use augur::model::profile::{
-    FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange,
-};
+use augur::model::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
 use augur::model::range::PageRange;
 use augur::store::state::{LaunchRecord, StateLimits, StateStore};
+
 
 struct Daemon {
     child: Child,
@@ -24,13 +23,7 @@ struct Daemon {
 impl Daemon {
     fn start(dir: &Path, state: &Path) -> Daemon {
         let socket = dir.join("augur.sock");
-        let child = common::spawn_daemon(
-            Path::new("/dev/null"),
-            state,
-            &socket,
-            &dir.join("daemon.log"),
-            false,
-        );
+        let child = common::spawn_daemon(Path::new("/dev/null"), state, &socket, &dir.join("daemon.log"), false);
         Daemon { child, socket }
     }
 
@@ -45,13 +38,9 @@ impl Daemon {
     fn context_switches(&self) -> u64 {
         let mut total = 0;
         for task in std::fs::read_dir(format!("/proc/{}/task", self.child.id())).unwrap() {
-            let status =
-                std::fs::read_to_string(task.unwrap().path().join("status")).unwrap_or_default();
+            let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap_or_default();
             for line in status.lines() {
-                if let Some(v) = line
-                    .strip_prefix("voluntary_ctxt_switches:")
-                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
-                {
+                if let Some(v) = line.strip_prefix("voluntary_ctxt_switches:").or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:")) {
                     total += v.trim().parse::<u64>().unwrap();
                 }
             }
@@ -77,17 +66,9 @@ fn launch(app: u64) -> LaunchProfile {
         files: (0..40u64)
             .map(|f| FileProfile {
                 path: PathBuf::from(format!("/opt/app{app}/lib/libpart{f}.so")),
-                identity: FileIdentity {
-                    dev: 65024,
-                    ino: app * 100 + f,
-                    size: 8 << 20,
-                    mtime_ns: 1,
-                },
+                identity: FileIdentity { dev: 65024, ino: app * 100 + f, size: 8 << 20, mtime_ns: 1 },
                 ranges: (0..12u64)
-                    .map(|k| UsedRange {
-                        range: PageRange::new(k * 37 + f % 5, 5),
-                        first_use_us: f * 1000 + k,
-                    })
+                    .map(|k| UsedRange { range: PageRange::new(k * 37 + f % 5, 5), first_use_us: f * 1000 + k })
                     .collect(),
             })
             .collect(),
@@ -102,23 +83,12 @@ fn rss_stays_under_32_mib_with_500_learned_applications() {
     let state = dir.path().join("state.db");
     {
         let (mut store, _) = StateStore::open(&state).unwrap();
-        let limits = StateLimits {
-            learn: LearnSettings::default(),
-            max_launch_records: 500,
-            ..StateLimits::default()
-        };
+        let limits = StateLimits { learn: LearnSettings::default(), max_launch_records: 500, ..StateLimits::default() };
         for app in 0..500u64 {
             let key = format!("/opt/app{app}/bin/app");
             for run in 0..2 {
-                let record = LaunchRecord {
-                    app: key.clone(),
-                    started_ms: app * 10 + run,
-                    pages_used: 2400,
-                    ..Default::default()
-                };
-                store
-                    .learn_launch(&key, &key, &launch(app), &record, &limits)
-                    .unwrap();
+                let record = LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
+                store.learn_launch(&key, &key, &launch(app), &record, &limits).unwrap();
             }
         }
     }
@@ -131,11 +101,7 @@ fn rss_stays_under_32_mib_with_500_learned_applications() {
     assert_eq!(apps.len(), 500);
     let s = d.status();
     assert_eq!(s.apps_learned, 500);
-    println!(
-        "daemon RSS with {} learned applications: {} KiB",
-        s.apps_learned,
-        s.rss_bytes / 1024
-    );
+    println!("daemon RSS with {} learned applications: {} KiB", s.apps_learned, s.rss_bytes / 1024);
     assert!(s.rss_bytes > 0);
     assert!(s.rss_bytes < 32 << 20, "RSS {} bytes", s.rss_bytes);
 }
@@ -145,10 +111,7 @@ fn forks_since_boot() -> u64 {
     std::fs::read_to_string("/proc/stat")
         .unwrap()
         .lines()
-        .find_map(|l| {
-            l.strip_prefix("processes ")
-                .map(|v| v.trim().parse().unwrap())
-        })
+        .find_map(|l| l.strip_prefix("processes ").map(|v| v.trim().parse().unwrap()))
         .unwrap()
 }
 
@@ -176,19 +139,15 @@ fn idle_daemon_wakes_at_most_a_handful_of_times_in_60_s() {
         let after = d.status();
         // The first status request woke the daemon once after `before` was taken.
         let wakeups = after.events.wakeups - before.events.wakeups - 1;
-        println!(
-            "over 60 s: {switches} context switches, {wakeups} wakeups, {other_forks} processes created on the machine"
-        );
+        println!("over 60 s: {switches} context switches, {wakeups} wakeups, {other_forks} processes created on the machine");
         if other_forks > 0 {
             busy.push(other_forks);
             continue;
         }
-        assert!(
-            switches <= 10,
-            "{switches} context switches in an idle minute"
-        );
+        assert!(switches <= 10, "{switches} context switches in an idle minute");
         assert!(wakeups <= 5, "{wakeups} wakeups in an idle minute");
         return;
     }
     panic!("the machine was never idle for a minute (processes created per minute: {busy:?})");
 }
+

@@ -54,14 +54,7 @@ fn ensure_tool(program: &str, package: &str) {
     }
     let install = || {
         Command::new("apt-get")
-            .args([
-                "-o",
-                "DPkg::Lock::Timeout=300",
-                "install",
-                "-y",
-                "--no-install-recommends",
-                package,
-            ])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output()
             .unwrap()
@@ -69,20 +62,10 @@ fn ensure_tool(program: &str, package: &str) {
     if !install().status.success() {
         run(Command::new("apt-get").arg("update"));
         run(Command::new("apt-get")
-            .args([
-                "-o",
-                "DPkg::Lock::Timeout=300",
-                "install",
-                "-y",
-                "--no-install-recommends",
-                package,
-            ])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive"));
     }
-    assert!(
-        sh(&format!("command -v {program}")).status.success(),
-        "{program} still missing"
-    );
+    assert!(sh(&format!("command -v {program}")).status.success(), "{program} still missing");
 }
 
 /// Builds the package once with the documented command, from the test's release binary.
@@ -108,19 +91,14 @@ fn contents(deb: &Path) -> BTreeMap<String, (String, String)> {
         .lines()
         .map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
-            let path = f[5]
-                .trim_start_matches('.')
-                .trim_end_matches('/')
-                .to_string();
+            let path = f[5].trim_start_matches('.').trim_end_matches('/').to_string();
             (path, (f[0].to_string(), f[1].to_string()))
         })
         .collect()
 }
 
 fn field(deb: &Path, name: &str) -> String {
-    stdout(Command::new("dpkg-deb").arg("-f").arg(deb).arg(name))
-        .trim()
-        .to_string()
+    stdout(Command::new("dpkg-deb").arg("-f").arg(deb).arg(name)).trim().to_string()
 }
 
 #[test]
@@ -129,9 +107,7 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
     let deb = package();
     let files = contents(deb);
     let expect = |path: &str, mode: &str| {
-        let (m, owner) = files
-            .get(path)
-            .unwrap_or_else(|| panic!("{path} missing: {files:#?}"));
+        let (m, owner) = files.get(path).unwrap_or_else(|| panic!("{path} missing: {files:#?}"));
         assert_eq!(m, mode, "{path}");
         assert_eq!(owner, "root/root", "{path}");
     };
@@ -139,47 +115,30 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
     expect(UNIT, "-rw-r--r--");
     expect("/etc/augur/config.toml", "-rw-r--r--");
     expect("/usr/share/man/man1/augur.1.gz", "-rw-r--r--");
-    for cmd in [
-        "trace", "prefetch", "bench", "daemon", "status", "apps", "forget", "explain",
-    ] {
-        expect(
-            &format!("/usr/share/man/man1/augur-{cmd}.1.gz"),
-            "-rw-r--r--",
-        );
+    for cmd in ["trace", "prefetch", "bench", "daemon", "status", "apps", "forget", "explain"] {
+        expect(&format!("/usr/share/man/man1/augur-{cmd}.1.gz"), "-rw-r--r--");
     }
     expect("/usr/share/bash-completion/completions/augur", "-rw-r--r--");
     expect("/usr/share/zsh/vendor-completions/_augur", "-rw-r--r--");
-    expect(
-        "/usr/share/fish/vendor_completions.d/augur.fish",
-        "-rw-r--r--",
-    );
+    expect("/usr/share/fish/vendor_completions.d/augur.fish", "-rw-r--r--");
     expect("/usr/share/doc/augur/copyright", "-rw-r--r--");
     expect("/usr/share/doc/augur/changelog.gz", "-rw-r--r--");
     for (path, (mode, _)) in &files {
         if mode.starts_with('d') {
             assert_eq!(mode, "drwxr-xr-x", "{path}");
         }
-        assert!(
-            !path.contains("generate"),
-            "hidden command documented: {path}"
-        );
+        assert!(!path.contains("generate"), "hidden command documented: {path}");
     }
 
     assert_eq!(field(deb, "Package"), "augur");
     let version = stdout(Command::new(BIN).arg("--version"));
-    assert_eq!(
-        field(deb, "Version"),
-        version.split_whitespace().nth(1).unwrap()
-    );
+    assert_eq!(field(deb, "Version"), version.split_whitespace().nth(1).unwrap());
     let depends = field(deb, "Depends");
     assert!(depends.starts_with("libc6"), "{depends}");
 
     let info = stdout(Command::new("dpkg-deb").arg("-I").arg(deb));
     for member in ["conffiles", "md5sums", "postinst", "prerm", "postrm"] {
-        assert!(
-            info.contains(member),
-            "control member {member} missing:\n{info}"
-        );
+        assert!(info.contains(member), "control member {member} missing:\n{info}");
     }
 }
 
@@ -193,10 +152,7 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
         .filter_map(|l| l.split_once('='))
         .collect();
     let value = |k: &str| -> Vec<&str> {
-        keys.iter()
-            .filter(|(key, _)| *key == k)
-            .map(|(_, v)| *v)
-            .collect()
+        keys.iter().filter(|(key, _)| *key == k).map(|(_, v)| *v).collect()
     };
     for (k, v) in [
         ("Type", "notify"),
@@ -221,50 +177,23 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
     ] {
         assert_eq!(value(k), vec![v], "{k}");
     }
-    let caps: Vec<&str> = value("CapabilityBoundingSet")[0]
-        .split_whitespace()
-        .collect();
+    let caps: Vec<&str> = value("CapabilityBoundingSet")[0].split_whitespace().collect();
     assert_eq!(
         caps,
-        [
-            "CAP_DAC_READ_SEARCH",
-            "CAP_FOWNER",
-            "CAP_SYS_PTRACE",
-            "CAP_SYS_ADMIN",
-            "CAP_NET_ADMIN"
-        ]
+        ["CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN", "CAP_NET_ADMIN"]
     );
     // Each capability kept is explained in the unit and in the README.
     let readme = fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
     for cap in caps {
-        assert!(
-            unit.matches(cap).count() >= 2,
-            "{cap} not explained in the unit"
-        );
-        assert!(
-            readme.contains(&format!("`{cap}`")),
-            "{cap} not in the README's table"
-        );
+        assert!(unit.matches(cap).count() >= 2, "{cap} not explained in the unit");
+        assert!(readme.contains(&format!("`{cap}`")), "{cap} not in the README's table");
     }
     assert!(value("SystemCallFilter")[0].starts_with("@system-service"));
     // Tunables read-only by hand: ProtectKernelTunables=yes would make tracefs read-only too.
-    assert!(
-        value("ProtectKernelTunables").is_empty(),
-        "tracefs must stay writable"
-    );
-    assert!(
-        value("ReadOnlyPaths")[0].starts_with("/sys /proc/sys "),
-        "{:?}",
-        value("ReadOnlyPaths")
-    );
-    assert!(
-        value("PrivateNetwork").is_empty(),
-        "the proc connector needs the host's network"
-    );
-    assert!(
-        value("MemoryMax").is_empty(),
-        "page cache is charged to the unit: no limit"
-    );
+    assert!(value("ProtectKernelTunables").is_empty(), "tracefs must stay writable");
+    assert!(value("ReadOnlyPaths")[0].starts_with("/sys /proc/sys "), "{:?}", value("ReadOnlyPaths"));
+    assert!(value("PrivateNetwork").is_empty(), "the proc connector needs the host's network");
+    assert!(value("MemoryMax").is_empty(), "page cache is charged to the unit: no limit");
 
     // The exposure score recorded in the README is what systemd-analyze says today.
     ensure_tool("systemd-analyze", "systemd");
@@ -278,33 +207,18 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
         .lines()
         .find(|l| l.contains("Overall exposure level for augur.service"))
         .unwrap_or_else(|| panic!("no score in:\n{text}"));
-    let score = line
-        .split(':')
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap();
+    let score = line.split(':').nth(1).unwrap().split_whitespace().next().unwrap();
     assert!(
-        readme.contains(&format!(
-            "Overall exposure level for augur.service: {score}"
-        )),
+        readme.contains(&format!("Overall exposure level for augur.service: {score}")),
         "README does not record the current exposure {score}"
     );
-    assert!(
-        score.parse::<f64>().unwrap() <= 3.0,
-        "exposure {score} above 3.0"
-    );
+    assert!(score.parse::<f64>().unwrap() <= 3.0, "exposure {score} above 3.0");
 }
 
 /// Serializes installing tests across processes: on a shared machine several test runs may
 /// install and purge the one `augur` package at the same time. Held until dropped.
 fn machine_lock() -> fs::File {
-    let dir = if Path::new("/run/lock").is_dir() {
-        "/run/lock"
-    } else {
-        "/tmp"
-    };
+    let dir = if Path::new("/run/lock").is_dir() { "/run/lock" } else { "/tmp" };
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -366,12 +280,8 @@ fn hand_started_daemon() -> (Child, OwnedFd) {
 fn packaged_augur_pids() -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(exe) = fs::read_link(entry.path().join("exe")) else {
-            continue;
-        };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(exe) = fs::read_link(entry.path().join("exe")) else { continue };
         let exe = exe.to_string_lossy().into_owned();
         if exe == "/usr/bin/augur" || exe == "/usr/bin/augur (deleted)" {
             pids.push(pid);
@@ -392,11 +302,7 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     let _ = dpkg(&["--purge", "augur"]);
     let installed = Installed;
     let install = dpkg(&["-i", deb.to_str().unwrap()]);
-    assert!(
-        install.status.success(),
-        "dpkg -i: {}",
-        String::from_utf8_lossy(&install.stderr)
-    );
+    assert!(install.status.success(), "dpkg -i: {}", String::from_utf8_lossy(&install.stderr));
 
     // Enabled the way Debian enables services (a symlink, also valid where systemd is not running
     // yet); started only where systemd is PID 1.
@@ -406,10 +312,7 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     assert!(conffiles.contains("/etc/augur/config.toml"), "{conffiles}");
 
     // The installed unit passes systemd-analyze verify without a single warning.
-    let verify = Command::new("systemd-analyze")
-        .args(["verify", "--man=no", UNIT])
-        .output()
-        .unwrap();
+    let verify = Command::new("systemd-analyze").args(["verify", "--man=no", UNIT]).output().unwrap();
     assert!(
         verify.status.success() && verify.stdout.is_empty() && verify.stderr.is_empty(),
         "systemd-analyze verify: {}{}",
@@ -418,16 +321,8 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     );
 
     // `man augur` and a subcommand's page render.
-    for (page, needle) in [
-        ("augur", "augur-daemon(1)"),
-        ("augur-daemon", "augur-daemon"),
-    ] {
-        let text = stdout(
-            Command::new("man")
-                .arg(page)
-                .env("MANPAGER", "cat")
-                .env("MANWIDTH", "100"),
-        );
+    for (page, needle) in [("augur", "augur-daemon(1)"), ("augur-daemon", "augur-daemon")] {
+        let text = stdout(Command::new("man").arg(page).env("MANPAGER", "cat").env("MANWIDTH", "100"));
         assert!(text.contains(needle), "man {page}:\n{text}");
     }
 
@@ -436,25 +331,15 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
         "-c",
         "source /usr/share/bash-completion/completions/augur && complete -p augur",
     ]));
-    assert!(
-        complete.contains("-F _augur") && complete.trim_end().ends_with(" augur"),
-        "{complete}"
-    );
+    assert!(complete.contains("-F _augur") && complete.trim_end().ends_with(" augur"), "{complete}");
     let words = stdout(Command::new("bash").args([
         "-c",
         "source /usr/share/bash-completion/completions/augur; \
          COMP_WORDS=(augur st); COMP_CWORD=1; COMP_LINE='augur st'; COMP_POINT=8; \
          _augur augur st augur; printf '%s\\n' \"${COMPREPLY[@]}\"",
     ]));
-    assert_eq!(
-        words.split_whitespace().collect::<Vec<_>>(),
-        ["status"],
-        "{words}"
-    );
-    ensure_tool_file(
-        "/usr/share/bash-completion/bash_completion",
-        "bash-completion",
-    );
+    assert_eq!(words.split_whitespace().collect::<Vec<_>>(), ["status"], "{words}");
+    ensure_tool_file("/usr/share/bash-completion/bash_completion", "bash-completion");
     let loaded = stdout(Command::new("bash").args([
         "-c",
         "source /usr/share/bash-completion/bash_completion; _completion_loader augur; complete -p augur",
@@ -463,54 +348,28 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
 
     // What augur learned lives in /var/lib/augur; purge must remove it with the configuration.
     fs::create_dir_all("/var/lib/augur").unwrap();
-    fs::File::create("/var/lib/augur/learned-by-test")
-        .unwrap()
-        .write_all(b"x")
-        .unwrap();
+    fs::File::create("/var/lib/augur/learned-by-test").unwrap().write_all(b"x").unwrap();
 
     // Removal leaves no process behind, even a daemon started by hand and stuck.
     let (mut daemon, stderr_pipe) = hand_started_daemon();
     let started = Instant::now();
     while !packaged_augur_pids().contains(&daemon.id()) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "hand-started daemon never ran"
-        );
+        assert!(started.elapsed() < Duration::from_secs(10), "hand-started daemon never ran");
         std::thread::sleep(Duration::from_millis(20));
     }
     let purge = dpkg(&["--purge", "augur"]);
-    assert!(
-        purge.status.success(),
-        "dpkg --purge: {}",
-        String::from_utf8_lossy(&purge.stderr)
-    );
+    assert!(purge.status.success(), "dpkg --purge: {}", String::from_utf8_lossy(&purge.stderr));
     let said = String::from_utf8_lossy(&purge.stderr);
-    assert!(
-        said.contains(&format!("stopping augur daemon (pid {})", daemon.id())),
-        "{said}"
-    );
+    assert!(said.contains(&format!("stopping augur daemon (pid {})", daemon.id())), "{said}");
     // It is gone (reaped here: a zombie would still be listed), however it ended.
     daemon.wait().unwrap();
     drop(stderr_pipe);
-    assert!(
-        packaged_augur_pids().is_empty(),
-        "augur processes left: {:?}",
-        packaged_augur_pids()
-    );
+    assert!(packaged_augur_pids().is_empty(), "augur processes left: {:?}", packaged_augur_pids());
 
-    for gone in [
-        "/usr/bin/augur",
-        UNIT,
-        "/etc/augur",
-        "/var/lib/augur",
-        "/usr/share/man/man1/augur.1.gz",
-    ] {
+    for gone in ["/usr/bin/augur", UNIT, "/etc/augur", "/var/lib/augur", "/usr/share/man/man1/augur.1.gz"] {
         assert!(!Path::new(gone).exists(), "{gone} survived the purge");
     }
-    assert!(
-        fs::symlink_metadata(wants).is_err(),
-        "enable symlink survived the purge"
-    );
+    assert!(fs::symlink_metadata(wants).is_err(), "enable symlink survived the purge");
     drop(installed);
 }
 
@@ -518,14 +377,7 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
 fn ensure_tool_file(file: &str, package: &str) {
     if !Path::new(file).exists() {
         run(Command::new("apt-get")
-            .args([
-                "-o",
-                "DPkg::Lock::Timeout=300",
-                "install",
-                "-y",
-                "--no-install-recommends",
-                package,
-            ])
+            .args(["-o", "DPkg::Lock::Timeout=300", "install", "-y", "--no-install-recommends", package])
             .env("DEBIAN_FRONTEND", "noninteractive"));
     }
 }

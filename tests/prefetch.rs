@@ -23,11 +23,7 @@ fn augur() -> Command {
 
 /// Runs with a watchdog: a hung augur fails the test instead of hanging CI.
 fn run(mut cmd: Command) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if child.try_wait().unwrap().is_some() {
@@ -43,10 +39,7 @@ fn run(mut cmd: Command) -> Output {
 
 fn scratch_dir() -> tempfile::TempDir {
     // /var/tmp is on the root file system (tmpfs would keep every page resident).
-    tempfile::Builder::new()
-        .prefix("augur-prefetch-test")
-        .tempdir_in("/var/tmp")
-        .unwrap()
+    tempfile::Builder::new().prefix("augur-prefetch-test").tempdir_in("/var/tmp").unwrap()
 }
 
 fn write_file(path: &Path, pages: u64) {
@@ -67,9 +60,7 @@ fn evict(path: &Path) {
 
 fn resident(path: &Path, range: PageRange) -> RangeSet {
     let f = fs::File::open(path).unwrap();
-    ResidencyProbe::new(f.as_fd(), page_size(), true)
-        .resident(range)
-        .unwrap()
+    ResidencyProbe::new(f.as_fd(), page_size(), true).resident(range).unwrap()
 }
 
 fn profile_of(files: Vec<(PathBuf, Vec<PageRange>)>) -> LaunchProfile {
@@ -86,10 +77,7 @@ fn profile_of(files: Vec<(PathBuf, Vec<PageRange>)>) -> LaunchProfile {
                 ranges: ranges
                     .into_iter()
                     .enumerate()
-                    .map(|(i, range)| UsedRange {
-                        range,
-                        first_use_us: 100 * i as u64,
-                    })
+                    .map(|(i, range)| UsedRange { range, first_use_us: 100 * i as u64 })
                     .collect(),
                 path,
             })
@@ -103,11 +91,7 @@ fn prefetch_json(profile: &Path) -> serde_json::Value {
     let mut cmd = augur();
     cmd.args(["prefetch", "--json"]).arg(profile);
     let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "augur prefetch failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "augur prefetch failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -135,11 +119,7 @@ fn prefetch_loads_exactly_the_profiled_pages() {
 
     let report = prefetch_json(&profile);
     let after = resident(&data, PageRange::new(0, total));
-    let got = after
-        .ranges()
-        .iter()
-        .map(|r| wanted.overlap_count(*r))
-        .sum::<u64>();
+    let got = after.ranges().iter().map(|r| wanted.overlap_count(*r)).sum::<u64>();
     assert!(
         got * 100 >= wanted.page_count() * 99,
         "only {got} of {} profiled pages resident; report {report}",
@@ -149,10 +129,7 @@ fn prefetch_loads_exactly_the_profiled_pages() {
     let mut far = RangeSet::new();
     far.insert(PageRange::new(0, total));
     for r in wanted.ranges() {
-        far.remove(PageRange::from_bounds(
-            r.start.saturating_sub(32),
-            r.end() + 32,
-        ));
+        far.remove(PageRange::from_bounds(r.start.saturating_sub(32), r.end() + 32));
     }
     let far_resident: u64 = after.ranges().iter().map(|r| far.overlap_count(*r)).sum();
     assert!(
@@ -163,10 +140,7 @@ fn prefetch_loads_exactly_the_profiled_pages() {
     assert_eq!(report["pages"]["wanted"], wanted.page_count());
     let loaded = report["pages"]["loaded"].as_u64().unwrap();
     let already = report["pages"]["already_resident"].as_u64().unwrap();
-    assert!(
-        (loaded + already) * 100 >= wanted.page_count() * 99,
-        "{report}"
-    );
+    assert!((loaded + already) * 100 >= wanted.page_count() * 99, "{report}");
     assert_eq!(report["files"]["fetched"], 1);
 
     // The table for people names the counts.
@@ -174,10 +148,7 @@ fn prefetch_loads_exactly_the_profiled_pages() {
     cmd.arg("prefetch").arg(&profile);
     let out = run(cmd);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("already resident") && text.contains("loaded"),
-        "{text}"
-    );
+    assert!(out.status.success() && text.contains("already resident") && text.contains("loaded"), "{text}");
 }
 
 #[test]
@@ -189,10 +160,7 @@ fn stale_file_is_reported_and_never_read() {
     write_file(&replaced, 256);
     let profile = dir.path().join("p.profile.json");
     profile_file::save(
-        &profile_of(vec![
-            (data.clone(), vec![PageRange::new(0, 256)]),
-            (replaced.clone(), vec![PageRange::new(0, 256)]),
-        ]),
+        &profile_of(vec![(data.clone(), vec![PageRange::new(0, 256)]), (replaced.clone(), vec![PageRange::new(0, 256)])]),
         &profile,
     )
     .unwrap();
@@ -212,12 +180,7 @@ fn stale_file_is_reported_and_never_read() {
     assert_eq!(report["files"]["fetched"], 0, "{report}");
     assert_eq!(report["pages"]["skipped"], 512, "{report}");
     assert_eq!(report["pages"]["loaded"], 0, "{report}");
-    let kinds: Vec<&str> = report["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["kind"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = report["problems"].as_array().unwrap().iter().map(|p| p["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, vec!["stale", "stale"]);
     // Never read: nothing of either file came into the cache.
     assert!(resident(&data, PageRange::new(0, 300)).page_count() < 8);
@@ -256,11 +219,7 @@ fn missing_file_in_profile_is_reported() {
     let data = dir.path().join("gone.bin");
     write_file(&data, 4);
     let profile = dir.path().join("p.profile.json");
-    profile_file::save(
-        &profile_of(vec![(data.clone(), vec![PageRange::new(0, 4)])]),
-        &profile,
-    )
-    .unwrap();
+    profile_file::save(&profile_of(vec![(data.clone(), vec![PageRange::new(0, 4)])]), &profile).unwrap();
     fs::remove_file(&data).unwrap();
     let report = prefetch_json(&profile);
     assert_eq!(report["files"]["missing"], 1, "{report}");
@@ -280,10 +239,7 @@ fn unprivileged_prefetch_loads_readable_files_and_says_it_cannot_verify() {
     fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
     let profile = dir.path().join("p.profile.json");
     profile_file::save(
-        &profile_of(vec![
-            (data.clone(), vec![PageRange::new(100, 300)]),
-            (secret.clone(), vec![PageRange::new(0, 8)]),
-        ]),
+        &profile_of(vec![(data.clone(), vec![PageRange::new(100, 300)]), (secret.clone(), vec![PageRange::new(0, 8)])]),
         &profile,
     )
     .unwrap();
@@ -291,16 +247,9 @@ fn unprivileged_prefetch_loads_readable_files_and_says_it_cannot_verify() {
     evict(&data);
 
     let mut cmd = augur();
-    cmd.args(["prefetch", "--json"])
-        .arg(&profile)
-        .uid(65534)
-        .gid(65534);
+    cmd.args(["prefetch", "--json"]).arg(&profile).uid(65534).gid(65534);
     let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // The kernel tells only owners and root about residency: nothing is claimed resident.
     assert_eq!(report["pages"]["already_resident"], 0, "{report}");
@@ -319,29 +268,14 @@ fn traced_command_replays_to_99_percent_after_dropping_caches() {
     let data = dir.path().join("input.bin");
     write_file(&data, 2048);
     let profile = dir.path().join("sh.profile.json");
-    let script = format!(
-        "head -c 3000000 {0} > /dev/null; tail -c 200000 {0} > /dev/null",
-        data.display()
-    );
+    let script = format!("head -c 3000000 {0} > /dev/null; tail -c 200000 {0} > /dev/null", data.display());
     let mut cmd = augur();
-    cmd.args(["trace", "--output"])
-        .arg(&profile)
-        .args(["--", "sh", "-c", &script]);
+    cmd.args(["trace", "--output"]).arg(&profile).args(["--", "sh", "-c", &script]);
     let out = run(cmd);
-    assert!(
-        out.status.success(),
-        "augur trace failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "augur trace failed: {}", String::from_utf8_lossy(&out.stderr));
     let traced = profile_file::load(&profile).unwrap();
-    assert!(
-        traced.files.iter().any(|f| f.path == data),
-        "the data file is in the profile"
-    );
-    assert!(
-        traced.files.len() >= 3,
-        "sh, head, tail and their libraries are in the profile"
-    );
+    assert!(traced.files.iter().any(|f| f.path == data), "the data file is in the profile");
+    assert!(traced.files.len() >= 3, "sh, head, tail and their libraries are in the profile");
 
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").unwrap();
     let report = prefetch_json(&profile);
@@ -351,18 +285,13 @@ fn traced_command_replays_to_99_percent_after_dropping_caches() {
     for f in &traced.files {
         let set = f.page_set();
         wanted += set.page_count();
-        let Ok(file) = fs::File::open(&f.path) else {
-            continue;
-        };
+        let Ok(file) = fs::File::open(&f.path) else { continue };
         let probe = ResidencyProbe::new(file.as_fd(), page_size(), true);
         for r in set.ranges() {
             found += probe.count(*r).unwrap();
         }
     }
-    assert!(
-        found * 100 >= wanted * 99,
-        "{found} of {wanted} profiled pages resident after prefetch; report {report}"
-    );
+    assert!(found * 100 >= wanted * 99, "{found} of {wanted} profiled pages resident after prefetch; report {report}");
     assert_eq!(report["files"]["stale"], 0, "{report}");
 }
 
@@ -373,10 +302,7 @@ fn exit_code_of(args: &[&str], profile: Option<&Path>) -> (i32, String) {
         cmd.arg(p);
     }
     let out = run(cmd);
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -387,25 +313,14 @@ fn bad_profiles_get_one_line_and_distinct_exit_codes() {
     assert_eq!(err.lines().count(), 1, "{err}");
 
     let corrupt = dir.path().join("corrupt.json");
-    fs::write(
-        &corrupt,
-        b"{\"format\": \"augur-launch-profile\", \"version\": 1, \"files\": [",
-    )
-    .unwrap();
+    fs::write(&corrupt, b"{\"format\": \"augur-launch-profile\", \"version\": 1, \"files\": [").unwrap();
     let (code, err) = exit_code_of(&["prefetch"], Some(&corrupt));
     assert_eq!(code, 4, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 
     let future = dir.path().join("future.json");
     let text = String::from_utf8(profile_file::to_bytes(&profile_of(vec![]))).unwrap();
-    fs::write(
-        &future,
-        text.replace(
-            &format!("\"version\":{}", profile_file::FORMAT_VERSION),
-            "\"version\":999",
-        ),
-    )
-    .unwrap();
+    fs::write(&future, text.replace(&format!("\"version\":{}", profile_file::FORMAT_VERSION), "\"version\":999")).unwrap();
     let (code, err) = exit_code_of(&["prefetch"], Some(&future));
     assert_eq!(code, 5, "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");

@@ -1,7 +1,8 @@
 //! As root (as CI runs it): the daemon with prediction on is fetching a large learned working set
 //! (256 MiB, the fetch worker thread's disk reads throttled to 4 MiB/s by a blkio cgroup, so the
-//! fetch is still running however long the hog takes to raise pressure), then a real memory hog in a memory cgroup (cgroup v1, a 48 MiB limit, four readers
-//! re-reading a 96 MiB file so it thrashes) raises memory pressure. The test watches the rise with its own PSI
+//! fetch is still running however long the hog takes to raise pressure), then a real memory hog
+//! in a memory cgroup (cgroup v1, a 48 MiB limit, four readers re-reading a 96 MiB file so it
+//! thrashes) raises memory pressure. The test watches the rise with its own PSI
 //! trigger (the same threshold as the daemon's) and asserts that the daemon's fetch stopped
 //! within one second of it, from the monotonic time the daemon logs when its fetch worker stops.
 //! No timing beyond that functional deadline.
@@ -24,6 +25,9 @@ const MIB: u64 = 1 << 20;
 const STALL_US: u64 = 150_000;
 const WINDOW_US: u64 = 2_000_000;
 
+
+
+
 /// A cgroup v1 group this test creates; dropping it kills (`kill`) or moves back to the root
 /// group every process inside and removes it.
 struct Cgroup {
@@ -34,11 +38,7 @@ struct Cgroup {
 impl Cgroup {
     fn create(controller: &str, kill: bool) -> Cgroup {
         let root = Path::new("/sys/fs/cgroup").join(controller);
-        assert!(
-            root.join("cgroup.procs").exists(),
-            "no cgroup v1 {controller} hierarchy at {}",
-            root.display()
-        );
+        assert!(root.join("cgroup.procs").exists(), "no cgroup v1 {controller} hierarchy at {}", root.display());
         let dir = root.join(format!("augur-test-pressure-{}", std::process::id()));
         if !dir.exists() {
             std::fs::create_dir(&dir).unwrap();
@@ -47,8 +47,7 @@ impl Cgroup {
     }
 
     fn set(&self, file: &str, value: &str) {
-        std::fs::write(self.dir.join(file), value)
-            .unwrap_or_else(|e| panic!("{}/{file} = {value}: {e}", self.dir.display()));
+        std::fs::write(self.dir.join(file), value).unwrap_or_else(|e| panic!("{}/{file} = {value}: {e}", self.dir.display()));
     }
 }
 
@@ -77,11 +76,7 @@ impl Drop for Cgroup {
 fn thread_named(pid: u32, name: &str) -> u32 {
     for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let e = e.unwrap();
-        if std::fs::read_to_string(e.path().join("comm"))
-            .unwrap_or_default()
-            .trim()
-            == name
-        {
+        if std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim() == name {
             return e.file_name().to_string_lossy().parse().unwrap();
         }
     }
@@ -104,13 +99,11 @@ fn write_file(path: &Path, bytes: u64) {
     f.sync_all().unwrap();
 }
 
+
 /// The monotonic times the daemon logged for stopped prediction fetches.
 fn fetch_stops(log: &str) -> Vec<u64> {
     log.lines()
-        .filter_map(|l| {
-            l.split("prediction fetch stopped by memory pressure at monotonic ")
-                .nth(1)
-        })
+        .filter_map(|l| l.split("prediction fetch stopped by memory pressure at monotonic ").nth(1))
         .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
         .collect()
 }
@@ -121,11 +114,7 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
         "[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nmax_launch_mib = 4096\n[predict]\nenabled = true\npredictor = \"naive\"\n\
          budget_bytes = 1073741824\npressure_trigger_us = {STALL_US}\npressure_window_us = {WINDOW_US}\n"
     ));
-    assert!(
-        d.log().contains("memory pressure trigger armed"),
-        "the daemon watches no PSI trigger: {}",
-        d.log()
-    );
+    assert!(d.log().contains("memory pressure trigger armed"), "the daemon watches no PSI trigger: {}", d.log());
 
     // A big application: 256 MiB of data read at start; it is learned once.
     let root = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -135,14 +124,7 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
         write_file(&data.join(format!("part{i:02}")), 4 * MIB);
     }
     let app = root.path().join("big-app.sh");
-    std::fs::write(
-        &app,
-        format!(
-            "#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n",
-            data.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&app, format!("#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n", data.display())).unwrap();
     std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o755)).unwrap();
     let hog_file = root.path().join("hog-data");
     write_file(&hog_file, 96 * MIB);
@@ -153,10 +135,7 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     // the hog may take to raise pressure (at 16 MiB/s a slow rise once let the fetch finish first).
     let throttle = Cgroup::create("blkio", false);
     let disk = augur::bench::throttle::root_disk().unwrap();
-    throttle.set(
-        "blkio.throttle.read_bps_device",
-        &format!("{disk} {}", 4 * MIB),
-    );
+    throttle.set("blkio.throttle.read_bps_device", &format!("{disk} {}", 4 * MIB));
     // Only the prediction fetch worker: the event loop's own reads (state, /proc) stay unthrottled.
     throttle.set("tasks", &thread_named(d.pid(), "augur-predict").to_string());
 
@@ -170,25 +149,12 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
         std::thread::sleep(Duration::from_millis(50));
         resident = resident_pages(&data);
     }
-    assert!(
-        resident >= wanted / 32,
-        "the daemon's fetch never started ({resident} pages resident): {}",
-        d.log()
-    );
-    assert!(
-        resident < wanted / 2,
-        "the fetch was not slowed ({resident} of {wanted} pages resident already)"
-    );
+    assert!(resident >= wanted / 32, "the daemon's fetch never started ({resident} pages resident): {}", d.log());
+    assert!(resident < wanted / 2, "the fetch was not slowed ({resident} of {wanted} pages resident already)");
 
     // Our own trigger, with the daemon's threshold, tells when the pressure rose.
-    let psi = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/proc/pressure/memory")
-        .unwrap();
-    (&psi)
-        .write_all(format!("some {STALL_US} {WINDOW_US}\0").as_bytes())
-        .unwrap();
+    let psi = std::fs::OpenOptions::new().read(true).write(true).open("/proc/pressure/memory").unwrap();
+    (&psi).write_all(format!("some {STALL_US} {WINDOW_US}\0").as_bytes()).unwrap();
     let hog_cgroup = Cgroup::create("memory", true);
     hog_cgroup.set("memory.limit_in_bytes", &(48 * MIB).to_string());
     let hog_started = monotonic_ns();
@@ -201,20 +167,13 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
         ))
         .spawn()
         .unwrap();
-    let mut pfd = libc::pollfd {
-        fd: psi.as_raw_fd(),
-        events: libc::POLLPRI,
-        revents: 0,
-    };
+    let mut pfd = libc::pollfd { fd: psi.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
     // SAFETY (test): one valid pollfd.
     let n = unsafe { libc::poll(&mut pfd, 1, 30_000) };
     let rise = monotonic_ns();
     let pressure = std::fs::read_to_string("/proc/pressure/memory").unwrap();
     let resident_at_rise = resident_pages(&data);
-    assert!(
-        n == 1 && pfd.revents & libc::POLLPRI != 0,
-        "the hog raised no memory stall of {STALL_US} µs per {WINDOW_US} µs in 30 s: {pressure}"
-    );
+    assert!(n == 1 && pfd.revents & libc::POLLPRI != 0, "the hog raised no memory stall of {STALL_US} µs per {WINDOW_US} µs in 30 s: {pressure}");
 
     // The daemon's fetch stop, as it logged it.
     let until = Instant::now() + Duration::from_secs(5);
@@ -233,36 +192,16 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     let _ = hog.wait();
     drop(hog_cgroup);
     drop(throttle);
-    for line in d
-        .log()
-        .lines()
-        .filter(|l| l.contains("pressure") || l.contains("prediction fetch"))
-    {
+    for line in d.log().lines().filter(|l| l.contains("pressure") || l.contains("prediction fetch")) {
         println!("daemon: {line}");
     }
-    println!(
-        "pressure at the rise: {}",
-        pressure.trim().replace('\n', "; ")
-    );
-    println!(
-        "hog started at {hog_started} ns, pressure rose at {rise} ns, fetch stopped at {stop} ns"
-    );
-    println!(
-        "fetch stopped {:.3} s after the rise",
-        (stop as f64 - rise as f64) / 1e9
-    );
-    assert!(
-        stop <= rise + 1_000_000_000,
-        "fetching stopped {} ms after the rise",
-        (stop - rise) / 1_000_000
-    );
+    println!("pressure at the rise: {}", pressure.trim().replace('\n', "; "));
+    println!("hog started at {hog_started} ns, pressure rose at {rise} ns, fetch stopped at {stop} ns");
+    println!("fetch stopped {:.3} s after the rise", (stop as f64 - rise as f64) / 1e9);
+    assert!(stop <= rise + 1_000_000_000, "fetching stopped {} ms after the rise", (stop - rise) / 1_000_000);
     let status = match control::request(&d.socket(), &Request::Status).unwrap() {
         Response::Status(s) => s,
         other => panic!("unexpected {other:?}"),
     };
-    assert!(
-        status.events.pressure_events >= 1,
-        "no pressure event counted: {:?}",
-        status.events
-    );
+    assert!(status.events.pressure_events >= 1, "no pressure event counted: {:?}", status.events);
 }

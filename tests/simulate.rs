@@ -4,30 +4,13 @@
 use std::process::{Command, Output};
 
 fn augur(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_augur"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_augur")).args(args).output().unwrap()
 }
 
 fn generate(dir: &std::path::Path, scenario: &str, seed: &str, days: &str) -> std::path::PathBuf {
     let path = dir.join(format!("{scenario}-{seed}.jsonl"));
-    let out = augur(&[
-        "gen-trace",
-        "--scenario",
-        scenario,
-        "--seed",
-        seed,
-        "--days",
-        days,
-        "--output",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = augur(&["gen-trace", "--scenario", scenario, "--seed", seed, "--days", days, "--output", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     path
 }
 
@@ -35,33 +18,14 @@ fn generate(dir: &std::path::Path, scenario: &str, seed: &str, days: &str) -> st
 fn traces_are_reproducible_and_simulate_reports_every_predictor() {
     let dir = tempfile::tempdir().unwrap();
     let a = generate(dir.path(), "two-users", "3", "4");
-    let b = augur(&[
-        "gen-trace",
-        "--scenario",
-        "two-users",
-        "--seed",
-        "3",
-        "--days",
-        "4",
-    ]);
-    assert_eq!(
-        std::fs::read(&a).unwrap(),
-        b.stdout,
-        "same seed, same bytes"
-    );
+    let b = augur(&["gen-trace", "--scenario", "two-users", "--seed", "3", "--days", "4"]);
+    assert_eq!(std::fs::read(&a).unwrap(), b.stdout, "same seed, same bytes");
 
     let out = augur(&["simulate", "--trace", a.to_str().unwrap(), "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = report["results"].as_array().unwrap();
-    let names: Vec<&str> = rows
-        .iter()
-        .map(|r| r["predictor"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r["predictor"].as_str().unwrap()).collect();
     assert_eq!(names, ["none", "naive", "preload", "augur"]);
     for r in rows {
         assert!(r["hits"].as_u64().unwrap() <= r["launches"].as_u64().unwrap());
@@ -69,15 +33,7 @@ fn traces_are_reproducible_and_simulate_reports_every_predictor() {
     }
     assert_eq!(rows[0]["prefetched_bytes"], 0, "none never prefetches");
 
-    let md = augur(&[
-        "simulate",
-        "--trace",
-        a.to_str().unwrap(),
-        "--predictor",
-        "ablation",
-        "--budget",
-        "512MiB",
-    ]);
+    let md = augur(&["simulate", "--trace", a.to_str().unwrap(), "--predictor", "ablation", "--budget", "512MiB"]);
     let text = String::from_utf8_lossy(&md.stdout);
     assert!(text.contains("| two-users-3 | 512 |"), "{text}");
     assert!(text.contains("augur-no-sequence"));
@@ -87,32 +43,13 @@ fn traces_are_reproducible_and_simulate_reports_every_predictor() {
 fn explain_from_a_trace() {
     let dir = tempfile::tempdir().unwrap();
     let t = generate(dir.path(), "single-user", "1", "7");
-    let out = augur(&[
-        "explain",
-        "libreoffice-writer",
-        "--trace",
-        t.to_str().unwrap(),
-        "--json",
-        "--at-ms",
-        "288000000",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = augur(&["explain", "libreoffice-writer", "--trace", t.to_str().unwrap(), "--json", "--at-ms", "288000000"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let e: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = e["probability"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&p));
     assert!(!e["reasons"].as_array().unwrap().is_empty());
-    let out = augur(&[
-        "explain",
-        "firefox",
-        "--trace",
-        t.to_str().unwrap(),
-        "--predictor",
-        "preload",
-    ]);
+    let out = augur(&["explain", "firefox", "--trace", t.to_str().unwrap(), "--predictor", "preload"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("(preload)"));
 }
@@ -123,11 +60,7 @@ fn bad_input_is_refused_with_distinct_codes() {
     let missing = augur(&["simulate", "--trace", "/nonexistent/t.jsonl"]);
     assert_eq!(missing.status.code(), Some(3));
     let future = dir.path().join("future.jsonl");
-    std::fs::write(
-        &future,
-        "{\"format\":\"augur-usage-trace\",\"version\":9,\"start_unix_ms\":0,\"page_size\":4096}\n",
-    )
-    .unwrap();
+    std::fs::write(&future, "{\"format\":\"augur-usage-trace\",\"version\":9,\"start_unix_ms\":0,\"page_size\":4096}\n").unwrap();
     let out = augur(&["simulate", "--trace", future.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(5));
     let corrupt = dir.path().join("corrupt.jsonl");
@@ -135,34 +68,10 @@ fn bad_input_is_refused_with_distinct_codes() {
     let out = augur(&["simulate", "--trace", corrupt.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("line 2") && stderr.lines().count() == 1,
-        "{stderr}"
-    );
-    assert_eq!(
-        augur(&["gen-trace", "--scenario", "three-users"])
-            .status
-            .code(),
-        Some(2)
-    );
-    assert_eq!(
-        augur(&[
-            "simulate",
-            "--trace",
-            corrupt.to_str().unwrap(),
-            "--predictor",
-            "oracle"
-        ])
-        .status
-        .code(),
-        Some(2)
-    );
+    assert!(stderr.contains("line 2") && stderr.lines().count() == 1, "{stderr}");
+    assert_eq!(augur(&["gen-trace", "--scenario", "three-users"]).status.code(), Some(2));
+    assert_eq!(augur(&["simulate", "--trace", corrupt.to_str().unwrap(), "--predictor", "oracle"]).status.code(), Some(2));
     // No daemon: one line, its own code.
-    let out = augur(&[
-        "explain",
-        "gedit",
-        "--socket",
-        dir.path().join("none.sock").to_str().unwrap(),
-    ]);
+    let out = augur(&["explain", "gedit", "--socket", dir.path().join("none.sock").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(9));
 }

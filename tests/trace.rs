@@ -63,25 +63,13 @@ fn fixture() -> &'static Fixture {
         let src = dir.join("reader.c");
         fs::write(&src, READER_C).unwrap();
         let reader = dir.join("augur-test-reader");
-        let out = Command::new("cc")
-            .arg("-O2")
-            .arg("-o")
-            .arg(&reader)
-            .arg(&src)
-            .output()
-            .expect("a C compiler (cc) is needed");
-        assert!(
-            out.status.success(),
-            "cc failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = Command::new("cc").arg("-O2").arg("-o").arg(&reader).arg(&src).output().expect("a C compiler (cc) is needed");
+        assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
         let data = dir.join("data.bin");
         let mut f = fs::File::create(&data).unwrap();
         let mut page = vec![0u8; 4096];
         for i in 0..DATA_PAGES {
-            page.iter_mut()
-                .enumerate()
-                .for_each(|(j, b)| *b = (i as usize * 31 + j) as u8);
+            page.iter_mut().enumerate().for_each(|(j, b)| *b = (i as usize * 31 + j) as u8);
             f.write_all(&page).unwrap();
         }
         f.sync_all().unwrap();
@@ -114,20 +102,12 @@ fn trace_reader(name: &str, extra: &[&str], envs: &[(&str, &str)]) -> (LaunchPro
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", fx.reader.to_str().unwrap(), fx.data.to_str().unwrap()]);
     let out = augur(&args, envs);
-    assert!(
-        out.status.success(),
-        "augur trace failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "augur trace failed: {}", String::from_utf8_lossy(&out.stderr));
     (profile_file::load(&out_path).unwrap(), out)
 }
 
 fn pages_of(profile: &LaunchProfile, path: &Path) -> u64 {
-    let f = profile
-        .files
-        .iter()
-        .find(|f| f.path == path)
-        .unwrap_or_else(|| panic!("{} missing from the profile", path.display()));
+    let f = profile.files.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("{} missing from the profile", path.display()));
     f.page_set().page_count()
 }
 
@@ -137,12 +117,7 @@ fn our_instances_left() -> Vec<String> {
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.starts_with("augur-"))
-        .filter(|n| {
-            n.rsplit('-')
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-        })
+        .filter(|n| n.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()))
         .collect()
 }
 
@@ -153,33 +128,16 @@ fn cold_and_warm_traces_hold_every_page_and_leave_no_instance() {
     let (cold, out) = trace_reader("cold", &[], &[]);
     assert_eq!(cold.mode, TraceMode::Access);
     assert_eq!(pages_of(&cold, &fx.data), DATA_PAGES, "cold trace");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).starts_with("sum "),
-        "the command's stdout passes through"
-    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("sum "), "the command's stdout passes through");
     let summary = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        summary.contains("access mode") && summary.contains("lost events"),
-        "{summary}"
-    );
+    assert!(summary.contains("access mode") && summary.contains("lost events"), "{summary}");
 
     // The file is cached now: only the access events can see the reads.
     let (warm, _) = trace_reader("warm", &[], &[]);
-    assert_eq!(
-        pages_of(&warm, &fx.data),
-        DATA_PAGES,
-        "warm trace must be as complete as the cold one"
-    );
-    let reader = warm
-        .files
-        .iter()
-        .find(|f| f.path == fx.reader)
-        .expect("the executable itself is in the profile");
+    assert_eq!(pages_of(&warm, &fx.data), DATA_PAGES, "warm trace must be as complete as the cold one");
+    let reader = warm.files.iter().find(|f| f.path == fx.reader).expect("the executable itself is in the profile");
     let meta = fs::metadata(&fx.reader).unwrap();
-    assert_eq!(
-        (reader.identity.ino, reader.identity.size),
-        (std::os::unix::fs::MetadataExt::ino(&meta), meta.len())
-    );
+    assert_eq!((reader.identity.ino, reader.identity.size), (std::os::unix::fs::MetadataExt::ino(&meta), meta.len()));
 
     // Files are in first-use order; the forward read makes the data file's ranges ascending.
     let firsts: Vec<u64> = warm.files.iter().map(|f| f.first_use_us()).collect();
@@ -187,11 +145,7 @@ fn cold_and_warm_traces_hold_every_page_and_leave_no_instance() {
     let data = warm.files.iter().find(|f| f.path == fx.data).unwrap();
     assert_eq!(data.ranges[0].range.start, 0);
     assert!(warm.window_ms < 60_000);
-    assert!(
-        our_instances_left().is_empty(),
-        "{:?}",
-        our_instances_left()
-    );
+    assert!(our_instances_left().is_empty(), "{:?}", our_instances_left());
 }
 
 #[test]
@@ -205,10 +159,7 @@ fn insertion_mode_records_a_cold_start() {
     // The flag does the same as the environment variable.
     evict(&fx.data);
     let (p, _) = trace_reader("insertion-flag", &["--mode", "insertion"], &[]);
-    assert_eq!(
-        (p.mode, pages_of(&p, &fx.data)),
-        (TraceMode::Insertion, DATA_PAGES)
-    );
+    assert_eq!((p.mode, pages_of(&p, &fx.data)), (TraceMode::Insertion, DATA_PAGES));
 }
 
 #[test]
@@ -217,10 +168,7 @@ fn file_only_mode_records_whole_files() {
     let (p, _) = trace_reader("file-only", &[], &[("AUGUR_FORCE_MODE", "file-only")]);
     assert_eq!(p.mode, TraceMode::FileOnly);
     assert_eq!(pages_of(&p, &fx.data), DATA_PAGES);
-    assert!(
-        p.files.iter().any(|f| f.path == fx.reader),
-        "the exec'd file is seen by FAN_OPEN_EXEC"
-    );
+    assert!(p.files.iter().any(|f| f.path == fx.reader), "the exec'd file is seen by FAN_OPEN_EXEC");
 }
 
 #[test]
@@ -228,26 +176,12 @@ fn a_failing_command_still_gets_its_profile() {
     let fx = fixture();
     let out_path = fx.dir.join("failing.profile.json");
     let out = augur(
-        &[
-            "trace",
-            "-o",
-            out_path.to_str().unwrap(),
-            "--",
-            fx.reader.to_str().unwrap(),
-            fx.data.to_str().unwrap(),
-            "fail",
-        ],
+        &["trace", "-o", out_path.to_str().unwrap(), "--", fx.reader.to_str().unwrap(), fx.data.to_str().unwrap(), "fail"],
         &[],
     );
     assert!(out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("exited with status 3; the profile was written anyway")
-    );
-    assert_eq!(
-        pages_of(&profile_file::load(&out_path).unwrap(), &fx.data),
-        DATA_PAGES
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exited with status 3; the profile was written anyway"));
+    assert_eq!(pages_of(&profile_file::load(&out_path).unwrap(), &fx.data), DATA_PAGES);
 }
 
 #[test]
@@ -256,14 +190,7 @@ fn ctrl_c_ends_the_trace_and_removes_the_instance() {
     let out_path = fx.dir.join("interrupted.profile.json");
     let _ = fs::remove_file(&out_path);
     let child = Command::new(AUGUR)
-        .args([
-            "trace",
-            "-o",
-            out_path.to_str().unwrap(),
-            "--",
-            "sleep",
-            "30",
-        ])
+        .args(["trace", "-o", out_path.to_str().unwrap(), "--", "sleep", "30"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -278,11 +205,7 @@ fn ctrl_c_ends_the_trace_and_removes_the_instance() {
     let augur_pid = child.id();
     while !fs::read_dir("/proc").unwrap().flatten().any(|e| {
         let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let pid = e
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
+        let pid = e.file_name().to_str().and_then(|n| n.parse().ok()).unwrap_or(0);
         stat.contains("(sleep) ") && augur::sense::procfs::descends_from(pid, augur_pid)
     }) {
         assert!(Instant::now() < until, "the traced command never started");
@@ -291,22 +214,10 @@ fn ctrl_c_ends_the_trace_and_removes_the_instance() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !Path::new(TRACEFS_INSTANCES).join(&name).exists(),
-        "instance left behind"
-    );
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!Path::new(TRACEFS_INSTANCES).join(&name).exists(), "instance left behind");
     let p = profile_file::load(&out_path).unwrap();
-    assert!(
-        p.files.iter().any(|f| f.path.ends_with("sleep")),
-        "{:?}",
-        p.files.iter().map(|f| &f.path).collect::<Vec<_>>()
-    );
+    assert!(p.files.iter().any(|f| f.path.ends_with("sleep")), "{:?}", p.files.iter().map(|f| &f.path).collect::<Vec<_>>());
 }
 
 #[test]
@@ -327,22 +238,8 @@ fn cli_errors_have_their_exit_codes() {
     assert_eq!(out.status.code(), Some(2), "no command after --");
     let out = augur(&["trace", "--window", "0", "--", "true"], &[]);
     assert_eq!(out.status.code(), Some(2), "bad window");
-    let out = augur(
-        &[
-            "trace",
-            "-o",
-            "/nonexistent-dir/x.json",
-            "--",
-            "/nonexistent/cmd",
-        ],
-        &[],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(10),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = augur(&["trace", "-o", "/nonexistent-dir/x.json", "--", "/nonexistent/cmd"], &[]);
+    assert_eq!(out.status.code(), Some(10), "{}", String::from_utf8_lossy(&out.stderr));
     let out = augur(&["trace", "--mode", "bogus", "--", "true"], &[]);
     assert_eq!(out.status.code(), Some(2));
 
@@ -360,12 +257,7 @@ fn cli_errors_have_their_exit_codes() {
         .args(["trace", "--", "true"])
         .output()
         .expect("setpriv (util-linux) is needed");
-    assert_eq!(
-        out.status.code(),
-        Some(7),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.contains("needs root"));
@@ -394,21 +286,9 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
 
     let fx = fixture();
     let meta = fs::metadata(&fx.data).unwrap();
-    let data_key = InodeKey {
-        dev: meta.dev(),
-        ino: meta.ino(),
-    };
-    let choice = ModeChoice {
-        requested: None,
-        degrade_to_file_only: true,
-    };
-    let mut watch = PageWatch::open(
-        "test",
-        &WatchScope::Followed,
-        choice,
-        &InstanceOptions::default(),
-    )
-    .unwrap();
+    let data_key = InodeKey { dev: meta.dev(), ino: meta.ino() };
+    let choice = ModeChoice { requested: None, degrade_to_file_only: true };
+    let mut watch = PageWatch::open("test", &WatchScope::Followed, choice, &InstanceOptions::default()).unwrap();
     assert_eq!(watch.mode(), TraceMode::Access);
     let instance_dir = watch.instance().unwrap().dir().to_path_buf();
     let mut opens = OpenWatcher::new(false).unwrap();
@@ -416,11 +296,7 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
 
     // Nobody followed: the kernel records none of the reader's events.
     let unseen = |watch: &mut PageWatch| {
-        let mut child = Command::new(&fx.reader)
-            .arg(&fx.data)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = Command::new(&fx.reader).arg(&fx.data).stdout(Stdio::null()).spawn().unwrap();
         let pid = child.id();
         assert!(child.wait().unwrap().success());
         std::thread::sleep(Duration::from_millis(200));
@@ -428,9 +304,7 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
         watch
             .read(100_000, |e| match e.kind {
                 EventKind::Page(pe) if pe.inode == data_key => seen += 1,
-                EventKind::Exec { pid: p, .. } | EventKind::Exit { pid: p, .. } if p == pid => {
-                    seen += 1
-                }
+                EventKind::Exec { pid: p, .. } | EventKind::Exit { pid: p, .. } if p == pid => seen += 1,
                 _ => {}
             })
             .unwrap();
@@ -440,39 +314,23 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
 
     watch.follow(&[own_tid()]);
     assert!(watch.settle(Duration::from_secs(10)));
-    let mut child = Command::new(&fx.reader)
-        .arg(&fx.data)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Command::new(&fx.reader).arg(&fx.data).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id();
     assert!(child.wait().unwrap().success());
 
     let (mut exec, mut exit, mut pages, mut foreign_tgid) = (false, false, RangeSet::new(), 0);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(exec && exit && pages.page_count() == DATA_PAGES) {
-        assert!(
-            Instant::now() < deadline,
-            "exec {exec} exit {exit} pages {}",
-            pages.page_count()
-        );
+        assert!(Instant::now() < deadline, "exec {exec} exit {exit} pages {}", pages.page_count());
         {
             let fd = watch.fd().unwrap().unwrap();
-            let mut fds = [rustix::event::PollFd::new(
-                &fd,
-                rustix::event::PollFlags::IN,
-            )];
-            let timeout = rustix::time::Timespec {
-                tv_sec: 1,
-                tv_nsec: 0,
-            };
+            let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+            let timeout = rustix::time::Timespec { tv_sec: 1, tv_nsec: 0 };
             let _ = rustix::event::poll(&mut fds, Some(&timeout));
         }
         watch
             .read(100_000, |e| match e.kind {
-                EventKind::Exec {
-                    filename, pid: p, ..
-                } if p == pid => exec = Path::new(&filename) == fx.reader,
+                EventKind::Exec { filename, pid: p, .. } if p == pid => exec = Path::new(&filename) == fx.reader,
                 EventKind::Exit { pid: p, .. } if p == pid => exit = true,
                 EventKind::Page(pe) if pe.inode == data_key => {
                     pages.insert(pe.pages);
@@ -487,24 +345,16 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
             })
             .unwrap();
     }
-    assert_eq!(
-        foreign_tgid, 0,
-        "every page event of the data file carries the reader's pid"
-    );
+    assert_eq!(foreign_tgid, 0, "every page event of the data file carries the reader's pid");
 
     watch.unfollow(&[own_tid()]);
     assert!(watch.settle(Duration::from_secs(10)));
     unseen(&mut watch);
 
     let mut resolver = PathResolver::new();
-    opens
-        .read_available(|f| resolver.learn(f.key, f.path))
-        .unwrap();
+    opens.read_available(|f| resolver.learn(f.key, f.path)).unwrap();
     let resolved = resolver.resolve(data_key, augur::sense::procfs::identity_of);
-    assert!(
-        matches!(resolved, Resolution::Resolved { ref path, .. } if *path == fx.data),
-        "{resolved:?}"
-    );
+    assert!(matches!(resolved, Resolution::Resolved { ref path, .. } if *path == fx.data), "{resolved:?}");
 
     watch.close().unwrap();
     assert!(!instance_dir.exists());
@@ -528,34 +378,13 @@ fn files_read_through_an_overlay_are_resolved() {
         base.join("upper").display(),
         base.join("work").display()
     );
-    let st = Command::new("mount")
-        .args(["-t", "overlay", "overlay", "-o", &opts])
-        .arg(base.join("merged"))
-        .status()
-        .unwrap();
+    let st = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(base.join("merged")).status().unwrap();
     assert!(st.success(), "mounting an overlay");
     let merged_data = base.join("merged/data.bin");
     let out_path = fx.dir.join("overlay.profile.json");
-    let out = augur(
-        &[
-            "trace",
-            "-o",
-            out_path.to_str().unwrap(),
-            "--",
-            fx.reader.to_str().unwrap(),
-            merged_data.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let umount = Command::new("umount")
-        .arg(base.join("merged"))
-        .status()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = augur(&["trace", "-o", out_path.to_str().unwrap(), "--", fx.reader.to_str().unwrap(), merged_data.to_str().unwrap()], &[]);
+    let umount = Command::new("umount").arg(base.join("merged")).status().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(umount.success());
     let p = profile_file::load(&out_path).unwrap();
     assert_eq!(pages_of(&p, &merged_data), DATA_PAGES, "{:?}", p.unresolved);
@@ -575,25 +404,12 @@ fn without_tracefs_trace_fails_with_exit_8_unless_file_only() {
         reader = fx.reader.display(),
         data = fx.data.display()
     );
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
-        .output()
-        .expect("unshare (util-linux) is needed");
+    let out = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).output().expect("unshare (util-linux) is needed");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        stdout.lines().collect::<Vec<_>>(),
-        vec!["rc=8", "rc=0"],
-        "{stderr}"
-    );
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), vec!["rc=8", "rc=0"], "{stderr}");
     let first = stderr.lines().next().unwrap();
-    assert!(
-        first.starts_with("augur: kernel lacks tracefs") && first.contains("--mode file-only"),
-        "{first}"
-    );
+    assert!(first.starts_with("augur: kernel lacks tracefs") && first.contains("--mode file-only"), "{first}");
     let p = profile_file::load(&out_path).unwrap();
-    assert_eq!(
-        (p.mode, pages_of(&p, &fx.data)),
-        (TraceMode::FileOnly, DATA_PAGES)
-    );
+    assert_eq!((p.mode, pages_of(&p, &fx.data)), (TraceMode::FileOnly, DATA_PAGES));
 }

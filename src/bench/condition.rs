@@ -8,9 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::fetch::{
-    CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher, drop_all_caches,
-};
+use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher, drop_all_caches};
 
 /// Name of the cold condition; the gap is measured from it.
 pub const COLD: &str = "cold";
@@ -115,21 +113,12 @@ pub struct Prefetched {
 impl Prefetched {
     /// Replays `plan` at best-effort I/O priority (nothing else competes in a benchmark).
     pub fn new(plan: FetchPlan) -> Self {
-        Prefetched::with_options(
-            plan,
-            FetchOptions {
-                priority: IoPriority::BEST_EFFORT,
-                ..FetchOptions::default()
-            },
-        )
+        Prefetched::with_options(plan, FetchOptions { priority: IoPriority::BEST_EFFORT, ..FetchOptions::default() })
     }
 
     /// Replays `plan` with `options`.
     pub fn with_options(plan: FetchPlan, options: FetchOptions) -> Self {
-        Prefetched {
-            plan,
-            prefetcher: Prefetcher::new(options),
-        }
+        Prefetched { plan, prefetcher: Prefetcher::new(options) }
     }
 }
 
@@ -148,17 +137,11 @@ impl Condition for Prefetched {
     fn prepare(&mut self) -> Result<Preparation> {
         drop_all_caches()?;
         let report = self.prefetcher.fetch(&self.plan, &CancelFlag::new());
-        Ok(Preparation {
-            replay: Some(ReplaySummary::from(&report)),
-        })
+        Ok(Preparation { replay: Some(ReplaySummary::from(&report)) })
     }
 }
 
 /// The foundation's three conditions, in the order each round runs them.
 pub fn standard_conditions(plan: FetchPlan) -> Vec<Box<dyn Condition>> {
-    vec![
-        Box::new(Cold),
-        Box::new(Warm),
-        Box::new(Prefetched::new(plan)),
-    ]
+    vec![Box::new(Cold), Box::new(Warm), Box::new(Prefetched::new(plan))]
 }

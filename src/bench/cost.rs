@@ -114,17 +114,12 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
     // First sight: augur follows the first launches of an application it does not know yet;
     // those runs are the learning cost, reported apart from the steady state measured below.
     if let Some(kind) = augur {
-        let learning_runs = crate::daemon::config::Config::default()
-            .launch
-            .follow_first_launches;
+        let learning_runs = crate::daemon::config::Config::default().launch.follow_first_launches;
         for (wi, (name, cmd, prep)) in works.iter().enumerate() {
             for run in 1..=learning_runs {
                 interrupt::check()?;
                 let t = timed_with(ctx, Some(kind), cmd, *prep)?;
-                (ctx.progress)(&format!(
-                    "cost learning run {run}/{learning_runs}: {name}, augur: {:.2} s",
-                    t.elapsed
-                ));
+                (ctx.progress)(&format!("cost learning run {run}/{learning_runs}: {name}, augur: {:.2} s", t.elapsed));
                 out[wi * 2].learning.push(t.elapsed);
             }
         }
@@ -177,12 +172,7 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
 
 /// Runs `prep`, drops the caches, starts `daemon` (if any) and lets it settle, drops the caches
 /// again, and times `cmd` cold.
-fn timed_with(
-    ctx: &CostContext<'_>,
-    daemon: Option<Prefetcher>,
-    cmd: &[String],
-    prep: Option<&Vec<String>>,
-) -> Result<Timed> {
+fn timed_with(ctx: &CostContext<'_>, daemon: Option<Prefetcher>, cmd: &[String], prep: Option<&Vec<String>>) -> Result<Timed> {
     if let Some(prep) = prep {
         run_command(prep)?;
     }

@@ -235,11 +235,7 @@ impl Drop for ActiveMachine {
 pub fn clean_leftovers() -> Option<String> {
     let balloons = balloon::kill_leftovers();
     let cgroups = throttle::remove_leftovers();
-    let reporting = if page_reporting::restore_leftover() {
-        ", free page reporting resumed"
-    } else {
-        ""
-    };
+    let reporting = if page_reporting::restore_leftover() { ", free page reporting resumed" } else { "" };
     (balloons + cgroups > 0 || !reporting.is_empty()).then(|| {
         format!("removed leftovers of an earlier run: {balloons} balloon(s), {cgroups} cgroup(s){reporting}")
     })

@@ -29,33 +29,20 @@ impl Workload {
 
     /// The command as text, each argument quoted for a POSIX shell where needed.
     pub fn display(&self) -> String {
-        self.command
-            .iter()
-            .map(|a| shell_quote(&a.to_string_lossy()))
-            .collect::<Vec<_>>()
-            .join(" ")
+        self.command.iter().map(|a| shell_quote(&a.to_string_lossy())).collect::<Vec<_>>().join(" ")
     }
 
     /// The command as strings (lossy), for JSON.
     pub fn argv(&self) -> Vec<String> {
-        self.command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
+        self.command.iter().map(|a| a.to_string_lossy().into_owned()).collect()
     }
 }
 
 /// Quotes `arg` for a POSIX shell when it holds anything but plain word characters.
 pub fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
+        && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
 }
 
 /// One measured run.
@@ -84,27 +71,16 @@ pub fn run_to_exit(workload: &Workload) -> Result<RunSample> {
     };
     let name = program.to_string_lossy().into_owned();
     let mut cmd = Command::new(program);
-    cmd.args(&workload.command[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.args(&workload.command[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let started = Instant::now();
     let child = cmd.spawn().map_err(|e| Error::Command {
         command: name.clone(),
-        detail: if e.kind() == std::io::ErrorKind::NotFound {
-            "command not found".into()
-        } else {
-            format!("cannot start: {e}")
-        },
+        detail: if e.kind() == std::io::ErrorKind::NotFound { "command not found".into() } else { format!("cannot start: {e}") },
     })?;
-    let (status, usage) =
-        wait_with_usage(child).map_err(|e| Error::io(format!("waiting for {name}"), e))?;
+    let (status, usage) = wait_with_usage(child).map_err(|e| Error::io(format!("waiting for {name}"), e))?;
     let elapsed = started.elapsed();
     if !status.success() {
-        return Err(Error::Command {
-            command: workload.display(),
-            detail: describe_status(&status),
-        });
+        return Err(Error::Command { command: workload.display(), detail: describe_status(&status) });
     }
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     let cpu = usage.user + usage.system;

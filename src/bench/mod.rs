@@ -64,10 +64,7 @@ impl Machine {
     /// This machine.
     pub fn current() -> Self {
         let uname = rustix::system::uname();
-        Machine {
-            kernel: uname.release().to_string_lossy().into_owned(),
-            page_size: page_size(),
-        }
+        Machine { kernel: uname.release().to_string_lossy().into_owned(), page_size: page_size() }
     }
 }
 
@@ -113,16 +110,8 @@ pub fn bench_command(
     events(BenchEvent::ProfileReady(&info));
     let plan = FetchPlan::from_profiles([&launch_profile], page_size());
     let mut conditions = standard_conditions(plan);
-    let session = run_interleaved(
-        workload,
-        &mut conditions,
-        rounds,
-        &mut run_to_exit,
-        &mut |p| events(BenchEvent::Session(p)),
-    )?;
-    Ok(BenchReport {
-        machine: Machine::current(),
-        profile: info,
-        session,
-    })
+    let session = run_interleaved(workload, &mut conditions, rounds, &mut run_to_exit, &mut |p| {
+        events(BenchEvent::Session(p))
+    })?;
+    Ok(BenchReport { machine: Machine::current(), profile: info, session })
 }

@@ -39,25 +39,16 @@ impl ReportingPause {
     }
 
     fn start_at(param: &Path, leftover: &Path) -> Result<Option<ReportingPause>> {
-        let Ok(saved) = fs::read_to_string(param) else {
-            return Ok(None);
-        };
+        let Ok(saved) = fs::read_to_string(param) else { return Ok(None) };
         let saved = saved.trim().to_string();
         fs::write(leftover, &saved).context(|| format!("writing {}", leftover.display()))?;
         fs::write(param, NEVER.to_string()).context(|| format!("writing {}", param.display()))?;
-        Ok(Some(ReportingPause {
-            param: param.to_path_buf(),
-            saved,
-            leftover: leftover.to_path_buf(),
-        }))
+        Ok(Some(ReportingPause { param: param.to_path_buf(), saved, leftover: leftover.to_path_buf() }))
     }
 
     /// What the output records: the order reporting was at, and that it is paused.
     pub fn describe(&self) -> String {
-        format!(
-            "free page reporting paused (page_reporting_order {} -> {NEVER})",
-            self.saved
-        )
+        format!("free page reporting paused (page_reporting_order {} -> {NEVER})", self.saved)
     }
 }
 
@@ -99,9 +90,7 @@ pub fn restore_leftover() -> bool {
 }
 
 fn restore_leftover_at(param: &Path, leftover: &Path) -> bool {
-    let Ok(saved) = fs::read_to_string(leftover) else {
-        return false;
-    };
+    let Ok(saved) = fs::read_to_string(leftover) else { return false };
     let restored = fs::write(param, saved.trim()).is_ok();
     if restored {
         let _ = fs::remove_file(leftover);
@@ -119,9 +108,7 @@ mod tests {
         let param = dir.path().join("order");
         let leftover = dir.path().join("saved");
         fs::write(&param, "8\n").unwrap();
-        let pause = ReportingPause::start_at(&param, &leftover)
-            .unwrap()
-            .unwrap();
+        let pause = ReportingPause::start_at(&param, &leftover).unwrap().unwrap();
         assert_eq!(fs::read_to_string(&param).unwrap(), "11");
         assert!(pause.describe().contains("8 -> 11"));
         drop(pause);
@@ -139,11 +126,7 @@ mod tests {
     #[test]
     fn no_reporting_no_pause() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(
-            ReportingPause::start_at(&dir.path().join("absent"), &dir.path().join("saved"))
-                .unwrap()
-                .is_none()
-        );
+        assert!(ReportingPause::start_at(&dir.path().join("absent"), &dir.path().join("saved")).unwrap().is_none());
     }
 
     #[test]

@@ -274,9 +274,7 @@ impl RunningDaemon {
         // mean "the prefetch is over". Both daemons' reads count to their own process.
         self.wait_until_reads_stop(
             READS_QUIET,
-            limit
-                .saturating_sub(start.elapsed())
-                .max(Duration::from_secs(1)),
+            limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)),
         )?;
         let left = limit
             .saturating_sub(start.elapsed())

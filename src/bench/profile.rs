@@ -66,24 +66,15 @@ impl OutputSilenced {
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
-        let dup = |fd| {
-            rustix::io::fcntl_dupfd_cloexec(fd, 3)
-                .map_err(|e| Error::io("saving stdout/stderr", e.into()))
-        };
+        let dup = |fd| rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| Error::io("saving stdout/stderr", e.into()));
         let saved_out = dup(rustix::stdio::stdout())?;
         let saved_err = dup(rustix::stdio::stderr())?;
-        let null = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/null")
-            .context(|| "opening /dev/null".into())?;
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null").context(|| "opening /dev/null".into())?;
         let silence = || -> rustix::io::Result<()> {
             rustix::stdio::dup2_stdout(&null)?;
             rustix::stdio::dup2_stderr(&null)
         };
-        let guard = OutputSilenced {
-            saved_out,
-            saved_err,
-        };
+        let guard = OutputSilenced { saved_out, saved_err };
         silence().map_err(|e| Error::io("redirecting output to /dev/null", e.into()))?;
         Ok(guard)
     }
@@ -99,12 +90,7 @@ impl Drop for OutputSilenced {
 /// Traces one run of the workload (its output discarded) and returns its profile. The command
 /// must succeed: a profile of a failed start-up is not the one to benchmark.
 pub fn trace_workload(workload: &Workload) -> Result<(LaunchProfile, ProfileInfo)> {
-    let request = TraceRequest {
-        command: workload.command.clone(),
-        window: DEFAULT_WINDOW,
-        mode: None,
-        lookups: true,
-    };
+    let request = TraceRequest { command: workload.command.clone(), window: DEFAULT_WINDOW, mode: None, lookups: true };
     let mut report = {
         let _quiet = OutputSilenced::new()?;
         let mut report = trace_command(&request)?;
@@ -114,18 +100,12 @@ pub fn trace_workload(workload: &Workload) -> Result<(LaunchProfile, ProfileInfo
         report
     };
     if let Some(sig) = report.interrupted_by {
-        return Err(Error::Command {
-            command: workload.display(),
-            detail: format!("trace interrupted by signal {sig}"),
-        });
+        return Err(Error::Command { command: workload.display(), detail: format!("trace interrupted by signal {sig}") });
     }
     if let Some(status) = report.status.take()
         && !status.success()
     {
-        return Err(Error::Command {
-            command: workload.display(),
-            detail: describe_status(&status),
-        });
+        return Err(Error::Command { command: workload.display(), detail: describe_status(&status) });
     }
     let info = ProfileInfo::of(&report.profile, "traced".into(), report.lost_events);
     Ok((report.profile, info))

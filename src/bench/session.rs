@@ -98,12 +98,7 @@ impl SessionResult {
 
 fn summary_of(values: impl Iterator<Item = f64>) -> Summary {
     let v: Vec<f64> = values.collect();
-    Summary::of(&v).unwrap_or(Summary {
-        n: 0,
-        median: f64::NAN,
-        min: f64::NAN,
-        max: f64::NAN,
-    })
+    Summary::of(&v).unwrap_or(Summary { n: 0, median: f64::NAN, min: f64::NAN, max: f64::NAN })
 }
 
 /// Runs `rounds` rounds of `conditions` on `workload`, timing each run with `measure`
@@ -122,25 +117,11 @@ pub fn run_interleaved(
     let mut records: Vec<Vec<RunRecord>> = vec![Vec::with_capacity(rounds); conditions.len()];
     for round in 1..=rounds {
         for (i, condition) in conditions.iter_mut().enumerate() {
-            progress(Progress::Preparing {
-                round,
-                rounds,
-                condition: condition.name(),
-            });
+            progress(Progress::Preparing { round, rounds, condition: condition.name() });
             let preparation = condition.prepare()?;
             let sample = measure(workload)?;
-            progress(Progress::Ran {
-                round,
-                rounds,
-                condition: condition.name(),
-                sample: &sample,
-                preparation: &preparation,
-            });
-            records[i].push(RunRecord {
-                round,
-                sample,
-                preparation,
-            });
+            progress(Progress::Ran { round, rounds, condition: condition.name(), sample: &sample, preparation: &preparation });
+            records[i].push(RunRecord { round, sample, preparation });
         }
     }
     let mut results: Vec<ConditionResult> = conditions
@@ -153,31 +134,19 @@ pub fn run_interleaved(
             io_wait_ms: summary_of(runs.iter().map(|r| r.sample.io_wait_ms)),
             cpu_ms: summary_of(runs.iter().map(|r| r.sample.user_ms + r.sample.sys_ms)),
             major_faults: summary_of(runs.iter().map(|r| r.sample.major_faults as f64)),
-            read_mib: summary_of(
-                runs.iter()
-                    .map(|r| r.sample.blocks_in as f64 * 512.0 / (1024.0 * 1024.0)),
-            ),
+            read_mib: summary_of(runs.iter().map(|r| r.sample.blocks_in as f64 * 512.0 / (1024.0 * 1024.0))),
             gap_closed: None,
             runs,
         })
         .collect();
     fill_gaps(&mut results);
-    Ok(SessionResult {
-        command: workload.argv(),
-        rounds,
-        conditions: results,
-    })
+    Ok(SessionResult { command: workload.argv(), rounds, conditions: results })
 }
 
 /// Sets every condition's share of the cold-to-warm gap from the medians, when both cold and
 /// warm were measured.
 pub fn fill_gaps(results: &mut [ConditionResult]) {
-    let median = |name: &str| {
-        results
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| c.elapsed_ms.median)
-    };
+    let median = |name: &str| results.iter().find(|c| c.name == name).map(|c| c.elapsed_ms.median);
     let (Some(cold), Some(warm)) = (median(COLD), median(WARM)) else {
         return;
     };
@@ -219,21 +188,9 @@ mod tests {
     fn rounds_interleave_conditions_and_gap_is_computed() {
         let state = Rc::new(RefCell::new((Vec::new(), 0.0)));
         let mut conditions: Vec<Box<dyn Condition>> = vec![
-            Box::new(Fake {
-                name: COLD,
-                state: state.clone(),
-                elapsed: 200.0,
-            }),
-            Box::new(Fake {
-                name: WARM,
-                state: state.clone(),
-                elapsed: 100.0,
-            }),
-            Box::new(Fake {
-                name: "prefetched",
-                state: state.clone(),
-                elapsed: 105.0,
-            }),
+            Box::new(Fake { name: COLD, state: state.clone(), elapsed: 200.0 }),
+            Box::new(Fake { name: WARM, state: state.clone(), elapsed: 100.0 }),
+            Box::new(Fake { name: "prefetched", state: state.clone(), elapsed: 105.0 }),
         ];
         let measured = Rc::new(RefCell::new(0usize));
         let m = measured.clone();
@@ -241,14 +198,7 @@ mod tests {
         let mut measure = move |_: &Workload| -> Result<RunSample> {
             *m.borrow_mut() += 1;
             let e = s.borrow().1;
-            Ok(RunSample {
-                elapsed_ms: e,
-                user_ms: 10.0,
-                sys_ms: 5.0,
-                io_wait_ms: e - 15.0,
-                major_faults: 0,
-                blocks_in: 0,
-            })
+            Ok(RunSample { elapsed_ms: e, user_ms: 10.0, sys_ms: 5.0, io_wait_ms: e - 15.0, major_faults: 0, blocks_in: 0 })
         };
         let mut events = Vec::new();
         let result = run_interleaved(
@@ -259,11 +209,7 @@ mod tests {
             &mut |p| events.push(format!("{p:?}").chars().take(8).collect::<String>()),
         )
         .unwrap();
-        assert_eq!(
-            *measured.borrow(),
-            1 + 9,
-            "one warm-up plus three rounds of three"
-        );
+        assert_eq!(*measured.borrow(), 1 + 9, "one warm-up plus three rounds of three");
         assert_eq!(state.borrow().0, ["cold", "warm", "prefetched"].repeat(3));
         assert_eq!(result.rounds, 3);
         let p = result.condition("prefetched").unwrap();
@@ -271,10 +217,7 @@ mod tests {
         assert!((p.gap_closed.unwrap() - 0.95).abs() < 1e-9);
         assert_eq!(result.condition(COLD).unwrap().gap_closed, Some(0.0));
         assert_eq!(result.condition(WARM).unwrap().gap_closed, Some(1.0));
-        assert_eq!(
-            p.runs.iter().map(|r| r.round).collect::<Vec<_>>(),
-            vec![1, 2, 3]
-        );
+        assert_eq!(p.runs.iter().map(|r| r.round).collect::<Vec<_>>(), vec![1, 2, 3]);
         assert_eq!(events[0], "WarmUp");
     }
 
@@ -285,28 +228,12 @@ mod tests {
         let mut measure = |_: &Workload| -> Result<RunSample> {
             n += 1;
             if n > 1 {
-                Err(crate::Error::Command {
-                    command: "x".into(),
-                    detail: "exited with status 1".into(),
-                })
+                Err(crate::Error::Command { command: "x".into(), detail: "exited with status 1".into() })
             } else {
-                Ok(RunSample {
-                    elapsed_ms: 1.0,
-                    user_ms: 0.0,
-                    sys_ms: 0.0,
-                    io_wait_ms: 1.0,
-                    major_faults: 0,
-                    blocks_in: 0,
-                })
+                Ok(RunSample { elapsed_ms: 1.0, user_ms: 0.0, sys_ms: 0.0, io_wait_ms: 1.0, major_faults: 0, blocks_in: 0 })
             }
         };
-        let err = run_interleaved(
-            &Workload::new(vec!["x".into()]),
-            &mut conditions,
-            2,
-            &mut measure,
-            &mut |_| {},
-        );
+        let err = run_interleaved(&Workload::new(vec!["x".into()]), &mut conditions, 2, &mut measure, &mut |_| {});
         assert!(matches!(err, Err(crate::Error::Command { .. })));
     }
 }

@@ -25,12 +25,7 @@ impl Summary {
             return None;
         }
         let sorted = sorted(values);
-        Some(Summary {
-            n: sorted.len(),
-            median: quantile_sorted(&sorted, 0.5),
-            min: sorted[0],
-            max: sorted[sorted.len() - 1],
-        })
+        Some(Summary { n: sorted.len(), median: quantile_sorted(&sorted, 0.5), min: sorted[0], max: sorted[sorted.len() - 1] })
     }
 }
 

@@ -182,10 +182,7 @@ pub fn render(report: &SuiteReport) -> String {
 
 /// The workload's cold median, the chart's unit; none when cold did not run or took no time.
 fn cold_median(w: &WorkloadReport) -> Option<f64> {
-    w.condition(Condition::Cold)
-        .and_then(|c| c.summary)
-        .map(|s| s.median)
-        .filter(|&m| m > 0.0)
+    w.condition(Condition::Cold).and_then(|c| c.summary).map(|s| s.median).filter(|&m| m > 0.0)
 }
 
 #[cfg(test)]

@@ -492,10 +492,7 @@ tree_bytes = "1.5GiB"
         let e = parse(t).unwrap_err();
         assert!(e.to_string().starts_with("/x/suite.toml:5: "), "{e}");
         let ok = parse(&t.replace("fast", "small-memory+slow-disk")).unwrap();
-        assert_eq!(
-            ok.cost.unwrap().profiles,
-            vec!["small-memory+slow-disk".to_string()]
-        );
+        assert_eq!(ok.cost.unwrap().profiles, vec!["small-memory+slow-disk".to_string()]);
     }
 
     #[test]

@@ -271,9 +271,7 @@ fn replay(
             // is on a real machine (half an hour against a 20 s cycle), however compressed the
             // day: what a prefetcher does with an idle machine is what is measured.
             drop_all_caches()?;
-            let idle = step
-                .wait_secs
-                .max(ctx.files.cycle_secs as f64 + IDLE_SLACK_SECS);
+            let idle = step.wait_secs.max(ctx.files.cycle_secs as f64 + IDLE_SLACK_SECS);
             interrupt::sleep(Duration::from_secs_f64(idle))?;
         } else {
             interrupt::sleep(Duration::from_secs_f64(step.wait_secs))?;

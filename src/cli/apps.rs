@@ -23,25 +23,11 @@ pub fn run(args: AppsArgs) -> Result<ExitCode> {
     let socket = args.address.socket()?;
     let apps = match control::request(&socket, &Request::Apps)? {
         Response::Apps { apps } => apps,
-        Response::Error { message } => {
-            return Err(Error::Command {
-                command: "augur daemon".into(),
-                detail: message,
-            });
-        }
-        other => {
-            return Err(Error::Command {
-                command: "augur daemon".into(),
-                detail: format!("unexpected answer {other:?}"),
-            });
-        }
+        Response::Error { message } => return Err(Error::Command { command: "augur daemon".into(), detail: message }),
+        other => return Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
     };
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&apps)
-                .map_err(|e| Error::io("encoding", std::io::Error::other(e)))?
-        );
+        println!("{}", serde_json::to_string_pretty(&apps).map_err(|e| Error::io("encoding", std::io::Error::other(e)))?);
         return Ok(ExitCode::SUCCESS);
     }
     if apps.is_empty() {
@@ -49,10 +35,7 @@ pub fn run(args: AppsArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let page = crate::daemon::os::page_size();
-    println!(
-        "{:>8} {:>10} {:>10} {:<9}  application",
-        "launches", "known", "replayed", "last"
-    );
+    println!("{:>8} {:>10} {:>10} {:<9}  application", "launches", "known", "replayed", "last");
     for a in &apps {
         println!(
             "{:>8} {:>10} {:>10} {:<9}  {}",

@@ -41,12 +41,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// The command to time and its arguments (after `--`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required_unless_present = "suite",
-        value_name = "CMD"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required_unless_present = "suite", value_name = "CMD")]
     pub command: Vec<OsString>,
     /// The benchmark suite's options.
     #[command(flatten)]
@@ -65,26 +60,12 @@ fn progress(event: BenchEvent<'_>) {
         ),
         BenchEvent::Session(Progress::WarmUp) => eprintln!("augur bench: untimed warm-up run"),
         BenchEvent::Session(Progress::Preparing { .. }) => {}
-        BenchEvent::Session(Progress::Ran {
-            round,
-            rounds,
-            condition,
-            sample,
-            preparation,
-        }) => {
+        BenchEvent::Session(Progress::Ran { round, rounds, condition, sample, preparation }) => {
             let replay = preparation
                 .replay
                 .map(|r| {
-                    let lookups = if r.lookups_replayed > 0 {
-                        format!(" and {} path lookups", r.lookups_replayed)
-                    } else {
-                        String::new()
-                    };
-                    format!(
-                        ", replayed {} of {} pages{lookups} first",
-                        r.already_resident + r.loaded,
-                        r.wanted
-                    )
+                    let lookups = if r.lookups_replayed > 0 { format!(" and {} path lookups", r.lookups_replayed) } else { String::new() };
+                    format!(", replayed {} of {} pages{lookups} first", r.already_resident + r.loaded, r.wanted)
                 })
                 .unwrap_or_default();
             eprintln!(
@@ -101,29 +82,18 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return super::bench_suite::run(args.suite, args.runs);
     }
     if args.command.is_empty() {
-        return Err(Error::Usage(
-            "no command to time (usage: augur bench [OPTIONS] -- CMD [ARGS...])".into(),
-        ));
+        return Err(Error::Usage("no command to time (usage: augur bench [OPTIONS] -- CMD [ARGS...])".into()));
     }
     let workload = Workload::new(args.command.clone());
-    let report = bench_command(
-        &workload,
-        args.profile.as_deref(),
-        args.runs.unwrap_or(5) as usize,
-        &mut progress,
-    )?;
+    let report = bench_command(&workload, args.profile.as_deref(), args.runs.unwrap_or(5) as usize, &mut progress)?;
     let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&report)
-            .map_err(|e| Error::io("rendering JSON", e.into()))?;
+        let mut t = serde_json::to_string_pretty(&report).map_err(|e| Error::io("rendering JSON", e.into()))?;
         t.push('\n');
         t
     } else {
         render_table(&workload, &report)
     };
-    std::io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
-        .context(|| "writing to stdout".into())?;
+    std::io::stdout().lock().write_all(text.as_bytes()).context(|| "writing to stdout".into())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -144,49 +114,25 @@ pub fn render_table(workload: &Workload, r: &BenchReport) -> String {
         r.profile.source,
         r.profile.files,
         (r.profile.pages * r.profile.page_size) as f64 / (1024.0 * 1024.0),
-        serde_json::to_value(r.profile.mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
+        serde_json::to_value(r.profile.mode).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
     );
     let _ = writeln!(s);
     let _ = writeln!(
         s,
         "{:<12} {:>10} {:>10} {:>10} {:>12} {:>11} {:>9} {:>11}",
-        "condition",
-        "median ms",
-        "min ms",
-        "max ms",
-        "I/O wait ms",
-        "maj. faults",
-        "read MiB",
-        "gap closed"
+        "condition", "median ms", "min ms", "max ms", "I/O wait ms", "maj. faults", "read MiB", "gap closed"
     );
     for c in &r.session.conditions {
         let [med, min, max] = ms(&c.elapsed_ms);
-        let gap = c
-            .gap_closed
-            .map(|g| format!("{:.0} %", g * 100.0))
-            .unwrap_or_else(|| "-".into());
+        let gap = c.gap_closed.map(|g| format!("{:.0} %", g * 100.0)).unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
             "{:<12} {:>10} {:>10} {:>10} {:>12.1} {:>11.0} {:>9.1} {:>11}",
-            c.name,
-            med,
-            min,
-            max,
-            c.io_wait_ms.median,
-            c.major_faults.median,
-            c.read_mib.median,
-            gap
+            c.name, med, min, max, c.io_wait_ms.median, c.major_faults.median, c.read_mib.median, gap
         );
     }
     if let Some(c) = r.session.condition(PREFETCHED) {
-        let replays: Vec<_> = c
-            .runs
-            .iter()
-            .filter_map(|run| run.preparation.replay)
-            .collect();
+        let replays: Vec<_> = c.runs.iter().filter_map(|run| run.preparation.replay).collect();
         if let Some(worst) = replays.iter().min_by_key(|x| x.already_resident + x.loaded) {
             let stale = replays.iter().map(|x| x.stale_files).max().unwrap_or(0);
             let _ = writeln!(
@@ -198,37 +144,20 @@ pub fn render_table(workload: &Workload, r: &BenchReport) -> String {
                     Some(n) if n > 0 => format!(", {n} path lookups repeated"),
                     _ => String::new(),
                 },
-                if stale > 0 {
-                    format!("; {stale} stale files skipped (retrace the command)")
-                } else {
-                    String::new()
-                }
+                if stale > 0 { format!("; {stale} stale files skipped (retrace the command)") } else { String::new() }
             );
         }
     }
     let _ = writeln!(s);
     match r.session.condition(PREFETCHED).and_then(|c| c.gap_closed) {
         Some(g) => {
-            let _ = writeln!(
-                s,
-                "prefetching closes {:.0} % of the cold-to-warm gap ((cold - prefetched) / (cold - warm), medians).",
-                g * 100.0
-            );
+            let _ = writeln!(s, "prefetching closes {:.0} % of the cold-to-warm gap ((cold - prefetched) / (cold - warm), medians).", g * 100.0);
         }
         None => {
-            let _ = writeln!(
-                s,
-                "no cold-to-warm gap to close: warm was not faster than cold."
-            );
+            let _ = writeln!(s, "no cold-to-warm gap to close: warm was not faster than cold.");
         }
     }
-    let _ = writeln!(
-        s,
-        "I/O wait = elapsed - (user + sys) of the command, as Kroeger and Long measured it; read MiB = what"
-    );
-    let _ = writeln!(
-        s,
-        "the file systems read for it (data and metadata, wait4's ru_inblock); medians."
-    );
+    let _ = writeln!(s, "I/O wait = elapsed - (user + sys) of the command, as Kroeger and Long measured it; read MiB = what");
+    let _ = writeln!(s, "the file systems read for it (data and metadata, wait4's ru_inblock); medians.");
     s
 }

@@ -33,17 +33,10 @@ pub struct DaemonArgs {
 /// Runs the subcommand.
 pub fn run(args: DaemonArgs, verbose: u8, quiet: bool) -> Result<ExitCode> {
     let mode = match &args.mode {
-        Some(m) => Some(parse_mode(m).ok_or_else(|| {
-            Error::Usage(format!("unknown mode {m:?} (access, insertion, file-only)"))
-        })?),
+        Some(m) => Some(parse_mode(m).ok_or_else(|| Error::Usage(format!("unknown mode {m:?} (access, insertion, file-only)")))?),
         None => None,
     };
-    let options = DaemonOptions {
-        config_path: args.config,
-        state_path: args.state,
-        socket_path: args.socket,
-        mode,
-    };
+    let options = DaemonOptions { config_path: args.config, state_path: args.state, socket_path: args.socket, mode };
     let config = options.load_config()?;
     let level = match (quiet, verbose) {
         (true, _) => tracing::Level::ERROR,

@@ -52,49 +52,19 @@ struct Rendered<'a> {
 pub fn run(args: ExplainArgs) -> Result<ExitCode> {
     let Some(path) = &args.trace else {
         if !args.socket.exists() {
-            return Err(Error::NoDaemon {
-                socket: args.socket.clone(),
-            });
+            return Err(Error::NoDaemon { socket: args.socket.clone() });
         }
-        return match control::request(
-            &args.socket,
-            &Request::Explain {
-                app: args.app.clone(),
-            },
-        )? {
-            Response::Explanation {
-                predictor,
-                app,
-                probability,
-                reasons,
-            } => {
-                render(
-                    &args,
-                    &predict::Explanation {
-                        predictor,
-                        app,
-                        probability,
-                        reasons,
-                    },
-                );
+        return match control::request(&args.socket, &Request::Explain { app: args.app.clone() })? {
+            Response::Explanation { predictor, app, probability, reasons } => {
+                render(&args, &predict::Explanation { predictor, app, probability, reasons });
                 Ok(ExitCode::SUCCESS)
             }
-            Response::Error { message } => Err(Error::Command {
-                command: "augur daemon".into(),
-                detail: message,
-            }),
-            other => Err(Error::Command {
-                command: "augur daemon".into(),
-                detail: format!("unexpected answer {other:?}"),
-            }),
+            Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
+            other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
         };
     };
     let mut predictor = predict::by_name(&args.predictor).ok_or_else(|| {
-        Error::Usage(format!(
-            "unknown predictor {:?} (known: {})",
-            args.predictor,
-            PREDICTOR_NAMES.join(", ")
-        ))
+        Error::Usage(format!("unknown predictor {:?} (known: {})", args.predictor, PREDICTOR_NAMES.join(", ")))
     })?;
     let trace = usage_trace::load(path)?;
     let until = args.at_ms.unwrap_or(u64::MAX);
@@ -104,19 +74,8 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
             break;
         }
         last = e.t_ms();
-        if let UsageEvent::Activity {
-            t_ms,
-            app,
-            instance,
-            transition,
-        } = e
-        {
-            predictor.observe(&Observation {
-                at: LocalTime(trace.header.local_ms(*t_ms)),
-                app,
-                instance: *instance,
-                transition: *transition,
-            });
+        if let UsageEvent::Activity { t_ms, app, instance, transition } = e {
+            predictor.observe(&Observation { at: LocalTime(trace.header.local_ms(*t_ms)), app, instance: *instance, transition: *transition });
         }
     }
     let at = LocalTime(trace.header.local_ms(args.at_ms.unwrap_or(last)));
@@ -127,18 +86,10 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
 
 fn render(args: &ExplainArgs, e: &predict::Explanation) {
     if args.json {
-        let r = Rendered {
-            predictor: &e.predictor,
-            app: &e.app,
-            probability: e.probability,
-            reasons: &e.reasons,
-        };
+        let r = Rendered { predictor: &e.predictor, app: &e.app, probability: e.probability, reasons: &e.reasons };
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {
-        println!(
-            "{} ({}): probability {:.3}",
-            e.app, e.predictor, e.probability
-        );
+        println!("{} ({}): probability {:.3}", e.app, e.predictor, e.probability);
         for r in &e.reasons {
             println!("  - {r}");
         }

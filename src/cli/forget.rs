@@ -34,44 +34,24 @@ pub struct ForgetArgs {
 /// Runs the subcommand.
 pub fn run(args: ForgetArgs) -> Result<ExitCode> {
     let config = Config::load(args.config.as_deref())?;
-    let socket = args
-        .socket
-        .clone()
-        .unwrap_or(config.daemon.socket_path.clone());
+    let socket = args.socket.clone().unwrap_or(config.daemon.socket_path.clone());
     let request = match &args.app {
         Some(app) if !args.all => Request::Forget { app: app.clone() },
         _ => Request::ForgetAll,
     };
     let forgotten = match control::request(&socket, &request) {
         Ok(Response::Forgot { apps }) => apps,
-        Ok(Response::Error { message }) => {
-            return Err(Error::Command {
-                command: "augur daemon".into(),
-                detail: message,
-            });
-        }
-        Ok(other) => {
-            return Err(Error::Command {
-                command: "augur daemon".into(),
-                detail: format!("unexpected answer {other:?}"),
-            });
-        }
+        Ok(Response::Error { message }) => return Err(Error::Command { command: "augur daemon".into(), detail: message }),
+        Ok(other) => return Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
         Err(Error::NoDaemon { .. }) => {
-            let path = args
-                .state
-                .clone()
-                .unwrap_or(config.daemon.state_path.clone());
+            let path = args.state.clone().unwrap_or(config.daemon.state_path.clone());
             if !path.exists() {
                 println!("nothing learned ({} does not exist)", path.display());
                 return Ok(ExitCode::SUCCESS);
             }
             require_root("editing the state database").or_else(|e| {
                 // A user-owned state (tests, custom paths) needs no root.
-                if std::fs::OpenOptions::new().write(true).open(&path).is_ok() {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
+                if std::fs::OpenOptions::new().write(true).open(&path).is_ok() { Ok(()) } else { Err(e) }
             })?;
             let (mut store, _) = StateStore::open(&path)?;
             match &request {
@@ -82,9 +62,9 @@ pub fn run(args: ForgetArgs) -> Result<ExitCode> {
         Err(e) => return Err(e),
     };
     match (&request, forgotten) {
-        (Request::Forget { app }, 0) => Err(Error::Usage(format!(
-            "augur has not learned {app:?} (see `augur apps`)"
-        ))),
+        (Request::Forget { app }, 0) => {
+            Err(Error::Usage(format!("augur has not learned {app:?} (see `augur apps`)")))
+        }
         _ => {
             println!("forgot {forgotten} application(s)");
             Ok(ExitCode::SUCCESS)

@@ -32,27 +32,19 @@ pub struct GenTraceArgs {
 pub fn run(args: GenTraceArgs) -> Result<ExitCode> {
     let scenario = Scenario::from_name(&args.scenario).ok_or_else(|| {
         let names: Vec<&str> = Scenario::ALL.iter().map(|s| s.name()).collect();
-        Error::Usage(format!(
-            "unknown scenario {:?} (known: {})",
-            args.scenario,
-            names.join(", ")
-        ))
+        Error::Usage(format!("unknown scenario {:?} (known: {})", args.scenario, names.join(", ")))
     })?;
     let trace = generate(scenario, args.seed, args.days);
     match &args.output {
         Some(path) => {
-            let mut f =
-                std::fs::File::create(path).map_err(|e| Error::io_at(path, "creating", e))?;
-            usage_trace::write_to(&trace, &mut f)
-                .context(|| format!("writing {}", path.display()))?;
+            let mut f = std::fs::File::create(path).map_err(|e| Error::io_at(path, "creating", e))?;
+            usage_trace::write_to(&trace, &mut f).context(|| format!("writing {}", path.display()))?;
         }
         None => {
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
-            usage_trace::write_to(&trace, &mut lock)
-                .context(|| "writing the trace to standard output".into())?;
-            lock.flush()
-                .context(|| "writing the trace to standard output".into())?;
+            usage_trace::write_to(&trace, &mut lock).context(|| "writing the trace to standard output".into())?;
+            lock.flush().context(|| "writing the trace to standard output".into())?;
         }
     }
     Ok(ExitCode::SUCCESS)

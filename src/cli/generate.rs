@@ -57,9 +57,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
                     fs::write(&path, script).context(|| format!("writing {}", path.display()))?;
                     println!("{}", path.display());
                 }
-                None => std::io::stdout()
-                    .write_all(&script)
-                    .context(|| "writing to stdout".into())?,
+                None => std::io::stdout().write_all(&script).context(|| "writing to stdout".into())?,
             }
         }
     }
@@ -97,22 +95,15 @@ pub fn write_man_pages(dir: &Path) -> Result<Vec<PathBuf>> {
 
 fn write_man_page(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> Result<()> {
     let mut see_also = Vec::new();
-    for sub in cmd
-        .get_subcommands()
-        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
-    {
-        see_also.push(format!(
-            "{}(1)",
-            sub.get_display_name().unwrap_or(sub.get_name())
-        ));
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+        see_also.push(format!("{}(1)", sub.get_display_name().unwrap_or(sub.get_name())));
         write_man_page(sub.clone(), dir, written)?;
     }
     let is_root = cmd.get_name() == "augur";
     let man = clap_mangen::Man::new(cmd).manual("augur manual");
     let path = dir.join(man.get_filename());
     let mut page = Vec::new();
-    man.render(&mut page)
-        .context(|| format!("rendering {}", path.display()))?;
+    man.render(&mut page).context(|| format!("rendering {}", path.display()))?;
     if is_root {
         page.extend_from_slice(root_page_sections(&see_also).as_bytes());
     }
@@ -131,60 +122,32 @@ fn root_page_sections(subcommand_pages: &[String]) -> String {
     use crate::store::state::DEFAULT_STATE_PATH;
 
     let files = [
-        (
-            DEFAULT_CONFIG_PATH,
-            "The daemon's configuration (TOML; every key optional).",
-        ),
-        (
-            DEFAULT_STATE_PATH,
-            "What the daemon learned (SQLite). augur forget --all empties it.",
-        ),
-        (
-            DEFAULT_SOCKET_PATH,
-            "The daemon's control socket, used by augur status, apps and forget.",
-        ),
-        (
-            "/lib/systemd/system/augur.service",
-            "The systemd unit running augur daemon.",
-        ),
+        (DEFAULT_CONFIG_PATH, "The daemon's configuration (TOML; every key optional)."),
+        (DEFAULT_STATE_PATH, "What the daemon learned (SQLite). augur forget --all empties it."),
+        (DEFAULT_SOCKET_PATH, "The daemon's control socket, used by augur status, apps and forget."),
+        ("/lib/systemd/system/augur.service", "The systemd unit running augur daemon."),
     ];
     let codes = [
         (exit::OK, "success"),
-        (
-            exit::FAILURE,
-            "a run-time failure (I/O error, unexpected kernel answer)",
-        ),
+        (exit::FAILURE, "a run-time failure (I/O error, unexpected kernel answer)"),
         (exit::USAGE, "bad command line"),
         (exit::NOT_FOUND, "an input file does not exist"),
         (exit::CORRUPT, "an input file is corrupt"),
-        (
-            exit::UNSUPPORTED_VERSION,
-            "an input file is from a newer augur",
-        ),
+        (exit::UNSUPPORTED_VERSION, "an input file is from a newer augur"),
         (exit::CONFIG, "invalid configuration"),
         (exit::PERMISSION, "needs root"),
-        (
-            exit::KERNEL,
-            "the kernel lacks a needed feature (tracefs, a tracepoint)",
-        ),
+        (exit::KERNEL, "the kernel lacks a needed feature (tracefs, a tracepoint)"),
         (exit::NO_DAEMON, "the daemon is not running"),
-        (
-            exit::COMMAND,
-            "a command augur was asked to run failed to start or failed",
-        ),
+        (exit::COMMAND, "a command augur was asked to run failed to start or failed"),
     ];
     let mut roff = Roff::default();
     roff.control("SH", ["FILES"]);
     for (path, what) in files {
-        roff.control("TP", [])
-            .text([bold(path)])
-            .text([roman(what)]);
+        roff.control("TP", []).text([bold(path)]).text([roman(what)]);
     }
     roff.control("SH", ["EXIT STATUS"]);
     for (code, what) in codes {
-        roff.control("TP", [])
-            .text([bold(code.to_string())])
-            .text([roman(what)]);
+        roff.control("TP", []).text([bold(code.to_string())]).text([roman(what)]);
     }
     roff.control("SH", ["SEE ALSO"]);
     let mut pages = subcommand_pages.to_vec();
@@ -205,10 +168,8 @@ mod tests {
     fn one_man_page_per_visible_command_and_none_for_hidden_ones() {
         let dir = tempfile::tempdir().unwrap();
         let written = write_man_pages(dir.path()).unwrap();
-        let names: Vec<String> = written
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
+        let names: Vec<String> =
+            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert!(names.contains(&"augur.1".to_string()));
         let visible = Cli::command()
             .get_subcommands()
@@ -223,21 +184,11 @@ mod tests {
         assert!(page.contains(".TH augur-daemon"), "{page}");
         let root = fs::read_to_string(dir.path().join("augur.1")).unwrap();
         for section in ["FILES", "EXIT STATUS", "SEE ALSO"] {
-            assert_eq!(
-                root.matches(&format!(".SH \"{section}\"")).count()
-                    + root.matches(&format!(".SH {section}\n")).count(),
-                1,
-                "{section} in\n{root}"
-            );
+            assert_eq!(root.matches(&format!(".SH \"{section}\"")).count()
+                + root.matches(&format!(".SH {section}\n")).count(), 1, "{section} in\n{root}");
         }
-        assert!(
-            root.contains("/etc/augur/config.toml") && root.contains("augur\\-daemon(1)"),
-            "{root}"
-        );
-        assert!(
-            !page.contains("EXIT STATUS"),
-            "only augur.1 carries the extra sections"
-        );
+        assert!(root.contains("/etc/augur/config.toml") && root.contains("augur\\-daemon(1)"), "{root}");
+        assert!(!page.contains("EXIT STATUS"), "only augur.1 carries the extra sections");
     }
 
     #[test]

@@ -43,12 +43,7 @@ where
     N: for<'a> FormatFields<'a> + 'static,
     F: FormatEvent<S, N>,
 {
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
         if self.enabled {
             write!(writer, "<{}>", syslog_priority(*event.metadata().level()))?;
         }
@@ -59,19 +54,13 @@ where
 /// Whether stderr is the stream systemd connected to the journal (`$JOURNAL_STREAM` is
 /// `<device>:<inode>` of that stream, and stays set in children whose stderr went elsewhere).
 pub fn stderr_is_journal() -> bool {
-    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
-        return false;
-    };
-    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else {
-        return false;
-    };
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else { return false };
     names_stream(&stream.to_string_lossy(), stat.st_dev, stat.st_ino)
 }
 
 fn names_stream(journal_stream: &str, dev: u64, ino: u64) -> bool {
-    let Some((d, i)) = journal_stream.split_once(':') else {
-        return false;
-    };
+    let Some((d, i)) = journal_stream.split_once(':') else { return false };
     d.parse() == Ok(dev) && i.parse() == Ok(ino)
 }
 
@@ -98,9 +87,7 @@ mod tests {
     fn log_with(enabled: bool) -> String {
         let buffer = Buffer::default();
         let sink = buffer.clone();
-        let format = tracing_subscriber::fmt::format()
-            .without_time()
-            .with_target(false);
+        let format = tracing_subscriber::fmt::format().without_time().with_target(false);
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(Level::DEBUG)
             .with_ansi(false)
@@ -119,15 +106,7 @@ mod tests {
     #[test]
     fn under_journald_each_line_carries_its_priority_and_level_without_time_or_colour() {
         let lines: Vec<String> = log_with(true).lines().map(str::to_string).collect();
-        assert_eq!(
-            lines,
-            [
-                "<3>ERROR disk gone",
-                "<4> WARN slow",
-                "<6> INFO ready",
-                "<7>DEBUG detail"
-            ]
-        );
+        assert_eq!(lines, ["<3>ERROR disk gone", "<4> WARN slow", "<6> INFO ready", "<7>DEBUG detail"]);
     }
 
     #[test]

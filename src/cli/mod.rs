@@ -89,17 +89,12 @@ fn init_logging(verbose: u8, quiet: bool) {
 /// Sets up logging at `level` (the daemon takes its default level from its configuration).
 pub(crate) fn init_logging_at(level: tracing::Level) {
     use std::io::IsTerminal;
-    let format = tracing_subscriber::fmt::format()
-        .without_time()
-        .with_target(false);
+    let format = tracing_subscriber::fmt::format().without_time().with_target(false);
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .event_format(journal::SyslogPriorityPrefix::new(
-            format,
-            journal::stderr_is_journal(),
-        ))
+        .event_format(journal::SyslogPriorityPrefix::new(format, journal::stderr_is_journal()))
         .try_init();
 }
 
@@ -133,11 +128,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // Under journald the line is filed as an error, not at the default priority.
-            let priority = if journal::stderr_is_journal() {
-                "<3>"
-            } else {
-                ""
-            };
+            let priority = if journal::stderr_is_journal() { "<3>" } else { "" };
             eprintln!("{priority}augur: {err}");
             ExitCode::from(err.exit_code())
         }

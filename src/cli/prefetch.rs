@@ -12,9 +12,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::error::{IoContext, Result};
-use crate::fetch::{
-    CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher,
-};
+use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::store::profile_file;
 
 /// Request order on the command line.
@@ -64,33 +62,21 @@ struct JsonOutput<'a> {
 
 /// Runs the subcommand.
 pub fn run(args: PrefetchArgs) -> Result<ExitCode> {
-    let profiles = args
-        .profiles
-        .iter()
-        .map(|p| profile_file::load(p))
-        .collect::<Result<Vec<_>>>()?;
+    let profiles = args.profiles.iter().map(|p| profile_file::load(p)).collect::<Result<Vec<_>>>()?;
     let plan = FetchPlan::from_profiles(&profiles, crate::fetch::page_size());
     let options = FetchOptions {
-        priority: if args.best_effort {
-            IoPriority::BEST_EFFORT
-        } else {
-            IoPriority::Idle
-        },
+        priority: if args.best_effort { IoPriority::BEST_EFFORT } else { IoPriority::Idle },
         order: args.order.into(),
         ..FetchOptions::default()
     };
     let report = Prefetcher::new(options).fetch(&plan, &CancelFlag::new());
     let mut out = std::io::stdout().lock();
     if args.json {
-        let text = serde_json::to_string_pretty(&JsonOutput {
-            profiles: &args.profiles,
-            report: &report,
-        })
-        .map_err(|e| crate::Error::io("rendering JSON", e.into()))?;
+        let text = serde_json::to_string_pretty(&JsonOutput { profiles: &args.profiles, report: &report })
+            .map_err(|e| crate::Error::io("rendering JSON", e.into()))?;
         writeln!(out, "{text}").context(|| "writing to stdout".into())?;
     } else {
-        out.write_all(render_table(&args.profiles, &report).as_bytes())
-            .context(|| "writing to stdout".into())?;
+        out.write_all(render_table(&args.profiles, &report).as_bytes()).context(|| "writing to stdout".into())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -115,11 +101,7 @@ pub fn render_table(profiles: &[PathBuf], r: &FetchReport) -> String {
         r.files.wanted,
         r.order.name(),
         r.priority.name(),
-        if r.priority_applied {
-            ""
-        } else {
-            " (could not be set)"
-        },
+        if r.priority_applied { "" } else { " (could not be set)" },
     );
     let _ = writeln!(s, "  {:<20} {:>10} {:>10}", "pages", "count", "MiB");
     let rows = [
@@ -133,22 +115,10 @@ pub fn render_table(profiles: &[PathBuf], r: &FetchReport) -> String {
         let _ = writeln!(s, "  {:<20} {:>10} {:>10.1}", name, n, mib(n, ps));
     }
     if r.pages.unverified > 0 {
-        let _ = writeln!(
-            s,
-            "  {:<20} {:>10} {:>10.1}",
-            "read, unverified",
-            r.pages.unverified,
-            mib(r.pages.unverified, ps)
-        );
+        let _ = writeln!(s, "  {:<20} {:>10} {:>10.1}", "read, unverified", r.pages.unverified, mib(r.pages.unverified, ps));
     }
     if r.pages.not_attempted > 0 {
-        let _ = writeln!(
-            s,
-            "  {:<20} {:>10} {:>10.1}",
-            "not attempted",
-            r.pages.not_attempted,
-            mib(r.pages.not_attempted, ps)
-        );
+        let _ = writeln!(s, "  {:<20} {:>10} {:>10.1}", "not attempted", r.pages.not_attempted, mib(r.pages.not_attempted, ps));
     }
     let f = &r.files;
     let _ = writeln!(
@@ -175,18 +145,11 @@ pub fn render_table(profiles: &[PathBuf], r: &FetchReport) -> String {
         );
     }
     for p in r.problems.iter().take(PROBLEMS_SHOWN) {
-        let kind = serde_json::to_value(p.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let kind = serde_json::to_value(p.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         let _ = writeln!(s, "  {:<12} {}: {}", kind, p.path.display(), p.detail);
     }
     if r.problems.len() > PROBLEMS_SHOWN {
-        let _ = writeln!(
-            s,
-            "  ... and {} more (--json lists all)",
-            r.problems.len() - PROBLEMS_SHOWN
-        );
+        let _ = writeln!(s, "  ... and {} more (--json lists all)", r.problems.len() - PROBLEMS_SHOWN);
     }
     s
 }

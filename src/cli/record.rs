@@ -33,14 +33,8 @@ pub struct RecordArgs {
 fn ask(args: &RecordArgs, since_unix_ms: Option<u64>) -> Result<String> {
     match control::request(&args.socket, &Request::Record { since_unix_ms })? {
         Response::Trace { text } => Ok(text),
-        Response::Error { message } => Err(Error::Command {
-            command: "augur daemon".into(),
-            detail: message,
-        }),
-        other => Err(Error::Command {
-            command: "augur daemon".into(),
-            detail: format!("unexpected answer {other:?}"),
-        }),
+        Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
+        other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
     }
 }
 
@@ -59,15 +53,13 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         }
     };
     // The daemon's answer is checked like any trace before it is written.
-    let trace =
-        usage_trace::parse(text.as_bytes()).map_err(|e| usage_trace::error_at(&args.socket, e))?;
+    let trace = usage_trace::parse(text.as_bytes()).map_err(|e| usage_trace::error_at(&args.socket, e))?;
     if args.output.as_os_str() == "-" {
         print!("{text}");
     } else {
         let tmp = args.output.with_extension("partial");
         std::fs::write(&tmp, &text).map_err(|e| Error::io_at(&tmp, "writing", e))?;
-        std::fs::rename(&tmp, &args.output)
-            .map_err(|e| Error::io_at(&args.output, "writing", e))?;
+        std::fs::rename(&tmp, &args.output).map_err(|e| Error::io_at(&args.output, "writing", e))?;
         let apps: std::collections::BTreeSet<&str> = trace.events.iter().map(|e| e.app()).collect();
         eprintln!(
             "wrote {}: {} launches of {} applications over {:.1} s",

@@ -37,13 +37,9 @@ pub struct SimulateArgs {
 /// Parses `123`, `64M`, `64MiB`, `1.5G` into bytes (binary multiples).
 pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a byte count"))?;
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a byte count"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kib" | "kb" => 1 << 10,
@@ -62,39 +58,20 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 /// Runs the subcommand.
 pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let predictors = predictors_named(&args.predictor).ok_or_else(|| {
-        Error::Usage(format!(
-            "unknown predictor {:?} (known: {}, all, ablation)",
-            args.predictor,
-            SIM_PREDICTORS.join(", ")
-        ))
+        Error::Usage(format!("unknown predictor {:?} (known: {}, all, ablation)", args.predictor, SIM_PREDICTORS.join(", ")))
     })?;
-    let config = SimConfig {
-        budget: args.budget,
-        fetch_rate: args.fetch_rate,
-        ..SimConfig::default()
-    };
+    let config = SimConfig { budget: args.budget, fetch_rate: args.fetch_rate, ..SimConfig::default() };
     let mut report = SimReport::default();
     for path in &args.trace {
         let trace = usage_trace::load(path)?;
-        let scenario = path.file_stem().map_or_else(
-            || path.display().to_string(),
-            |s| s.to_string_lossy().into_owned(),
-        );
-        let scenario = scenario
-            .strip_suffix(".trace")
-            .unwrap_or(&scenario)
-            .to_string();
+        let scenario = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+        let scenario = scenario.strip_suffix(".trace").unwrap_or(&scenario).to_string();
         for (name, which) in &predictors {
-            report
-                .results
-                .push(simulate(&trace, &scenario, name, *which, &config));
+            report.results.push(simulate(&trace, &scenario, name, *which, &config));
         }
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
         print!("{}", report.to_markdown());
     }

@@ -50,11 +50,7 @@ pub fn human_bytes(bytes: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
 }
 
 /// Age of a millisecond timestamp, for people.
@@ -76,12 +72,7 @@ fn render(r: &StatusReport) -> String {
     let up = r.uptime_secs;
     out.push_str(&format!(
         "augur daemon {}: running, pid {}, up {}h{:02}m{:02}s, health: {}\n",
-        r.version,
-        r.pid,
-        up / 3600,
-        up / 60 % 60,
-        up % 60,
-        r.health
+        r.version, r.pid, up / 3600, up / 60 % 60, up % 60, r.health
     ));
     out.push_str(&format!("mode: {} ({})\n", r.mode, r.mode_description));
     if !r.tracepoints.is_empty() {
@@ -89,9 +80,7 @@ fn render(r: &StatusReport) -> String {
     }
     out.push_str(&format!(
         "applications learned: {}; launches in progress: {}; memory: {} resident\n",
-        r.apps_learned,
-        r.launches_in_progress,
-        human_bytes(r.rss_bytes)
+        r.apps_learned, r.launches_in_progress, human_bytes(r.rss_bytes)
     ));
     out.push_str(&format!(
         "replay on exec: {}; prediction: {}; state: {}\n",
@@ -102,20 +91,13 @@ fn render(r: &StatusReport) -> String {
     let e = &r.events;
     out.push_str(&format!(
         "events: {} process, {} page ({} lost), {} launches learned, {} replays, {} wakeups\n",
-        e.process_events,
-        e.page_events,
-        e.page_events_lost,
-        e.launches_learned,
-        e.replays,
-        e.wakeups
+        e.process_events, e.page_events, e.page_events_lost, e.launches_learned, e.replays, e.wakeups
     ));
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;
     }
-    out.push_str(
-        "recent launches (hit rate = pages used that were not read from disk during the launch):\n",
-    );
+    out.push_str("recent launches (hit rate = pages used that were not read from disk during the launch):\n");
     out.push_str(&format!(
         "  {:<9} {:>5} {:>8} {:>10} {:>9} {:>9} {:>11}  {}\n",
         "when", "hit", "used", "from disk", "expected", "resident", "prefetched", "application"
@@ -142,24 +124,14 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
     match control::request(&socket, &Request::Status)? {
         Response::Status(report) => {
             if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report)
-                        .map_err(|e| Error::io("encoding", std::io::Error::other(e)))?
-                );
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::io("encoding", std::io::Error::other(e)))?);
             } else {
                 print!("{}", render(&report));
             }
             Ok(ExitCode::SUCCESS)
         }
-        Response::Error { message } => Err(Error::Command {
-            command: "augur daemon".into(),
-            detail: message,
-        }),
-        other => Err(Error::Command {
-            command: "augur daemon".into(),
-            detail: format!("unexpected answer {other:?}"),
-        }),
+        Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
+        other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
     }
 }
 

@@ -10,21 +10,16 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::error::{Error, Result, require_root};
+use crate::error::{require_root, Error, Result};
 use crate::model::profile::{LaunchProfile, LookupKind};
-use crate::sense::mode::{FORCE_MODE_ENV, mode_name, parse_mode};
-use crate::sense::trace_session::{
-    DEFAULT_WINDOW, TraceReport, TraceRequest, describe_status, trace_command,
-};
+use crate::sense::mode::{mode_name, parse_mode, FORCE_MODE_ENV};
+use crate::sense::trace_session::{describe_status, trace_command, TraceReport, TraceRequest, DEFAULT_WINDOW};
 use crate::store::profile_file;
 
 /// Arguments of `augur trace`.
 #[derive(Debug, Args)]
-#[command(
-    override_usage = "augur trace [OPTIONS] -- <CMD> [ARGS]...",
-    after_help = "The command's own output passes through. The summary goes to stderr. \
-The profile is written even when the command fails or the trace is interrupted (Ctrl-C)."
-)]
+#[command(override_usage = "augur trace [OPTIONS] -- <CMD> [ARGS]...", after_help = "The command's own output passes through. The summary goes to stderr. \
+The profile is written even when the command fails or the trace is interrupted (Ctrl-C).")]
 pub struct TraceArgs {
     /// Stop recording after this many seconds even if the command still runs (default and
     /// maximum: 60). Without it, recording stops when the command exits.
@@ -42,24 +37,14 @@ pub struct TraceArgs {
     #[arg(long)]
     pub no_lookups: bool,
     /// The command to trace and its arguments (after `--`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required = true,
-        value_name = "CMD"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
 fn parse_window(s: &str) -> std::result::Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    let secs: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
     if !(secs > 0.0 && secs <= DEFAULT_WINDOW.as_secs_f64()) {
-        return Err(format!(
-            "the window must be more than 0 and at most {} seconds",
-            DEFAULT_WINDOW.as_secs()
-        ));
+        return Err(format!("the window must be more than 0 and at most {} seconds", DEFAULT_WINDOW.as_secs()));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -105,28 +90,14 @@ fn summarise(report: &TraceReport, output: &Path) {
         p.unresolved.inodes,
         p.unresolved.pages,
         report.lost_events,
-        if report.open_overflows > 0 {
-            format!("; open-event overflows: {}", report.open_overflows)
-        } else {
-            String::new()
-        }
+        if report.open_overflows > 0 { format!("; open-event overflows: {}", report.open_overflows) } else { String::new() }
     );
     eprintln!(
         "augur: {} path lookups ({} missing, {} listed directories{}); {}",
         p.lookups.len(),
-        p.lookups
-            .iter()
-            .filter(|l| l.kind == LookupKind::Missing)
-            .count(),
-        p.lookups
-            .iter()
-            .filter(|l| l.kind == LookupKind::Dir)
-            .count(),
-        if report.lookups_skipped > 0 {
-            format!(", {} skipped", report.lookups_skipped)
-        } else {
-            String::new()
-        },
+        p.lookups.iter().filter(|l| l.kind == LookupKind::Missing).count(),
+        p.lookups.iter().filter(|l| l.kind == LookupKind::Dir).count(),
+        if report.lookups_skipped > 0 { format!(", {} skipped", report.lookups_skipped) } else { String::new() },
         report.lookup_note
     );
     if report.garbage_lines > 0 {
@@ -137,26 +108,15 @@ fn summarise(report: &TraceReport, output: &Path) {
 /// Runs the subcommand.
 pub fn run(args: TraceArgs) -> Result<ExitCode> {
     if args.command.is_empty() {
-        return Err(Error::Usage(
-            "no command to trace (usage: augur trace [OPTIONS] -- CMD [ARGS...])".into(),
-        ));
+        return Err(Error::Usage("no command to trace (usage: augur trace [OPTIONS] -- CMD [ARGS...])".into()));
     }
     require_root("augur trace")?;
-    let output = args
-        .output
-        .clone()
-        .unwrap_or_else(|| default_output(&args.command));
-    let request = TraceRequest {
-        command: args.command.clone(),
-        window: args.window.unwrap_or(DEFAULT_WINDOW),
-        mode: args.mode,
-        lookups: !args.no_lookups,
-    };
+    let output = args.output.clone().unwrap_or_else(|| default_output(&args.command));
+    let request = TraceRequest { command: args.command.clone(), window: args.window.unwrap_or(DEFAULT_WINDOW), mode: args.mode, lookups: !args.no_lookups };
     let mut report = trace_command(&request).map_err(|e| match e {
-        Error::Kernel { feature, detail } if request.mode.is_none() => Error::Kernel {
-            feature,
-            detail: format!("{detail} (--mode file-only records whole files without tracing)"),
-        },
+        Error::Kernel { feature, detail } if request.mode.is_none() => {
+            Error::Kernel { feature, detail: format!("{detail} (--mode file-only records whole files without tracing)") }
+        }
         other => other,
     })?;
     profile_file::save(&report.profile, &output)?;
@@ -169,10 +129,7 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
     let status = match (report.status, report.still_running.take()) {
         (Some(s), _) => Some(s),
         (None, Some(mut child)) => {
-            eprintln!(
-                "augur: the {:.1} s window closed; waiting for {cmd} to exit",
-                request.window.as_secs_f64()
-            );
+            eprintln!("augur: the {:.1} s window closed; waiting for {cmd} to exit", request.window.as_secs_f64());
             child.wait().ok()
         }
         (None, None) => None,
@@ -180,10 +137,7 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
     if let Some(s) = status
         && !s.success()
     {
-        eprintln!(
-            "augur: note: {cmd} {}; the profile was written anyway",
-            describe_status(&s)
-        );
+        eprintln!("augur: note: {cmd} {}; the profile was written anyway", describe_status(&s));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -216,9 +216,7 @@ impl Config {
         };
         match std::fs::read_to_string(&path) {
             Ok(text) => Config::parse(&text, &path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
-                Ok(Config::default())
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(Config::default()),
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(Error::Config {
                 path,
                 line: None,
@@ -247,121 +245,55 @@ impl Config {
         };
         let l = &self.launch;
         if !(l.window_max_secs.is_finite() && (0.1..=600.0).contains(&l.window_max_secs)) {
-            return Err(bad(
-                "launch",
-                "window_max_secs",
-                format!("{} is not between 0.1 and 600", l.window_max_secs),
-            ));
+            return Err(bad("launch", "window_max_secs", format!("{} is not between 0.1 and 600", l.window_max_secs)));
         }
         if !(10..=60_000).contains(&l.quiet_ms) {
-            return Err(bad(
-                "launch",
-                "quiet_ms",
-                format!("{} is not between 10 and 60000", l.quiet_ms),
-            ));
+            return Err(bad("launch", "quiet_ms", format!("{} is not between 10 and 60000", l.quiet_ms)));
         }
         if l.follow_first_launches == 0 {
-            return Err(bad(
-                "launch",
-                "follow_first_launches",
-                "must be at least 1 (or nothing is ever learned)".into(),
-            ));
+            return Err(bad("launch", "follow_first_launches", "must be at least 1 (or nothing is ever learned)".into()));
         }
         if l.max_launch_mib == 0 {
             return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
         }
         let n = &self.learn;
         if !(n.decay > 0.0 && n.decay <= 1.0) {
-            return Err(bad(
-                "learn",
-                "decay",
-                format!("{} is not in (0, 1]", n.decay),
-            ));
+            return Err(bad("learn", "decay", format!("{} is not in (0, 1]", n.decay)));
         }
         if !(n.replay_threshold > 0.0 && n.replay_threshold <= 1.0) {
-            return Err(bad(
-                "learn",
-                "replay_threshold",
-                format!("{} is not in (0, 1]", n.replay_threshold),
-            ));
+            return Err(bad("learn", "replay_threshold", format!("{} is not in (0, 1]", n.replay_threshold)));
         }
         if n.max_apps == 0 {
             return Err(bad("learn", "max_apps", "must be at least 1".into()));
         }
         if n.max_ranges_per_app == 0 {
-            return Err(bad(
-                "learn",
-                "max_ranges_per_app",
-                "must be at least 1".into(),
-            ));
+            return Err(bad("learn", "max_ranges_per_app", "must be at least 1".into()));
         }
         if n.drop_after_launches == 0 {
-            return Err(bad(
-                "learn",
-                "drop_after_launches",
-                "must be at least 1".into(),
-            ));
+            return Err(bad("learn", "drop_after_launches", "must be at least 1".into()));
         }
         let p = &self.predict;
         if !PREDICTORS.contains(&p.predictor.as_str()) {
-            return Err(bad(
-                "predict",
-                "predictor",
-                format!(
-                    "unknown predictor {:?} (known: {})",
-                    p.predictor,
-                    PREDICTORS.join(", ")
-                ),
-            ));
+            return Err(bad("predict", "predictor", format!("unknown predictor {:?} (known: {})", p.predictor, PREDICTORS.join(", "))));
         }
         if p.replan_interval_secs == 0 {
-            return Err(bad(
-                "predict",
-                "replan_interval_secs",
-                "must be at least 1".into(),
-            ));
+            return Err(bad("predict", "replan_interval_secs", "must be at least 1".into()));
         }
         if !(0.0..=1.0).contains(&p.budget_available_fraction) {
-            return Err(bad(
-                "predict",
-                "budget_available_fraction",
-                format!("{} is not in [0, 1]", p.budget_available_fraction),
-            ));
+            return Err(bad("predict", "budget_available_fraction", format!("{} is not in [0, 1]", p.budget_available_fraction)));
         }
         if !(0.0..=100.0).contains(&p.pressure_stop_percent) {
-            return Err(bad(
-                "predict",
-                "pressure_stop_percent",
-                format!("{} is not in [0, 100]", p.pressure_stop_percent),
-            ));
+            return Err(bad("predict", "pressure_stop_percent", format!("{} is not in [0, 100]", p.pressure_stop_percent)));
         }
         if !(500_000..=10_000_000).contains(&p.pressure_window_us) {
-            return Err(bad(
-                "predict",
-                "pressure_window_us",
-                format!("{} is not in [500000, 10000000]", p.pressure_window_us),
-            ));
+            return Err(bad("predict", "pressure_window_us", format!("{} is not in [500000, 10000000]", p.pressure_window_us)));
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
-            return Err(bad(
-                "predict",
-                "pressure_trigger_us",
-                format!(
-                    "{} is not in [1, pressure_window_us]",
-                    p.pressure_trigger_us
-                ),
-            ));
+            return Err(bad("predict", "pressure_trigger_us", format!("{} is not in [1, pressure_window_us]", p.pressure_trigger_us)));
         }
-        for (key, v) in [
-            ("state_path", &self.daemon.state_path),
-            ("socket_path", &self.daemon.socket_path),
-        ] {
+        for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
             if !v.is_absolute() {
-                return Err(bad(
-                    "daemon",
-                    key,
-                    format!("{} is not an absolute path", v.display()),
-                ));
+                return Err(bad("daemon", key, format!("{} is not an absolute path", v.display())));
             }
         }
         Ok(())
@@ -380,11 +312,7 @@ impl Config {
 
     /// What the state keeps.
     pub fn state_limits(&self) -> StateLimits {
-        StateLimits {
-            learn: self.learn_settings(),
-            max_launch_records: self.learn.recent_launches,
-            ..StateLimits::default()
-        }
+        StateLimits { learn: self.learn_settings(), max_launch_records: self.learn.recent_launches, ..StateLimits::default() }
     }
 
     /// Longest launch window.
@@ -400,20 +328,14 @@ impl Config {
 
 /// 1-based line of byte `offset` in `text`.
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// Line where `section.key` is set, from the parser's spans.
 fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
     let doc = toml::de::DeTable::parse(text).ok()?;
     let table = doc.get_ref().get(section)?;
-    let toml::de::DeValue::Table(t) = table.get_ref() else {
-        return None;
-    };
+    let toml::de::DeValue::Table(t) = table.get_ref() else { return None };
     let (k, _) = t.get_key_value(key)?;
     Some(line_of(text, k.span().start))
 }
@@ -446,13 +368,7 @@ mod tests {
         // Uncommenting every key gives the defaults too: the comments tell the truth.
         let uncommented: String = shipped
             .lines()
-            .map(|l| {
-                if l.starts_with("# ") && l.contains(" = ") {
-                    &l[2..]
-                } else {
-                    l
-                }
-            })
+            .map(|l| if l.starts_with("# ") && l.contains(" = ") { &l[2..] } else { l })
             .collect::<Vec<_>>()
             .join("\n");
         assert_eq!(parse(&uncommented).unwrap(), Config::default());
@@ -464,19 +380,10 @@ mod tests {
         let shipped = include_str!("../../packaging/config.toml");
         let value = toml::Value::try_from(Config::default()).unwrap();
         for (section, table) in value.as_table().unwrap() {
-            assert!(
-                doc.contains(&format!("[{section}]")),
-                "[{section}] undocumented"
-            );
+            assert!(doc.contains(&format!("[{section}]")), "[{section}] undocumented");
             for key in table.as_table().unwrap().keys() {
-                assert!(
-                    doc.contains(&format!("`{key}`")),
-                    "{section}.{key} missing from docs/config.md"
-                );
-                assert!(
-                    shipped.contains(&format!("# {key} = ")),
-                    "{section}.{key} missing from packaging/config.toml"
-                );
+                assert!(doc.contains(&format!("`{key}`")), "{section}.{key} missing from docs/config.md");
+                assert!(shipped.contains(&format!("# {key} = ")), "{section}.{key} missing from packaging/config.toml");
             }
         }
     }
@@ -504,29 +411,19 @@ mod tests {
 
     #[test]
     fn out_of_range_values_name_their_line() {
-        assert_eq!(
-            line("[learn]\nmax_apps = 10\n# comment\ndecay = 1.5\n"),
-            Some(4)
-        );
+        assert_eq!(line("[learn]\nmax_apps = 10\n# comment\ndecay = 1.5\n"), Some(4));
         assert_eq!(line("[launch]\nwindow_max_secs = 0\n"), Some(2));
         assert_eq!(line("[predict]\n\n\npredictor = \"oracle\"\n"), Some(4));
         assert_eq!(line("[daemon]\nsocket_path = \"rel.sock\"\n"), Some(2));
         let e = parse("[learn]\ndecay = 0\n").unwrap_err();
         assert_eq!(e.exit_code(), crate::error::exit::CONFIG);
-        assert!(
-            e.to_string()
-                .starts_with("/etc/augur/config.toml:2: learn.decay"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("/etc/augur/config.toml:2: learn.decay"), "{e}");
     }
 
     #[test]
     fn missing_files() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("none.toml");
-        assert!(matches!(
-            Config::load(Some(&missing)),
-            Err(Error::NotFound { .. })
-        ));
+        assert!(matches!(Config::load(Some(&missing)), Err(Error::NotFound { .. })));
     }
 }

@@ -113,12 +113,7 @@ pub enum Response {
     /// Answer to [`Request::Record`]: the trace's text (`docs/usage-trace-format.md`).
     Trace { text: String },
     /// Answer to [`Request::Explain`].
-    Explanation {
-        predictor: String,
-        app: String,
-        probability: f64,
-        reasons: Vec<String>,
-    },
+    Explanation { predictor: String, app: String, probability: f64, reasons: Vec<String> },
     /// The request failed.
     Error { message: String },
 }
@@ -133,32 +128,20 @@ pub fn request(socket: &Path, request: &Request) -> Result<Response> {
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
             ) =>
         {
-            return Err(Error::NoDaemon {
-                socket: socket.to_path_buf(),
-            });
+            return Err(Error::NoDaemon { socket: socket.to_path_buf() });
         }
         Err(e) => return Err(Error::io_at(socket, "connecting to the daemon at", e)),
     };
     let doing = || format!("talking to the daemon at {}", socket.display());
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .context(doing)?;
-    stream
-        .set_write_timeout(Some(Duration::from_secs(10)))
-        .context(doing)?;
-    let mut line = serde_json::to_string(request)
-        .map_err(|e| Error::io("encoding request", std::io::Error::other(e)))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).context(doing)?;
+    stream.set_write_timeout(Some(Duration::from_secs(10))).context(doing)?;
+    let mut line = serde_json::to_string(request).map_err(|e| Error::io("encoding request", std::io::Error::other(e)))?;
     line.push('\n');
     stream.write_all(line.as_bytes()).context(doing)?;
     let mut answer = String::new();
-    BufReader::new(stream)
-        .read_line(&mut answer)
-        .context(doing)?;
+    BufReader::new(stream).read_line(&mut answer).context(doing)?;
     if answer.is_empty() {
-        return Err(Error::io(
-            doing(),
-            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no answer"),
-        ));
+        return Err(Error::io(doing(), std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no answer")));
     }
     serde_json::from_str(&answer).map_err(|e| Error::Corrupt {
         path: socket.to_path_buf(),
@@ -170,10 +153,7 @@ pub fn request(socket: &Path, request: &Request) -> Result<Response> {
 /// Creates the listening socket: parent directory 0700 when created, a stale socket replaced, the
 /// socket itself 0600. Fails when another daemon answers on it.
 pub fn listen(socket: &Path) -> Result<UnixListener> {
-    if let Some(dir) = socket
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
-    {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -182,21 +162,14 @@ pub fn listen(socket: &Path) -> Result<UnixListener> {
     }
     if socket.exists() {
         if UnixStream::connect(socket).is_ok() {
-            return Err(Error::Usage(format!(
-                "another augur daemon is running (it answers on {})",
-                socket.display()
-            )));
+            return Err(Error::Usage(format!("another augur daemon is running (it answers on {})", socket.display())));
         }
-        std::fs::remove_file(socket)
-            .map_err(|e| Error::io_at(socket, "removing stale socket", e))?;
+        std::fs::remove_file(socket).map_err(|e| Error::io_at(socket, "removing stale socket", e))?;
     }
-    let listener =
-        UnixListener::bind(socket).map_err(|e| Error::io_at(socket, "listening on", e))?;
+    let listener = UnixListener::bind(socket).map_err(|e| Error::io_at(socket, "listening on", e))?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| Error::io_at(socket, "securing", e))?;
-    listener
-        .set_nonblocking(true)
-        .context(|| format!("configuring {}", socket.display()))?;
+    listener.set_nonblocking(true).context(|| format!("configuring {}", socket.display()))?;
     Ok(listener)
 }
 
@@ -212,16 +185,10 @@ pub fn peer_allowed(stream: &UnixStream) -> bool {
 /// stall the daemon).
 pub fn read_request(stream: &UnixStream) -> std::result::Result<Request, String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(Duration::from_millis(500)))
-        .map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
     let mut line = String::new();
-    BufReader::new(stream)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
+    BufReader::new(stream).read_line(&mut line).map_err(|e| e.to_string())?;
     serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))
 }
 
@@ -238,25 +205,11 @@ mod tests {
 
     #[test]
     fn protocol_round_trips() {
-        for r in [
-            Request::Status,
-            Request::Apps,
-            Request::Forget {
-                app: "/usr/bin/x".into(),
-            },
-            Request::ForgetAll,
-            Request::Record {
-                since_unix_ms: Some(5),
-            },
-            Request::Explain { app: "a".into() },
-        ] {
+        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll, Request::Record { since_unix_ms: Some(5) }, Request::Explain { app: "a".into() }] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
         }
-        assert_eq!(
-            serde_json::to_string(&Request::Forget { app: "a".into() }).unwrap(),
-            r#"{"op":"forget","app":"a"}"#
-        );
+        assert_eq!(serde_json::to_string(&Request::Forget { app: "a".into() }).unwrap(), r#"{"op":"forget","app":"a"}"#);
     }
 
     #[test]
@@ -272,18 +225,8 @@ mod tests {
         let path = dir.path().join("run/augur.sock");
         let listener = listen(&path).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(
-            std::fs::metadata(path.parent().unwrap())
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
-            0o700
-        );
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
         let server = std::thread::spawn(move || {
             listener.set_nonblocking(false).unwrap();
             let (s, _) = listener.accept().unwrap();
@@ -291,10 +234,7 @@ mod tests {
             assert_eq!(read_request(&s).unwrap(), Request::ForgetAll);
             write_response(&s, &Response::Forgot { apps: 3 }).unwrap();
         });
-        assert_eq!(
-            request(&path, &Request::ForgetAll).unwrap(),
-            Response::Forgot { apps: 3 }
-        );
+        assert_eq!(request(&path, &Request::ForgetAll).unwrap(), Response::Forgot { apps: 3 });
         server.join().unwrap();
         // A second daemon on the same socket is refused only while the first answers.
         drop(listen(&path).unwrap());

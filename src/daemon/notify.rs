@@ -41,19 +41,14 @@ impl Notifier {
             _ => {
                 return Err(Error::io(
                     format!("NOTIFY_SOCKET={}", name.to_string_lossy()),
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "neither a path nor an @abstract name",
-                    ),
+                    io::Error::new(io::ErrorKind::InvalidInput, "neither a path nor an @abstract name"),
                 ));
             }
         }
         .map_err(|e| Error::io(format!("NOTIFY_SOCKET={}", name.to_string_lossy()), e))?;
         let socket = UnixDatagram::unbound()
             .map_err(|e| Error::io("creating the notification socket", e))?;
-        Ok(Notifier {
-            target: Some((socket, addr)),
-        })
+        Ok(Notifier { target: Some((socket, addr)) })
     }
 
     /// Whether a service manager is listening (`$NOTIFY_SOCKET` was set).
@@ -63,9 +58,7 @@ impl Notifier {
 
     /// Sends raw `KEY=value` lines (newline-separated). No-op when inactive.
     pub fn send(&self, state: &str) -> Result<()> {
-        let Some((socket, addr)) = &self.target else {
-            return Ok(());
-        };
+        let Some((socket, addr)) = &self.target else { return Ok(()) };
         socket
             .send_to_addr(state.as_bytes(), addr)
             .map(|_| ())
@@ -146,10 +139,7 @@ mod tests {
         let n = Notifier::from_socket_name(Some(path.as_os_str())).unwrap();
         assert!(n.is_active());
         n.ready("learning 3 applications\nin mode access").unwrap();
-        assert_eq!(
-            recv(&listener),
-            "READY=1\nSTATUS=learning 3 applications in mode access"
-        );
+        assert_eq!(recv(&listener), "READY=1\nSTATUS=learning 3 applications in mode access");
         n.status("idle").unwrap();
         assert_eq!(recv(&listener), "STATUS=idle");
         n.reloading().unwrap();
@@ -192,14 +182,8 @@ mod tests {
     #[test]
     fn watchdog_interval_is_half_the_timeout_and_only_for_the_named_pid() {
         let s = |v: &'static str| Some(OsStr::new(v));
-        assert_eq!(
-            watchdog_interval_from(s("10000000"), None, 7),
-            Some(Duration::from_secs(5))
-        );
-        assert_eq!(
-            watchdog_interval_from(s("10000000"), s("7"), 7),
-            Some(Duration::from_secs(5))
-        );
+        assert_eq!(watchdog_interval_from(s("10000000"), None, 7), Some(Duration::from_secs(5)));
+        assert_eq!(watchdog_interval_from(s("10000000"), s("7"), 7), Some(Duration::from_secs(5)));
         assert_eq!(watchdog_interval_from(s("10000000"), s("8"), 7), None);
         assert_eq!(watchdog_interval_from(None, None, 7), None);
         assert_eq!(watchdog_interval_from(s("0"), None, 7), None);

@@ -4,18 +4,14 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use rustix::time::{
-    ClockId, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec,
-};
+use rustix::time::{ClockId, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 
 use crate::error::{Error, Result};
 
 /// Monotonic time in nanoseconds (the clock of proc-connector and `mono` trace timestamps).
 pub fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(ClockId::Monotonic);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
 /// Wall-clock milliseconds since the epoch.
@@ -36,11 +32,7 @@ pub fn utc_offset_s(unix_s: i64) -> i32 {
         let ok = !libc::localtime_r(&t, &mut tm).is_null();
         (ok, tm)
     };
-    if ok {
-        i32::try_from(tm.tm_gmtoff).unwrap_or(0)
-    } else {
-        0
-    }
+    if ok { i32::try_from(tm.tm_gmtoff).unwrap_or(0) } else { 0 }
 }
 
 /// Local wall-clock milliseconds: [`unix_ms`] shifted by [`utc_offset_s`] (so that
@@ -95,21 +87,13 @@ impl SignalFd {
                 libc::sigaddset(&mut set, s);
             }
             if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-                return Err(Error::io(
-                    "blocking signals",
-                    std::io::Error::last_os_error(),
-                ));
+                return Err(Error::io("blocking signals", std::io::Error::last_os_error()));
             }
             let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
             if fd < 0 {
-                return Err(Error::io(
-                    "creating a signalfd",
-                    std::io::Error::last_os_error(),
-                ));
+                return Err(Error::io("creating a signalfd", std::io::Error::last_os_error()));
             }
-            Ok(SignalFd {
-                fd: OwnedFd::from_raw_fd(fd),
-            })
+            Ok(SignalFd { fd: OwnedFd::from_raw_fd(fd) })
         }
     }
 
@@ -121,13 +105,7 @@ impl SignalFd {
             let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
             let size = std::mem::size_of::<libc::signalfd_siginfo>();
             // SAFETY: the buffer is `info`, of `size` bytes.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    (&mut info as *mut libc::signalfd_siginfo).cast(),
-                    size,
-                )
-            };
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
             if n != size as isize {
                 break;
             }
@@ -156,11 +134,8 @@ pub struct Timer {
 impl Timer {
     /// A disarmed timer.
     pub fn new() -> Result<Self> {
-        let fd = rustix::time::timerfd_create(
-            TimerfdClockId::Monotonic,
-            TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
-        )
-        .map_err(|e| Error::io("creating a timerfd", e.into()))?;
+        let fd = rustix::time::timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK)
+            .map_err(|e| Error::io("creating a timerfd", e.into()))?;
         Ok(Timer { fd, armed_at: None })
     }
 
@@ -171,22 +146,10 @@ impl Timer {
         }
         let value = match at_ns {
             // An absolute time of 0 would disarm; at least 1 ns.
-            Some(t) => Timespec {
-                tv_sec: (t / 1_000_000_000) as i64,
-                tv_nsec: (t % 1_000_000_000).max(1) as i64,
-            },
-            None => Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
+            Some(t) => Timespec { tv_sec: (t / 1_000_000_000) as i64, tv_nsec: (t % 1_000_000_000).max(1) as i64 },
+            None => Timespec { tv_sec: 0, tv_nsec: 0 },
         };
-        let spec = Itimerspec {
-            it_interval: Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: value,
-        };
+        let spec = Itimerspec { it_interval: Timespec { tv_sec: 0, tv_nsec: 0 }, it_value: value };
         rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &spec)
             .map_err(|e| Error::io("arming the timer", e.into()))?;
         self.armed_at = at_ns;
@@ -216,20 +179,14 @@ pub struct Wakeup {
 impl Wakeup {
     /// A fresh eventfd.
     pub fn new() -> Result<Self> {
-        let fd = rustix::event::eventfd(
-            0,
-            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-        )
-        .map_err(|e| Error::io("creating an eventfd", e.into()))?;
+        let fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
+            .map_err(|e| Error::io("creating an eventfd", e.into()))?;
         Ok(Wakeup { fd })
     }
 
     /// A handle for another thread.
     pub fn handle(&self) -> Result<WakeupHandle> {
-        let fd = self
-            .fd
-            .try_clone()
-            .map_err(|e| Error::io("duplicating the eventfd", e))?;
+        let fd = self.fd.try_clone().map_err(|e| Error::io("duplicating the eventfd", e))?;
         Ok(WakeupHandle { fd })
     }
 
@@ -274,15 +231,9 @@ impl PressureTrigger {
     /// unavailable (no file, a kernel before 5.2, `psi=0`).
     pub fn open(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
         match Self::register(path, stall_us, window_us) {
-            Err(Error::Io { source, .. })
-                if source.raw_os_error() == Some(libc::EINVAL) && window_us % 2_000_000 != 0 =>
-            {
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) && window_us % 2_000_000 != 0 => {
                 let window = window_us.div_ceil(2_000_000) * 2_000_000;
-                Self::register(
-                    path,
-                    stall_us.saturating_mul(window) / window_us.max(1),
-                    window,
-                )
+                Self::register(path, stall_us.saturating_mul(window) / window_us.max(1), window)
             }
             other => other,
         }
@@ -290,20 +241,13 @@ impl PressureTrigger {
 
     fn register(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
         use rustix::fs::{Mode, OFlags};
-        let fd = rustix::fs::open(
-            path,
-            OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| Error::io_at(path, "opening the memory pressure file", e.into()))?;
+        let fd = rustix::fs::open(path, OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::io_at(path, "opening the memory pressure file", e.into()))?;
         // The kernel reads the specification as a NUL-terminated string (as psi.rst's example).
         let spec = format!("some {stall_us} {window_us}\0");
         rustix::io::write(&fd, spec.as_bytes())
             .map_err(|e| Error::io_at(path, "registering a pressure trigger on", e.into()))?;
-        Ok(PressureTrigger {
-            fd,
-            spec: (stall_us, window_us),
-        })
+        Ok(PressureTrigger { fd, spec: (stall_us, window_us) })
     }
 }
 

@@ -23,16 +23,13 @@ use super::config::Config;
 use super::os::{self, PressureTrigger};
 use super::run::{PlanContext, PlanStep, PlanTrigger};
 use crate::error::{Error, Result};
-use crate::fetch::IoPriority;
 use crate::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
 use crate::fetch::request::FetchPlan;
+use crate::fetch::IoPriority;
 use crate::model::predict::{self, LocalTime, Observation, Predictor, Transition};
 use crate::model::profile::{LaunchProfile, UsedRange};
-use crate::plan::{
-    AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig,
-    RangeUse, plan,
-};
 use crate::store::state::ActivityRecord;
+use crate::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig, RangeUse, plan};
 
 /// Applications considered per round at most (the likeliest), to bound state reads.
 const MAX_CANDIDATES: usize = 32;
@@ -82,29 +79,19 @@ impl PressureWatch {
 
 /// Runs one fetch; with `watch`, a companion thread reads the pressure file every
 /// [`PRESSURE_POLL`] and cancels the fetch when pressure is high.
-fn fetch_watched(
-    plan: &FetchPlan,
-    cancel: &CancelFlag,
-    pressure: &CancelFlag,
-    watch: Option<&PressureWatch>,
-) -> crate::fetch::FetchReport {
+fn fetch_watched(plan: &FetchPlan, cancel: &CancelFlag, pressure: &CancelFlag, watch: Option<&PressureWatch>) -> crate::fetch::FetchReport {
     let fetcher = Prefetcher::new(FetchOptions {
         priority: IoPriority::Idle,
         window_bytes: FETCH_WINDOW_BYTES,
         ..FetchOptions::default()
     });
-    let Some(w) = watch else {
-        return fetcher.fetch(plan, cancel);
-    };
+    let Some(w) = watch else { return fetcher.fetch(plan, cancel) };
     let done = CancelFlag::new();
     std::thread::scope(|s| {
         s.spawn(|| {
             while !done.is_cancelled() && !cancel.is_cancelled() {
                 if w.high() {
-                    tracing::info!(
-                        "memory pressure at or above {} % while fetching: stopping",
-                        w.stop_percent
-                    );
+                    tracing::info!("memory pressure at or above {} % while fetching: stopping", w.stop_percent);
                     pressure.cancel();
                     cancel.cancel();
                     break;
@@ -144,9 +131,8 @@ pub struct PredictionStep {
 impl PredictionStep {
     /// A step with the configured predictor and its fetch worker.
     pub fn new(config: &Config) -> Result<PredictionStep> {
-        let predictor = predict::by_name(&config.predict.predictor).ok_or_else(|| {
-            Error::Usage(format!("unknown predictor {:?}", config.predict.predictor))
-        })?;
+        let predictor = predict::by_name(&config.predict.predictor)
+            .ok_or_else(|| Error::Usage(format!("unknown predictor {:?}", config.predict.predictor)))?;
         let (tx, rx) = mpsc::channel::<FetchJob>();
         let worker = std::thread::Builder::new()
             .name("augur-predict".into())
@@ -199,23 +185,13 @@ impl PredictionStep {
             })
             .map_err(|e| Error::io("starting the prediction worker", e))?;
         let sources = MemorySources::default();
-        let trigger = match PressureTrigger::open(
-            &sources.pressure,
-            config.predict.pressure_trigger_us,
-            config.predict.pressure_window_us,
-        ) {
+        let trigger = match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us) {
             Ok(t) => {
-                tracing::debug!(
-                    "memory pressure trigger: {} us of stall within {} us",
-                    t.spec.0,
-                    t.spec.1
-                );
+                tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
                 Some(t)
             }
             Err(e) => {
-                tracing::warn!(
-                    "no memory pressure trigger ({e}); checking pressure while fetching instead"
-                );
+                tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
                 None
             }
         };
@@ -286,26 +262,17 @@ pub struct MemorySources {
 
 impl Default for MemorySources {
     fn default() -> Self {
-        MemorySources {
-            meminfo: "/proc/meminfo".into(),
-            pressure: "/proc/pressure/memory".into(),
-        }
+        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into() }
     }
 }
 
 impl MemorySources {
     fn pressure(&self) -> Option<MemoryPressure> {
-        std::fs::read_to_string(&self.pressure)
-            .ok()
-            .as_deref()
-            .and_then(MemoryPressure::from_psi)
+        std::fs::read_to_string(&self.pressure).ok().as_deref().and_then(MemoryPressure::from_psi)
     }
 
     fn memory(&self) -> Option<MemorySnapshot> {
-        std::fs::read_to_string(&self.meminfo)
-            .ok()
-            .as_deref()
-            .and_then(MemorySnapshot::from_meminfo)
+        std::fs::read_to_string(&self.meminfo).ok().as_deref().and_then(MemorySnapshot::from_meminfo)
     }
 }
 
@@ -316,17 +283,8 @@ impl MemorySources {
 pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecord]) {
     let mut open: BTreeSet<(String, u64)> = BTreeSet::new();
     for r in history {
-        let transition = if r.launch {
-            Transition::Launch
-        } else {
-            Transition::Exit
-        };
-        predictor.observe(&Observation {
-            at: LocalTime(r.local_ms),
-            app: &r.app,
-            instance: r.instance,
-            transition,
-        });
+        let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+        predictor.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
         if r.launch {
             open.insert((r.app.clone(), r.instance));
         } else {
@@ -335,12 +293,7 @@ pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecor
     }
     let last = history.last().map_or(0, |r| r.local_ms);
     for (app, instance) in &open {
-        predictor.observe(&Observation {
-            at: LocalTime(last),
-            app,
-            instance: *instance,
-            transition: Transition::Exit,
-        });
+        predictor.observe(&Observation { at: LocalTime(last), app, instance: *instance, transition: Transition::Exit });
     }
 }
 
@@ -351,19 +304,12 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
         for r in &f.ranges {
             ranges.push((
                 r.first_use_us,
-                RangeUse {
-                    file: f.path.to_string_lossy().into_owned(),
-                    range: r.range,
-                    use_share: 1.0,
-                },
+                RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0 },
             ));
         }
     }
     ranges.sort_by_key(|(t, _)| *t);
-    AppFootprint {
-        app: app.to_string(),
-        ranges: ranges.into_iter().map(|(_, r)| r).collect(),
-    }
+    AppFootprint { app: app.to_string(), ranges: ranges.into_iter().map(|(_, r)| r).collect() }
 }
 
 /// The fetch plans for the planned ranges: one per application, in the order the planner took
@@ -371,24 +317,12 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
 /// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
 /// plan per application keeps a disk-order sort (rotational disks) inside each application, so
 /// the likeliest one is complete first even when the round is cut short by a launch.
-pub fn fetch_plans_of(
-    planned: &crate::plan::Plan,
-    profiles: &BTreeMap<String, LaunchProfile>,
-    page_size: u64,
-) -> Vec<(String, FetchPlan)> {
+pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<(String, FetchPlan)> {
     let mut apps: Vec<&str> = Vec::new();
     let mut plans: Vec<FetchPlan> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
-        let Some(profile) = profiles.get(&r.app) else {
-            continue;
-        };
-        let Some(file) = profile
-            .files
-            .iter()
-            .find(|f| f.path.to_string_lossy() == r.file.as_str())
-        else {
-            continue;
-        };
+        let Some(profile) = profiles.get(&r.app) else { continue };
+        let Some(file) = profile.files.iter().find(|f| f.path.to_string_lossy() == r.file.as_str()) else { continue };
         let i = match apps.iter().position(|a| *a == r.app.as_str()) {
             Some(i) => i,
             None => {
@@ -397,15 +331,7 @@ pub fn fetch_plans_of(
                 plans.len() - 1
             }
         };
-        plans[i].add_file(
-            file.path.clone(),
-            file.identity,
-            &[UsedRange {
-                range: r.range,
-                first_use_us: order as u64,
-            }],
-            profile.page_size,
-        );
+        plans[i].add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
     }
     apps.into_iter().map(String::from).zip(plans).collect()
 }
@@ -436,25 +362,12 @@ impl PlanStep for PredictionStep {
         let now = LocalTime(ctx.local_ms);
         match trigger {
             PlanTrigger::LaunchStarted { app, instance } => {
-                self.predictor.observe(&Observation {
-                    at: now,
-                    app,
-                    instance: *instance,
-                    transition: Transition::Launch,
-                });
+                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Launch });
             }
             PlanTrigger::AppExited { app, instance } => {
-                self.predictor.observe(&Observation {
-                    at: now,
-                    app,
-                    instance: *instance,
-                    transition: Transition::Exit,
-                });
+                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Exit });
             }
-            PlanTrigger::LaunchFinished { .. }
-            | PlanTrigger::Pressure
-            | PlanTrigger::Interval
-            | PlanTrigger::Start => {}
+            PlanTrigger::LaunchFinished { .. } | PlanTrigger::Pressure | PlanTrigger::Interval | PlanTrigger::Start => {}
         }
         let cfg = &ctx.config.predict;
         if *trigger == PlanTrigger::Pressure {
@@ -464,17 +377,12 @@ impl PlanStep for PredictionStep {
             if already_held {
                 tracing::debug!("memory pressure still rising: prefetching stays stopped");
             } else {
-                tracing::info!(
-                    "memory pressure rose (trigger at monotonic {} ns): prefetching stopped",
-                    os::monotonic_ns()
-                );
+                tracing::info!("memory pressure rose (trigger at monotonic {} ns): prefetching stopped", os::monotonic_ns());
             }
             return Ok(());
         }
         if self.hold_until_ms.is_some_and(|t| ctx.now_ms < t) {
-            tracing::debug!(
-                "memory pressure rose less than {PRESSURE_HOLD_MS} ms ago: not fetching"
-            );
+            tracing::debug!("memory pressure rose less than {PRESSURE_HOLD_MS} ms ago: not fetching");
             return Ok(());
         }
         if ctx.launching {
@@ -482,19 +390,13 @@ impl PlanStep for PredictionStep {
             // every request it queues delays the application's own); a round is owed for when
             // the start has settled.
             if !self.current.is_cancelled() {
-                tracing::debug!(
-                    "an application is starting: prediction fetch paused while it starts"
-                );
+                tracing::debug!("an application is starting: prediction fetch paused while it starts");
             }
             self.current.cancel();
             self.deferred = true;
             return Ok(());
         }
-        if !matches!(trigger, PlanTrigger::Start)
-            && self
-                .last_round_ms
-                .is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS))
-        {
+        if !matches!(trigger, PlanTrigger::Start) && self.last_round_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS)) {
             self.deferred = true;
             return Ok(());
         }
@@ -503,10 +405,7 @@ impl PlanStep for PredictionStep {
         let pressure = self.sources.pressure();
         if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
             self.stop_fetching();
-            tracing::info!(
-                "memory pressure at or above {} %: prefetching stopped",
-                cfg.pressure_stop_percent
-            );
+            tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
             return Ok(());
         }
         let budget = if cfg.budget_bytes > 0 {
@@ -526,11 +425,7 @@ impl PlanStep for PredictionStep {
         };
         let mut probs = self.predictor.predict(now);
         probs.retain(|p| p.probability > 0.0);
-        probs.sort_by(|a, b| {
-            b.probability
-                .total_cmp(&a.probability)
-                .then_with(|| a.app.cmp(&b.app))
-        });
+        probs.sort_by(|a, b| b.probability.total_cmp(&a.probability).then_with(|| a.app.cmp(&b.app)));
         probs.truncate(MAX_CANDIDATES);
         let settings = ctx.config.learn_settings();
         let mut profiles = BTreeMap::new();
@@ -542,23 +437,9 @@ impl PlanStep for PredictionStep {
                 }
             }
         }
-        let footprints: Vec<AppFootprint> = profiles
-            .iter()
-            .map(|(app, prof)| footprint_of(app, prof))
-            .collect();
-        let page_size = profiles
-            .values()
-            .next()
-            .map_or(crate::fetch::page_size(), |p| p.page_size);
-        let planned = plan(
-            &probs,
-            &footprints,
-            budget,
-            &PlannerConfig {
-                page_size,
-                ..PlannerConfig::default()
-            },
-        );
+        let footprints: Vec<AppFootprint> = profiles.iter().map(|(app, prof)| footprint_of(app, prof)).collect();
+        let page_size = profiles.values().next().map_or(crate::fetch::page_size(), |p| p.page_size);
+        let planned = plan(&probs, &footprints, budget, &PlannerConfig { page_size, ..PlannerConfig::default() });
         let fetch = fetch_plans_of(&planned, &profiles, crate::fetch::page_size());
         if self.last != Some((budget.bytes, planned.bytes)) {
             let page = crate::fetch::page_size();
@@ -566,14 +447,8 @@ impl PlanStep for PredictionStep {
                 .iter()
                 .take(3)
                 .map(|(app, f)| {
-                    let p = probs
-                        .iter()
-                        .find(|p| &p.app == app)
-                        .map_or(0.0, |p| p.probability);
-                    format!(
-                        "{app} p={p:.2} {} MiB",
-                        (f.files().iter().map(|x| x.page_count()).sum::<u64>() * page) >> 20
-                    )
+                    let p = probs.iter().find(|p| &p.app == app).map_or(0.0, |p| p.probability);
+                    format!("{app} p={p:.2} {} MiB", (f.files().iter().map(|x| x.page_count()).sum::<u64>() * page) >> 20)
                 })
                 .collect();
             tracing::debug!(
@@ -589,20 +464,9 @@ impl PlanStep for PredictionStep {
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
         if let Some(tx) = &self.jobs {
-            let watch = self.trigger.is_none().then(|| PressureWatch {
-                path: self.sources.pressure.clone(),
-                stop_percent: cfg.pressure_stop_percent,
-            });
+            let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
             let plans = fetch.into_iter().map(|(_, p)| p).collect();
-            if tx
-                .send(FetchJob {
-                    plans,
-                    cancel: self.current.clone(),
-                    pressure: self.current_pressure.clone(),
-                    watch,
-                })
-                .is_err()
-            {
+            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
@@ -633,19 +497,8 @@ mod tests {
                 .iter()
                 .map(|(path, ranges)| FileProfile {
                     path: path.into(),
-                    identity: FileIdentity {
-                        dev: 1,
-                        ino: 2,
-                        size: 1 << 30,
-                        mtime_ns: 3,
-                    },
-                    ranges: ranges
-                        .iter()
-                        .map(|&(s, l, t)| UsedRange {
-                            range: PageRange::new(s, l),
-                            first_use_us: t,
-                        })
-                        .collect(),
+                    identity: FileIdentity { dev: 1, ino: 2, size: 1 << 30, mtime_ns: 3 },
+                    ranges: ranges.iter().map(|&(s, l, t)| UsedRange { range: PageRange::new(s, l), first_use_us: t }).collect(),
                 })
                 .collect(),
             unresolved: Unresolved::default(),
@@ -655,19 +508,11 @@ mod tests {
 
     /// A private directory with a meminfo (4 GB available) and a pressure file to inject, and an
     /// empty state in it.
-    fn fixture() -> (
-        tempfile::TempDir,
-        MemorySources,
-        crate::store::state::StateStore,
-    ) {
+    fn fixture() -> (tempfile::TempDir, MemorySources, crate::store::state::StateStore) {
         let dir = tempfile::tempdir().unwrap();
-        let sources = MemorySources {
-            meminfo: dir.path().join("meminfo"),
-            pressure: dir.path().join("psi"),
-        };
+        let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
         std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
-        let (state, _) =
-            crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
+        let (state, _) = crate::store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
         (dir, sources, state)
     }
 
@@ -675,64 +520,28 @@ mod tests {
     fn pressure_stops_fetching_at_once_and_planning_resumes_when_it_falls() {
         let (_dir, sources, state) = fixture();
         let config = Config::default();
-        let mut step = PredictionStep::new(&config)
-            .unwrap()
-            .with_sources(sources.clone());
-        let ctx = PlanContext {
-            state: &state,
-            config: &config,
-            now_ms: 1_000,
-            local_ms: 1_000,
-            launching: false,
-        };
-        let psi = |avg10: f64| {
-            format!(
-                "some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
-            )
-        };
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000, launching: false };
+        let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
 
         std::fs::write(&sources.pressure, psi(0.5)).unwrap();
-        step.plan(
-            &PlanTrigger::LaunchStarted {
-                app: "a".into(),
-                instance: 1,
-            },
-            &ctx,
-        )
-        .unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "a".into(), instance: 1 }, &ctx).unwrap();
         assert_eq!(step.jobs_sent(), 1);
         assert!(!step.fetching_stopped());
 
         // Pressure rises: the very next round cancels the running fetch and sends nothing.
-        std::fs::write(
-            &sources.pressure,
-            psi(config.predict.pressure_stop_percent + 5.0),
-        )
-        .unwrap();
+        std::fs::write(&sources.pressure, psi(config.predict.pressure_stop_percent + 5.0)).unwrap();
         step.plan(&PlanTrigger::Pressure, &ctx).unwrap();
         assert!(step.fetching_stopped());
         assert_eq!(step.jobs_sent(), 1);
 
         // A round soon after the trigger fetches nothing, even with low pressure.
         std::fs::write(&sources.pressure, psi(0.0)).unwrap();
-        step.plan(
-            &PlanTrigger::LaunchStarted {
-                app: "b".into(),
-                instance: 2,
-            },
-            &ctx,
-        )
-        .unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &ctx).unwrap();
         assert_eq!(step.jobs_sent(), 1);
 
         // While an application starts, nothing is fetched for later; afterwards planning resumes.
-        let launching = PlanContext {
-            state: &state,
-            config: &config,
-            now_ms: 1_000 + PRESSURE_HOLD_MS,
-            local_ms: 1_000,
-            launching: true,
-        };
+        let launching = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
         step.plan(&PlanTrigger::Interval, &launching).unwrap();
         assert_eq!(step.jobs_sent(), 1);
         assert_eq!(
@@ -742,13 +551,7 @@ mod tests {
         );
 
         // It stays low: planning resumes once the hold is over.
-        let later = PlanContext {
-            state: &state,
-            config: &config,
-            now_ms: 1_000 + PRESSURE_HOLD_MS,
-            local_ms: 1_000 + PRESSURE_HOLD_MS,
-            launching: false,
-        };
+        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000 + PRESSURE_HOLD_MS, launching: false };
         step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());
@@ -759,38 +562,18 @@ mod tests {
         let (_dir, sources, state) = fixture();
         let config = Config::default();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
-        let at = |ms: u64| PlanContext {
-            state: &state,
-            config: &config,
-            now_ms: ms,
-            local_ms: ms,
-            launching: false,
-        };
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
         step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
         assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (1, None));
         for (i, ms) in [10_100, 10_200, 10_900].into_iter().enumerate() {
-            step.plan(
-                &PlanTrigger::LaunchStarted {
-                    app: format!("/bin/p{i}"),
-                    instance: i as u64,
-                },
-                &at(ms),
-            )
-            .unwrap();
+            step.plan(&PlanTrigger::LaunchStarted { app: format!("/bin/p{i}"), instance: i as u64 }, &at(ms)).unwrap();
         }
-        assert_eq!(
-            step.jobs_sent(),
-            1,
-            "a burst of launches costs no extra round"
-        );
+        assert_eq!(step.jobs_sent(), 1, "a burst of launches costs no extra round");
         assert_eq!(step.round_owed_in_ms(), Some(MIN_ROUND_GAP_MS));
         step.plan(&PlanTrigger::Interval, &at(11_000)).unwrap();
         assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (2, None));
         let explained = step.explain("/bin/p2", 11_000).unwrap();
-        assert!(
-            explained.reasons.iter().any(|r| r.contains("running now")),
-            "launches in the burst were observed: {explained:?}"
-        );
+        assert!(explained.reasons.iter().any(|r| r.contains("running now")), "launches in the burst were observed: {explained:?}");
     }
 
     #[test]
@@ -798,16 +581,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let step = PredictionStep::new(&Config::default())
             .unwrap()
-            .with_sources(MemorySources {
-                meminfo: dir.path().join("m"),
-                pressure: dir.path().join("p"),
-            });
+            .with_sources(MemorySources { meminfo: dir.path().join("m"), pressure: dir.path().join("p") });
         assert!(!step.has_pressure_trigger());
         assert!(step.pressure_trigger().is_none());
-        let w = PressureWatch {
-            path: dir.path().join("p"),
-            stop_percent: 10.0,
-        };
+        let w = PressureWatch { path: dir.path().join("p"), stop_percent: 10.0 };
         assert!(!w.high(), "a missing file is no pressure");
         std::fs::write(&w.path, "some avg10=12.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
         assert!(w.high());
@@ -821,157 +598,57 @@ mod tests {
         let mut history = Vec::new();
         for i in 0..30u64 {
             let app = apps[(i % 3) as usize];
-            history.push(ActivityRecord {
-                at_ms: i * 1000,
-                local_ms: i * 1000,
-                app: app.into(),
-                instance: i,
-                launch: true,
-            });
-            history.push(ActivityRecord {
-                at_ms: i * 1000 + 500,
-                local_ms: i * 1000 + 500,
-                app: app.into(),
-                instance: i,
-                launch: false,
-            });
+            history.push(ActivityRecord { at_ms: i * 1000, local_ms: i * 1000, app: app.into(), instance: i, launch: true });
+            history.push(ActivityRecord { at_ms: i * 1000 + 500, local_ms: i * 1000 + 500, app: app.into(), instance: i, launch: false });
         }
         // The daemon stopped while an instance of /bin/a ran: its exit was never recorded.
-        history.push(ActivityRecord {
-            at_ms: 40_000,
-            local_ms: 40_000,
-            app: "/bin/a".into(),
-            instance: 99,
-            launch: true,
-        });
+        history.push(ActivityRecord { at_ms: 40_000, local_ms: 40_000, app: "/bin/a".into(), instance: 99, launch: true });
         let mut live = predict::by_name("augur").unwrap();
         let mut restored = predict::by_name("augur").unwrap();
         for r in &history {
-            let transition = if r.launch {
-                Transition::Launch
-            } else {
-                Transition::Exit
-            };
-            live.observe(&Observation {
-                at: LocalTime(r.local_ms),
-                app: &r.app,
-                instance: r.instance,
-                transition,
-            });
+            let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+            live.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
         }
-        live.observe(&Observation {
-            at: LocalTime(40_000),
-            app: "/bin/a",
-            instance: 99,
-            transition: Transition::Exit,
-        });
+        live.observe(&Observation { at: LocalTime(40_000), app: "/bin/a", instance: 99, transition: Transition::Exit });
         restore_predictor(restored.as_mut(), &history);
         let now = LocalTime(41_000);
         assert_eq!(restored.predict(now), live.predict(now));
-        let b = restored
-            .predict(now)
-            .into_iter()
-            .find(|p| p.app == "/bin/b")
-            .unwrap();
+        let b = restored.predict(now).into_iter().find(|p| p.app == "/bin/b").unwrap();
         assert!(b.probability > 0.5, "after a, b came every time: {b:?}");
-        assert!(
-            restored
-                .predict(now)
-                .iter()
-                .find(|p| p.app == "/bin/a")
-                .unwrap()
-                .probability
-                > 0.0,
-            "a is not left running"
-        );
+        assert!(restored.predict(now).iter().find(|p| p.app == "/bin/a").unwrap().probability > 0.0, "a is not left running");
     }
 
     #[test]
     fn each_application_gets_its_own_fetch_in_the_planners_order() {
-        let a = profile(&[
-            ("/usr/lib/shared.so", &[(0, 4, 1)]),
-            ("/usr/bin/a", &[(0, 4, 2)]),
-        ]);
+        let a = profile(&[("/usr/lib/shared.so", &[(0, 4, 1)]), ("/usr/bin/a", &[(0, 4, 2)])]);
         let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
         let probs = vec![
-            AppProbability {
-                app: "a".into(),
-                probability: 0.2,
-            },
-            AppProbability {
-                app: "b".into(),
-                probability: 0.7,
-            },
+            AppProbability { app: "a".into(), probability: 0.2 },
+            AppProbability { app: "b".into(), probability: 0.7 },
         ];
         let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
-        let planned = plan(
-            &probs,
-            &fps,
-            MemoryBudget::of(1 << 30),
-            &PlannerConfig::default(),
-        );
+        let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
         let profiles = BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
-        let paths: Vec<Vec<String>> = fetch
-            .iter()
-            .map(|(_, p)| {
-                p.files()
-                    .iter()
-                    .map(|f| f.path.to_string_lossy().into_owned())
-                    .collect()
-            })
-            .collect();
-        assert_eq!(
-            paths[0],
-            vec!["/usr/bin/b"],
-            "the likelier application is fetched first"
-        );
+        let paths: Vec<Vec<String>> =
+            fetch.iter().map(|(_, p)| p.files().iter().map(|f| f.path.to_string_lossy().into_owned()).collect()).collect();
+        assert_eq!(paths[0], vec!["/usr/bin/b"], "the likelier application is fetched first");
         assert_eq!(paths.len(), 2);
         assert!(paths[1].contains(&"/usr/bin/a".to_string()));
     }
 
     #[test]
     fn footprints_follow_first_use_and_plans_become_fetches() {
-        let b = profile(&[
-            ("/usr/lib/libb.so", &[(0, 10, 5)]),
-            ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)]),
-        ]);
+        let b = profile(&[("/usr/lib/libb.so", &[(0, 10, 5)]), ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)])]);
         let fp = footprint_of("b", &b);
-        let order: Vec<(&str, u64)> = fp
-            .ranges
-            .iter()
-            .map(|r| (r.file.as_str(), r.range.start))
-            .collect();
-        assert_eq!(
-            order,
-            vec![
-                ("/usr/bin/b", 100),
-                ("/usr/lib/libb.so", 0),
-                ("/usr/bin/b", 0)
-            ]
-        );
-        let probs = vec![AppProbability {
-            app: "b".into(),
-            probability: 0.9,
-        }];
-        let planned = plan(
-            &probs,
-            &[fp],
-            MemoryBudget::of(12 * 4096),
-            &PlannerConfig::default(),
-        );
+        let order: Vec<(&str, u64)> = fp.ranges.iter().map(|r| (r.file.as_str(), r.range.start)).collect();
+        assert_eq!(order, vec![("/usr/bin/b", 100), ("/usr/lib/libb.so", 0), ("/usr/bin/b", 0)]);
+        let probs = vec![AppProbability { app: "b".into(), probability: 0.9 }];
+        let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());
         assert_eq!(planned.bytes, 12 * 4096);
         let profiles = BTreeMap::from([("b".to_string(), b)]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
         assert_eq!(fetch.len(), 1);
-        assert_eq!(
-            fetch[0]
-                .1
-                .files()
-                .iter()
-                .map(|f| f.page_count())
-                .sum::<u64>(),
-            12
-        );
+        assert_eq!(fetch[0].1.files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
     }
 }

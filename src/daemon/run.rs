@@ -24,13 +24,9 @@ use super::notify::Notifier;
 use super::os::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
 use super::running::{InstanceChange, RunningInstances};
 use super::usage_log::UsageLog;
-use super::window::{
-    ExecOutcome, FinishedLaunch, FollowPolicy, LaunchId, LaunchTracker, PageKind, WindowSettings,
-};
+use super::window::{ExecOutcome, FinishedLaunch, FollowPolicy, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use crate::error::{Error, Result};
-use crate::fetch::{
-    CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher,
-};
+use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::model::app::{self, AppIdentity};
 use crate::model::profile::{LaunchProfile, TraceMode};
 use crate::model::usage_trace::Transition;
@@ -90,8 +86,8 @@ pub struct PlanContext<'a> {
     pub now_ms: u64,
     /// Local wall-clock milliseconds (`now_ms` shifted by the time zone's offset): time of day.
     pub local_ms: u64,
-    /// An application is starting now (its exec-time replay is loading its pages, or it started
-    /// less than [`LAUNCH_SETTLE_NS`] ago): its own reads and CPU come first.
+    /// An application augur replays is starting now (its exec-time replay is loading its pages,
+    /// or it started less than [`LAUNCH_SETTLE_NS`] ago): its own reads and CPU come first.
     pub launching: bool,
 }
 
@@ -176,11 +172,7 @@ struct ReplayDone {
 fn spawn_replay_worker(
     wake: WakeupHandle,
     cancel: CancelFlag,
-) -> Result<(
-    mpsc::Sender<ReplayJob>,
-    mpsc::Receiver<ReplayDone>,
-    std::thread::JoinHandle<()>,
-)> {
+) -> Result<(mpsc::Sender<ReplayJob>, mpsc::Receiver<ReplayDone>, std::thread::JoinHandle<()>)> {
     let (job_tx, job_rx) = mpsc::channel::<ReplayJob>();
     let (done_tx, done_rx) = mpsc::channel::<ReplayDone>();
     let handle = std::thread::Builder::new()
@@ -201,13 +193,7 @@ fn spawn_replay_worker(
                     ..FetchOptions::default()
                 };
                 let report = Prefetcher::new(options).fetch(&plan, &cancel);
-                if done_tx
-                    .send(ReplayDone {
-                        launch: job.launch,
-                        report,
-                    })
-                    .is_err()
-                {
+                if done_tx.send(ReplayDone { launch: job.launch, report }).is_err() {
                     break;
                 }
                 wake.wake();
@@ -246,10 +232,7 @@ fn identify_process(tgid: u32) -> Option<(AppIdentity, Vec<String>)> {
     let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).unwrap_or_default();
     let argv = app::split_cmdline(&raw);
     let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
-    Some((
-        app::identify(&exe.to_string_lossy(), &argv, cwd.as_deref()),
-        argv,
-    ))
+    Some((app::identify(&exe.to_string_lossy(), &argv, cwd.as_deref()), argv))
 }
 
 const TOKEN_PROC: u64 = 0;
@@ -287,7 +270,7 @@ pub struct Daemon {
     replays_in_flight: HashMap<LaunchId, Option<Learned>>,
     plan_step: Option<Box<dyn PlanStep>>,
     next_replan_ns: Option<u64>,
-    /// Monotonic time of the newest launch's exec.
+    /// Monotonic time of the exec of the newest launch whose learned pages were replayed.
     last_launch_ns: Option<u64>,
     started: Instant,
     own_pid: u32,
@@ -312,27 +295,15 @@ impl Daemon {
         let signals = SignalFd::new()?;
         let (state, outcome) = StateStore::open(&config.daemon.state_path)?;
         match &outcome {
-            OpenOutcome::Created => {
-                tracing::info!("new state at {}", config.daemon.state_path.display())
-            }
+            OpenOutcome::Created => tracing::info!("new state at {}", config.daemon.state_path.display()),
             OpenOutcome::Opened => {}
-            OpenOutcome::MovedAside(p) => {
-                tracing::warn!("started a fresh state; the unusable one is {}", p.display())
-            }
+            OpenOutcome::MovedAside(p) => tracing::warn!("started a fresh state; the unusable one is {}", p.display()),
         }
         let procs = ProcConnector::open()?;
-        let choice = ModeChoice {
-            requested: options.mode,
-            degrade_to_file_only: true,
-        };
+        let choice = ModeChoice { requested: options.mode, degrade_to_file_only: true };
         let mut health = Vec::new();
         // Only launches being learned are traced: the kernel drops everyone else's page events.
-        let watch = PageWatch::open(
-            "daemon",
-            &WatchScope::Followed,
-            choice,
-            &InstanceOptions::default(),
-        )?;
+        let watch = PageWatch::open("daemon", &WatchScope::Followed, choice, &InstanceOptions::default())?;
         if watch.mode() == TraceMode::FileOnly {
             health.push("no page tracing (file-only mode)".to_string());
         }
@@ -392,22 +363,14 @@ impl Daemon {
     /// Installs the prediction hook (used when `[predict] enabled = true`).
     /// The step first learns the launches and exits kept in the state.
     pub fn set_plan_step(&mut self, mut step: Box<dyn PlanStep>) {
-        match self
-            .state
-            .recent_activity(self.config.state_limits().max_activity_records)
-        {
+        match self.state.recent_activity(self.config.state_limits().max_activity_records) {
             Ok(history) => {
                 if !history.is_empty() {
-                    tracing::info!(
-                        "prediction: {} launches and exits remembered from earlier runs",
-                        history.len()
-                    );
+                    tracing::info!("prediction: {} launches and exits remembered from earlier runs", history.len());
                 }
                 step.restore(&history);
             }
-            Err(e) => tracing::warn!(
-                "reading the remembered launches: {e}; prediction starts from nothing"
-            ),
+            Err(e) => tracing::warn!("reading the remembered launches: {e}; prediction starts from nothing"),
         }
         self.plan_step = Some(step);
         self.schedule_replan();
@@ -418,17 +381,12 @@ impl Daemon {
     fn flush_activity(&mut self, force: bool) {
         let now = os::monotonic_ns();
         if self.pending_activity.is_empty()
-            || !(force
-                || self.pending_activity.len() >= ACTIVITY_BATCH
-                || now.saturating_sub(self.activity_flushed_ns) >= ACTIVITY_FLUSH_NS)
+            || !(force || self.pending_activity.len() >= ACTIVITY_BATCH || now.saturating_sub(self.activity_flushed_ns) >= ACTIVITY_FLUSH_NS)
         {
             return;
         }
         let records = std::mem::take(&mut self.pending_activity);
-        if let Err(e) = self
-            .state
-            .add_activity(&records, &self.config.state_limits())
-        {
+        if let Err(e) = self.state.add_activity(&records, &self.config.state_limits()) {
             tracing::warn!("recording {} launches and exits: {e}", records.len());
         }
         self.activity_flushed_ns = now;
@@ -440,15 +398,8 @@ impl Daemon {
     }
 
     fn schedule_replan(&mut self) {
-        self.next_replan_ns =
-            (self.config.predict.enabled && self.plan_step.is_some()).then(|| {
-                os::monotonic_ns()
-                    + self
-                        .config
-                        .predict
-                        .replan_interval_secs
-                        .saturating_mul(1_000_000_000)
-            });
+        self.next_replan_ns = (self.config.predict.enabled && self.plan_step.is_some())
+            .then(|| os::monotonic_ns() + self.config.predict.replan_interval_secs.saturating_mul(1_000_000_000));
     }
 
     fn plan(&mut self, trigger: PlanTrigger) {
@@ -478,16 +429,10 @@ impl Daemon {
 
     /// Runs until SIGTERM or SIGINT; saves and returns.
     pub fn run(mut self) -> Result<()> {
-        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)
-            .map_err(|e| Error::io("creating epoll", e.into()))?;
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| Error::io("creating epoll", e.into()))?;
         let add = |fd: std::os::fd::BorrowedFd<'_>, token: u64| {
-            epoll::add(
-                &ep,
-                fd,
-                epoll::EventData::new_u64(token),
-                epoll::EventFlags::IN,
-            )
-            .map_err(|e| Error::io("registering with epoll", e.into()))
+            epoll::add(&ep, fd, epoll::EventData::new_u64(token), epoll::EventFlags::IN)
+                .map_err(|e| Error::io("registering with epoll", e.into()))
         };
         add(self.procs.as_fd(), TOKEN_PROC)?;
         if let Some(fd) = self.watch.fd()? {
@@ -503,19 +448,12 @@ impl Daemon {
             && let Some(step) = self.plan_step.as_mut()
         {
             let watched = step.pressure_trigger().map(|fd| {
-                epoll::add(
-                    &ep,
-                    fd,
-                    epoll::EventData::new_u64(TOKEN_PRESSURE),
-                    epoll::EventFlags::PRI,
-                )
+                epoll::add(&ep, fd, epoll::EventData::new_u64(TOKEN_PRESSURE), epoll::EventFlags::PRI)
             });
             match watched {
                 Some(Ok(())) => tracing::info!("memory pressure trigger armed"),
                 Some(Err(e)) => {
-                    tracing::warn!(
-                        "cannot watch the memory pressure trigger ({e}); checking pressure while fetching instead"
-                    );
+                    tracing::warn!("cannot watch the memory pressure trigger ({e}); checking pressure while fetching instead");
                     step.pressure_trigger_unusable();
                 }
                 None => {}
@@ -607,12 +545,7 @@ impl Daemon {
                 && active != opens_watched
             {
                 let r = if active {
-                    epoll::add(
-                        &ep,
-                        o.as_fd(),
-                        epoll::EventData::new_u64(TOKEN_OPENS),
-                        epoll::EventFlags::IN,
-                    )
+                    epoll::add(&ep, o.as_fd(), epoll::EventData::new_u64(TOKEN_OPENS), epoll::EventFlags::IN)
                 } else {
                     epoll::delete(&ep, o.as_fd())
                 };
@@ -661,14 +594,9 @@ impl Daemon {
                 // Threads are tracked too: page events are attributed by thread id, because the
                 // tracer's pid->tgid cache can be stale for a recycled pid.
                 // The kernel follows the children of followed processes itself (event-fork).
-                ProcEvent::Fork {
-                    parent_tgid,
-                    child_pid,
-                    child_tgid,
-                    ..
-                } => self
-                    .tracker
-                    .on_fork(creator_of(parent_tgid, child_pid, child_tgid), child_pid),
+                ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
+                    self.tracker.on_fork(creator_of(parent_tgid, child_pid, child_tgid), child_pid)
+                }
                 ProcEvent::Exec { tgid, ts_ns, .. } => self.on_exec(tgid, ts_ns),
                 ProcEvent::Exit { pid, .. } if pid == self.own_pid => {}
                 ProcEvent::Exit { pid, tgid, ts_ns } => {
@@ -685,18 +613,10 @@ impl Daemon {
         if tgid == self.own_pid {
             return;
         }
-        let Some((app, argv)) = identify_process(tgid) else {
-            return;
-        };
+        let Some((app, argv)) = identify_process(tgid) else { return };
         // The exe itself names an inode the page events will mention.
         if let Some(id) = procfs::identity_of(&app.exe) {
-            self.resolver.learn(
-                crate::model::profile::InodeKey {
-                    dev: id.dev,
-                    ino: id.ino,
-                },
-                app.exe.clone(),
-            );
+            self.resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
         }
         let key = app.key.clone();
         let (state, watch, policy) = (&self.state, &self.watch, follow_policy(&self.config));
@@ -715,10 +635,7 @@ impl Daemon {
             // a grace period, too late for its start: it is left for a later launch to learn.
             let follow = wanted && !watch.filter_busy();
             if wanted && !follow {
-                tracing::debug!(
-                    "{} (pid {tgid}) not followed this time: the pid filter is being written",
-                    app.key
-                );
+                tracing::debug!("{} (pid {tgid}) not followed this time: the pid filter is being written", app.key);
             }
             follow
         };
@@ -764,27 +681,10 @@ impl Daemon {
             InstanceChange::Launched { app, instance } => (app, *instance, true),
             InstanceChange::Exited { app, instance } => (app, *instance, false),
         };
-        self.usage_log.activity(
-            now,
-            app,
-            instance,
-            if launch {
-                Transition::Launch
-            } else {
-                Transition::Exit
-            },
-        );
-        self.pending_activity.push(ActivityRecord {
-            at_ms: now,
-            local_ms: os::local_ms(),
-            app: app.clone(),
-            instance,
-            launch,
-        });
+        self.usage_log.activity(now, app, instance, if launch { Transition::Launch } else { Transition::Exit });
+        self.pending_activity.push(ActivityRecord { at_ms: now, local_ms: os::local_ms(), app: app.clone(), instance, launch });
         let trigger = match change {
-            InstanceChange::Launched { app, instance } => {
-                PlanTrigger::LaunchStarted { app, instance }
-            }
+            InstanceChange::Launched { app, instance } => PlanTrigger::LaunchStarted { app, instance },
             InstanceChange::Exited { app, instance } => PlanTrigger::AppExited { app, instance },
         };
         self.plan(trigger);
@@ -808,11 +708,7 @@ impl Daemon {
         if let Some(l) = self.tracker.get_mut(id) {
             l.pages_expected = expected;
         }
-        let job = ReplayJob {
-            launch: id,
-            profile,
-            priority: io_priority(self.config.launch.replay_io_priority),
-        };
+        let job = ReplayJob { launch: id, profile, priority: io_priority(self.config.launch.replay_io_priority) };
         if let Some(tx) = &self.replay_tx
             && tx.send(job).is_ok()
         {
@@ -861,9 +757,7 @@ impl Daemon {
     }
 
     fn read_opens(&mut self) {
-        let Some(opens) = self.opens.as_mut() else {
-            return;
-        };
+        let Some(opens) = self.opens.as_mut() else { return };
         let resolver = &mut self.resolver;
         let counts = &mut self.counts;
         if let Err(e) = opens.read_available(|f| {
@@ -888,22 +782,12 @@ impl Daemon {
                         if !mono {
                             return;
                         }
-                        let kind = if p.kind == PageEventKind::Insertion {
-                            PageKind::Insertion
-                        } else {
-                            PageKind::Access
-                        };
+                        let kind = if p.kind == PageEventKind::Insertion { PageKind::Insertion } else { PageKind::Access };
                         tracker.on_page(tid, e.ts_us.saturating_mul(1000), kind, p.inode, p.pages);
                     }
                     EventKind::Exec { filename, .. } => {
                         if let Some(id) = procfs::identity_of(Path::new(&filename)) {
-                            resolver.learn(
-                                crate::model::profile::InodeKey {
-                                    dev: id.dev,
-                                    ino: id.ino,
-                                },
-                                filename,
-                            );
+                            resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, filename);
                         }
                     }
                     EventKind::Fork { .. } | EventKind::Exit { .. } => {}
@@ -954,11 +838,7 @@ impl Daemon {
     }
 
     fn prepare(&mut self, finished: FinishedLaunch) -> Option<Learned> {
-        let FinishedLaunch {
-            launch,
-            window_ms,
-            working_set,
-        } = finished;
+        let FinishedLaunch { launch, window_ms, working_set } = finished;
         if !launch.followed && !launch.capped {
             return None;
         }
@@ -969,21 +849,13 @@ impl Daemon {
                 self.config.launch.max_launch_mib
             );
         }
-        let pages_used: u64 = working_set
-            .iter()
-            .flat_map(|(_, r)| r.iter().map(|u| u.range.len))
-            .sum();
+        let pages_used: u64 = working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum();
         let app_key = launch.app.key.clone();
         if pages_used < self.config.launch.min_pages.max(1) {
             tracing::trace!("launch of {app_key}: {pages_used} pages, not learned");
             return None;
         }
-        let assembly = assemble_files(
-            working_set,
-            &self.resolver,
-            PROFILE_PAGE_SIZE,
-            procfs::identity_of,
-        );
+        let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
         let (files, unresolved) = (assembly.files, assembly.unresolved);
         let profile = LaunchProfile {
             command: launch.argv.clone(),
@@ -995,8 +867,7 @@ impl Daemon {
             unresolved,
             lookups: Vec::new(),
         };
-        let started_ms = os::unix_ms()
-            .saturating_sub(os::monotonic_ns().saturating_sub(launch.started_ns) / 1_000_000);
+        let started_ms = os::unix_ms().saturating_sub(os::monotonic_ns().saturating_sub(launch.started_ns) / 1_000_000);
         let record = LaunchRecord {
             app: app_key,
             started_ms,
@@ -1009,28 +880,17 @@ impl Daemon {
             pages_read_from_disk: launch.pages_read_from_disk,
             files: profile.files.len() as u64,
         };
-        Some(Learned {
-            exe: launch.app.exe.to_string_lossy().into_owned(),
-            profile,
-            record,
-        })
+        Some(Learned { exe: launch.app.exe.to_string_lossy().into_owned(), profile, record })
     }
 
     fn save(&mut self, l: Learned) {
         let limits = self.config.state_limits();
         let r = &l.record;
         let app_key = r.app.clone();
-        match self
-            .state
-            .learn_launch(&app_key, &l.exe, &l.profile, r, &limits)
-        {
+        match self.state.learn_launch(&app_key, &l.exe, &l.profile, r, &limits) {
             Ok(_) => {
                 self.counts.launches_learned += 1;
-                self.usage_log.working_set(
-                    os::unix_ms(),
-                    &app_key,
-                    r.pages_used.saturating_mul(l.profile.page_size),
-                );
+                self.usage_log.working_set(os::unix_ms(), &app_key, r.pages_used.saturating_mul(l.profile.page_size));
                 tracing::info!(
                     "learned {app_key}: {} pages in {} files over {} ms; {} read from disk, {} expected, {} prefetched ({} unresolved inodes)",
                     r.pages_used,
@@ -1058,12 +918,7 @@ impl Daemon {
                 }
             };
             if !control::peer_allowed(&stream) {
-                let _ = control::write_response(
-                    &stream,
-                    &Response::Error {
-                        message: "permission denied: root only".into(),
-                    },
-                );
+                let _ = control::write_response(&stream, &Response::Error { message: "permission denied: root only".into() });
                 continue;
             }
             let response = match control::read_request(&stream) {
@@ -1077,9 +932,7 @@ impl Daemon {
     }
 
     fn answer(&mut self, req: Request) -> Response {
-        let fail = |e: Error| Response::Error {
-            message: e.to_string(),
-        };
+        let fail = |e: Error| Response::Error { message: e.to_string() };
         match req {
             Request::Status => match self.status() {
                 Ok(s) => Response::Status(Box::new(s)),
@@ -1094,9 +947,7 @@ impl Daemon {
                 Err(e) => fail(e),
             },
             Request::Forget { app } => match self.state.forget(&app) {
-                Ok(found) => Response::Forgot {
-                    apps: u64::from(found),
-                },
+                Ok(found) => Response::Forgot { apps: u64::from(found) },
                 Err(e) => fail(e),
             },
             Request::ForgetAll => match self.state.forget_all() {
@@ -1105,42 +956,21 @@ impl Daemon {
             },
             Request::Explain { app } => {
                 let explained = if self.config.predict.enabled {
-                    self.plan_step
-                        .as_mut()
-                        .and_then(|s| s.explain(&app, os::local_ms()))
+                    self.plan_step.as_mut().and_then(|s| s.explain(&app, os::local_ms()))
                 } else {
                     None
                 };
                 match explained {
-                    Some(e) => Response::Explanation {
-                        predictor: e.predictor,
-                        app: e.app,
-                        probability: e.probability,
-                        reasons: e.reasons,
-                    },
-                    None => Response::Error {
-                        message: "prediction is off in this daemon ([predict] enabled = false)"
-                            .into(),
-                    },
+                    Some(e) => Response::Explanation { predictor: e.predictor, app: e.app, probability: e.probability, reasons: e.reasons },
+                    None => Response::Error { message: "prediction is off in this daemon ([predict] enabled = false)".into() },
                 }
             }
             Request::Record { since_unix_ms } => match self.state.apps() {
                 Ok(apps) => {
-                    let known = apps
-                        .into_iter()
-                        .map(|a| (a.key, a.pages.saturating_mul(PROFILE_PAGE_SIZE)))
-                        .collect();
+                    let known = apps.into_iter().map(|a| (a.key, a.pages.saturating_mul(PROFILE_PAGE_SIZE))).collect();
                     let source = format!("augur record (daemon pid {})", self.own_pid);
-                    let trace = self.usage_log.trace(
-                        since_unix_ms,
-                        os::utc_offset_s((os::unix_ms() / 1000) as i64),
-                        PROFILE_PAGE_SIZE,
-                        &source,
-                        &known,
-                    );
-                    Response::Trace {
-                        text: trace.to_text(),
-                    }
+                    let trace = self.usage_log.trace(since_unix_ms, os::utc_offset_s((os::unix_ms() / 1000) as i64), PROFILE_PAGE_SIZE, &source, &known);
+                    Response::Trace { text: trace.to_text() }
                 }
                 Err(e) => fail(e),
             },
@@ -1149,11 +979,7 @@ impl Daemon {
 
     fn status(&self) -> Result<StatusReport> {
         let mode = self.watch.mode();
-        let health = if self.health.is_empty() {
-            "ok".to_string()
-        } else {
-            format!("degraded: {}", self.health.join("; "))
-        };
+        let health = if self.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", self.health.join("; ")) };
         Ok(StatusReport {
             pid: self.own_pid,
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -1184,12 +1010,9 @@ impl Daemon {
                 if new.daemon.state_path != self.config.daemon.state_path
                     || new.daemon.socket_path != self.config.daemon.socket_path
                 {
-                    tracing::warn!(
-                        "state_path and socket_path changes take effect at the next start"
-                    );
+                    tracing::warn!("state_path and socket_path changes take effect at the next start");
                 }
-                self.tracker
-                    .set_settings(window_settings(&new, self.watch.mode()));
+                self.tracker.set_settings(window_settings(&new, self.watch.mode()));
                 self.config = new;
                 self.schedule_replan();
                 tracing::info!("configuration reloaded");
@@ -1209,11 +1032,7 @@ impl Daemon {
         }
         self.collect_replays();
         let now = os::monotonic_ns();
-        let pending: Vec<Learned> = self
-            .replays_in_flight
-            .drain()
-            .filter_map(|(_, l)| l)
-            .collect();
+        let pending: Vec<Learned> = self.replays_in_flight.drain().filter_map(|(_, l)| l).collect();
         for l in pending {
             self.save(l);
         }
@@ -1247,11 +1066,7 @@ fn fresh_resolver(opens: Option<&OpenWatcher>) -> PathResolver {
 /// of its whole process (the kernel gives threads their group leader's `real_parent`: for java
 /// that is the shell), so a thread belongs to its own thread group; a new process to its parent.
 fn creator_of(parent_tgid: u32, child_pid: u32, child_tgid: u32) -> u32 {
-    if child_tgid != child_pid {
-        child_tgid
-    } else {
-        parent_tgid
-    }
+    if child_tgid != child_pid { child_tgid } else { parent_tgid }
 }
 
 #[cfg(test)]

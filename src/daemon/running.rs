@@ -43,10 +43,7 @@ impl RunningInstances {
         let instance = u64::from(tgid);
         match self.by_pid.get(&tgid) {
             Some(old) if old == app => return out,
-            Some(old) => out.push(InstanceChange::Exited {
-                app: old.clone(),
-                instance,
-            }),
+            Some(old) => out.push(InstanceChange::Exited { app: old.clone(), instance }),
             None => {}
         }
         if self.by_pid.len() >= MAX_INSTANCES && !self.by_pid.contains_key(&tgid) {
@@ -55,10 +52,7 @@ impl RunningInstances {
             }
         }
         self.by_pid.insert(tgid, app.to_string());
-        out.push(InstanceChange::Launched {
-            app: app.to_string(),
-            instance,
-        });
+        out.push(InstanceChange::Launched { app: app.to_string(), instance });
         out
     }
 
@@ -68,10 +62,7 @@ impl RunningInstances {
             return None;
         }
         let app = self.by_pid.remove(&pid)?;
-        Some(InstanceChange::Exited {
-            app,
-            instance: u64::from(pid),
-        })
+        Some(InstanceChange::Exited { app, instance: u64::from(pid) })
     }
 
     /// Instances running now.
@@ -95,26 +86,17 @@ mod tests {
     use super::*;
 
     fn launched(app: &str, instance: u64) -> InstanceChange {
-        InstanceChange::Launched {
-            app: app.into(),
-            instance,
-        }
+        InstanceChange::Launched { app: app.into(), instance }
     }
 
     fn exited(app: &str, instance: u64) -> InstanceChange {
-        InstanceChange::Exited {
-            app: app.into(),
-            instance,
-        }
+        InstanceChange::Exited { app: app.into(), instance }
     }
 
     #[test]
     fn a_launch_and_its_exit_make_a_pair() {
         let mut r = RunningInstances::new();
-        assert_eq!(
-            r.on_launch(100, "/usr/bin/a"),
-            vec![launched("/usr/bin/a", 100)]
-        );
+        assert_eq!(r.on_launch(100, "/usr/bin/a"), vec![launched("/usr/bin/a", 100)]);
         assert_eq!(r.app_of(100), Some("/usr/bin/a"));
         // A thread of it exiting ends nothing.
         assert_eq!(r.on_exit(101, 100), None);
@@ -139,10 +121,7 @@ mod tests {
     fn a_root_that_execs_another_application_ends_one_instance_and_starts_another() {
         let mut r = RunningInstances::new();
         r.on_launch(5, "/usr/bin/env");
-        assert_eq!(
-            r.on_launch(5, "python3 x.py"),
-            vec![exited("/usr/bin/env", 5), launched("python3 x.py", 5)]
-        );
+        assert_eq!(r.on_launch(5, "python3 x.py"), vec![exited("/usr/bin/env", 5), launched("python3 x.py", 5)]);
         // Re-exec of the same application changes nothing.
         assert_eq!(r.on_launch(5, "python3 x.py"), vec![]);
         assert_eq!(r.on_exit(5, 5), Some(exited("python3 x.py", 5)));

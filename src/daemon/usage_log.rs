@@ -15,15 +15,8 @@ pub const MAX_EVENTS: usize = 100_000;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Logged {
-    Activity {
-        app: String,
-        instance: u64,
-        transition: Transition,
-    },
-    WorkingSet {
-        app: String,
-        bytes: u64,
-    },
+    Activity { app: String, instance: u64, transition: Transition },
+    WorkingSet { app: String, bytes: u64 },
 }
 
 /// The log.
@@ -39,12 +32,7 @@ pub struct UsageLog {
 impl UsageLog {
     /// An empty log started at `started_unix_ms`, keeping at most `max_events`.
     pub fn new(started_unix_ms: u64, max_events: usize) -> Self {
-        UsageLog {
-            started_unix_ms,
-            max_events: max_events.max(1),
-            events: VecDeque::new(),
-            dropped: 0,
-        }
+        UsageLog { started_unix_ms, max_events: max_events.max(1), events: VecDeque::new(), dropped: 0 }
     }
 
     /// When the log started (ms since the epoch).
@@ -64,10 +52,7 @@ impl UsageLog {
 
     fn push(&mut self, unix_ms: u64, e: Logged) {
         // Wall-clock steps back are flattened: traces never go back in time.
-        let t = self
-            .events
-            .back()
-            .map_or(unix_ms, |(last, _)| unix_ms.max(*last));
+        let t = self.events.back().map_or(unix_ms, |(last, _)| unix_ms.max(*last));
         if self.events.len() >= self.max_events {
             self.events.pop_front();
             self.dropped += 1;
@@ -77,26 +62,13 @@ impl UsageLog {
 
     /// An instance of `app` started or ended.
     pub fn activity(&mut self, unix_ms: u64, app: &str, instance: u64, transition: Transition) {
-        self.push(
-            unix_ms,
-            Logged::Activity {
-                app: app.to_string(),
-                instance,
-                transition,
-            },
-        );
+        self.push(unix_ms, Logged::Activity { app: app.to_string(), instance, transition });
     }
 
     /// `app` was learned with a working set of `bytes`.
     pub fn working_set(&mut self, unix_ms: u64, app: &str, bytes: u64) {
         if bytes > 0 {
-            self.push(
-                unix_ms,
-                Logged::WorkingSet {
-                    app: app.to_string(),
-                    bytes,
-                },
-            );
+            self.push(unix_ms, Logged::WorkingSet { app: app.to_string(), bytes });
         }
     }
 
@@ -111,9 +83,7 @@ impl UsageLog {
         source: &str,
         known: &BTreeMap<String, u64>,
     ) -> UsageTrace {
-        let start = since_unix_ms
-            .unwrap_or(self.started_unix_ms)
-            .max(self.started_unix_ms);
+        let start = since_unix_ms.unwrap_or(self.started_unix_ms).max(self.started_unix_ms);
         let window: Vec<&(u64, Logged)> = self.events.iter().filter(|(t, _)| *t >= start).collect();
         // Sizes as of the window's start: the state's, updated by what the log learned before.
         let mut sizes = known.clone();
@@ -128,22 +98,14 @@ impl UsageLog {
         let launched: BTreeSet<&str> = window
             .iter()
             .filter_map(|(_, e)| match e {
-                Logged::Activity {
-                    app,
-                    transition: Transition::Launch,
-                    ..
-                } => Some(app.as_str()),
+                Logged::Activity { app, transition: Transition::Launch, .. } => Some(app.as_str()),
                 _ => None,
             })
             .collect();
         let mut events = Vec::new();
         for app in &launched {
             if let Some(&bytes) = sizes.get(*app).filter(|&&b| b > 0) {
-                events.push(UsageEvent::App {
-                    t_ms: 0,
-                    app: app.to_string(),
-                    working_set: WorkingSet::Bytes(bytes),
-                });
+                events.push(UsageEvent::App { t_ms: 0, app: app.to_string(), working_set: WorkingSet::Bytes(bytes) });
             }
         }
         let mut running: BTreeSet<(&str, u64)> = BTreeSet::new();
@@ -151,53 +113,23 @@ impl UsageLog {
             let t_ms = t - start;
             match e {
                 Logged::WorkingSet { app, bytes } => {
-                    events.push(UsageEvent::App {
-                        t_ms,
-                        app: app.clone(),
-                        working_set: WorkingSet::Bytes(*bytes),
-                    });
+                    events.push(UsageEvent::App { t_ms, app: app.clone(), working_set: WorkingSet::Bytes(*bytes) });
                 }
-                Logged::Activity {
-                    app,
-                    instance,
-                    transition: Transition::Launch,
-                } => {
+                Logged::Activity { app, instance, transition: Transition::Launch } => {
                     if !running.insert((app.as_str(), *instance)) {
                         // Its exit was missed (a lost process event): end it before it restarts.
-                        events.push(UsageEvent::Activity {
-                            t_ms,
-                            app: app.clone(),
-                            instance: *instance,
-                            transition: Transition::Exit,
-                        });
+                        events.push(UsageEvent::Activity { t_ms, app: app.clone(), instance: *instance, transition: Transition::Exit });
                     }
-                    events.push(UsageEvent::Activity {
-                        t_ms,
-                        app: app.clone(),
-                        instance: *instance,
-                        transition: Transition::Launch,
-                    });
+                    events.push(UsageEvent::Activity { t_ms, app: app.clone(), instance: *instance, transition: Transition::Launch });
                 }
-                Logged::Activity {
-                    app,
-                    instance,
-                    transition: Transition::Exit,
-                } => {
+                Logged::Activity { app, instance, transition: Transition::Exit } => {
                     if running.remove(&(app.as_str(), *instance)) {
-                        events.push(UsageEvent::Activity {
-                            t_ms,
-                            app: app.clone(),
-                            instance: *instance,
-                            transition: Transition::Exit,
-                        });
+                        events.push(UsageEvent::Activity { t_ms, app: app.clone(), instance: *instance, transition: Transition::Exit });
                     }
                 }
             }
         }
-        UsageTrace {
-            header: TraceHeader::new(start, utc_offset_s, page_size, source),
-            events,
-        }
+        UsageTrace { header: TraceHeader::new(start, utc_offset_s, page_size, source), events }
     }
 }
 
@@ -228,30 +160,15 @@ mod tests {
         assert_eq!(parsed, trace);
         assert_eq!(trace.launch_count(), 3);
         // b's size known from the state is declared at time zero; a's learned size follows.
-        assert_eq!(
-            trace.events[0],
-            UsageEvent::App {
-                t_ms: 0,
-                app: "b".into(),
-                working_set: WorkingSet::Bytes(8192)
-            }
-        );
-        assert!(trace.events.contains(&UsageEvent::App {
-            t_ms: 2_100,
-            app: "a".into(),
-            working_set: WorkingSet::Bytes(4096 * 3)
-        }));
+        assert_eq!(trace.events[0], UsageEvent::App { t_ms: 0, app: "b".into(), working_set: WorkingSet::Bytes(8192) });
+        assert!(trace.events.contains(&UsageEvent::App { t_ms: 2_100, app: "a".into(), working_set: WorkingSet::Bytes(4096 * 3) }));
     }
 
     #[test]
     fn a_window_drops_exits_of_instances_launched_before_it() {
         let trace = sample().trace(Some(1_500), 0, 4096, "", &BTreeMap::new());
         usage_trace::parse(trace.to_text().as_bytes()).unwrap();
-        assert!(
-            trace.events.iter().all(|e| e.app() != "old"),
-            "{:?}",
-            trace.events
-        );
+        assert!(trace.events.iter().all(|e| e.app() != "old"), "{:?}", trace.events);
         assert_eq!(trace.events.first().map(UsageEvent::t_ms), Some(500));
         // Working sets learned before the window stay known.
         let from_log = sample().trace(Some(1_500), 0, 4096, "", &BTreeMap::new());

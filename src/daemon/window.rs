@@ -170,14 +170,7 @@ impl LaunchTracker {
     /// Process `tgid` exec'd the application `app` at `now_ns`. `follow` says whether a new
     /// launch of `app` (or the relabelled one) is traced; it is asked only then, not for a helper
     /// joining a launch in progress (the common exec under `make`).
-    pub fn on_exec(
-        &mut self,
-        tgid: u32,
-        app: AppIdentity,
-        argv: Vec<String>,
-        now_ns: u64,
-        follow: impl FnOnce(&AppIdentity) -> bool,
-    ) -> ExecOutcome {
+    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
@@ -250,20 +243,9 @@ impl LaunchTracker {
     }
 
     /// A page event of process `tgid` at `ts_ns`; attributed to its launch if it has one.
-    pub fn on_page(
-        &mut self,
-        tgid: u32,
-        ts_ns: u64,
-        kind: PageKind,
-        inode: InodeKey,
-        pages: PageRange,
-    ) {
+    pub fn on_page(&mut self, tgid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange) {
         let settings = self.settings;
-        match self
-            .owner
-            .get(&tgid)
-            .and_then(|id| self.active.iter_mut().find(|l| l.id == *id))
-        {
+        match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
             Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
                 if apply(l, settings, kind, inode, pages, ts_ns) {
                     self.unfollowed.extend(l.live.iter().copied());
@@ -280,13 +262,7 @@ impl LaunchTracker {
                     self.backlog.pop_front();
                     self.backlog_dropped += 1;
                 }
-                self.backlog.push_back(Backlogged {
-                    tgid,
-                    ts_ns,
-                    kind,
-                    inode,
-                    pages,
-                });
+                self.backlog.push_back(Backlogged { tgid, ts_ns, kind, inode, pages });
             }
         }
     }
@@ -306,16 +282,12 @@ impl LaunchTracker {
     fn deadline_of(&self, l: &ActiveLaunch) -> u64 {
         // An unfollowed launch has no events to go quiet on: it lasts while its processes do.
         let quiet = if l.followed {
-            l.last_event_ns
-                .max(l.started_ns)
-                .saturating_add(self.settings.quiet_ns)
+            l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns)
         } else {
             u64::MAX
         };
         let cap = l.started_ns.saturating_add(self.settings.max_ns);
-        let exited = l
-            .all_exited_ns
-            .map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
+        let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
         quiet.min(cap).min(exited)
     }
 
@@ -350,16 +322,10 @@ impl LaunchTracker {
         if l.followed {
             self.unfollowed.extend(l.live.iter().copied());
         }
-        let end = now_ns
-            .min(l.started_ns.saturating_add(self.settings.max_ns))
-            .min(l.last_event_ns.max(l.started_ns));
+        let end = now_ns.min(l.started_ns.saturating_add(self.settings.max_ns)).min(l.last_event_ns.max(l.started_ns));
         let window_ms = end.saturating_sub(l.started_ns) / 1_000_000;
         let used = std::mem::take(&mut l.used);
-        FinishedLaunch {
-            launch: l,
-            window_ms,
-            working_set: used.finish(),
-        }
+        FinishedLaunch { launch: l, window_ms, working_set: used.finish() }
     }
 }
 
@@ -378,19 +344,12 @@ impl FollowPolicy {
     /// learned at `last_learned_ms` (Unix ms), is followed.
     pub fn follows(&self, learned: u64, last_learned_ms: u64, now_ms: u64) -> bool {
         // A clock set back re-follows at once instead of waiting for it to catch up.
-        learned < self.first_launches
-            || now_ms < last_learned_ms
-            || now_ms - last_learned_ms >= self.refollow_after_ms
+        learned < self.first_launches || now_ms < last_learned_ms || now_ms - last_learned_ms >= self.refollow_after_ms
     }
 }
 
 /// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
-fn adopt_backlog(
-    backlog: &mut VecDeque<Backlogged>,
-    launch: &mut ActiveLaunch,
-    settings: WindowSettings,
-    tgid: u32,
-) {
+fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, settings: WindowSettings, tgid: u32) {
     let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
     backlog.retain(|b| {
         if b.tgid == tgid && b.ts_ns >= since {
@@ -404,14 +363,7 @@ fn adopt_backlog(
 
 /// Adds one event to a followed launch; true when that made the launch reach the page cap (it is
 /// then no longer followed).
-fn apply(
-    l: &mut ActiveLaunch,
-    settings: WindowSettings,
-    kind: PageKind,
-    inode: InodeKey,
-    pages: PageRange,
-    ts_ns: u64,
-) -> bool {
+fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
     if !l.followed {
         return false;
     }
@@ -444,12 +396,7 @@ mod tests {
     const F: InodeKey = InodeKey { dev: 1, ino: 5 };
 
     fn tracker() -> LaunchTracker {
-        LaunchTracker::new(WindowSettings {
-            max_ns: 15_000 * MS,
-            quiet_ns: 1000 * MS,
-            mode: TraceMode::Access,
-            max_pages: 1 << 20,
-        })
+        LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 1 << 20 })
     }
 
     fn app(exe: &str) -> AppIdentity {
@@ -460,50 +407,17 @@ mod tests {
     fn descendants_are_attributed_and_strangers_are_not() {
         let mut t = tracker();
         let base = 10_000 * MS;
-        assert_eq!(
-            t.on_exec(100, app("/bin/app"), vec![], base, |_| true),
-            ExecOutcome::Started(1)
-        );
+        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base, |_| true), ExecOutcome::Started(1));
         t.on_fork(100, 101);
-        assert_eq!(
-            t.on_exec(101, app("/bin/helper"), vec![], base + MS, |_| true),
-            ExecOutcome::Joined(1)
-        );
-        t.on_page(
-            101,
-            base + 2 * MS,
-            PageKind::Access,
-            F,
-            PageRange::new(0, 4),
-        );
-        t.on_page(
-            101,
-            base + 2 * MS,
-            PageKind::Insertion,
-            F,
-            PageRange::new(0, 4),
-        );
-        t.on_page(
-            555,
-            base + 2 * MS,
-            PageKind::Access,
-            F,
-            PageRange::new(50, 4),
-        );
+        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS, |_| true), ExecOutcome::Joined(1));
+        t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
+        t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
+        t.on_page(555, base + 2 * MS, PageKind::Access, F, PageRange::new(50, 4));
         let done = t.expire(base + 2000 * MS);
         assert_eq!(done.len(), 1);
         let d = &done[0];
         assert_eq!(d.launch.app.key, "/bin/app");
-        assert_eq!(
-            d.working_set,
-            vec![(
-                F,
-                vec![UsedRange {
-                    range: PageRange::new(0, 4),
-                    first_use_us: 2000
-                }]
-            )]
-        );
+        assert_eq!(d.working_set, vec![(F, vec![UsedRange { range: PageRange::new(0, 4), first_use_us: 2000 }])]);
         assert_eq!(d.launch.pages_read_from_disk, 4);
         assert!(t.is_idle());
         assert_eq!(t.next_deadline(), None);
@@ -541,10 +455,7 @@ mod tests {
         let mut t = tracker();
         t.on_page(9, 5 * MS, PageKind::Insertion, F, PageRange::new(0, 2));
         t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS, |_| true);
-        assert_eq!(
-            t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, |_| true),
-            ExecOutcome::Relabelled(1)
-        );
+        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, |_| true), ExecOutcome::Relabelled(1));
         let done = t.close_all(8 * MS);
         assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
         assert_eq!(done[0].launch.pages_read_from_disk, 2);
@@ -574,17 +485,9 @@ mod tests {
     #[test]
     fn an_unfollowed_launch_groups_its_processes_learns_nothing_and_lasts_until_they_exit() {
         let mut t = tracker();
-        assert_eq!(
-            t.on_exec(40, app("/usr/bin/make"), vec![], 0, |_| false),
-            ExecOutcome::Started(1)
-        );
+        assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, |_| false), ExecOutcome::Started(1));
         t.on_fork(40, 41);
-        assert_eq!(
-            t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!(
-                "a helper joining a launch is not asked about"
-            )),
-            ExecOutcome::Joined(1)
-        );
+        assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!("a helper joining a launch is not asked about")), ExecOutcome::Joined(1));
         t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
         assert!(!t.is_following() && !t.is_idle());
         // No events to go quiet on: still open long after the quiet time.
@@ -600,12 +503,7 @@ mod tests {
 
     #[test]
     fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
-        let mut t = LaunchTracker::new(WindowSettings {
-            max_ns: 15_000 * MS,
-            quiet_ns: 1000 * MS,
-            mode: TraceMode::Access,
-            max_pages: 100,
-        });
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 100 });
         t.on_exec(50, app("/usr/bin/cat"), vec![], 0, |_| true);
         t.on_fork(50, 51);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
@@ -621,14 +519,7 @@ mod tests {
         let done = t.expire(4 * MS + EXIT_GRACE_NS);
         assert!(done[0].launch.capped);
         // The first 120 pages (the event that crossed the cap counts), nothing after it.
-        assert_eq!(
-            done[0].working_set[0]
-                .1
-                .iter()
-                .map(|u| u.range.len)
-                .sum::<u64>(),
-            120
-        );
+        assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
     }
 
     #[test]
@@ -641,11 +532,7 @@ mod tests {
         t.on_exit(61, MS);
         t.on_page(70, 500 * MS, PageKind::Access, F, PageRange::new(5, 1));
         t.expire(1000 * MS);
-        assert_eq!(
-            t.take_unfollowed(),
-            vec![60],
-            "only live processes: a dead pid may be reused"
-        );
+        assert_eq!(t.take_unfollowed(), vec![60], "only live processes: a dead pid may be reused");
         assert!(t.take_unfollowed().is_empty());
         // Relabelled to an application that is not followed.
         t.on_page(70, 1500 * MS, PageKind::Access, F, PageRange::new(0, 1));
@@ -656,10 +543,7 @@ mod tests {
 
     #[test]
     fn the_first_launches_are_followed_then_one_in_a_while() {
-        let p = FollowPolicy {
-            first_launches: 3,
-            refollow_after_ms: 3_600_000,
-        };
+        let p = FollowPolicy { first_launches: 3, refollow_after_ms: 3_600_000 };
         let now = 10_000_000_000;
         assert!(p.follows(0, 0, now));
         assert!(p.follows(2, now - 1, now));
@@ -671,12 +555,7 @@ mod tests {
 
     #[test]
     fn insertion_mode_learns_from_insertions() {
-        let mut t = LaunchTracker::new(WindowSettings {
-            max_ns: 15_000 * MS,
-            quiet_ns: 1000 * MS,
-            mode: TraceMode::Insertion,
-            max_pages: 1 << 20,
-        });
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion, max_pages: 1 << 20 });
         t.on_exec(3, app("/bin/a"), vec![], 0, |_| true);
         t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
         let done = t.close_all(2 * MS);

@@ -25,10 +25,7 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// What is assumed when sysfs says nothing: not rotational, no known limit.
     pub const fn unknown() -> Self {
-        DeviceInfo {
-            rotational: false,
-            readahead_limit: None,
-        }
+        DeviceInfo { rotational: false, readahead_limit: None }
     }
 }
 
@@ -72,10 +69,7 @@ pub fn device_info_at(sys_dev_block: &Path, dev: u64) -> DeviceInfo {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0).max(b.unwrap_or(0)) * 1024),
     };
-    DeviceInfo {
-        rotational,
-        readahead_limit,
-    }
+    DeviceInfo { rotational, readahead_limit }
 }
 
 /// Remembers [`DeviceInfo`] per device so sysfs is read once per device per run.
@@ -92,10 +86,7 @@ impl DeviceTable {
 
     /// Facts for `dev` (`st_dev` encoding).
     pub fn info(&mut self, dev: u64) -> DeviceInfo {
-        *self
-            .known
-            .entry(dev)
-            .or_insert_with(|| device_info_at(Path::new("/sys/dev/block"), dev))
+        *self.known.entry(dev).or_insert_with(|| device_info_at(Path::new("/sys/dev/block"), dev))
     }
 }
 
@@ -130,12 +121,7 @@ struct Fiemap {
 /// at or after `offset` within `len` bytes). `Ok(None)` when the bytes have no known location
 /// (a hole, delayed allocation, inline data, a file system without FIEMAP).
 pub fn physical_offset(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<Option<u64>> {
-    let mut map = Fiemap {
-        fm_start: offset,
-        fm_length: len.max(1),
-        fm_extent_count: 1,
-        ..Default::default()
-    };
+    let mut map = Fiemap { fm_start: offset, fm_length: len.max(1), fm_extent_count: 1, ..Default::default() };
     // SAFETY: `map` is a #[repr(C)] struct fiemap followed by room for exactly fm_extent_count
     // (1) struct fiemap_extent, which is all the kernel writes; the pointer is valid for the call.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), FS_IOC_FIEMAP as _, &mut map as *mut Fiemap) };
@@ -182,13 +168,7 @@ mod tests {
         fs::create_dir_all(&by_dev).unwrap();
         std::os::unix::fs::symlink(disk.join("sda1"), by_dev.join("8:1")).unwrap();
         let info = device_info_at(&by_dev, 0x801);
-        assert_eq!(
-            info,
-            DeviceInfo {
-                rotational: true,
-                readahead_limit: Some(1280 * 1024)
-            }
-        );
+        assert_eq!(info, DeviceInfo { rotational: true, readahead_limit: Some(1280 * 1024) });
         assert_eq!(device_info_at(&by_dev, 0x802), DeviceInfo::unknown());
     }
 

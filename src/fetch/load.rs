@@ -34,12 +34,7 @@ pub fn advise(fd: BorrowedFd<'_>, range: PageRange, page_size: u64) -> io::Resul
     let Some(len) = std::num::NonZeroU64::new(range.len * page_size) else {
         return Ok(());
     };
-    rustix::fs::fadvise(
-        fd,
-        range.start * page_size,
-        Some(len),
-        rustix::fs::Advice::WillNeed,
-    )?;
+    rustix::fs::fadvise(fd, range.start * page_size, Some(len), rustix::fs::Advice::WillNeed)?;
     Ok(())
 }
 
@@ -76,10 +71,7 @@ fn populate(fd: BorrowedFd<'_>, range: PageRange, page_size: u64) -> io::Result<
     let mut attempts = 0;
     loop {
         match map.advise(MemAdvice::LinuxPopulateRead) {
-            Err(e)
-                if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN))
-                    && attempts < 3 =>
-            {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EAGAIN)) && attempts < 3 => {
                 attempts += 1;
             }
             other => return other,
@@ -87,12 +79,7 @@ fn populate(fd: BorrowedFd<'_>, range: PageRange, page_size: u64) -> io::Result<
     }
 }
 
-fn read_through(
-    fd: BorrowedFd<'_>,
-    range: PageRange,
-    page_size: u64,
-    scratch: &mut Vec<u8>,
-) -> io::Result<()> {
+fn read_through(fd: BorrowedFd<'_>, range: PageRange, page_size: u64, scratch: &mut Vec<u8>) -> io::Result<()> {
     let total = (range.len * page_size) as usize;
     if scratch.len() < total {
         scratch.resize(total, 0);

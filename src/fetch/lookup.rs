@@ -8,7 +8,7 @@
 //! guarantees that), never writes, never executes. It does not choose which lookups to replay
 //! (the plan does).
 
-use rustix::fs::{AtFlags, CWD, Dir, Mode, OFlags, statat};
+use rustix::fs::{statat, AtFlags, Dir, Mode, OFlags, CWD};
 
 use crate::model::profile::{Lookup, LookupKind};
 
@@ -54,14 +54,9 @@ pub fn replay_lookups(lookups: &[Lookup], cancel: &CancelFlag) -> LookupCounts {
 
 /// Reads the entries of a directory (and so its blocks and the dentries of its names).
 fn list_directory(l: &Lookup) -> bool {
-    let flags =
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let Ok(fd) = rustix::fs::openat(CWD, &l.path, flags, Mode::empty()) else {
-        return false;
-    };
-    let Ok(mut dir) = Dir::new(fd) else {
-        return false;
-    };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let Ok(fd) = rustix::fs::openat(CWD, &l.path, flags, Mode::empty()) else { return false };
+    let Ok(mut dir) = Dir::new(fd) else { return false };
     let mut n = 0;
     while let Some(entry) = dir.read() {
         if entry.is_err() {
@@ -84,42 +79,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), b"x").unwrap();
         let lookups = vec![
-            Lookup {
-                path: dir.path().join("f"),
-                kind: LookupKind::Stat,
-            },
-            Lookup {
-                path: dir.path().join("nope/x"),
-                kind: LookupKind::Missing,
-            },
-            Lookup {
-                path: dir.path().to_path_buf(),
-                kind: LookupKind::Dir,
-            },
+            Lookup { path: dir.path().join("f"), kind: LookupKind::Stat },
+            Lookup { path: dir.path().join("nope/x"), kind: LookupKind::Missing },
+            Lookup { path: dir.path().to_path_buf(), kind: LookupKind::Dir },
             // Listed as a directory but a file now: stat'ed, never opened.
-            Lookup {
-                path: dir.path().join("f"),
-                kind: LookupKind::Dir,
-            },
+            Lookup { path: dir.path().join("f"), kind: LookupKind::Dir },
         ];
         let got = replay_lookups(&lookups, &CancelFlag::new());
-        assert_eq!(
-            got,
-            LookupCounts {
-                replayed: 4,
-                listed: 1
-            }
-        );
+        assert_eq!(got, LookupCounts { replayed: 4, listed: 1 });
     }
 
     #[test]
     fn a_raised_flag_stops_the_replay() {
         let cancel = CancelFlag::new();
         cancel.cancel();
-        let lookups = vec![Lookup {
-            path: "/".into(),
-            kind: LookupKind::Dir,
-        }];
+        let lookups = vec![Lookup { path: "/".into(), kind: LookupKind::Dir }];
         assert_eq!(replay_lookups(&lookups, &cancel), LookupCounts::default());
     }
 }

@@ -19,10 +19,7 @@ pub mod request;
 pub mod residency;
 pub mod schedule;
 
-pub use prefetcher::{
-    CancelFlag, FetchOptions, FetchReport, FileCounts, FileProblem, PageCounts, Prefetcher,
-    ProblemKind,
-};
+pub use prefetcher::{CancelFlag, FetchOptions, FetchReport, FileCounts, FileProblem, PageCounts, Prefetcher, ProblemKind};
 pub use priority::IoPriority;
 pub use request::{FetchPlan, Order, OrderPolicy, PlannedFile};
-pub use residency::{ResidencyProbe, drop_all_caches, evict_file, page_size};
+pub use residency::{drop_all_caches, evict_file, page_size, ResidencyProbe};

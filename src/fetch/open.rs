@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{CWD, FileType, Mode, OFlags, Stat};
+use rustix::fs::{FileType, Mode, OFlags, Stat, CWD};
 
 use crate::model::profile::FileIdentity;
 
@@ -62,21 +62,14 @@ pub fn identity_of(stat: &Stat) -> FileIdentity {
         dev: stat.st_dev,
         ino: stat.st_ino,
         size: u64::try_from(stat.st_size).unwrap_or(0),
-        mtime_ns: (stat.st_mtime as i64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(stat.st_mtime_nsec as i64),
+        mtime_ns: (stat.st_mtime as i64).saturating_mul(1_000_000_000).saturating_add(stat.st_mtime_nsec as i64),
     }
 }
 
 /// The identity of the regular file at `path` now, without following a final symbolic link and
 /// without opening it for reading (what a tracer records).
 pub fn current_identity(path: &Path) -> io::Result<FileIdentity> {
-    let fd = rustix::fs::openat(
-        CWD,
-        path,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let fd = rustix::fs::openat(CWD, path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
     Ok(identity_of(&rustix::fs::fstat(&fd)?))
 }
 
@@ -121,13 +114,8 @@ fn refusal_for(err: io::Error) -> Refusal {
 /// Opens `path` for reading if and only if it is the regular file `expected` describes.
 pub fn open_profiled(path: &Path, expected: &FileIdentity) -> Result<OpenedFile, Refusal> {
     // O_PATH runs no driver open routine: FIFOs, devices and sockets are examined, never opened.
-    let pathfd = rustix::fs::openat(
-        CWD,
-        path,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| refusal_for(e.into()))?;
+    let pathfd = rustix::fs::openat(CWD, path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| refusal_for(e.into()))?;
     let stat = rustix::fs::fstat(&pathfd).map_err(|e| refusal_for(e.into()))?;
     let ft = FileType::from_raw_mode(stat.st_mode);
     if ft != FileType::RegularFile {
@@ -141,35 +129,20 @@ pub fn open_profiled(path: &Path, expected: &FileIdentity) -> Result<OpenedFile,
     // Same inode by construction when reopened through /proc; checked again for the fallback.
     let now = rustix::fs::fstat(&fd).map_err(|e| refusal_for(e.into()))?;
     if FileType::from_raw_mode(now.st_mode) != FileType::RegularFile {
-        return Err(Refusal::NotRegular(type_name(FileType::from_raw_mode(
-            now.st_mode,
-        ))));
+        return Err(Refusal::NotRegular(type_name(FileType::from_raw_mode(now.st_mode))));
     }
     if let Some(change) = identity_change(expected, &identity_of(&now)) {
         return Err(Refusal::Stale(change));
     }
-    Ok(OpenedFile {
-        fd,
-        identity,
-        owner_uid: stat.st_uid,
-        noatime,
-    })
+    Ok(OpenedFile { fd, identity, owner_uid: stat.st_uid, noatime })
 }
 
 /// Reopens the inode behind an `O_PATH` descriptor for reading, `O_NOATIME` when permitted.
 fn reopen_for_reading(pathfd: &OwnedFd, path: &Path) -> io::Result<(OwnedFd, bool)> {
     let via_proc: PathBuf = format!("/proc/self/fd/{}", pathfd.as_raw_fd()).into();
-    let target: &Path = if Path::new("/proc/self/fd").is_dir() {
-        &via_proc
-    } else {
-        path
-    };
+    let target: &Path = if Path::new("/proc/self/fd").is_dir() { &via_proc } else { path };
     let base = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let extra = if target == path {
-        OFlags::NOFOLLOW
-    } else {
-        OFlags::empty()
-    };
+    let extra = if target == path { OFlags::NOFOLLOW } else { OFlags::empty() };
     match rustix::fs::openat(CWD, target, base | extra | OFlags::NOATIME, Mode::empty()) {
         Ok(fd) => Ok((fd, true)),
         // O_NOATIME needs ownership or CAP_FOWNER.
@@ -206,17 +179,9 @@ mod tests {
         let id = identity(f.path());
         f.write_all(b" world").unwrap();
         f.flush().unwrap();
-        assert!(matches!(
-            open_profiled(f.path(), &id),
-            Err(Refusal::Stale(_))
-        ));
-        let other = FileIdentity {
-            ino: id.ino + 1,
-            ..identity(f.path())
-        };
-        assert!(
-            matches!(open_profiled(f.path(), &other), Err(Refusal::Stale(s)) if s.contains("different file"))
-        );
+        assert!(matches!(open_profiled(f.path(), &id), Err(Refusal::Stale(_))));
+        let other = FileIdentity { ino: id.ino + 1, ..identity(f.path()) };
+        assert!(matches!(open_profiled(f.path(), &other), Err(Refusal::Stale(s)) if s.contains("different file")));
     }
 
     #[test]
@@ -225,25 +190,13 @@ mod tests {
         let fifo = dir.path().join("fifo");
         rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
         let id = identity(&fifo);
-        assert_eq!(
-            open_profiled(&fifo, &id).unwrap_err(),
-            Refusal::NotRegular("FIFO")
-        );
+        assert_eq!(open_profiled(&fifo, &id).unwrap_err(), Refusal::NotRegular("FIFO"));
         let id = identity(dir.path());
-        assert_eq!(
-            open_profiled(dir.path(), &id).unwrap_err(),
-            Refusal::NotRegular("directory")
-        );
+        assert_eq!(open_profiled(dir.path(), &id).unwrap_err(), Refusal::NotRegular("directory"));
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
         let id = identity(&link);
-        assert_eq!(
-            open_profiled(&link, &id).unwrap_err(),
-            Refusal::NotRegular("symbolic link")
-        );
-        assert_eq!(
-            open_profiled(&dir.path().join("none"), &id).unwrap_err(),
-            Refusal::Missing
-        );
+        assert_eq!(open_profiled(&link, &id).unwrap_err(), Refusal::NotRegular("symbolic link"));
+        assert_eq!(open_profiled(&dir.path().join("none"), &id).unwrap_err(), Refusal::Missing);
     }
 }

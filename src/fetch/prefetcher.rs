@@ -20,9 +20,7 @@ use super::device::{DeviceInfo, DeviceTable, physical_offset};
 use super::load::{CompletionMethod, advise, complete, disable_readahead};
 use super::open::{OpenedFile, Refusal, open_profiled};
 use super::priority::{IoPriority, PriorityGuard};
-use super::request::{
-    FetchPlan, Order, OrderPolicy, Request, order_by_first_use, order_by_location,
-};
+use super::request::{FetchPlan, Order, OrderPolicy, Request, order_by_first_use, order_by_location};
 use super::residency::{ResidencyProbe, mincore_reports_page_cache, pages_in};
 use super::schedule::{Chunk, MAX_CHUNK_BYTES, Step, WindowSchedule, chunk_pages, split_requests};
 
@@ -232,10 +230,7 @@ impl Prefetcher {
         let guard = PriorityGuard::set(self.options.priority);
         let priority_applied = guard.is_ok();
         if let Err(e) = &guard {
-            tracing::warn!(
-                "could not set I/O priority {}: {e}",
-                self.options.priority.name()
-            );
+            tracing::warn!("could not set I/O priority {}: {e}", self.options.priority.name());
         }
         let ps = plan.page_size();
         let mut run = Run {
@@ -250,14 +245,8 @@ impl Prefetcher {
                 order: Order::FirstUse,
                 priority: self.options.priority,
                 priority_applied,
-                pages: PageCounts {
-                    wanted: plan.page_count(),
-                    ..Default::default()
-                },
-                files: FileCounts {
-                    wanted: plan.files().len() as u64,
-                    ..Default::default()
-                },
+                pages: PageCounts { wanted: plan.page_count(), ..Default::default() },
+                files: FileCounts { wanted: plan.files().len() as u64, ..Default::default() },
                 bytes_read: 0,
                 cancelled: false,
                 elapsed_ms: 0.0,
@@ -269,11 +258,9 @@ impl Prefetcher {
         };
         // The walks first: opening the files below then finds their dentries cached, and the
         // program's failed probes find their negative dentries.
-        run.report.lookups_replayed =
-            super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
+        run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
         let mut devices = DeviceTable::new();
-        let (mut requests, locations, any_rotational) =
-            run.survey(&mut devices, self.options.order, cancel);
+        let (mut requests, locations, any_rotational) = run.survey(&mut devices, self.options.order, cancel);
         let order = match self.options.order {
             OrderPolicy::FirstUse => Order::FirstUse,
             OrderPolicy::Physical => Order::Physical,
@@ -283,14 +270,13 @@ impl Prefetcher {
         run.report.order = order;
         match order {
             Order::FirstUse => order_by_first_use(&mut requests),
-            Order::Physical => order_by_location(&mut requests, |r| {
-                locations.get(&(r.file, r.range.start)).copied().flatten()
-            }),
+            Order::Physical => {
+                order_by_location(&mut requests, |r| locations.get(&(r.file, r.range.start)).copied().flatten())
+            }
         }
         let max_chunk = self.options.max_chunk_bytes;
-        let chunks = split_requests(&requests, |f| {
-            chunk_pages(max_chunk, run.states[f].device.readahead_limit, ps)
-        });
+        let chunks =
+            split_requests(&requests, |f| chunk_pages(max_chunk, run.states[f].device.readahead_limit, ps));
         for c in &chunks {
             run.states[c.file].remaining_chunks += 1;
         }
@@ -308,11 +294,7 @@ type Locations = std::collections::HashMap<(usize, u64), Option<(u64, u64)>>;
 
 impl Run<'_> {
     fn problem(&mut self, file: usize, kind: ProblemKind, detail: String) {
-        self.report.problems.push(FileProblem {
-            path: self.plan.files()[file].path.clone(),
-            kind,
-            detail,
-        });
+        self.report.problems.push(FileProblem { path: self.plan.files()[file].path.clone(), kind, detail });
     }
 
     fn refuse(&mut self, file: usize, refusal: Refusal) {
@@ -377,17 +359,10 @@ impl Run<'_> {
             self.report.files.fetched += 1;
             let wanted_all = pf.page_set();
             let mut wanted = wanted_all.clone();
-            wanted.remove(PageRange::from_bounds(
-                pages_in(opened.identity.size, self.ps),
-                u64::MAX,
-            ));
+            wanted.remove(PageRange::from_bounds(pages_in(opened.identity.size, self.ps), u64::MAX));
             // Pages beyond the end of the (unchanged) file cannot be cached.
             self.report.pages.failed += wanted_all.page_count() - wanted.page_count();
-            let probe = ResidencyProbe::new(
-                opened.fd.as_fd(),
-                self.ps,
-                mincore_reports_page_cache(opened.owner_uid),
-            );
+            let probe = ResidencyProbe::new(opened.fd.as_fd(), self.ps, mincore_reports_page_cache(opened.owner_uid));
             state.unverifiable = !probe.is_available();
             if state.unverifiable {
                 self.report.files.unverified += 1;
@@ -396,10 +371,7 @@ impl Run<'_> {
                 Ok(r) => r,
                 Err(_) if state.unverifiable => RangeSet::new(),
                 Err(e) => {
-                    tracing::debug!(
-                        "{}: residency unknown ({e}); fetching all of it",
-                        pf.path.display()
-                    );
+                    tracing::debug!("{}: residency unknown ({e}); fetching all of it", pf.path.display());
                     RangeSet::new()
                 }
             };
@@ -417,29 +389,16 @@ impl Run<'_> {
                 continue;
             }
             let _ = disable_readahead(opened.fd.as_fd());
-            let locate = policy == OrderPolicy::Physical
-                || (policy == OrderPolicy::Auto && state.device.rotational);
+            let locate = policy == OrderPolicy::Physical || (policy == OrderPolicy::Auto && state.device.rotational);
             any_rotational |= state.device.rotational;
             for used in &pf.ranges {
-                for piece in missing
-                    .ranges()
-                    .iter()
-                    .filter_map(|m| m.intersect(&used.range))
-                {
-                    let req = Request {
-                        file: i,
-                        range: piece,
-                        first_use_us: used.first_use_us,
-                    };
+                for piece in missing.ranges().iter().filter_map(|m| m.intersect(&used.range)) {
+                    let req = Request { file: i, range: piece, first_use_us: used.first_use_us };
                     if locate {
-                        let loc = physical_offset(
-                            opened.fd.as_fd(),
-                            piece.start * self.ps,
-                            piece.len * self.ps,
-                        )
-                        .ok()
-                        .flatten()
-                        .map(|phys| (opened.identity.dev, phys));
+                        let loc = physical_offset(opened.fd.as_fd(), piece.start * self.ps, piece.len * self.ps)
+                            .ok()
+                            .flatten()
+                            .map(|phys| (opened.identity.dev, phys));
                         locations.insert((i, piece.start), loc);
                     }
                     requests.push(req);
@@ -466,9 +425,7 @@ impl Run<'_> {
             return true;
         }
         while self.open_count >= self.max_open {
-            let Some(victim) = self.open_queue.pop_front() else {
-                break;
-            };
+            let Some(victim) = self.open_queue.pop_front() else { break };
             if victim != i && self.states[victim].opened.take().is_some() {
                 self.open_count -= 1;
             }
@@ -485,11 +442,7 @@ impl Run<'_> {
             Err(refusal) => {
                 // Changed while we were fetching: what was not loaded yet fails, nothing is read.
                 self.states[i].usable = false;
-                self.problem(
-                    i,
-                    ProblemKind::ReadError,
-                    format!("changed during the fetch: {refusal}"),
-                );
+                self.problem(i, ProblemKind::ReadError, format!("changed during the fetch: {refusal}"));
                 false
             }
         }
@@ -521,18 +474,10 @@ impl Run<'_> {
                     let c = chunks[k];
                     if self.ensure_open(c.file) {
                         if let Some(o) = &self.states[c.file].opened {
-                            if let Err(e) = complete(
-                                o.fd.as_fd(),
-                                c.range,
-                                self.ps,
-                                &mut self.completion,
-                                &mut self.scratch,
-                            ) {
-                                let detail = format!(
-                                    "reading pages {}..{}: {e}",
-                                    c.range.start,
-                                    c.range.end()
-                                );
+                            if let Err(e) =
+                                complete(o.fd.as_fd(), c.range, self.ps, &mut self.completion, &mut self.scratch)
+                            {
+                                let detail = format!("reading pages {}..{}: {e}", c.range.start, c.range.end());
                                 self.problem(c.file, ProblemKind::ReadError, detail);
                             }
                         }
@@ -558,11 +503,7 @@ impl Run<'_> {
         let missing = std::mem::take(&mut self.states[i].missing);
         if self.states[i].unverifiable {
             let attempted = self.states[i].attempted.clone();
-            let tried: u64 = missing
-                .ranges()
-                .iter()
-                .map(|r| attempted.overlap_count(*r))
-                .sum();
+            let tried: u64 = missing.ranges().iter().map(|r| attempted.overlap_count(*r)).sum();
             self.report.pages.unverified += tried;
             let untried = missing.page_count() - tried;
             if self.report.cancelled {
@@ -573,14 +514,9 @@ impl Run<'_> {
             return;
         }
         let now_resident = if self.ensure_open(i) {
-            let o = self.states[i]
-                .opened
-                .as_ref()
-                .map(|o| (o.fd.as_fd(), o.owner_uid));
+            let o = self.states[i].opened.as_ref().map(|o| (o.fd.as_fd(), o.owner_uid));
             o.and_then(|(fd, owner)| {
-                ResidencyProbe::new(fd, self.ps, mincore_reports_page_cache(owner))
-                    .resident_of(&missing)
-                    .ok()
+                ResidencyProbe::new(fd, self.ps, mincore_reports_page_cache(owner)).resident_of(&missing).ok()
             })
             .unwrap_or_default()
         } else {
@@ -641,10 +577,7 @@ mod tests {
         let used: Vec<UsedRange> = ranges
             .iter()
             .enumerate()
-            .map(|(i, &(s, l))| UsedRange {
-                range: PageRange::new(s, l),
-                first_use_us: i as u64,
-            })
+            .map(|(i, &(s, l))| UsedRange { range: PageRange::new(s, l), first_use_us: i as u64 })
             .collect();
         let mut plan = FetchPlan::new(ps);
         plan.add_file(f.path().to_path_buf(), id, &used, ps);
@@ -655,18 +588,12 @@ mod tests {
     fn fetch_loads_and_accounts_every_page() {
         let (f, plan) = file_with_plan(2048, &[(5, 3), (100, 700), (2000, 100)]);
         evict_file(f.as_file().as_fd()).unwrap();
-        let report = Prefetcher::new(FetchOptions {
-            order: OrderPolicy::FirstUse,
-            ..Default::default()
-        })
-        .fetch(&plan, &CancelFlag::new());
+        let report = Prefetcher::new(FetchOptions { order: OrderPolicy::FirstUse, ..Default::default() })
+            .fetch(&plan, &CancelFlag::new());
         let p = report.pages;
         // 2000..2100 runs past the end of the 2048-page file: 52 pages cannot exist.
         assert_eq!(p.wanted, 803);
-        assert_eq!(
-            p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted,
-            p.wanted
-        );
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
         assert_eq!(p.failed, 52, "{report:?}");
         assert_eq!(p.already_resident + p.loaded, 751, "{report:?}");
         assert_eq!(report.files.fetched, 1);
@@ -693,11 +620,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let ps = page_size();
                     while !done.is_cancelled()
-                        && cachestat(file.as_fd(), PageRange::new(0, 32768), ps)
-                            .unwrap()
-                            .unwrap()
-                            .cached
-                            == 0
+                        && cachestat(file.as_fd(), PageRange::new(0, 32768), ps).unwrap().unwrap().cached == 0
                     {
                         std::thread::yield_now();
                     }
@@ -715,10 +638,7 @@ mod tests {
         let report = stopped.expect("the fetch was never cancelled in 5 attempts");
         let p = report.pages;
         assert!(p.not_attempted > 0, "{report:?}");
-        assert_eq!(
-            p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted,
-            p.wanted
-        );
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
     }
 
     #[test]

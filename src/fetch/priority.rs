@@ -36,9 +36,7 @@ impl IoPriority {
     fn raw(self) -> Option<u32> {
         match self {
             IoPriority::Idle => Some(IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT),
-            IoPriority::BestEffort { level } => {
-                Some((IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT) | u32::from(level.min(7)))
-            }
+            IoPriority::BestEffort { level } => Some((IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT) | u32::from(level.min(7))),
             IoPriority::Inherit => None,
         }
     }
@@ -56,28 +54,13 @@ impl IoPriority {
 fn ioprio_get_thread() -> io::Result<u32> {
     // SAFETY: ioprio_get takes two integers and returns an integer; no memory is passed.
     let rc = unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc as u32)
-    }
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(rc as u32) }
 }
 
 fn ioprio_set_thread(raw: u32) -> io::Result<()> {
     // SAFETY: ioprio_set takes three integers; `who` 0 means the calling thread. No memory passed.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_ioprio_set,
-            IOPRIO_WHO_PROCESS,
-            0,
-            raw as libc::c_int,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    let rc = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, raw as libc::c_int) };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
 /// Holds the calling thread at an I/O priority and restores the previous one when dropped.
@@ -94,9 +77,7 @@ impl PriorityGuard {
         };
         let previous = ioprio_get_thread()?;
         ioprio_set_thread(raw)?;
-        Ok(PriorityGuard {
-            previous: Some(previous),
-        })
+        Ok(PriorityGuard { previous: Some(previous) })
     }
 }
 
@@ -117,10 +98,7 @@ mod tests {
         let before = ioprio_get_thread().unwrap();
         {
             let _g = PriorityGuard::set(IoPriority::Idle).unwrap();
-            assert_eq!(
-                ioprio_get_thread().unwrap() >> IOPRIO_CLASS_SHIFT,
-                IOPRIO_CLASS_IDLE
-            );
+            assert_eq!(ioprio_get_thread().unwrap() >> IOPRIO_CLASS_SHIFT, IOPRIO_CLASS_IDLE);
         }
         assert_eq!(ioprio_get_thread().unwrap(), before);
     }

@@ -40,10 +40,7 @@ pub fn convert_range(range: PageRange, from_page_size: u64, to_page_size: u64) -
         return range;
     }
     let start = range.start.saturating_mul(from_page_size) / to_page_size;
-    let end = range
-        .end()
-        .saturating_mul(from_page_size)
-        .div_ceil(to_page_size);
+    let end = range.end().saturating_mul(from_page_size).div_ceil(to_page_size);
     PageRange::from_bounds(start, end)
 }
 
@@ -57,15 +54,10 @@ fn disjoint_first_use(mut ranges: Vec<UsedRange>) -> Vec<UsedRange> {
         for piece in seen.missing_from(r.range) {
             seen.insert(piece);
             match out.last_mut() {
-                Some(last)
-                    if last.range.end() == piece.start && last.first_use_us == r.first_use_us =>
-                {
+                Some(last) if last.range.end() == piece.start && last.first_use_us == r.first_use_us => {
                     last.range.len += piece.len;
                 }
-                _ => out.push(UsedRange {
-                    range: piece,
-                    first_use_us: r.first_use_us,
-                }),
+                _ => out.push(UsedRange { range: piece, first_use_us: r.first_use_us }),
             }
         }
     }
@@ -85,17 +77,11 @@ pub struct FetchPlan {
 impl FetchPlan {
     /// An empty plan in units of `page_size` bytes (the system's page size).
     pub fn new(page_size: u64) -> Self {
-        FetchPlan {
-            page_size: page_size.max(1),
-            ..Default::default()
-        }
+        FetchPlan { page_size: page_size.max(1), ..Default::default() }
     }
 
     /// A plan holding every page of `profiles`, in the system's page size.
-    pub fn from_profiles<'a>(
-        profiles: impl IntoIterator<Item = &'a LaunchProfile>,
-        page_size: u64,
-    ) -> Self {
+    pub fn from_profiles<'a>(profiles: impl IntoIterator<Item = &'a LaunchProfile>, page_size: u64) -> Self {
         let mut plan = FetchPlan::new(page_size);
         for p in profiles {
             plan.add_profile(p);
@@ -133,13 +119,7 @@ impl FetchPlan {
     /// Adds ranges of one file given in units of `ranges_page_size`. The same path with the same
     /// identity merges (each page keeps its earliest first use); the same path with another
     /// identity stays a separate entry, so the stale one is reported rather than hidden.
-    pub fn add_file(
-        &mut self,
-        path: PathBuf,
-        identity: FileIdentity,
-        ranges: &[UsedRange],
-        ranges_page_size: u64,
-    ) {
+    pub fn add_file(&mut self, path: PathBuf, identity: FileIdentity, ranges: &[UsedRange], ranges_page_size: u64) {
         let converted: Vec<UsedRange> = ranges
             .iter()
             .map(|r| UsedRange {
@@ -157,11 +137,7 @@ impl FetchPlan {
             }
             None => {
                 self.index.insert(key, self.files.len());
-                self.files.push(PlannedFile {
-                    path,
-                    identity,
-                    ranges: disjoint_first_use(converted),
-                });
+                self.files.push(PlannedFile { path, identity, ranges: disjoint_first_use(converted) });
             }
         }
     }
@@ -233,12 +209,8 @@ pub fn order_by_first_use(requests: &mut [Request]) {
 
 /// Sorts requests by `(device, physical byte address)` as `location` reports it; requests
 /// without a known location go last, by first use.
-pub fn order_by_location(
-    requests: &mut Vec<Request>,
-    mut location: impl FnMut(&Request) -> Option<(u64, u64)>,
-) {
-    let mut keyed: Vec<(Option<(u64, u64)>, Request)> =
-        requests.iter().map(|r| (location(r), *r)).collect();
+pub fn order_by_location(requests: &mut Vec<Request>, mut location: impl FnMut(&Request) -> Option<(u64, u64)>) {
+    let mut keyed: Vec<(Option<(u64, u64)>, Request)> = requests.iter().map(|r| (location(r), *r)).collect();
     keyed.sort_by_key(|(loc, r)| (loc.is_none(), *loc, r.first_use_us, r.file, r.range.start));
     *requests = keyed.into_iter().map(|(_, r)| r).collect();
 }
@@ -249,19 +221,11 @@ mod tests {
     use crate::model::profile::{FileProfile, TraceMode, Unresolved};
 
     fn id(ino: u64) -> FileIdentity {
-        FileIdentity {
-            dev: 1,
-            ino,
-            size: 1 << 20,
-            mtime_ns: 0,
-        }
+        FileIdentity { dev: 1, ino, size: 1 << 20, mtime_ns: 0 }
     }
 
     fn used(start: u64, len: u64, t: u64) -> UsedRange {
-        UsedRange {
-            range: PageRange::new(start, len),
-            first_use_us: t,
-        }
+        UsedRange { range: PageRange::new(start, len), first_use_us: t }
     }
 
     fn profile(files: Vec<FileProfile>, page_size: u64) -> LaunchProfile {
@@ -282,86 +246,39 @@ mod tests {
         use crate::model::profile::{Lookup, LookupKind};
         let mut a = profile(vec![], 4096);
         a.lookups = vec![
-            Lookup {
-                path: "/x".into(),
-                kind: LookupKind::Stat,
-            },
-            Lookup {
-                path: "/y".into(),
-                kind: LookupKind::Missing,
-            },
+            Lookup { path: "/x".into(), kind: LookupKind::Stat },
+            Lookup { path: "/y".into(), kind: LookupKind::Missing },
         ];
         let mut b = profile(vec![], 4096);
-        b.lookups = vec![
-            Lookup {
-                path: "/x".into(),
-                kind: LookupKind::Dir,
-            },
-            Lookup {
-                path: "/z".into(),
-                kind: LookupKind::Stat,
-            },
-        ];
+        b.lookups = vec![Lookup { path: "/x".into(), kind: LookupKind::Dir }, Lookup { path: "/z".into(), kind: LookupKind::Stat }];
         let plan = FetchPlan::from_profiles([&a, &b], 4096);
-        let got: Vec<(String, LookupKind)> = plan
-            .lookups()
-            .iter()
-            .map(|l| (l.path.display().to_string(), l.kind))
-            .collect();
+        let got: Vec<(String, LookupKind)> = plan.lookups().iter().map(|l| (l.path.display().to_string(), l.kind)).collect();
         assert_eq!(
             got,
-            vec![
-                ("/x".into(), LookupKind::Dir),
-                ("/y".into(), LookupKind::Missing),
-                ("/z".into(), LookupKind::Stat)
-            ]
+            vec![("/x".into(), LookupKind::Dir), ("/y".into(), LookupKind::Missing), ("/z".into(), LookupKind::Stat)]
         );
     }
 
     #[test]
     fn page_sizes_convert_by_widening() {
-        assert_eq!(
-            convert_range(PageRange::new(3, 2), 4096, 4096),
-            PageRange::new(3, 2)
-        );
+        assert_eq!(convert_range(PageRange::new(3, 2), 4096, 4096), PageRange::new(3, 2));
         // 16 KiB pages 1..3 are bytes 16K..48K: 4 KiB pages 4..12.
-        assert_eq!(
-            convert_range(PageRange::new(1, 2), 16384, 4096),
-            PageRange::new(4, 8)
-        );
+        assert_eq!(convert_range(PageRange::new(1, 2), 16384, 4096), PageRange::new(4, 8));
         // 4 KiB pages 5..6 are bytes 20K..24K: 16 KiB page 1.
-        assert_eq!(
-            convert_range(PageRange::new(5, 1), 4096, 16384),
-            PageRange::new(1, 1)
-        );
-        assert_eq!(
-            convert_range(PageRange::new(3, 2), 4096, 16384),
-            PageRange::new(0, 2)
-        );
+        assert_eq!(convert_range(PageRange::new(5, 1), 4096, 16384), PageRange::new(1, 1));
+        assert_eq!(convert_range(PageRange::new(3, 2), 4096, 16384), PageRange::new(0, 2));
     }
 
     #[test]
     fn profiles_merge_keeping_earliest_first_use() {
         let a = profile(
-            vec![FileProfile {
-                path: "/a".into(),
-                identity: id(1),
-                ranges: vec![used(0, 4, 10), used(10, 2, 30)],
-            }],
+            vec![FileProfile { path: "/a".into(), identity: id(1), ranges: vec![used(0, 4, 10), used(10, 2, 30)] }],
             4096,
         );
         let b = profile(
             vec![
-                FileProfile {
-                    path: "/a".into(),
-                    identity: id(1),
-                    ranges: vec![used(2, 10, 20)],
-                },
-                FileProfile {
-                    path: "/b".into(),
-                    identity: id(2),
-                    ranges: vec![used(0, 1, 5)],
-                },
+                FileProfile { path: "/a".into(), identity: id(1), ranges: vec![used(2, 10, 20)] },
+                FileProfile { path: "/b".into(), identity: id(2), ranges: vec![used(0, 1, 5)] },
             ],
             4096,
         );
@@ -383,21 +300,9 @@ mod tests {
     #[test]
     fn first_use_interleaves_files() {
         let mut reqs = vec![
-            Request {
-                file: 0,
-                range: PageRange::new(0, 1),
-                first_use_us: 5,
-            },
-            Request {
-                file: 0,
-                range: PageRange::new(9, 1),
-                first_use_us: 50,
-            },
-            Request {
-                file: 1,
-                range: PageRange::new(3, 1),
-                first_use_us: 7,
-            },
+            Request { file: 0, range: PageRange::new(0, 1), first_use_us: 5 },
+            Request { file: 0, range: PageRange::new(9, 1), first_use_us: 50 },
+            Request { file: 1, range: PageRange::new(3, 1), first_use_us: 7 },
         ];
         order_by_first_use(&mut reqs);
         let order: Vec<(usize, u64)> = reqs.iter().map(|r| (r.file, r.range.start)).collect();
@@ -407,26 +312,10 @@ mod tests {
     #[test]
     fn physical_order_sorts_by_device_address_unknown_last() {
         let mut reqs = vec![
-            Request {
-                file: 0,
-                range: PageRange::new(0, 1),
-                first_use_us: 1,
-            },
-            Request {
-                file: 1,
-                range: PageRange::new(0, 1),
-                first_use_us: 2,
-            },
-            Request {
-                file: 2,
-                range: PageRange::new(0, 1),
-                first_use_us: 0,
-            },
-            Request {
-                file: 3,
-                range: PageRange::new(0, 1),
-                first_use_us: 3,
-            },
+            Request { file: 0, range: PageRange::new(0, 1), first_use_us: 1 },
+            Request { file: 1, range: PageRange::new(0, 1), first_use_us: 2 },
+            Request { file: 2, range: PageRange::new(0, 1), first_use_us: 0 },
+            Request { file: 3, range: PageRange::new(0, 1), first_use_us: 3 },
         ];
         order_by_location(&mut reqs, |r| match r.file {
             0 => Some((8, 9000)),

@@ -66,18 +66,11 @@ struct Cachestat {
 }
 
 /// `cachestat(2)` over pages `range` of `fd`. `Ok(None)` when the kernel lacks the call.
-pub fn cachestat(
-    fd: BorrowedFd<'_>,
-    range: PageRange,
-    page_size: u64,
-) -> io::Result<Option<CacheCounts>> {
+pub fn cachestat(fd: BorrowedFd<'_>, range: PageRange, page_size: u64) -> io::Result<Option<CacheCounts>> {
     if range.is_empty() {
         return Ok(Some(CacheCounts::default()));
     }
-    let span = CachestatRange {
-        off: range.start * page_size,
-        len: range.len * page_size,
-    };
+    let span = CachestatRange { off: range.start * page_size, len: range.len * page_size };
     let mut out = Cachestat::default();
     // SAFETY: both pointers refer to live, properly aligned #[repr(C)] structs laid out as the
     // kernel's struct cachestat_range and struct cachestat; the kernel reads one and writes the
@@ -117,8 +110,7 @@ pub(crate) struct ProbeMapping {
 impl ProbeMapping {
     /// Maps pages `range` of `fd`.
     pub(crate) fn new(fd: BorrowedFd<'_>, range: PageRange, page_size: u64) -> io::Result<Self> {
-        let len = usize::try_from(range.len * page_size)
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let len = usize::try_from(range.len * page_size).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         if len == 0 {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         }
@@ -127,14 +119,7 @@ impl ProbeMapping {
         // never form a reference to it, so truncation of the file cannot cause a fault in Rust
         // code (mincore and madvise report errors instead of faulting).
         let addr = unsafe {
-            rustix::mm::mmap(
-                ptr::null_mut(),
-                len,
-                ProtFlags::READ,
-                MapFlags::SHARED,
-                fd,
-                range.start * page_size,
-            )
+            rustix::mm::mmap(ptr::null_mut(), len, ProtFlags::READ, MapFlags::SHARED, fd, range.start * page_size)
         }?;
         Ok(ProbeMapping { addr, len })
     }
@@ -153,11 +138,7 @@ impl ProbeMapping {
         // SAFETY: addr is page-aligned (returned by mmap), len covers only our mapping, and vec
         // has one byte for each page of it, as mincore requires.
         let rc = unsafe { libc::mincore(self.addr, self.len, vec.as_mut_ptr()) };
-        if rc == 0 {
-            Ok(vec)
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        if rc == 0 { Ok(vec) } else { Err(io::Error::last_os_error()) }
     }
 }
 
@@ -199,11 +180,7 @@ impl<'fd> ResidencyProbe<'fd> {
             (Ok(None) | Err(_), true) => ProbeMethod::Mincore,
             (Ok(None) | Err(_), false) => ProbeMethod::Unavailable,
         };
-        ResidencyProbe {
-            fd,
-            page_size,
-            method,
-        }
+        ResidencyProbe { fd, page_size, method }
     }
 
     /// True when residency can be known for this file.
@@ -307,10 +284,7 @@ impl<'fd> ResidencyProbe<'fd> {
 }
 
 fn unavailable() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        "the kernel reports page-cache residency only to the file's owner or root",
-    )
+    io::Error::new(io::ErrorKind::PermissionDenied, "the kernel reports page-cache residency only to the file's owner or root")
 }
 
 /// Whether `mincore` tells this process about the page cache of a file owned by `owner_uid`:
@@ -331,9 +305,7 @@ pub fn drop_all_caches() -> crate::Result<()> {
     rustix::fs::sync();
     std::fs::write("/proc/sys/vm/drop_caches", b"3\n").map_err(|e| {
         if e.kind() == io::ErrorKind::PermissionDenied {
-            crate::Error::NotRoot {
-                action: "dropping the page cache".into(),
-            }
+            crate::Error::NotRoot { action: "dropping the page cache".into() }
         } else {
             crate::Error::io("writing /proc/sys/vm/drop_caches", e)
         }
@@ -373,16 +345,8 @@ mod tests {
         }
         let whole = PageRange::new(0, 64);
         let exact = ResidencyProbe::new(fd, ps, true);
-        let bisect = ResidencyProbe {
-            fd,
-            page_size: ps,
-            method: ProbeMethod::CachestatBisect,
-        };
-        let mincore = ResidencyProbe {
-            fd,
-            page_size: ps,
-            method: ProbeMethod::Mincore,
-        };
+        let bisect = ResidencyProbe { fd, page_size: ps, method: ProbeMethod::CachestatBisect };
+        let mincore = ResidencyProbe { fd, page_size: ps, method: ProbeMethod::Mincore };
         let a = exact.resident(whole).unwrap();
         assert_eq!(a, bisect.resident(whole).unwrap());
         assert_eq!(a, mincore.resident(whole).unwrap());
@@ -396,9 +360,6 @@ mod tests {
     fn fully_resident_file_after_write() {
         let (f, ps) = file_of_pages(8);
         let probe = ResidencyProbe::new(f.as_file().as_fd(), ps, true);
-        assert_eq!(
-            probe.resident(PageRange::new(0, 8)).unwrap().page_count(),
-            8
-        );
+        assert_eq!(probe.resident(PageRange::new(0, 8)).unwrap().page_count(), 8);
     }
 }

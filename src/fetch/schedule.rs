@@ -38,10 +38,7 @@ pub fn split_requests(requests: &[Request], mut pages_for: impl FnMut(usize) -> 
     let mut out = Vec::new();
     for r in requests {
         let max = pages_for(r.file).max(1);
-        out.extend(r.range.chunks(max).map(|range| Chunk {
-            file: r.file,
-            range,
-        }));
+        out.extend(r.range.chunks(max).map(|range| Chunk { file: r.file, range }));
     }
     out
 }
@@ -70,13 +67,7 @@ pub struct WindowSchedule {
 impl WindowSchedule {
     /// A schedule for chunks of the given byte sizes.
     pub fn new(sizes: Vec<u64>, window: u64) -> Self {
-        WindowSchedule {
-            sizes,
-            window,
-            next_advise: 0,
-            next_complete: 0,
-            in_flight: 0,
-        }
+        WindowSchedule { sizes, window, next_advise: 0, next_complete: 0, in_flight: 0 }
     }
 
     /// Bytes advised and not yet completed.
@@ -129,16 +120,7 @@ mod tests {
         use Step::*;
         assert_eq!(
             steps,
-            vec![
-                Advise(0),
-                Advise(1),
-                Complete(0),
-                Advise(2),
-                Complete(1),
-                Advise(3),
-                Complete(2),
-                Complete(3)
-            ]
+            vec![Advise(0), Advise(1), Complete(0), Advise(2), Complete(1), Advise(3), Complete(2), Complete(3)]
         );
     }
 

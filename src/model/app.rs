@@ -74,10 +74,7 @@ fn interpreter_of(exe: &Path) -> Option<Interpreter> {
         Some(Interpreter::Node)
     } else if name == "java" {
         Some(Interpreter::Java)
-    } else if matches!(
-        name,
-        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash"
-    ) {
+    } else if matches!(name, "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash") {
         Some(Interpreter::Shell)
     } else {
         None
@@ -125,9 +122,7 @@ fn parse_python(args: &[String]) -> Parsed {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--" {
-            return it
-                .next()
-                .map_or(Parsed::Nothing, |s| Parsed::Script(s.clone()));
+            return it.next().map_or(Parsed::Nothing, |s| Parsed::Script(s.clone()));
         }
         if a == "-" {
             return Parsed::Nothing;
@@ -144,8 +139,7 @@ fn parse_python(args: &[String]) -> Parsed {
                         return if !rest.is_empty() {
                             Parsed::Module(rest.to_string())
                         } else {
-                            it.next()
-                                .map_or(Parsed::Nothing, |m| Parsed::Module(m.clone()))
+                            it.next().map_or(Parsed::Nothing, |m| Parsed::Module(m.clone()))
                         };
                     }
                     'W' | 'X' | 'Q' => {
@@ -169,9 +163,7 @@ fn parse_generic(args: &[String], inline: &[&str], with_value: &[&str]) -> Parse
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--" {
-            return it
-                .next()
-                .map_or(Parsed::Nothing, |s| Parsed::Script(s.clone()));
+            return it.next().map_or(Parsed::Nothing, |s| Parsed::Script(s.clone()));
         }
         if a == "-" {
             return Parsed::Nothing;
@@ -193,35 +185,15 @@ fn parse_generic(args: &[String], inline: &[&str], with_value: &[&str]) -> Parse
 
 /// Java: `-jar FILE`, `-m MODULE`, otherwise the main class after the options.
 fn parse_java(args: &[String]) -> Parsed {
-    const WITH_VALUE: &[&str] = &[
-        "-cp",
-        "-classpath",
-        "--class-path",
-        "-p",
-        "--module-path",
-        "--add-modules",
-        "--add-opens",
-        "--add-exports",
-        "--add-reads",
-        "--limit-modules",
-        "--upgrade-module-path",
-    ];
+    const WITH_VALUE: &[&str] =
+        &["-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-modules", "--add-opens",
+          "--add-exports", "--add-reads", "--limit-modules", "--upgrade-module-path"];
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "-jar" => {
-                return it
-                    .next()
-                    .map_or(Parsed::Nothing, |j| Parsed::Jar(j.clone()));
-            }
-            "-m" | "--module" => {
-                return it
-                    .next()
-                    .map_or(Parsed::Nothing, |m| Parsed::Module(m.clone()));
-            }
-            s if s.starts_with("--module=") => {
-                return Parsed::Module(s["--module=".len()..].to_string());
-            }
+            "-jar" => return it.next().map_or(Parsed::Nothing, |j| Parsed::Jar(j.clone())),
+            "-m" | "--module" => return it.next().map_or(Parsed::Nothing, |m| Parsed::Module(m.clone())),
+            s if s.starts_with("--module=") => return Parsed::Module(s["--module=".len()..].to_string()),
             s if WITH_VALUE.contains(&s) => {
                 it.next();
             }
@@ -237,9 +209,7 @@ fn parse_shell(args: &[String]) -> Parsed {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--" {
-            return it
-                .next()
-                .map_or(Parsed::Nothing, |s| Parsed::Script(s.clone()));
+            return it.next().map_or(Parsed::Nothing, |s| Parsed::Script(s.clone()));
         }
         if a == "-" {
             return Parsed::Nothing;
@@ -273,11 +243,9 @@ pub fn identify(exe: &str, argv: &[String], cwd: Option<&Path>) -> AppIdentity {
         Some(Interpreter::Python) => parse_python(args),
         Some(Interpreter::Perl) => parse_generic(args, &["-e", "-E"], &["-I", "-M", "-m"]),
         Some(Interpreter::Ruby) => parse_generic(args, &["-e"], &["-I", "-r", "-C", "-E"]),
-        Some(Interpreter::Node) => parse_generic(
-            args,
-            &["-e", "--eval", "-p", "--print"],
-            &["-r", "--require", "--import", "--loader"],
-        ),
+        Some(Interpreter::Node) => {
+            parse_generic(args, &["-e", "--eval", "-p", "--print"], &["-r", "--require", "--import", "--loader"])
+        }
         Some(Interpreter::Java) => parse_java(args),
         Some(Interpreter::Shell) => parse_shell(args),
         None => Parsed::Nothing,
@@ -297,12 +265,7 @@ pub fn identify(exe: &str, argv: &[String], cwd: Option<&Path>) -> AppIdentity {
         Parsed::Module(m) => (format!("{exe_str} -m {m}"), Some(Target::Module(m))),
         Parsed::MainClass(c) => (format!("{exe_str} {c}"), Some(Target::MainClass(c))),
     };
-    AppIdentity {
-        key,
-        exe: exe_path,
-        exe_deleted,
-        target,
-    }
+    AppIdentity { key, exe: exe_path, exe_deleted, target }
 }
 
 /// Splits the raw contents of `/proc/PID/cmdline` (NUL-separated, NUL-terminated) into words.
@@ -311,10 +274,7 @@ pub fn split_cmdline(raw: &[u8]) -> Vec<String> {
     if trimmed.is_empty() {
         return Vec::new();
     }
-    trimmed
-        .split(|&b| b == 0)
-        .map(|w| String::from_utf8_lossy(w).into_owned())
-        .collect()
+    trimmed.split(|&b| b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect()
 }
 
 #[cfg(test)]
@@ -331,11 +291,7 @@ mod tests {
 
     #[test]
     fn plain_executable_is_its_path() {
-        let id = identify(
-            "/usr/bin/ls",
-            &argv(&["ls", "-l", "x"]),
-            Some(Path::new("/home/u")),
-        );
+        let id = identify("/usr/bin/ls", &argv(&["ls", "-l", "x"]), Some(Path::new("/home/u")));
         assert_eq!(id.key, "/usr/bin/ls");
         assert_eq!(id.target, None);
         assert!(!id.exe_deleted);
@@ -360,189 +316,67 @@ mod tests {
 
     #[test]
     fn relative_scripts_resolve_against_cwd_lexically() {
-        assert_eq!(
-            key(
-                "/usr/bin/python3",
-                &["python3", "../x/./run.py"],
-                "/home/u/src"
-            ),
-            "/home/u/x/run.py"
-        );
-        assert_eq!(
-            key("/usr/bin/bash", &["bash", "./build.sh", "-j4"], "/srv"),
-            "/srv/build.sh"
-        );
-        assert_eq!(
-            key("/usr/bin/perl", &["perl", "/opt/t.pl"], "/srv"),
-            "/opt/t.pl"
-        );
+        assert_eq!(key("/usr/bin/python3", &["python3", "../x/./run.py"], "/home/u/src"), "/home/u/x/run.py");
+        assert_eq!(key("/usr/bin/bash", &["bash", "./build.sh", "-j4"], "/srv"), "/srv/build.sh");
+        assert_eq!(key("/usr/bin/perl", &["perl", "/opt/t.pl"], "/srv"), "/opt/t.pl");
     }
 
     #[test]
     fn python_options_and_modules() {
-        assert_eq!(
-            key(
-                "/usr/bin/python3",
-                &["python3", "-u", "-W", "ignore", "s.py"],
-                "/"
-            ),
-            "/s.py"
-        );
-        assert_eq!(
-            key(
-                "/usr/bin/python3",
-                &["python3", "-m", "http.server", "80"],
-                "/"
-            ),
-            "/usr/bin/python3 -m http.server"
-        );
-        assert_eq!(
-            key("/usr/bin/python3", &["python3", "-mvenv", "x"], "/"),
-            "/usr/bin/python3 -m venv"
-        );
-        assert_eq!(
-            key("/usr/bin/python3", &["python3", "-Bm", "pip"], "/"),
-            "/usr/bin/python3 -m pip"
-        );
-        assert_eq!(
-            key("/usr/bin/python3", &["python3", "-c", "import x"], "/"),
-            "/usr/bin/python3"
-        );
-        assert_eq!(
-            key("/usr/bin/python3", &["python3", "-Ic", "1"], "/"),
-            "/usr/bin/python3"
-        );
-        assert_eq!(
-            key("/usr/bin/python3", &["python3"], "/"),
-            "/usr/bin/python3"
-        );
-        assert_eq!(
-            key("/usr/bin/python3", &["python3", "-"], "/"),
-            "/usr/bin/python3"
-        );
+        assert_eq!(key("/usr/bin/python3", &["python3", "-u", "-W", "ignore", "s.py"], "/"), "/s.py");
+        assert_eq!(key("/usr/bin/python3", &["python3", "-m", "http.server", "80"], "/"), "/usr/bin/python3 -m http.server");
+        assert_eq!(key("/usr/bin/python3", &["python3", "-mvenv", "x"], "/"), "/usr/bin/python3 -m venv");
+        assert_eq!(key("/usr/bin/python3", &["python3", "-Bm", "pip"], "/"), "/usr/bin/python3 -m pip");
+        assert_eq!(key("/usr/bin/python3", &["python3", "-c", "import x"], "/"), "/usr/bin/python3");
+        assert_eq!(key("/usr/bin/python3", &["python3", "-Ic", "1"], "/"), "/usr/bin/python3");
+        assert_eq!(key("/usr/bin/python3", &["python3"], "/"), "/usr/bin/python3");
+        assert_eq!(key("/usr/bin/python3", &["python3", "-"], "/"), "/usr/bin/python3");
     }
 
     #[test]
     fn shebang_scripts_are_the_script() {
         // The kernel runs `#!/usr/bin/python3 -u` scripts as `python3 -u ./tool args`.
-        assert_eq!(
-            key(
-                "/usr/bin/python3.11",
-                &["/usr/bin/python3", "-u", "./tool", "--x"],
-                "/w"
-            ),
-            "/w/tool"
-        );
+        assert_eq!(key("/usr/bin/python3.11", &["/usr/bin/python3", "-u", "./tool", "--x"], "/w"), "/w/tool");
     }
 
     #[test]
     fn java_jar_module_and_class() {
-        assert_eq!(
-            key(
-                "/usr/lib/jvm/bin/java",
-                &["java", "-Xmx1g", "-jar", "app.jar", "a"],
-                "/opt"
-            ),
-            "/opt/app.jar"
-        );
-        assert_eq!(
-            key(
-                "/usr/bin/java",
-                &["java", "-cp", "lib/*", "com.x.Main"],
-                "/"
-            ),
-            "/usr/bin/java com.x.Main"
-        );
-        assert_eq!(
-            key("/usr/bin/java", &["java", "-m", "mod/com.x.Main"], "/"),
-            "/usr/bin/java -m mod/com.x.Main"
-        );
-        assert_eq!(
-            key("/usr/bin/java", &["java", "-version"], "/"),
-            "/usr/bin/java"
-        );
+        assert_eq!(key("/usr/lib/jvm/bin/java", &["java", "-Xmx1g", "-jar", "app.jar", "a"], "/opt"), "/opt/app.jar");
+        assert_eq!(key("/usr/bin/java", &["java", "-cp", "lib/*", "com.x.Main"], "/"), "/usr/bin/java com.x.Main");
+        assert_eq!(key("/usr/bin/java", &["java", "-m", "mod/com.x.Main"], "/"), "/usr/bin/java -m mod/com.x.Main");
+        assert_eq!(key("/usr/bin/java", &["java", "-version"], "/"), "/usr/bin/java");
     }
 
     #[test]
     fn perl_ruby_node_inline_programs_are_the_interpreter() {
-        assert_eq!(
-            key("/usr/bin/perl", &["perl", "-e", "print 1"], "/"),
-            "/usr/bin/perl"
-        );
-        assert_eq!(
-            key("/usr/bin/perl", &["perl", "-I", "lib", "t.pl"], "/a"),
-            "/a/t.pl"
-        );
-        assert_eq!(
-            key("/usr/bin/ruby3.1", &["ruby", "-r", "json", "x.rb"], "/a"),
-            "/a/x.rb"
-        );
-        assert_eq!(
-            key("/usr/bin/ruby", &["ruby", "-e", "1"], "/a"),
-            "/usr/bin/ruby"
-        );
-        assert_eq!(
-            key("/usr/bin/node", &["node", "-e", "1"], "/"),
-            "/usr/bin/node"
-        );
-        assert_eq!(
-            key("/usr/bin/node", &["node", "--eval=1"], "/"),
-            "/usr/bin/node"
-        );
-        assert_eq!(
-            key(
-                "/usr/bin/node",
-                &["node", "--max-old-space-size=99", "srv.js"],
-                "/s"
-            ),
-            "/s/srv.js"
-        );
-        assert_eq!(
-            key(
-                "/usr/bin/nodejs",
-                &["node", "-r", "dotenv/config", "srv.js"],
-                "/s"
-            ),
-            "/s/srv.js"
-        );
+        assert_eq!(key("/usr/bin/perl", &["perl", "-e", "print 1"], "/"), "/usr/bin/perl");
+        assert_eq!(key("/usr/bin/perl", &["perl", "-I", "lib", "t.pl"], "/a"), "/a/t.pl");
+        assert_eq!(key("/usr/bin/ruby3.1", &["ruby", "-r", "json", "x.rb"], "/a"), "/a/x.rb");
+        assert_eq!(key("/usr/bin/ruby", &["ruby", "-e", "1"], "/a"), "/usr/bin/ruby");
+        assert_eq!(key("/usr/bin/node", &["node", "-e", "1"], "/"), "/usr/bin/node");
+        assert_eq!(key("/usr/bin/node", &["node", "--eval=1"], "/"), "/usr/bin/node");
+        assert_eq!(key("/usr/bin/node", &["node", "--max-old-space-size=99", "srv.js"], "/s"), "/s/srv.js");
+        assert_eq!(key("/usr/bin/nodejs", &["node", "-r", "dotenv/config", "srv.js"], "/s"), "/s/srv.js");
     }
 
     #[test]
     fn shells_scripts_and_commands() {
         assert_eq!(key("/usr/bin/dash", &["sh", "-e", "x.sh"], "/t"), "/t/x.sh");
-        assert_eq!(
-            key("/usr/bin/bash", &["bash", "-c", "echo"], "/t"),
-            "/usr/bin/bash"
-        );
-        assert_eq!(
-            key("/usr/bin/bash", &["bash", "-o", "pipefail", "y.sh"], "/t"),
-            "/t/y.sh"
-        );
-        assert_eq!(
-            key("/usr/bin/zsh", &["zsh", "--login"], "/t"),
-            "/usr/bin/zsh"
-        );
+        assert_eq!(key("/usr/bin/bash", &["bash", "-c", "echo"], "/t"), "/usr/bin/bash");
+        assert_eq!(key("/usr/bin/bash", &["bash", "-o", "pipefail", "y.sh"], "/t"), "/t/y.sh");
+        assert_eq!(key("/usr/bin/zsh", &["zsh", "--login"], "/t"), "/usr/bin/zsh");
         assert_eq!(key("/usr/bin/bash", &["bash"], "/t"), "/usr/bin/bash");
     }
 
     #[test]
     fn not_an_interpreter_when_the_name_only_starts_alike() {
-        assert_eq!(
-            key("/usr/bin/python-config", &["python-config", "x.py"], "/"),
-            "/usr/bin/python-config"
-        );
-        assert_eq!(
-            key("/usr/bin/perlbug", &["perlbug", "x"], "/"),
-            "/usr/bin/perlbug"
-        );
+        assert_eq!(key("/usr/bin/python-config", &["python-config", "x.py"], "/"), "/usr/bin/python-config");
+        assert_eq!(key("/usr/bin/perlbug", &["perlbug", "x"], "/"), "/usr/bin/perlbug");
     }
 
     #[test]
     fn cmdline_splits_on_nul() {
-        assert_eq!(
-            split_cmdline(b"python3\0a.py\0"),
-            argv(&["python3", "a.py"])
-        );
+        assert_eq!(split_cmdline(b"python3\0a.py\0"), argv(&["python3", "a.py"]));
         assert_eq!(split_cmdline(b"x\0\0y\0"), argv(&["x", "", "y"]));
         assert!(split_cmdline(b"").is_empty());
     }

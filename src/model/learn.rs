@@ -105,20 +105,12 @@ impl AppModel {
 
     /// Pages known over all files, whatever their score.
     pub fn page_count(&self) -> u64 {
-        self.files
-            .values()
-            .flat_map(|f| &f.segments)
-            .map(|s| s.range.len)
-            .sum()
+        self.files.values().flat_map(|f| &f.segments).map(|s| s.range.len).sum()
     }
 
     /// Share of launches a segment was used in, decayed: in (0, 1].
     pub fn confidence(&self, seg: &Segment) -> f64 {
-        if self.weight <= 0.0 {
-            0.0
-        } else {
-            (seg.score / self.weight).min(1.0)
-        }
+        if self.weight <= 0.0 { 0.0 } else { (seg.score / self.weight).min(1.0) }
     }
 
     /// Merges one launch into the model.
@@ -142,24 +134,17 @@ impl AppModel {
         for fp in &launch.files {
             if fp.ranges.is_empty() {
                 // Seen without pages: only a changed identity matters (its old pages are stale).
-                if let Some(f) = self
-                    .files
-                    .get_mut(&fp.path)
-                    .filter(|f| f.identity != fp.identity)
-                {
+                if let Some(f) = self.files.get_mut(&fp.path).filter(|f| f.identity != fp.identity) {
                     f.identity = fp.identity;
                     f.segments.clear();
                 }
                 continue;
             }
-            let entry = self
-                .files
-                .entry(fp.path.clone())
-                .or_insert_with(|| FileModel {
-                    identity: fp.identity,
-                    first_use_us: fp.first_use_us(),
-                    segments: Vec::new(),
-                });
+            let entry = self.files.entry(fp.path.clone()).or_insert_with(|| FileModel {
+                identity: fp.identity,
+                first_use_us: fp.first_use_us(),
+                segments: Vec::new(),
+            });
             if entry.identity != fp.identity {
                 // Upgraded or rewritten: what was learned describes another file.
                 entry.identity = fp.identity;
@@ -185,19 +170,10 @@ impl AppModel {
         let mut all: Vec<(f64, u64, PathBuf, u64)> = self
             .files
             .iter()
-            .flat_map(|(p, f)| {
-                f.segments
-                    .iter()
-                    .map(move |s| (s.score, s.first_use_us, p.clone(), s.range.start))
-            })
+            .flat_map(|(p, f)| f.segments.iter().map(move |s| (s.score, s.first_use_us, p.clone(), s.range.start)))
             .collect();
         // Lowest score first; among equal scores, the latest first use goes first.
-        all.sort_by(|a, b| {
-            a.0.total_cmp(&b.0)
-                .then(b.1.cmp(&a.1))
-                .then(a.2.cmp(&b.2))
-                .then(a.3.cmp(&b.3))
-        });
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
         let mut doomed: BTreeMap<PathBuf, Vec<u64>> = BTreeMap::new();
         for (_, _, path, start) in all.into_iter().take(total - cap) {
             doomed.entry(path).or_default().push(start);
@@ -225,21 +201,14 @@ impl AppModel {
                         last.range.len += seg.range.len;
                         last.first_use_us = last.first_use_us.min(seg.first_use_us);
                     }
-                    _ => chosen.push(UsedRange {
-                        range: seg.range,
-                        first_use_us: seg.first_use_us,
-                    }),
+                    _ => chosen.push(UsedRange { range: seg.range, first_use_us: seg.first_use_us }),
                 }
             }
             if chosen.is_empty() {
                 continue;
             }
             chosen.sort_by_key(|u| (u.first_use_us, u.range.start));
-            files.push(FileProfile {
-                path: path.clone(),
-                identity: f.identity,
-                ranges: chosen,
-            });
+            files.push(FileProfile { path: path.clone(), identity: f.identity, ranges: chosen });
         }
         files.sort_by(|a, b| {
             let fa = self.files.get(&a.path).map_or(0, |f| f.first_use_us);
@@ -262,11 +231,7 @@ impl AppModel {
 /// Splits `old` segments (already decayed) and the launch's `used` ranges at every boundary and
 /// counts launch `n` on the pieces it used.
 fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
-    let mut used: Vec<UsedRange> = used
-        .iter()
-        .copied()
-        .filter(|u| !u.range.is_empty())
-        .collect();
+    let mut used: Vec<UsedRange> = used.iter().copied().filter(|u| !u.range.is_empty()).collect();
     used.sort_by_key(|u| u.range.start);
     let mut bounds: Vec<u64> = Vec::with_capacity(2 * (old.len() + used.len()));
     for s in old {
@@ -293,19 +258,9 @@ fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
         let u = used.get(j).filter(|u| u.range.start <= a);
         let piece = PageRange::from_bounds(a, b);
         let next = match (seg, u) {
-            (Some(s), Some(u)) => Segment {
-                range: piece,
-                score: s.score + 1.0,
-                last_launch: n,
-                first_use_us: u.first_use_us,
-            },
+            (Some(s), Some(u)) => Segment { range: piece, score: s.score + 1.0, last_launch: n, first_use_us: u.first_use_us },
             (Some(s), None) => Segment { range: piece, ..*s },
-            (None, Some(u)) => Segment {
-                range: piece,
-                score: 1.0,
-                last_launch: n,
-                first_use_us: u.first_use_us,
-            },
+            (None, Some(u)) => Segment { range: piece, score: 1.0, last_launch: n, first_use_us: u.first_use_us },
             (None, None) => continue,
         };
         match out.last_mut() {
@@ -325,20 +280,14 @@ fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
 
 /// Application keys to evict so that at most `cap` remain: the least recently launched first
 /// (ties by key). `apps` pairs each key with its last launch time.
-pub fn apps_to_evict<'a>(
-    apps: impl IntoIterator<Item = (&'a str, u64)>,
-    cap: usize,
-) -> Vec<String> {
+pub fn apps_to_evict<'a>(apps: impl IntoIterator<Item = (&'a str, u64)>, cap: usize) -> Vec<String> {
     let mut all: Vec<(u64, &str)> = apps.into_iter().map(|(k, t)| (t, k)).collect();
     if all.len() <= cap {
         return Vec::new();
     }
     all.sort_unstable();
     let excess = all.len() - cap;
-    all.into_iter()
-        .take(excess)
-        .map(|(_, k)| k.to_string())
-        .collect()
+    all.into_iter().take(excess).map(|(_, k)| k.to_string()).collect()
 }
 
 /// An in-memory set of learned applications, bounded by `max_apps` (for simulations and tests;
@@ -357,16 +306,10 @@ impl Learner {
     /// Records a launch of `app` at logical time `now`; evicts the least recently launched
     /// applications beyond the cap.
     pub fn record(&mut self, app: &str, launch: &LaunchProfile, now: u64, s: &LearnSettings) {
-        let entry = self
-            .apps
-            .entry(app.to_string())
-            .or_insert_with(|| (AppModel::new(launch.page_size), now));
+        let entry = self.apps.entry(app.to_string()).or_insert_with(|| (AppModel::new(launch.page_size), now));
         entry.0.record_launch(launch, s);
         entry.1 = now;
-        for k in apps_to_evict(
-            self.apps.iter().map(|(k, (_, t))| (k.as_str(), *t)),
-            s.max_apps.max(1),
-        ) {
+        for k in apps_to_evict(self.apps.iter().map(|(k, (_, t))| (k.as_str(), *t)), s.max_apps.max(1)) {
             self.apps.remove(&k);
         }
     }
@@ -399,12 +342,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn ident(ino: u64) -> FileIdentity {
-        FileIdentity {
-            dev: 1,
-            ino,
-            size: 1 << 20,
-            mtime_ns: 7,
-        }
+        FileIdentity { dev: 1, ino, size: 1 << 20, mtime_ns: 7 }
     }
 
     type FileSpec<'a> = (&'a str, FileIdentity, &'a [(u64, u64)]);
@@ -425,10 +363,7 @@ mod tests {
                     ranges: rs
                         .iter()
                         .enumerate()
-                        .map(|(k, &(s, l))| UsedRange {
-                            range: PageRange::new(s, l),
-                            first_use_us: (i * 100 + k) as u64,
-                        })
+                        .map(|(k, &(s, l))| UsedRange { range: PageRange::new(s, l), first_use_us: (i * 100 + k) as u64 })
                         .collect(),
                 })
                 .collect(),
@@ -450,40 +385,16 @@ mod tests {
     fn first_launch_is_replayed_whole_in_first_use_order() {
         let s = LearnSettings::default();
         let mut m = AppModel::new(4096);
-        m.record_launch(
-            &launch(&[
-                ("/b", ident(2), &[(10, 5), (0, 2)]),
-                ("/a", ident(1), &[(0, 1)]),
-            ]),
-            &s,
-        );
+        m.record_launch(&launch(&[("/b", ident(2), &[(10, 5), (0, 2)]), ("/a", ident(1), &[(0, 1)])]), &s);
         let p = m.replay_profile(&s);
-        assert_eq!(
-            p.files
-                .iter()
-                .map(|f| f.path.to_str().unwrap())
-                .collect::<Vec<_>>(),
-            vec!["/b", "/a"]
-        );
-        assert_eq!(
-            p.files[0]
-                .ranges
-                .iter()
-                .map(|u| u.range)
-                .collect::<Vec<_>>(),
-            vec![PageRange::new(10, 5), PageRange::new(0, 2)]
-        );
+        assert_eq!(p.files.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), vec!["/b", "/a"]);
+        assert_eq!(p.files[0].ranges.iter().map(|u| u.range).collect::<Vec<_>>(), vec![PageRange::new(10, 5), PageRange::new(0, 2)]);
         assert_eq!(p.page_count(), 8);
     }
 
     #[test]
     fn ranges_used_once_fade_below_the_threshold_and_are_then_dropped() {
-        let s = LearnSettings {
-            decay: 0.5,
-            drop_after_launches: 3,
-            replay_threshold: 0.3,
-            ..Default::default()
-        };
+        let s = LearnSettings { decay: 0.5, drop_after_launches: 3, replay_threshold: 0.3, ..Default::default() };
         let mut m = AppModel::new(4096);
         m.record_launch(&launch(&[("/a", ident(1), &[(0, 10), (100, 5)])]), &s);
         m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
@@ -500,18 +411,12 @@ mod tests {
 
     #[test]
     fn overlapping_ranges_split_and_count_separately() {
-        let s = LearnSettings {
-            decay: 1.0,
-            ..Default::default()
-        };
+        let s = LearnSettings { decay: 1.0, ..Default::default() };
         let mut m = AppModel::new(4096);
         m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
         m.record_launch(&launch(&[("/a", ident(1), &[(5, 10)])]), &s);
-        let segs: Vec<(u64, u64, f64)> = m.files[&PathBuf::from("/a")]
-            .segments
-            .iter()
-            .map(|g| (g.range.start, g.range.len, g.score))
-            .collect();
+        let segs: Vec<(u64, u64, f64)> =
+            m.files[&PathBuf::from("/a")].segments.iter().map(|g| (g.range.start, g.range.len, g.score)).collect();
         assert_eq!(segs, vec![(0, 5, 1.0), (5, 5, 2.0), (10, 5, 1.0)]);
     }
 
@@ -531,10 +436,7 @@ mod tests {
 
     #[test]
     fn app_cap_evicts_the_least_recently_launched() {
-        let s = LearnSettings {
-            max_apps: 2,
-            ..Default::default()
-        };
+        let s = LearnSettings { max_apps: 2, ..Default::default() };
         let mut l = Learner::new();
         let one = launch(&[("/a", ident(1), &[(0, 1)])]);
         l.record("x", &one, 1, &s);
@@ -549,11 +451,7 @@ mod tests {
     fn arb_launch() -> impl Strategy<Value = LaunchProfile> {
         // Up to 4 files, identity from a small set so changes happen, ranges in a small space.
         prop::collection::vec(
-            (
-                0u8..4,
-                0u64..2,
-                prop::collection::vec((0u64..200, 1u64..20), 0..6),
-            ),
+            (0u8..4, 0u64..2, prop::collection::vec((0u64..200, 1u64..20), 0..6)),
             0..5,
         )
         .prop_map(|files| {
@@ -569,17 +467,10 @@ mod tests {
                     for (k, (start, len)) in rs.into_iter().enumerate() {
                         for piece in set.missing_from(PageRange::new(start, len)) {
                             set.insert(piece);
-                            ranges.push(UsedRange {
-                                range: piece,
-                                first_use_us: (i * 10 + k) as u64,
-                            });
+                            ranges.push(UsedRange { range: piece, first_use_us: (i * 10 + k) as u64 });
                         }
                     }
-                    FileProfile {
-                        path: PathBuf::from(format!("/f{f}")),
-                        identity: ident(u64::from(f) * 10 + idv),
-                        ranges,
-                    }
+                    FileProfile { path: PathBuf::from(format!("/f{f}")), identity: ident(u64::from(f) * 10 + idv), ranges }
                 })
                 .collect();
             LaunchProfile {
@@ -596,14 +487,12 @@ mod tests {
     }
 
     fn arb_settings() -> impl Strategy<Value = LearnSettings> {
-        (0.1f64..=1.0, 1u32..6, 0.05f64..=1.0, 1usize..40).prop_map(|(decay, drop, thr, cap)| {
-            LearnSettings {
-                decay,
-                drop_after_launches: drop,
-                replay_threshold: thr,
-                max_ranges_per_app: cap,
-                max_apps: 10,
-            }
+        (0.1f64..=1.0, 1u32..6, 0.05f64..=1.0, 1usize..40).prop_map(|(decay, drop, thr, cap)| LearnSettings {
+            decay,
+            drop_after_launches: drop,
+            replay_threshold: thr,
+            max_ranges_per_app: cap,
+            max_apps: 10,
         })
     }
 

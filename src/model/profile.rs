@@ -51,11 +51,7 @@ impl FileProfile {
 
     /// When the file was first used.
     pub fn first_use_us(&self) -> u64 {
-        self.ranges
-            .iter()
-            .map(|r| r.first_use_us)
-            .min()
-            .unwrap_or(0)
+        self.ranges.iter().map(|r| r.first_use_us).min().unwrap_or(0)
     }
 
     /// The file's pages as a set.
@@ -248,10 +244,7 @@ impl WorkingSetBuilder {
             return;
         }
         let seq = self.next_seq;
-        let entry = self.inodes.entry(inode).or_insert_with(|| InodePages {
-            first_seq: seq,
-            ..Default::default()
-        });
+        let entry = self.inodes.entry(inode).or_insert_with(|| InodePages { first_seq: seq, ..Default::default() });
         let fresh = entry.seen.missing_from(pages);
         if fresh.is_empty() {
             return;
@@ -262,10 +255,7 @@ impl WorkingSetBuilder {
             entry.seen.insert(piece);
             match entry.order.last_mut() {
                 Some(last) if last.range.end() == piece.start => last.range.len += piece.len,
-                _ => entry.order.push(UsedRange {
-                    range: piece,
-                    first_use_us: at_us,
-                }),
+                _ => entry.order.push(UsedRange { range: piece, first_use_us: at_us }),
             }
         }
     }
@@ -309,14 +299,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                Lookup {
-                    path: "/a".into(),
-                    kind: LookupKind::Dir
-                },
-                Lookup {
-                    path: "/b/x".into(),
-                    kind: LookupKind::Missing
-                },
+                Lookup { path: "/a".into(), kind: LookupKind::Dir },
+                Lookup { path: "/b/x".into(), kind: LookupKind::Missing },
             ]
         );
     }
@@ -340,13 +324,7 @@ mod tests {
         b.touch(A, PageRange::new(0, 4), 5);
         b.touch(A, PageRange::new(4, 4), 9);
         let out = b.finish();
-        assert_eq!(
-            out[0].1,
-            vec![UsedRange {
-                range: PageRange::new(0, 8),
-                first_use_us: 5
-            }]
-        );
+        assert_eq!(out[0].1, vec![UsedRange { range: PageRange::new(0, 8), first_use_us: 5 }]);
     }
 
     #[test]
@@ -365,22 +343,10 @@ mod tests {
         assert_eq!(
             a,
             &vec![
-                UsedRange {
-                    range: PageRange::new(50, 2),
-                    first_use_us: 2
-                },
-                UsedRange {
-                    range: PageRange::new(10, 2),
-                    first_use_us: 4
-                },
-                UsedRange {
-                    range: PageRange::new(49, 1),
-                    first_use_us: 5
-                },
-                UsedRange {
-                    range: PageRange::new(52, 1),
-                    first_use_us: 5
-                },
+                UsedRange { range: PageRange::new(50, 2), first_use_us: 2 },
+                UsedRange { range: PageRange::new(10, 2), first_use_us: 4 },
+                UsedRange { range: PageRange::new(49, 1), first_use_us: 5 },
+                UsedRange { range: PageRange::new(52, 1), first_use_us: 5 },
             ]
         );
     }

@@ -22,10 +22,7 @@ impl PageRange {
 
     /// The range `[start, end)`; empty when `end <= start`.
     pub fn from_bounds(start: u64, end: u64) -> Self {
-        PageRange {
-            start,
-            len: end.saturating_sub(start),
-        }
+        PageRange { start, len: end.saturating_sub(start) }
     }
 
     /// One past the last page.
@@ -110,8 +107,7 @@ impl RangeSet {
         }
         let start = range.start.min(self.ranges[lo].start);
         let end = range.end().max(self.ranges[hi - 1].end());
-        self.ranges
-            .splice(lo..hi, [PageRange::from_bounds(start, end)]);
+        self.ranges.splice(lo..hi, [PageRange::from_bounds(start, end)]);
     }
 
     /// Removes every page of `range`.
@@ -197,33 +193,21 @@ mod tests {
 
     fn assert_canonical(set: &RangeSet) {
         for w in set.ranges().windows(2) {
-            assert!(
-                w[0].end() < w[1].start,
-                "ranges {:?} and {:?} touch or overlap",
-                w[0],
-                w[1]
-            );
+            assert!(w[0].end() < w[1].start, "ranges {:?} and {:?} touch or overlap", w[0], w[1]);
         }
         assert!(set.ranges().iter().all(|r| !r.is_empty()));
     }
 
     #[test]
     fn adjacent_ranges_merge() {
-        let set: RangeSet = [PageRange::new(0, 2), PageRange::new(2, 3)]
-            .into_iter()
-            .collect();
+        let set: RangeSet = [PageRange::new(0, 2), PageRange::new(2, 3)].into_iter().collect();
         assert_eq!(set.ranges(), &[PageRange::new(0, 5)]);
     }
 
     #[test]
     fn insert_bridging_many() {
-        let mut set: RangeSet = [
-            PageRange::new(0, 1),
-            PageRange::new(4, 1),
-            PageRange::new(8, 1),
-        ]
-        .into_iter()
-        .collect();
+        let mut set: RangeSet =
+            [PageRange::new(0, 1), PageRange::new(4, 1), PageRange::new(8, 1)].into_iter().collect();
         set.insert(PageRange::new(1, 7));
         assert_eq!(set.ranges(), &[PageRange::new(0, 9)]);
     }
@@ -237,16 +221,10 @@ mod tests {
 
     #[test]
     fn missing_from_reports_gaps() {
-        let set: RangeSet = [PageRange::new(2, 2), PageRange::new(6, 1)]
-            .into_iter()
-            .collect();
+        let set: RangeSet = [PageRange::new(2, 2), PageRange::new(6, 1)].into_iter().collect();
         assert_eq!(
             set.missing_from(PageRange::new(0, 8)),
-            vec![
-                PageRange::new(0, 2),
-                PageRange::new(4, 2),
-                PageRange::new(7, 1)
-            ]
+            vec![PageRange::new(0, 2), PageRange::new(4, 2), PageRange::new(7, 1)]
         );
     }
 

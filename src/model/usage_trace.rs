@@ -43,12 +43,7 @@ pub struct TraceHeader {
 
 impl TraceHeader {
     /// A version-1 header.
-    pub fn new(
-        start_unix_ms: u64,
-        utc_offset_s: i32,
-        page_size: u64,
-        source: impl Into<String>,
-    ) -> Self {
+    pub fn new(start_unix_ms: u64, utc_offset_s: i32, page_size: u64, source: impl Into<String>) -> Self {
         TraceHeader {
             format: FORMAT_NAME.to_string(),
             version: FORMAT_VERSION,
@@ -62,9 +57,7 @@ impl TraceHeader {
     /// Local wall-clock milliseconds (epoch-based, shifted by the UTC offset) of trace time `t_ms`.
     pub fn local_ms(&self, t_ms: u64) -> u64 {
         let offset_ms = i64::from(self.utc_offset_s) * 1000;
-        self.start_unix_ms
-            .saturating_add(t_ms)
-            .saturating_add_signed(offset_ms)
+        self.start_unix_ms.saturating_add(t_ms).saturating_add_signed(offset_ms)
     }
 }
 
@@ -99,11 +92,9 @@ impl WorkingSet {
     pub fn bytes(&self, page_size: u64) -> u64 {
         match self {
             WorkingSet::Bytes(b) => *b,
-            WorkingSet::Files(files) => files
-                .iter()
-                .flat_map(|f| f.ranges.iter())
-                .map(|&(_, len)| len.saturating_mul(page_size))
-                .sum(),
+            WorkingSet::Files(files) => {
+                files.iter().flat_map(|f| f.ranges.iter()).map(|&(_, len)| len.saturating_mul(page_size)).sum()
+            }
         }
     }
 }
@@ -122,18 +113,9 @@ pub enum Transition {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UsageEvent {
     /// Declares (or updates) an application's working set; applies to its later launches.
-    App {
-        t_ms: u64,
-        app: String,
-        working_set: WorkingSet,
-    },
+    App { t_ms: u64, app: String, working_set: WorkingSet },
     /// An instance of `app` started or ended at `t_ms`.
-    Activity {
-        t_ms: u64,
-        app: String,
-        instance: u64,
-        transition: Transition,
-    },
+    Activity { t_ms: u64, app: String, instance: u64, transition: Transition },
 }
 
 impl UsageEvent {
@@ -166,10 +148,7 @@ impl UsageTrace {
     pub fn working_sets(&self) -> BTreeMap<&str, &WorkingSet> {
         let mut out = BTreeMap::new();
         for e in &self.events {
-            if let UsageEvent::App {
-                app, working_set, ..
-            } = e
-            {
+            if let UsageEvent::App { app, working_set, .. } = e {
                 out.insert(app.as_str(), working_set);
             }
         }
@@ -185,15 +164,7 @@ impl UsageTrace {
     pub fn launch_count(&self) -> usize {
         self.events
             .iter()
-            .filter(|e| {
-                matches!(
-                    e,
-                    UsageEvent::Activity {
-                        transition: Transition::Launch,
-                        ..
-                    }
-                )
-            })
+            .filter(|e| matches!(e, UsageEvent::Activity { transition: Transition::Launch, .. }))
             .count()
     }
 
@@ -263,42 +234,19 @@ fn header_line(h: &TraceHeader) -> String {
 /// The JSON line (without newline) for one event.
 pub fn event_line(e: &UsageEvent) -> String {
     let wire = match e {
-        UsageEvent::App {
-            t_ms,
-            app,
-            working_set,
-        } => {
+        UsageEvent::App { t_ms, app, working_set } => {
             let (bytes, files) = match working_set {
                 WorkingSet::Bytes(b) => (Some(*b), None),
                 WorkingSet::Files(f) => (None, Some(f.clone())),
             };
-            WireEvent::App {
-                t_ms: *t_ms,
-                app: app.clone(),
-                bytes,
-                files,
-            }
+            WireEvent::App { t_ms: *t_ms, app: app.clone(), bytes, files }
         }
-        UsageEvent::Activity {
-            t_ms,
-            app,
-            instance,
-            transition: Transition::Launch,
-        } => WireEvent::Launch {
-            t_ms: *t_ms,
-            app: app.clone(),
-            instance: *instance,
-        },
-        UsageEvent::Activity {
-            t_ms,
-            app,
-            instance,
-            transition: Transition::Exit,
-        } => WireEvent::Exit {
-            t_ms: *t_ms,
-            app: app.clone(),
-            instance: *instance,
-        },
+        UsageEvent::Activity { t_ms, app, instance, transition: Transition::Launch } => {
+            WireEvent::Launch { t_ms: *t_ms, app: app.clone(), instance: *instance }
+        }
+        UsageEvent::Activity { t_ms, app, instance, transition: Transition::Exit } => {
+            WireEvent::Exit { t_ms: *t_ms, app: app.clone(), instance: *instance }
+        }
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -314,12 +262,7 @@ struct Validator {
 impl Validator {
     fn accept(&mut self, wire: WireEvent) -> std::result::Result<UsageEvent, String> {
         let event = match wire {
-            WireEvent::App {
-                t_ms,
-                app,
-                bytes,
-                files,
-            } => {
+            WireEvent::App { t_ms, app, bytes, files } => {
                 let working_set = match (bytes, files) {
                     (Some(b), None) => WorkingSet::Bytes(b),
                     (None, Some(files)) => {
@@ -329,10 +272,7 @@ impl Validator {
                             }
                             for &(start, len) in &f.ranges {
                                 if len == 0 || start.checked_add(len).is_none() {
-                                    return Err(format!(
-                                        "{}: invalid range start {start} length {len}",
-                                        f.path
-                                    ));
+                                    return Err(format!("{}: invalid range start {start} length {len}", f.path));
                                 }
                             }
                         }
@@ -341,56 +281,26 @@ impl Validator {
                     _ => return Err("an app line needs exactly one of `bytes` and `files`".into()),
                 };
                 self.declared.insert(app.clone());
-                UsageEvent::App {
-                    t_ms,
-                    app,
-                    working_set,
-                }
+                UsageEvent::App { t_ms, app, working_set }
             }
-            WireEvent::Launch {
-                t_ms,
-                app,
-                instance,
-            } => {
+            WireEvent::Launch { t_ms, app, instance } => {
                 if !self.running.insert((app.clone(), instance)) {
-                    return Err(format!(
-                        "{app} instance {instance} launched while already running"
-                    ));
+                    return Err(format!("{app} instance {instance} launched while already running"));
                 }
-                UsageEvent::Activity {
-                    t_ms,
-                    app,
-                    instance,
-                    transition: Transition::Launch,
-                }
+                UsageEvent::Activity { t_ms, app, instance, transition: Transition::Launch }
             }
-            WireEvent::Exit {
-                t_ms,
-                app,
-                instance,
-            } => {
+            WireEvent::Exit { t_ms, app, instance } => {
                 if !self.running.remove(&(app.clone(), instance)) {
-                    return Err(format!(
-                        "{app} instance {instance} exits but is not running"
-                    ));
+                    return Err(format!("{app} instance {instance} exits but is not running"));
                 }
-                UsageEvent::Activity {
-                    t_ms,
-                    app,
-                    instance,
-                    transition: Transition::Exit,
-                }
+                UsageEvent::Activity { t_ms, app, instance, transition: Transition::Exit }
             }
         };
         if event.app().is_empty() {
             return Err("empty application name".into());
         }
         if event.t_ms() < self.last_t {
-            return Err(format!(
-                "time {} ms goes back (previous event at {} ms)",
-                event.t_ms(),
-                self.last_t
-            ));
+            return Err(format!("time {} ms goes back (previous event at {} ms)", event.t_ms(), self.last_t));
         }
         self.last_t = event.t_ms();
         Ok(event)
@@ -400,29 +310,16 @@ impl Validator {
 /// Parses a whole trace from text.
 pub fn parse(text: &[u8]) -> std::result::Result<UsageTrace, TraceError> {
     let text = std::str::from_utf8(text).map_err(|e| {
-        let line = text[..e.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
-        TraceError::CorruptLine {
-            line,
-            detail: "not UTF-8".into(),
-        }
+        let line = text[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        TraceError::CorruptLine { line, detail: "not UTF-8".into() }
     })?;
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (_, first) = lines.next().ok_or(TraceError::Empty)?;
     let header = parse_header(first)?;
     let mut validator = Validator::default();
     let mut events = Vec::new();
     for (i, line) in lines {
-        let corrupt = |detail: String| TraceError::CorruptLine {
-            line: i + 1,
-            detail,
-        };
+        let corrupt = |detail: String| TraceError::CorruptLine { line: i + 1, detail };
         let wire: WireEvent = serde_json::from_str(line).map_err(|e| corrupt(e.to_string()))?;
         events.push(validator.accept(wire).map_err(corrupt)?);
     }
@@ -436,21 +333,13 @@ fn parse_header(line: &str) -> std::result::Result<TraceHeader, TraceError> {
         return Err(TraceError::NotATrace(format!("format {:?}", probe.format)));
     }
     if probe.version > FORMAT_VERSION {
-        return Err(TraceError::FutureVersion {
-            found: probe.version,
-            supported: FORMAT_VERSION,
-        });
+        return Err(TraceError::FutureVersion { found: probe.version, supported: FORMAT_VERSION });
     }
     if probe.version == 0 {
-        return Err(TraceError::CorruptLine {
-            line: 1,
-            detail: "version 0 does not exist".into(),
-        });
+        return Err(TraceError::CorruptLine { line: 1, detail: "version 0 does not exist".into() });
     }
-    let header: TraceHeader = serde_json::from_str(line).map_err(|e| TraceError::CorruptLine {
-        line: 1,
-        detail: e.to_string(),
-    })?;
+    let header: TraceHeader = serde_json::from_str(line)
+        .map_err(|e| TraceError::CorruptLine { line: 1, detail: e.to_string() })?;
     if header.page_size == 0 || !header.page_size.is_power_of_two() {
         return Err(TraceError::CorruptLine {
             line: 1,
@@ -463,17 +352,10 @@ fn parse_header(line: &str) -> std::result::Result<TraceHeader, TraceError> {
 /// Maps a parse error on `path` to the crate's error (corrupt → exit 4, future version → exit 5).
 pub fn error_at(path: &Path, err: TraceError) -> Error {
     match err {
-        TraceError::FutureVersion { found, supported } => Error::UnsupportedVersion {
-            path: path.to_path_buf(),
-            what: "usage trace",
-            found,
-            supported,
-        },
-        other => Error::Corrupt {
-            path: path.to_path_buf(),
-            what: "usage trace",
-            detail: other.to_string(),
-        },
+        TraceError::FutureVersion { found, supported } => {
+            Error::UnsupportedVersion { path: path.to_path_buf(), what: "usage trace", found, supported }
+        }
+        other => Error::Corrupt { path: path.to_path_buf(), what: "usage trace", detail: other.to_string() },
     }
 }
 
@@ -501,37 +383,15 @@ mod tests {
         UsageTrace {
             header: TraceHeader::new(1_700_000_000_000, 3600, 4096, "test"),
             events: vec![
-                UsageEvent::App {
-                    t_ms: 0,
-                    app: "mail".into(),
-                    working_set: WorkingSet::Bytes(50 << 20),
-                },
+                UsageEvent::App { t_ms: 0, app: "mail".into(), working_set: WorkingSet::Bytes(50 << 20) },
                 UsageEvent::App {
                     t_ms: 0,
                     app: "web".into(),
-                    working_set: WorkingSet::Files(vec![FileRanges {
-                        path: "/usr/lib/libgtk".into(),
-                        ranges: vec![(0, 10), (20, 5)],
-                    }]),
+                    working_set: WorkingSet::Files(vec![FileRanges { path: "/usr/lib/libgtk".into(), ranges: vec![(0, 10), (20, 5)] }]),
                 },
-                UsageEvent::Activity {
-                    t_ms: 10,
-                    app: "mail".into(),
-                    instance: 1,
-                    transition: Transition::Launch,
-                },
-                UsageEvent::Activity {
-                    t_ms: 20,
-                    app: "web".into(),
-                    instance: 2,
-                    transition: Transition::Launch,
-                },
-                UsageEvent::Activity {
-                    t_ms: 30,
-                    app: "mail".into(),
-                    instance: 1,
-                    transition: Transition::Exit,
-                },
+                UsageEvent::Activity { t_ms: 10, app: "mail".into(), instance: 1, transition: Transition::Launch },
+                UsageEvent::Activity { t_ms: 20, app: "web".into(), instance: 2, transition: Transition::Launch },
+                UsageEvent::Activity { t_ms: 30, app: "mail".into(), instance: 1, transition: Transition::Exit },
             ],
         }
     }
@@ -556,15 +416,8 @@ mod tests {
 
     #[test]
     fn future_version_is_typed() {
-        let text =
-            r#"{"format":"augur-usage-trace","version":7,"start_unix_ms":0,"page_size":4096}"#;
-        assert_eq!(
-            parse(text.as_bytes()),
-            Err(TraceError::FutureVersion {
-                found: 7,
-                supported: 1
-            })
-        );
+        let text = r#"{"format":"augur-usage-trace","version":7,"start_unix_ms":0,"page_size":4096}"#;
+        assert_eq!(parse(text.as_bytes()), Err(TraceError::FutureVersion { found: 7, supported: 1 }));
         let e = error_at(Path::new("x"), parse(text.as_bytes()).unwrap_err());
         assert_eq!(e.exit_code(), crate::error::exit::UNSUPPORTED_VERSION);
     }
@@ -599,31 +452,21 @@ mod tests {
             // App line with both forms.
             r#"{"event":"app","t_ms":0,"app":"a","bytes":1,"files":[]}"#.to_string(),
             // Empty range.
-            r#"{"event":"app","t_ms":0,"app":"a","files":[{"path":"/x","ranges":[[0,0]]}]}"#
-                .to_string(),
+            r#"{"event":"app","t_ms":0,"app":"a","files":[{"path":"/x","ranges":[[0,0]]}]}"#.to_string(),
             // Unknown event.
             r#"{"event":"nap","t_ms":0,"app":"a"}"#.to_string(),
         ];
         for c in cases {
             let text = format!("{h}\n{c}\n");
-            assert!(
-                matches!(parse(text.as_bytes()), Err(TraceError::CorruptLine { .. })),
-                "{c}"
-            );
+            assert!(matches!(parse(text.as_bytes()), Err(TraceError::CorruptLine { .. })), "{c}");
         }
     }
 
     #[test]
     fn foreign_and_empty_inputs() {
         assert_eq!(parse(b""), Err(TraceError::Empty));
-        assert!(matches!(
-            parse(b"{\"format\":\"other\",\"version\":1}"),
-            Err(TraceError::NotATrace(_))
-        ));
-        assert!(matches!(
-            parse(b"\xff\xfe"),
-            Err(TraceError::CorruptLine { line: 1, .. })
-        ));
+        assert!(matches!(parse(b"{\"format\":\"other\",\"version\":1}"), Err(TraceError::NotATrace(_))));
+        assert!(matches!(parse(b"\xff\xfe"), Err(TraceError::CorruptLine { line: 1, .. })));
     }
 
     #[test]

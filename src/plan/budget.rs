@@ -25,23 +25,14 @@ impl MemorySnapshot {
         let field = |name: &str| -> Option<u64> {
             text.lines().find_map(|l| {
                 let rest = l.strip_prefix(name)?.strip_prefix(':')?;
-                rest.split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-                    .map(|kb| kb.saturating_mul(1024))
+                rest.split_whitespace().next()?.parse::<u64>().ok().map(|kb| kb.saturating_mul(1024))
             })
         };
         let total = field("MemTotal")?;
         let free = field("MemFree")?;
         let cached = field("Cached").unwrap_or(0);
         let available = field("MemAvailable").unwrap_or(free.saturating_add(cached));
-        Some(MemorySnapshot {
-            total,
-            free,
-            available,
-            cached,
-        })
+        Some(MemorySnapshot { total, free, available, cached })
     }
 }
 
@@ -56,13 +47,9 @@ impl MemoryPressure {
     /// Parses the text of /proc/pressure/memory (`some avg10=1.23 avg60=… total=…`).
     pub fn from_psi(text: &str) -> Option<Self> {
         let line = text.lines().find(|l| l.starts_with("some "))?;
-        let v = line
-            .split_whitespace()
-            .find_map(|kv| kv.strip_prefix("avg10="))?;
+        let v = line.split_whitespace().find_map(|kv| kv.strip_prefix("avg10="))?;
         let some_avg10: f64 = v.parse().ok()?;
-        some_avg10
-            .is_finite()
-            .then_some(MemoryPressure { some_avg10 })
+        some_avg10.is_finite().then_some(MemoryPressure { some_avg10 })
     }
 }
 
@@ -81,12 +68,7 @@ pub struct BudgetConfig {
 
 impl Default for BudgetConfig {
     fn default() -> Self {
-        BudgetConfig {
-            available_fraction: 0.5,
-            cap_bytes: None,
-            pressure_low: 1.0,
-            pressure_high: 10.0,
-        }
+        BudgetConfig { available_fraction: 0.5, cap_bytes: None, pressure_low: 1.0, pressure_high: 10.0 }
     }
 }
 
@@ -105,24 +87,14 @@ impl MemoryBudget {
 
     /// augur's budget: `fraction · MemAvailable`, capped, times the pressure back-off
     /// `clamp((high − p) / (high − low), 0, 1)` (1 below `low`, 0 from `high` on).
-    pub fn compute(
-        mem: &MemorySnapshot,
-        pressure: Option<MemoryPressure>,
-        config: &BudgetConfig,
-    ) -> Self {
-        let fraction = if config.available_fraction.is_finite() {
-            config.available_fraction.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+    pub fn compute(mem: &MemorySnapshot, pressure: Option<MemoryPressure>, config: &BudgetConfig) -> Self {
+        let fraction = if config.available_fraction.is_finite() { config.available_fraction.clamp(0.0, 1.0) } else { 0.0 };
         let mut bytes = (mem.available as f64 * fraction).floor();
         if let Some(cap) = config.cap_bytes {
             bytes = bytes.min(cap as f64);
         }
         let backoff = pressure.map_or(1.0, |p| Self::backoff(p.some_avg10, config));
-        MemoryBudget {
-            bytes: (bytes * backoff).floor().max(0.0) as u64,
-        }
+        MemoryBudget { bytes: (bytes * backoff).floor().max(0.0) as u64 }
     }
 
     /// The pressure back-off factor in `[0, 1]`; non-increasing in the pressure.
@@ -137,11 +109,7 @@ impl MemoryBudget {
             return 1.0;
         }
         let span = config.pressure_high - config.pressure_low;
-        if span <= 0.0 {
-            0.0
-        } else {
-            ((config.pressure_high - some_avg10) / span).clamp(0.0, 1.0)
-        }
+        if span <= 0.0 { 0.0 } else { ((config.pressure_high - some_avg10) / span).clamp(0.0, 1.0) }
     }
 
     /// preload 0.6.4's default: `max(0, −10 % · MemTotal + 50 % · MemFree) + 0 % · Cached`,
@@ -151,9 +119,7 @@ impl MemoryBudget {
         let total_kb = (mem.total / 1024) as i64;
         let free_kb = (mem.free / 1024) as i64;
         let avail_kb = (-10 * (total_kb / 100) + 50 * (free_kb / 100)).max(0);
-        MemoryBudget {
-            bytes: avail_kb as u64 * 1024,
-        }
+        MemoryBudget { bytes: avail_kb as u64 * 1024 }
     }
 }
 
@@ -166,34 +132,17 @@ mod tests {
 
     #[test]
     fn half_of_available_by_default() {
-        let mem = MemorySnapshot {
-            total: 16 * GIB,
-            free: 2 * GIB,
-            available: 8 * GIB,
-            cached: 6 * GIB,
-        };
-        assert_eq!(
-            MemoryBudget::compute(&mem, None, &BudgetConfig::default()).bytes,
-            4 * GIB
-        );
-        let capped = BudgetConfig {
-            cap_bytes: Some(GIB),
-            ..BudgetConfig::default()
-        };
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 6 * GIB };
+        assert_eq!(MemoryBudget::compute(&mem, None, &BudgetConfig::default()).bytes, 4 * GIB);
+        let capped = BudgetConfig { cap_bytes: Some(GIB), ..BudgetConfig::default() };
         assert_eq!(MemoryBudget::compute(&mem, None, &capped).bytes, GIB);
     }
 
     #[test]
     fn pressure_backs_off_and_stops() {
-        let mem = MemorySnapshot {
-            total: 16 * GIB,
-            free: 2 * GIB,
-            available: 8 * GIB,
-            cached: 0,
-        };
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 0 };
         let c = BudgetConfig::default();
-        let at =
-            |p: f64| MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
+        let at = |p: f64| MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
         assert_eq!(at(0.0), 4 * GIB);
         assert_eq!(at(5.5), 2 * GIB);
         assert_eq!(at(10.0), 0);
@@ -203,12 +152,7 @@ mod tests {
 
     #[test]
     fn preload_default_is_zero_below_twenty_percent_free() {
-        let mem = |free| MemorySnapshot {
-            total: 10 * GIB,
-            free,
-            available: 5 * GIB,
-            cached: 0,
-        };
+        let mem = |free| MemorySnapshot { total: 10 * GIB, free, available: 5 * GIB, cached: 0 };
         assert_eq!(MemoryBudget::preload_default(&mem(GIB)).bytes, 0);
         assert_eq!(MemoryBudget::preload_default(&mem(2 * GIB)).bytes, 0);
         // 50 % of 4 GiB − 10 % of 10 GiB = 1 GiB (to preload's kilobyte rounding).
@@ -220,24 +164,12 @@ mod tests {
     fn proc_texts_parse() {
         let meminfo = "MemTotal:       16384000 kB\nMemFree:         2048000 kB\nMemAvailable:    8192000 kB\nBuffers: 1 kB\nCached:          6000000 kB\n";
         let m = MemorySnapshot::from_meminfo(meminfo).unwrap();
-        assert_eq!(
-            (m.total, m.free, m.available, m.cached),
-            (
-                16384000 * 1024,
-                2048000 * 1024,
-                8192000 * 1024,
-                6000000 * 1024
-            )
-        );
-        let old = MemorySnapshot::from_meminfo("MemTotal: 100 kB\nMemFree: 10 kB\nCached: 20 kB\n")
-            .unwrap();
+        assert_eq!((m.total, m.free, m.available, m.cached), (16384000 * 1024, 2048000 * 1024, 8192000 * 1024, 6000000 * 1024));
+        let old = MemorySnapshot::from_meminfo("MemTotal: 100 kB\nMemFree: 10 kB\nCached: 20 kB\n").unwrap();
         assert_eq!(old.available, 30 * 1024);
         assert_eq!(MemorySnapshot::from_meminfo("garbage"), None);
         let psi = "some avg10=12.50 avg60=3.00 avg300=1.00 total=12345\nfull avg10=2.00 avg60=0.00 avg300=0.00 total=1\n";
-        assert_eq!(
-            MemoryPressure::from_psi(psi),
-            Some(MemoryPressure { some_avg10: 12.5 })
-        );
+        assert_eq!(MemoryPressure::from_psi(psi), Some(MemoryPressure { some_avg10: 12.5 }));
         assert_eq!(MemoryPressure::from_psi("full avg10=2.00"), None);
     }
 

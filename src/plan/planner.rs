@@ -47,11 +47,7 @@ pub struct PlannerConfig {
 
 impl Default for PlannerConfig {
     fn default() -> Self {
-        PlannerConfig {
-            page_size: 4096,
-            seek_cost_bytes: 128 * 1024,
-            min_probability: 0.0,
-        }
+        PlannerConfig { page_size: 4096, seek_cost_bytes: 128 * 1024, min_probability: 0.0 }
     }
 }
 
@@ -110,10 +106,7 @@ impl Plan {
 
     /// Bytes of [`Plan::missing`].
     pub fn missing_bytes(&self, resident: &ResidentPages) -> u64 {
-        self.missing(resident)
-            .iter()
-            .map(|(_, r)| r.len * self.page_size)
-            .sum()
+        self.missing(resident).iter().map(|(_, r)| r.len * self.page_size).sum()
     }
 }
 
@@ -127,25 +120,11 @@ struct Candidate<'a> {
 }
 
 /// Chooses what to keep resident.
-pub fn plan(
-    probabilities: &[AppProbability],
-    footprints: &[AppFootprint],
-    budget: MemoryBudget,
-    config: &PlannerConfig,
-) -> Plan {
+pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budget: MemoryBudget, config: &PlannerConfig) -> Plan {
     let page = config.page_size.max(1);
     let p_of: BTreeMap<&str, f64> = probabilities
         .iter()
-        .map(|a| {
-            (
-                a.app.as_str(),
-                if a.probability.is_finite() {
-                    a.probability.clamp(0.0, 1.0)
-                } else {
-                    0.0
-                },
-            )
-        })
+        .map(|a| (a.app.as_str(), if a.probability.is_finite() { a.probability.clamp(0.0, 1.0) } else { 0.0 }))
         .collect();
     // One candidate per distinct (file, range); applications sharing it combine as preload's
     // maps do: P(needed) = 1 − Π (1 − P(app) · use share).
@@ -156,21 +135,15 @@ pub fn plan(
             if r.range.is_empty() {
                 continue;
             }
-            let share = if r.use_share.is_finite() {
-                r.use_share.clamp(0.0, 1.0)
-            } else {
-                0.0
-            };
-            let c = by_key
-                .entry((r.file.as_str(), r.range.start, r.range.len))
-                .or_insert(Candidate {
-                    file: &r.file,
-                    range: r.range,
-                    p_not: 1.0,
-                    owner: &fp.app,
-                    owner_p: -1.0,
-                    first_use: i,
-                });
+            let share = if r.use_share.is_finite() { r.use_share.clamp(0.0, 1.0) } else { 0.0 };
+            let c = by_key.entry((r.file.as_str(), r.range.start, r.range.len)).or_insert(Candidate {
+                file: &r.file,
+                range: r.range,
+                p_not: 1.0,
+                owner: &fp.app,
+                owner_p: -1.0,
+                first_use: i,
+            });
             c.p_not *= 1.0 - p_app * share;
             if p_app > c.owner_p || (p_app == c.owner_p && fp.app.as_str() < c.owner) {
                 c.owner = &fp.app;
@@ -192,10 +165,7 @@ pub fn plan(
         })
         .collect();
     let owner_order = |a: &Candidate<'_>, b: &Candidate<'_>| {
-        b.owner_p
-            .total_cmp(&a.owner_p)
-            .then_with(|| a.owner.cmp(b.owner))
-            .then(a.first_use.cmp(&b.first_use))
+        b.owner_p.total_cmp(&a.owner_p).then_with(|| a.owner.cmp(b.owner)).then(a.first_use.cmp(&b.first_use))
     };
     scored.sort_by(|x, y| {
         y.0.total_cmp(&x.0)
@@ -216,10 +186,7 @@ pub fn plan(
         left -= c.range.len * page;
         chosen.push((benefit, p, c));
     }
-    chosen.sort_by(|x, y| {
-        owner_order(&x.2, &y.2)
-            .then_with(|| (x.2.file, x.2.range.start).cmp(&(y.2.file, y.2.range.start)))
-    });
+    chosen.sort_by(|x, y| owner_order(&x.2, &y.2).then_with(|| (x.2.file, x.2.range.start).cmp(&(y.2.file, y.2.range.start))));
     let ranges: Vec<PlannedRange> = chosen
         .into_iter()
         .map(|(benefit, p, c)| PlannedRange {
@@ -231,12 +198,7 @@ pub fn plan(
         })
         .collect();
     let bytes = ranges.iter().map(|r| r.range.len * page).sum();
-    Plan {
-        ranges,
-        budget,
-        bytes,
-        page_size: page,
-    }
+    Plan { ranges, budget, bytes, page_size: page }
 }
 
 /// Compares two plans' fetch orders by application (for tests and reports).
@@ -258,51 +220,22 @@ mod tests {
     fn fp(app: &str, ranges: &[(&str, u64, u64)]) -> AppFootprint {
         AppFootprint {
             app: app.into(),
-            ranges: ranges
-                .iter()
-                .map(|&(f, s, l)| RangeUse {
-                    file: f.into(),
-                    range: PageRange::new(s, l),
-                    use_share: 1.0,
-                })
-                .collect(),
+            ranges: ranges.iter().map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0 }).collect(),
         }
     }
 
     fn probs(v: &[(&str, f64)]) -> Vec<AppProbability> {
-        v.iter()
-            .map(|&(a, p)| AppProbability {
-                app: a.into(),
-                probability: p,
-            })
-            .collect()
+        v.iter().map(|&(a, p)| AppProbability { app: a.into(), probability: p }).collect()
     }
 
-    const CFG: PlannerConfig = PlannerConfig {
-        page_size: 4096,
-        seek_cost_bytes: 0,
-        min_probability: 0.0,
-    };
+    const CFG: PlannerConfig = PlannerConfig { page_size: 4096, seek_cost_bytes: 0, min_probability: 0.0 };
 
     #[test]
     fn likeliest_first_in_first_use_order() {
-        let fps = [
-            fp("a", &[("/a", 10, 5), ("/lib", 0, 5), ("/a", 0, 5)]),
-            fp("b", &[("/b", 0, 10)]),
-        ];
-        let p = plan(
-            &probs(&[("a", 0.3), ("b", 0.6)]),
-            &fps,
-            MemoryBudget::of(1 << 30),
-            &CFG,
-        );
+        let fps = [fp("a", &[("/a", 10, 5), ("/lib", 0, 5), ("/a", 0, 5)]), fp("b", &[("/b", 0, 10)])];
+        let p = plan(&probs(&[("a", 0.3), ("b", 0.6)]), &fps, MemoryBudget::of(1 << 30), &CFG);
         assert_eq!(app_order(&p), vec!["b", "a"]);
-        let a: Vec<_> = p
-            .ranges
-            .iter()
-            .filter(|r| r.app == "a")
-            .map(|r| (r.file.as_str(), r.range.start))
-            .collect();
+        let a: Vec<_> = p.ranges.iter().filter(|r| r.app == "a").map(|r| (r.file.as_str(), r.range.start)).collect();
         assert_eq!(a, vec![("/a", 10), ("/lib", 0), ("/a", 0)]);
         assert_eq!(p.bytes, 25 * 4096);
     }
@@ -310,12 +243,7 @@ mod tests {
     #[test]
     fn budget_cuts_the_least_beneficial_and_trims_to_the_page() {
         let fps = [fp("a", &[("/a", 0, 10)]), fp("b", &[("/b", 0, 10)])];
-        let p = plan(
-            &probs(&[("a", 0.3), ("b", 0.6)]),
-            &fps,
-            MemoryBudget::of(13 * 4096 + 100),
-            &CFG,
-        );
+        let p = plan(&probs(&[("a", 0.3), ("b", 0.6)]), &fps, MemoryBudget::of(13 * 4096 + 100), &CFG);
         assert_eq!(p.bytes, 13 * 4096);
         assert_eq!(p.ranges[1].range, PageRange::new(0, 3));
         assert_eq!(p.ranges[1].app, "a");
@@ -323,17 +251,8 @@ mod tests {
 
     #[test]
     fn shared_ranges_combine_probabilities() {
-        let fps = [
-            fp("a", &[("/lib", 0, 10)]),
-            fp("b", &[("/lib", 0, 10)]),
-            fp("c", &[("/c", 0, 10)]),
-        ];
-        let p = plan(
-            &probs(&[("a", 0.3), ("b", 0.3), ("c", 0.45)]),
-            &fps,
-            MemoryBudget::of(10 * 4096),
-            &CFG,
-        );
+        let fps = [fp("a", &[("/lib", 0, 10)]), fp("b", &[("/lib", 0, 10)]), fp("c", &[("/c", 0, 10)])];
+        let p = plan(&probs(&[("a", 0.3), ("b", 0.3), ("c", 0.45)]), &fps, MemoryBudget::of(10 * 4096), &CFG);
         // 1 - 0.7 * 0.7 = 0.51 > 0.45: the shared library wins the only slot.
         assert_eq!(p.ranges.len(), 1);
         assert_eq!(p.ranges[0].file, "/lib");
@@ -342,60 +261,29 @@ mod tests {
 
     #[test]
     fn seek_cost_favours_small_ranges() {
-        let cfg = PlannerConfig {
-            seek_cost_bytes: 1 << 20,
-            ..CFG
-        };
-        let fps = [
-            fp("big", &[("/big", 0, 1000)]),
-            fp("small", &[("/s", 0, 1)]),
-        ];
-        let p = plan(
-            &probs(&[("big", 0.5), ("small", 0.4)]),
-            &fps,
-            MemoryBudget::of(4096),
-            &cfg,
-        );
+        let cfg = PlannerConfig { seek_cost_bytes: 1 << 20, ..CFG };
+        let fps = [fp("big", &[("/big", 0, 1000)]), fp("small", &[("/s", 0, 1)])];
+        let p = plan(&probs(&[("big", 0.5), ("small", 0.4)]), &fps, MemoryBudget::of(4096), &cfg);
         assert_eq!(p.ranges[0].app, "small");
     }
 
     #[test]
     fn zero_probability_and_running_apps_are_not_planned() {
         let fps = [fp("a", &[("/a", 0, 10)])];
-        assert!(
-            plan(&probs(&[("a", 0.0)]), &fps, MemoryBudget::of(1 << 30), &CFG)
-                .ranges
-                .is_empty()
-        );
-        assert!(
-            plan(&[], &fps, MemoryBudget::of(1 << 30), &CFG)
-                .ranges
-                .is_empty()
-        );
+        assert!(plan(&probs(&[("a", 0.0)]), &fps, MemoryBudget::of(1 << 30), &CFG).ranges.is_empty());
+        assert!(plan(&[], &fps, MemoryBudget::of(1 << 30), &CFG).ranges.is_empty());
     }
 
     #[test]
     fn missing_skips_resident_and_duplicate_pages() {
         let fps = [fp("a", &[("/f", 0, 10)]), fp("b", &[("/f", 5, 10)])];
-        let p = plan(
-            &probs(&[("a", 0.9), ("b", 0.5)]),
-            &fps,
-            MemoryBudget::of(1 << 30),
-            &CFG,
-        );
+        let p = plan(&probs(&[("a", 0.9), ("b", 0.5)]), &fps, MemoryBudget::of(1 << 30), &CFG);
         let mut resident = ResidentPages::new();
-        resident
-            .entry("/f".into())
-            .or_default()
-            .insert(PageRange::new(2, 2));
+        resident.entry("/f".into()).or_default().insert(PageRange::new(2, 2));
         let m = p.missing(&resident);
         assert_eq!(
             m,
-            vec![
-                ("/f".to_string(), PageRange::new(0, 2)),
-                ("/f".into(), PageRange::new(4, 6)),
-                ("/f".into(), PageRange::new(10, 5))
-            ]
+            vec![("/f".to_string(), PageRange::new(0, 2)), ("/f".into(), PageRange::new(4, 6)), ("/f".into(), PageRange::new(10, 5))]
         );
         assert_eq!(p.missing_bytes(&resident), 13 * 4096);
     }
@@ -412,17 +300,10 @@ mod tests {
                     app: name.clone(),
                     ranges: ranges
                         .into_iter()
-                        .map(|(f, s, l, u)| RangeUse {
-                            file: format!("/f{f}"),
-                            range: PageRange::new(s, l),
-                            use_share: u,
-                        })
+                        .map(|(f, s, l, u)| RangeUse { file: format!("/f{f}"), range: PageRange::new(s, l), use_share: u })
                         .collect(),
                 });
-                ps.push(AppProbability {
-                    app: name,
-                    probability: p,
-                });
+                ps.push(AppProbability { app: name, probability: p });
             }
             (fps, ps)
         })
@@ -437,11 +318,7 @@ mod tests {
     }
 
     fn bytes_of(p: &Plan, app: &str) -> u64 {
-        p.ranges
-            .iter()
-            .filter(|r| r.app == app)
-            .map(|r| r.range.len * p.page_size)
-            .sum()
+        p.ranges.iter().filter(|r| r.app == app).map(|r| r.range.len * p.page_size).sum()
     }
 
     proptest! {

@@ -66,13 +66,7 @@ mod tests {
 
     #[test]
     fn reports_status_and_cpu_time() {
-        let child = Command::new("sh")
-            .args([
-                "-c",
-                "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3",
-            ])
-            .spawn()
-            .unwrap();
+        let child = Command::new("sh").args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"]).spawn().unwrap();
         let (status, usage) = wait_with_usage(child).unwrap();
         assert_eq!(status.code(), Some(3));
         assert!(usage.user + usage.system > Duration::ZERO);

@@ -52,24 +52,12 @@ pub enum EventKind {
     Page(PageEvent),
     /// `sched_process_exec`: `pid` executed `filename` (`old_pid` differs when a non-leader
     /// thread exec'd).
-    Exec {
-        filename: String,
-        pid: u32,
-        old_pid: u32,
-    },
+    Exec { filename: String, pid: u32, old_pid: u32 },
     /// `sched_process_fork`: `parent_pid` created `child_pid` (a process or a thread).
-    Fork {
-        parent_pid: u32,
-        child_pid: u32,
-        child_comm: String,
-    },
+    Fork { parent_pid: u32, child_pid: u32, child_comm: String },
     /// `sched_process_exit`: task `pid` exited; `group_dead` when it was the last thread (kernels
     /// that do not print it report `None`).
-    Exit {
-        pid: u32,
-        comm: String,
-        group_dead: Option<bool>,
-    },
+    Exit { pid: u32, comm: String, group_dead: Option<bool> },
 }
 
 /// One parsed event with the task context of its line header.
@@ -149,27 +137,16 @@ pub fn parse_line(line: &str) -> TraceLine {
     };
     let kind = match header.event {
         "mm_filemap_add_to_page_cache" => parse_insertion(header.payload).map(EventKind::Page),
-        "mm_filemap_get_pages" => {
-            parse_access(header.payload, PageEventKind::GetPages, true).map(EventKind::Page)
-        }
-        "mm_filemap_map_pages" => {
-            parse_access(header.payload, PageEventKind::MapPages, true).map(EventKind::Page)
-        }
-        "mm_filemap_fault" => {
-            parse_access(header.payload, PageEventKind::Fault, false).map(EventKind::Page)
-        }
+        "mm_filemap_get_pages" => parse_access(header.payload, PageEventKind::GetPages, true).map(EventKind::Page),
+        "mm_filemap_map_pages" => parse_access(header.payload, PageEventKind::MapPages, true).map(EventKind::Page),
+        "mm_filemap_fault" => parse_access(header.payload, PageEventKind::Fault, false).map(EventKind::Page),
         "sched_process_exec" => parse_exec(header.payload),
         "sched_process_fork" => parse_fork(header.payload),
         "sched_process_exit" => parse_exit(header.payload),
         _ => return TraceLine::Ignored,
     };
     match kind {
-        Some(kind) => TraceLine::Event(TraceEvent {
-            pid: header.pid,
-            tgid: header.tgid,
-            ts_us: header.ts_us,
-            kind,
-        }),
+        Some(kind) => TraceLine::Event(TraceEvent { pid: header.pid, tgid: header.tgid, ts_us: header.ts_us, kind }),
         None => TraceLine::Garbage,
     }
 }
@@ -178,14 +155,8 @@ pub fn parse_line(line: &str) -> TraceLine {
 fn parse_lost(s: &str) -> Option<TraceLine> {
     let rest = s.strip_prefix("CPU:")?;
     let (cpu, rest) = rest.split_once(' ')?;
-    let count = rest
-        .trim()
-        .strip_prefix("[LOST ")?
-        .strip_suffix(" EVENTS]")?;
-    Some(TraceLine::Lost {
-        cpu: cpu.parse().ok()?,
-        count: count.parse().ok()?,
-    })
+    let count = rest.trim().strip_prefix("[LOST ")?.strip_suffix(" EVENTS]")?;
+    Some(TraceLine::Lost { cpu: cpu.parse().ok()?, count: count.parse().ok()? })
 }
 
 struct Header<'a> {
@@ -259,20 +230,10 @@ fn parse_header_after_comm(s: &str) -> Option<Header<'_>> {
         Some((e, p)) => (e, p),
         None => (after_ts.trim_start().strip_suffix(':')?, ""),
     };
-    if event.is_empty()
-        || !event
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+    if event.is_empty() || !event.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return None;
     }
-    Some(Header {
-        pid,
-        tgid,
-        ts_us,
-        event,
-        payload,
-    })
+    Some(Header { pid, tgid, ts_us, event, payload })
 }
 
 fn is_timestamp(s: &str) -> bool {
@@ -283,10 +244,7 @@ fn is_timestamp(s: &str) -> bool {
 /// counter clocks print a plain integer) to microseconds.
 fn parse_timestamp(s: &str) -> Option<u64> {
     let (secs, frac) = s.split_once('.').unwrap_or((s, ""));
-    if secs.is_empty()
-        || !secs.bytes().all(|b| b.is_ascii_digit())
-        || !frac.bytes().all(|b| b.is_ascii_digit())
-    {
+    if secs.is_empty() || !secs.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let secs: u64 = secs.parse().ok()?;
@@ -364,11 +322,7 @@ fn parse_access(p: &str, kind: PageEventKind, ranged: bool) -> Option<PageEvent>
         let at: u64 = ofs.parse().ok()?;
         PageRange::new(at >> TRACE_PAGE_SHIFT, 1)
     };
-    Some(PageEvent {
-        kind,
-        inode: InodeKey { dev, ino },
-        pages,
-    })
+    Some(PageEvent { kind, inode: InodeKey { dev, ino }, pages })
 }
 
 /// Splits `text` at the LAST occurrence of `key` (keys follow free-text values such as comms and
@@ -383,11 +337,7 @@ fn parse_exec(p: &str) -> Option<EventKind> {
     let rest = p.strip_prefix("filename=")?;
     let (rest, old_pid) = split_last(rest, " old_pid=")?;
     let (filename, pid) = split_last(rest, " pid=")?;
-    Some(EventKind::Exec {
-        filename: filename.to_string(),
-        pid: pid.trim().parse().ok()?,
-        old_pid: old_pid.trim().parse().ok()?,
-    })
+    Some(EventKind::Exec { filename: filename.to_string(), pid: pid.trim().parse().ok()?, old_pid: old_pid.trim().parse().ok()? })
 }
 
 /// `comm=sh pid=6338 child_comm=sh child_pid=6339`
@@ -420,11 +370,7 @@ fn parse_exit(p: &str) -> Option<EventKind> {
     let (rest, prio) = split_last(rest, " prio=")?;
     let _: i32 = prio.trim().parse().ok()?;
     let (comm, pid) = split_last(rest, " pid=")?;
-    Some(EventKind::Exit {
-        pid: pid.trim().parse().ok()?,
-        comm: comm.to_string(),
-        group_dead,
-    })
+    Some(EventKind::Exit { pid: pid.trim().parse().ok()?, comm: comm.to_string(), group_dead })
 }
 
 #[cfg(test)]
@@ -456,214 +402,91 @@ mod tests {
         assert_eq!((e.pid, e.tgid, e.ts_us), (6338, None, 349_589_178));
         let p = page(l);
         assert_eq!(p.kind, PageEventKind::MapPages);
-        assert_eq!(
-            p.inode,
-            InodeKey {
-                dev: ROOT_DEV,
-                ino: 0x4fa7d
-            }
-        );
+        assert_eq!(p.inode, InodeKey { dev: ROOT_DEV, ino: 0x4fa7d });
         assert_eq!(p.pages, PageRange::new(198, 16));
     }
 
     #[test]
     fn get_pages_single_page() {
-        let p = page(
-            "             cat-10266   [000] .....   422.668074: mm_filemap_get_pages: dev=254:0 ino=2ae ofs=0-4095",
-        );
-        assert_eq!(
-            (p.kind, p.inode.ino, p.pages),
-            (PageEventKind::GetPages, 0x2ae, PageRange::new(0, 1))
-        );
+        let p = page("             cat-10266   [000] .....   422.668074: mm_filemap_get_pages: dev=254:0 ino=2ae ofs=0-4095");
+        assert_eq!((p.kind, p.inode.ino, p.pages), (PageEventKind::GetPages, 0x2ae, PageRange::new(0, 1)));
     }
 
     #[test]
     fn fault_is_one_page() {
-        let p = page(
-            "              sh-6338    [001] .....   349.590004: mm_filemap_fault: dev=254:0 ino=3c520 ofs=122880",
-        );
-        assert_eq!(
-            (p.kind, p.pages),
-            (PageEventKind::Fault, PageRange::new(30, 1))
-        );
+        let p = page("              sh-6338    [001] .....   349.590004: mm_filemap_fault: dev=254:0 ino=3c520 ofs=122880");
+        assert_eq!((p.kind, p.pages), (PageEventKind::Fault, PageRange::new(30, 1)));
         assert!(p.kind.is_access());
     }
 
     #[test]
     fn insertion_covers_its_folio_order() {
-        let p = page(
-            "              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=16384 order=0",
-        );
-        assert_eq!(
-            (p.kind, p.inode, p.pages),
-            (
-                PageEventKind::Insertion,
-                InodeKey {
-                    dev: ROOT_DEV,
-                    ino: 0x3c520
-                },
-                PageRange::new(4, 1)
-            )
-        );
-        let p = page(
-            "              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=65536 order=2",
-        );
+        let p = page("              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=16384 order=0");
+        assert_eq!((p.kind, p.inode, p.pages), (PageEventKind::Insertion, InodeKey { dev: ROOT_DEV, ino: 0x3c520 }, PageRange::new(4, 1)));
+        let p = page("              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=65536 order=2");
         assert_eq!(p.pages, PageRange::new(16, 4));
         assert!(!p.kind.is_access());
     }
 
     #[test]
     fn block_device_metadata_pages_parse_with_their_pseudo_device() {
-        let p = page(
-            "              sh-6338    [000] .....   349.589358: mm_filemap_add_to_page_cache: dev 0:3 ino fe00000 pfn=0x132238 ofs=756658176 order=0",
-        );
-        assert_eq!(
-            p.inode,
-            InodeKey {
-                dev: libc::makedev(0, 3),
-                ino: 0xfe00000
-            }
-        );
+        let p = page("              sh-6338    [000] .....   349.589358: mm_filemap_add_to_page_cache: dev 0:3 ino fe00000 pfn=0x132238 ofs=756658176 order=0");
+        assert_eq!(p.inode, InodeKey { dev: libc::makedev(0, 3), ino: 0xfe00000 });
     }
 
     #[test]
     fn device_conversion_matches_stat_encoding() {
         assert_eq!(st_dev_from_parts(254, 0), 65024);
         assert_eq!(st_dev_from_kernel(254 << 20), 65024);
-        assert_eq!(
-            st_dev_from_kernel((259 << 20) | 300),
-            libc::makedev(259, 300)
-        );
+        assert_eq!(st_dev_from_kernel((259 << 20) | 300), libc::makedev(259, 300));
         // Large minors use the split glibc encoding.
         assert_eq!(st_dev_from_parts(8, 300), 0x10_082c);
     }
 
     #[test]
     fn process_events() {
-        let e = event(
-            "              sh-6338    [001] .....   349.590037: sched_process_exec: filename=/usr/bin/sh pid=6338 old_pid=6338",
-        );
-        assert_eq!(
-            e.kind,
-            EventKind::Exec {
-                filename: "/usr/bin/sh".into(),
-                pid: 6338,
-                old_pid: 6338
-            }
-        );
-        let e = event(
-            "            bash-6335    [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338",
-        );
-        assert_eq!(
-            e.kind,
-            EventKind::Fork {
-                parent_pid: 6335,
-                child_pid: 6338,
-                child_comm: "bash".into()
-            }
-        );
-        let e = event(
-            "             cat-6339    [001] .....   349.592745: sched_process_exit: comm=cat pid=6339 prio=120 group_dead=true",
-        );
-        assert_eq!(
-            e.kind,
-            EventKind::Exit {
-                pid: 6339,
-                comm: "cat".into(),
-                group_dead: Some(true)
-            }
-        );
-        let e = event(
-            "             cat-6339    [001] d..2.   349.592745: sched_process_exit: comm=cat pid=6339 prio=120",
-        );
-        assert_eq!(
-            e.kind,
-            EventKind::Exit {
-                pid: 6339,
-                comm: "cat".into(),
-                group_dead: None
-            }
-        );
+        let e = event("              sh-6338    [001] .....   349.590037: sched_process_exec: filename=/usr/bin/sh pid=6338 old_pid=6338");
+        assert_eq!(e.kind, EventKind::Exec { filename: "/usr/bin/sh".into(), pid: 6338, old_pid: 6338 });
+        let e = event("            bash-6335    [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338");
+        assert_eq!(e.kind, EventKind::Fork { parent_pid: 6335, child_pid: 6338, child_comm: "bash".into() });
+        let e = event("             cat-6339    [001] .....   349.592745: sched_process_exit: comm=cat pid=6339 prio=120 group_dead=true");
+        assert_eq!(e.kind, EventKind::Exit { pid: 6339, comm: "cat".into(), group_dead: Some(true) });
+        let e = event("             cat-6339    [001] d..2.   349.592745: sched_process_exit: comm=cat pid=6339 prio=120");
+        assert_eq!(e.kind, EventKind::Exit { pid: 6339, comm: "cat".into(), group_dead: None });
     }
 
     #[test]
     fn record_tgid_column() {
-        let e = event(
-            "            bash-6335    (   6335) [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338",
-        );
+        let e = event("            bash-6335    (   6335) [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338");
         assert_eq!(e.tgid, Some(6335));
-        let e = event(
-            "              sh-6338    (-------) [000] .....   349.589178: mm_filemap_map_pages: dev=254:0 ino=4fa7d ofs=811008-876543",
-        );
+        let e = event("              sh-6338    (-------) [000] .....   349.589178: mm_filemap_map_pages: dev=254:0 ino=4fa7d ofs=811008-876543");
         assert_eq!((e.pid, e.tgid), (6338, None));
     }
 
     #[test]
     fn comms_with_spaces_and_dashes() {
-        let e = event(
-            "  Web Content-12-4711    [001] .....   10.000001: mm_filemap_fault: dev=254:0 ino=1 ofs=0",
-        );
+        let e = event("  Web Content-12-4711    [001] .....   10.000001: mm_filemap_fault: dev=254:0 ino=1 ofs=0");
         assert_eq!((e.pid, e.ts_us), (4711, 10_000_001));
-        let e = event(
-            "<...>-99 [000] ..... 5.5: sched_process_fork: comm=a b pid=9 c pid=99 child_comm=x child_pid=7 y child_pid=100",
-        );
-        assert_eq!(
-            e.kind,
-            EventKind::Fork {
-                parent_pid: 99,
-                child_pid: 100,
-                child_comm: "x child_pid=7 y".into()
-            }
-        );
+        let e = event("<...>-99 [000] ..... 5.5: sched_process_fork: comm=a b pid=9 c pid=99 child_comm=x child_pid=7 y child_pid=100");
+        assert_eq!(e.kind, EventKind::Fork { parent_pid: 99, child_pid: 100, child_comm: "x child_pid=7 y".into() });
         assert_eq!(e.ts_us, 5_500_000);
-        let e = event(
-            "  my-prog-1-2-33 [1] 1.000001: sched_process_exec: filename=/opt/a pid=1 b pid=33 old_pid=33",
-        );
-        assert_eq!(
-            (e.pid, e.kind),
-            (
-                33,
-                EventKind::Exec {
-                    filename: "/opt/a pid=1 b".into(),
-                    pid: 33,
-                    old_pid: 33
-                }
-            )
-        );
+        let e = event("  my-prog-1-2-33 [1] 1.000001: sched_process_exec: filename=/opt/a pid=1 b pid=33 old_pid=33");
+        assert_eq!((e.pid, e.kind), (33, EventKind::Exec { filename: "/opt/a pid=1 b".into(), pid: 33, old_pid: 33 }));
     }
 
     #[test]
     fn lost_events_are_reported() {
-        assert_eq!(
-            parse_line("CPU:1 [LOST 123 EVENTS]\n"),
-            TraceLine::Lost { cpu: 1, count: 123 }
-        );
+        assert_eq!(parse_line("CPU:1 [LOST 123 EVENTS]\n"), TraceLine::Lost { cpu: 1, count: 123 });
         let mut stats = LineStats::default();
-        for l in [
-            "CPU:0 [LOST 5 EVENTS]",
-            "CPU:1 [LOST 7 EVENTS]",
-            "junk",
-            "# comment",
-            "",
-        ] {
+        for l in ["CPU:0 [LOST 5 EVENTS]", "CPU:1 [LOST 7 EVENTS]", "junk", "# comment", ""] {
             stats.count(parse_line(l));
         }
-        assert_eq!(
-            stats,
-            LineStats {
-                events: 0,
-                lost: 12,
-                garbage: 1
-            }
-        );
+        assert_eq!(stats, LineStats { events: 0, lost: 12, garbage: 1 });
     }
 
     #[test]
     fn other_events_are_ignored_and_garbage_is_flagged() {
-        assert_eq!(
-            parse_line("  sh-1 [000] ..... 1.000000: sched_switch: prev_comm=a"),
-            TraceLine::Ignored
-        );
+        assert_eq!(parse_line("  sh-1 [000] ..... 1.000000: sched_switch: prev_comm=a"), TraceLine::Ignored);
         for bad in [
             "hello world",
             "  sh-1 [000] ..... 1.000000: mm_filemap_fault: dev=254:0 ino=zz ofs=0",
@@ -682,9 +505,7 @@ mod tests {
 
     #[test]
     fn huge_offsets_do_not_overflow() {
-        let p = page(
-            "  a-1 [000] ..... 1.000000: mm_filemap_get_pages: dev=254:0 ino=1 ofs=0-18446744073709551615",
-        );
+        let p = page("  a-1 [000] ..... 1.000000: mm_filemap_get_pages: dev=254:0 ino=1 ofs=0-18446744073709551615");
         assert_eq!(p.pages, PageRange::new(0, (u64::MAX >> 12) + 1));
     }
 }

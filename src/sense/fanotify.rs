@@ -79,48 +79,30 @@ fn split_unescaped(s: &str, sep: char, keep_other_escapes: bool) -> Vec<String> 
 pub fn overlay_filesystems(mountinfo: &str) -> Vec<OverlayFs> {
     let mut out: Vec<OverlayFs> = Vec::new();
     for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
+        let Some((left, right)) = line.split_once(" - ") else { continue };
         let fields: Vec<&str> = left.split(' ').collect();
         let rfields: Vec<&str> = right.split(' ').collect();
         if fields.len() < 5 || rfields.len() < 3 || rfields[0] != "overlay" {
             continue;
         }
-        let Some((major, minor)) = fields[2].split_once(':') else {
-            continue;
-        };
-        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else {
-            continue;
-        };
+        let Some((major, minor)) = fields[2].split_once(':') else { continue };
+        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
         if out.iter().any(|o| o.dev == (major, minor)) {
             continue;
         }
         let options = String::from_utf8_lossy(&unescape_mountinfo(rfields[2])).into_owned();
         let mut layer_dirs = Vec::new();
         for opt in split_unescaped(&options, ',', true) {
-            let Some((key, value)) = opt.split_once('=') else {
-                continue;
-            };
+            let Some((key, value)) = opt.split_once('=') else { continue };
             match key {
                 "upperdir" | "lowerdir" | "lowerdir+" | "datadir+" => {
-                    layer_dirs.extend(
-                        split_unescaped(value, ':', false)
-                            .into_iter()
-                            .filter(|d| d.starts_with('/'))
-                            .map(PathBuf::from),
-                    );
+                    layer_dirs.extend(split_unescaped(value, ':', false).into_iter().filter(|d| d.starts_with('/')).map(PathBuf::from));
                 }
                 _ => {}
             }
         }
-        let mount_point =
-            PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(fields[4])));
-        out.push(OverlayFs {
-            dev: (major, minor),
-            mount_point,
-            layer_dirs,
-        });
+        let mount_point = PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(fields[4])));
+        out.push(OverlayFs { dev: (major, minor), mount_point, layer_dirs });
     }
     out
 }
@@ -142,13 +124,8 @@ fn unescape_mountinfo(s: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (u32::from(b[i + 1] - b'0') << 6)
-                | (u32::from(b[i + 2] - b'0') << 3)
-                | u32::from(b[i + 3] - b'0');
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (u32::from(b[i + 1] - b'0') << 6) | (u32::from(b[i + 2] - b'0') << 3) | u32::from(b[i + 3] - b'0');
             out.push(v as u8);
             i += 4;
         } else {
@@ -166,20 +143,14 @@ pub fn block_backed_filesystems(mountinfo: &str) -> Vec<MountedFs> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
+        let Some((left, right)) = line.split_once(" - ") else { continue };
         let fields: Vec<&str> = left.split(' ').collect();
         let rfields: Vec<&str> = right.split(' ').collect();
         if fields.len() < 5 || rfields.len() < 2 {
             continue;
         }
-        let Some((major, minor)) = fields[2].split_once(':') else {
-            continue;
-        };
-        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else {
-            continue;
-        };
+        let Some((major, minor)) = fields[2].split_once(':') else { continue };
+        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
         let source = rfields[1];
         if major == 0 && !source.starts_with("/dev/") {
             continue;
@@ -187,13 +158,8 @@ pub fn block_backed_filesystems(mountinfo: &str) -> Vec<MountedFs> {
         if !seen.insert((major, minor)) {
             continue;
         }
-        let mount_point =
-            PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(fields[4])));
-        out.push(MountedFs {
-            dev: (major, minor),
-            mount_point,
-            fstype: rfields[0].to_string(),
-        });
+        let mount_point = PathBuf::from(std::ffi::OsStr::from_bytes(&unescape_mountinfo(fields[4])));
+        out.push(MountedFs { dev: (major, minor), mount_point, fstype: rfields[0].to_string() });
     }
     out
 }
@@ -218,78 +184,43 @@ impl OpenWatcher {
         if unlimited_queue {
             flags |= libc::FAN_UNLIMITED_QUEUE;
         }
-        let event_flags = (libc::O_RDONLY
-            | libc::O_LARGEFILE
-            | libc::O_CLOEXEC
-            | libc::O_NONBLOCK
-            | libc::O_NOATIME) as u32;
+        let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOATIME) as u32;
         // SAFETY: fanotify_init takes two flag words and returns a new fd or -1.
         let raw = unsafe { libc::fanotify_init(flags, event_flags) };
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::EPERM) => Error::NotRoot {
-                    action: "watching file opens with fanotify".into(),
-                },
-                Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Kernel {
-                    feature: "fanotify".into(),
-                    detail: e.to_string(),
-                },
+                Some(libc::EPERM) => Error::NotRoot { action: "watching file opens with fanotify".into() },
+                Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Kernel { feature: "fanotify".into(), detail: e.to_string() },
                 _ => Error::io("fanotify_init", e),
             });
         }
         // SAFETY: `raw` is a fresh fd returned by fanotify_init and owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| Error::io("reading /proc/self/mountinfo", e))?;
-        let mut watcher = OpenWatcher {
-            fd,
-            watched: Vec::new(),
-            layers: Vec::new(),
-            buf: vec![0; 64 * 1024],
-            overflows: 0,
-        };
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| Error::io("reading /proc/self/mountinfo", e))?;
+        let mut watcher = OpenWatcher { fd, watched: Vec::new(), layers: Vec::new(), buf: vec![0; 64 * 1024], overflows: 0 };
         for fs in block_backed_filesystems(&mountinfo) {
             match watcher.mark(&fs) {
                 Ok(()) => watcher.watched.push(fs),
-                Err(e) => {
-                    tracing::debug!("not watching opens on {}: {e}", fs.mount_point.display())
-                }
+                Err(e) => tracing::debug!("not watching opens on {}: {e}", fs.mount_point.display()),
             }
         }
         // Files read through an overlay are cached (and traced) as the layer's inode, which
         // opens on the layer's own filesystem do not report: watch the overlay itself too.
         for ovl in overlay_filesystems(&mountinfo) {
-            let layer_devs: Vec<u64> = ovl
-                .layer_dirs
-                .iter()
-                .filter_map(|d| fs::metadata(d).ok())
-                .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
-                .collect();
-            let fs = MountedFs {
-                dev: ovl.dev,
-                mount_point: ovl.mount_point,
-                fstype: "overlay".into(),
-            };
+            let layer_devs: Vec<u64> = ovl.layer_dirs.iter().filter_map(|d| fs::metadata(d).ok()).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).collect();
+            let fs = MountedFs { dev: ovl.dev, mount_point: ovl.mount_point, fstype: "overlay".into() };
             match watcher.mark(&fs) {
                 Ok(()) => watcher.watched.push(fs),
-                Err(e) => tracing::debug!(
-                    "not watching opens on overlay {}: {e}",
-                    fs.mount_point.display()
-                ),
+                Err(e) => tracing::debug!("not watching opens on overlay {}: {e}", fs.mount_point.display()),
             }
             let mut devs = layer_devs;
             devs.sort_unstable();
             devs.dedup();
-            watcher
-                .layers
-                .push((super::event::st_dev_from_parts(ovl.dev.0, ovl.dev.1), devs));
+            watcher.layers.push((super::event::st_dev_from_parts(ovl.dev.0, ovl.dev.1), devs));
         }
         if watcher.watched.is_empty() {
-            return Err(Error::Kernel {
-                feature: "fanotify marks".into(),
-                detail: "no block-backed filesystem could be marked".into(),
-            });
+            return Err(Error::Kernel { feature: "fanotify marks".into(), detail: "no block-backed filesystem could be marked".into() });
         }
         Ok(watcher)
     }
@@ -300,15 +231,7 @@ impl OpenWatcher {
         for how in [libc::FAN_MARK_FILESYSTEM, libc::FAN_MARK_MOUNT] {
             for _ in 0..2 {
                 // SAFETY: the fd is our fanotify group, `path` a valid NUL-terminated string.
-                let rc = unsafe {
-                    libc::fanotify_mark(
-                        self.fd.as_raw_fd(),
-                        libc::FAN_MARK_ADD | how,
-                        mask,
-                        libc::AT_FDCWD,
-                        path.as_ptr(),
-                    )
-                };
+                let rc = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), libc::FAN_MARK_ADD | how, mask, libc::AT_FDCWD, path.as_ptr()) };
                 if rc == 0 {
                     return Ok(());
                 }
@@ -338,13 +261,7 @@ impl OpenWatcher {
     pub fn read_available(&mut self, mut sink: impl FnMut(OpenedFile)) -> Result<()> {
         loop {
             // SAFETY: the buffer is valid for writes of its length and the fd is ours.
-            let n = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                )
-            };
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len()) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
@@ -362,8 +279,7 @@ impl OpenWatcher {
             while off + meta_len <= n {
                 // SAFETY: at least `meta_len` bytes from `off` are initialised event data;
                 // read_unaligned copes with the buffer's alignment.
-                let meta: libc::fanotify_event_metadata =
-                    unsafe { std::ptr::read_unaligned(self.buf.as_ptr().add(off).cast()) };
+                let meta: libc::fanotify_event_metadata = unsafe { std::ptr::read_unaligned(self.buf.as_ptr().add(off).cast()) };
                 let len = meta.event_len as usize;
                 if len < meta_len || off + len > n {
                     break;
@@ -377,18 +293,9 @@ impl OpenWatcher {
                 }
                 // SAFETY: the kernel opened this fd for us with the event; we own and close it.
                 let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
-                if let Some(mut opened) =
-                    describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0)
-                {
-                    if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev)
-                    {
-                        opened.aliases = devs
-                            .iter()
-                            .map(|&dev| InodeKey {
-                                dev,
-                                ino: opened.key.ino,
-                            })
-                            .collect();
+                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0) {
+                    if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
+                        opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
                     }
                     sink(opened);
                 }
@@ -411,10 +318,7 @@ fn describe(fd: OwnedFd, pid: i32, exec: bool) -> Option<OpenedFile> {
     let identity = identity_from_metadata(&meta);
     Some(OpenedFile {
         pid: u32::try_from(pid).unwrap_or(0),
-        key: InodeKey {
-            dev: identity.dev,
-            ino: identity.ino,
-        },
+        key: InodeKey { dev: identity.dev, ino: identity.ino },
         identity,
         path,
         exec,
@@ -459,26 +363,9 @@ mod tests {
         let o = overlay_filesystems(info);
         assert_eq!(o.len(), 2);
         assert_eq!(o[0].dev, (0, 39));
-        assert_eq!(
-            o[0].layer_dirs,
-            vec![
-                PathBuf::from("/l1"),
-                PathBuf::from("/l:2"),
-                PathBuf::from("/u")
-            ]
-        );
-        assert_eq!(
-            o[1].layer_dirs,
-            vec![
-                PathBuf::from("/a"),
-                PathBuf::from("/b"),
-                PathBuf::from("/d")
-            ]
-        );
-        assert_eq!(
-            split_unescaped("a\\,b,c", ',', true),
-            vec!["a,b".to_string(), "c".to_string()]
-        );
+        assert_eq!(o[0].layer_dirs, vec![PathBuf::from("/l1"), PathBuf::from("/l:2"), PathBuf::from("/u")]);
+        assert_eq!(o[1].layer_dirs, vec![PathBuf::from("/a"), PathBuf::from("/b"), PathBuf::from("/d")]);
+        assert_eq!(split_unescaped("a\\,b,c", ',', true), vec!["a,b".to_string(), "c".to_string()]);
     }
 
     #[test]

@@ -52,10 +52,7 @@ impl LookupSource {
         };
         let log = std::env::temp_dir().join(format!("augur-lookups-{}.log", std::process::id()));
         let _ = std::fs::remove_file(&log);
-        LookupSource::Strace {
-            program: strace,
-            log,
-        }
+        LookupSource::Strace { program: strace, log }
     }
 
     /// The command line to spawn: `command` itself, or wrapped in strace.
@@ -64,18 +61,7 @@ impl LookupSource {
             LookupSource::Off(_) => command.to_vec(),
             LookupSource::Strace { program, log } => {
                 let mut argv: Vec<OsString> = vec![program.clone().into()];
-                for a in [
-                    "-f",
-                    "-qq",
-                    "-xx",
-                    "-y",
-                    "-s",
-                    "4096",
-                    "--seccomp-bpf",
-                    "-e",
-                    "signal=none",
-                    "-e",
-                ] {
+                for a in ["-f", "-qq", "-xx", "-y", "-s", "4096", "--seccomp-bpf", "-e", "signal=none", "-e"] {
                     argv.push(a.into());
                 }
                 argv.push(format!("trace={TRACED_SYSCALLS}").into());
@@ -135,9 +121,7 @@ impl Drop for LookupSource {
 /// `program` as `execvp` would find it: a path containing `/` as is, else the first executable
 /// regular file of that name on `PATH`.
 fn find_program(program: &OsStr) -> Option<PathBuf> {
-    let is_exe = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    let is_exe = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.is_empty() {
         return None;
     }
@@ -146,9 +130,7 @@ fn find_program(program: &OsStr) -> Option<PathBuf> {
         return is_exe(&p).then_some(p);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| is_exe(p))
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| is_exe(p))
 }
 
 /// Counts of what a log held.
@@ -169,26 +151,16 @@ pub fn parse_strace_log(text: &str, list: &mut LookupList) -> LogStats {
     for line in text.lines() {
         let line = line.trim_end();
         let (pid, rest) = match line.split_once(' ') {
-            Some((p, r)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
-                (p, r.trim_start())
-            }
+            Some((p, r)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => (p, r.trim_start()),
             _ => ("", line),
         };
         let call = if let Some(head) = rest.strip_suffix("<unfinished ...>") {
             pending.insert(pid, head.trim_end().to_string());
             continue;
         } else if let Some(resumed) = rest.strip_prefix("<... ") {
-            let Some((_, tail)) = resumed.split_once(" resumed>") else {
-                continue;
-            };
-            let Some(head) = pending.remove(pid) else {
-                continue;
-            };
-            let sep = if head.ends_with('(') || tail.starts_with(')') || tail.starts_with(',') {
-                ""
-            } else {
-                ", "
-            };
+            let Some((_, tail)) = resumed.split_once(" resumed>") else { continue };
+            let Some(head) = pending.remove(pid) else { continue };
+            let sep = if head.ends_with('(') || tail.starts_with(')') || tail.starts_with(',') { "" } else { ", " };
             format!("{head}{sep}{tail}")
         } else {
             rest.to_string()
@@ -227,10 +199,7 @@ fn parse_call(call: &str) -> Option<Call> {
     if name == "getdents64" || name == "getdents" {
         let fd_path = args.first().and_then(|a| decoration(a));
         return Some(match fd_path {
-            Some(p) if p.is_absolute() => Call::Lookup {
-                path: p,
-                kind: LookupKind::Dir,
-            },
+            Some(p) if p.is_absolute() => Call::Lookup { path: p, kind: LookupKind::Dir },
             _ => Call::Unresolved,
         });
     }
@@ -252,9 +221,7 @@ fn parse_call(call: &str) -> Option<Call> {
             _ => return Some(Call::Unresolved),
         }
     };
-    let errno = result
-        .strip_prefix("-1 ")
-        .map(|r| r.split_whitespace().next().unwrap_or(""));
+    let errno = result.strip_prefix("-1 ").map(|r| r.split_whitespace().next().unwrap_or(""));
     let kind = match errno {
         Some("ENOENT" | "ENOTDIR") => LookupKind::Missing,
         _ => LookupKind::Stat,
@@ -361,10 +328,7 @@ mod tests {
     }
 
     fn l(path: &str, kind: LookupKind) -> Lookup {
-        Lookup {
-            path: path.into(),
-            kind,
-        }
+        Lookup { path: path.into(), kind }
     }
 
     #[test]
@@ -399,13 +363,7 @@ mod tests {
                 l("/etc/passwd/x", LookupKind::Missing),
             ]
         );
-        assert_eq!(
-            stats,
-            LogStats {
-                lookups: 5,
-                unresolved: 0
-            }
-        );
+        assert_eq!(stats, LogStats { lookups: 5, unresolved: 0 });
     }
 
     #[test]
@@ -428,20 +386,8 @@ mod tests {
             hex("long"),
         );
         let (got, stats) = parse(&log);
-        assert_eq!(
-            got,
-            vec![
-                l("/bin/true", LookupKind::Stat),
-                l("/w/a b,c", LookupKind::Missing)
-            ]
-        );
-        assert_eq!(
-            stats,
-            LogStats {
-                lookups: 2,
-                unresolved: 3
-            }
-        );
+        assert_eq!(got, vec![l("/bin/true", LookupKind::Stat), l("/w/a b,c", LookupKind::Missing)]);
+        assert_eq!(stats, LogStats { lookups: 2, unresolved: 3 });
     }
 
     #[test]
@@ -458,32 +404,16 @@ mod tests {
         let off = LookupSource::Off("test".into());
         assert_eq!(off.command_line(&cmd), cmd);
         assert!(!off.wraps());
-        let on = LookupSource::Strace {
-            program: "/usr/bin/strace".into(),
-            log: "/nonexistent/augur-test.log".into(),
-        };
+        let on = LookupSource::Strace { program: "/usr/bin/strace".into(), log: "/nonexistent/augur-test.log".into() };
         let argv = on.command_line(&cmd);
         assert_eq!(argv[0], OsString::from("/usr/bin/strace"));
-        assert_eq!(
-            &argv[argv.len() - 3..],
-            &[OsString::from("--"), "true".into(), "x".into()]
-        );
+        assert_eq!(&argv[argv.len() - 3..], &[OsString::from("--"), "true".into(), "x".into()]);
         assert!(on.wraps());
     }
 
     #[test]
     fn arbitrary_text_never_panics() {
-        for s in [
-            "",
-            "(",
-            ") = ",
-            "1 a(\"\\x",
-            "1 a(\"\\",
-            "x(<) = 0",
-            "getdents64() = 0",
-            "<... a resumed>",
-            "1 <... a resumed>) = 0",
-        ] {
+        for s in ["", "(", ") = ", "1 a(\"\\x", "1 a(\"\\", "x(<) = 0", "getdents64() = 0", "<... a resumed>", "1 <... a resumed>) = 0"] {
             parse(s);
         }
     }

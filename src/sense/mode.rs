@@ -16,17 +16,9 @@ pub const FORCE_MODE_ENV: &str = "AUGUR_FORCE_MODE";
 /// The page-cache insertion tracepoint, present on every kernel augur supports.
 pub const INSERTION_EVENT: &str = "filemap/mm_filemap_add_to_page_cache";
 /// The access tracepoints (Linux 6.11 and later), which fire on cache hits as well.
-pub const ACCESS_EVENTS: [&str; 3] = [
-    "filemap/mm_filemap_get_pages",
-    "filemap/mm_filemap_map_pages",
-    "filemap/mm_filemap_fault",
-];
+pub const ACCESS_EVENTS: [&str; 3] = ["filemap/mm_filemap_get_pages", "filemap/mm_filemap_map_pages", "filemap/mm_filemap_fault"];
 /// Process life-cycle tracepoints used to follow descendants and resolve paths.
-pub const PROCESS_EVENTS: [&str; 3] = [
-    "sched/sched_process_exec",
-    "sched/sched_process_fork",
-    "sched/sched_process_exit",
-];
+pub const PROCESS_EVENTS: [&str; 3] = ["sched/sched_process_exec", "sched/sched_process_fork", "sched/sched_process_exit"];
 
 /// What the kernel offers, as found in an `events` directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,10 +46,7 @@ impl KernelEvents {
     /// (reads and mapped hits); `fault` is used when present.
     pub fn best_mode(&self) -> TraceMode {
         let has_access = |name: &str| self.access.iter().any(|e| e.ends_with(name));
-        if self.insertion
-            && has_access("mm_filemap_get_pages")
-            && has_access("mm_filemap_map_pages")
-        {
+        if self.insertion && has_access("mm_filemap_get_pages") && has_access("mm_filemap_map_pages") {
             TraceMode::Access
         } else if self.insertion {
             TraceMode::Insertion
@@ -103,11 +92,9 @@ pub fn mode_name(mode: TraceMode) -> &'static str {
 pub fn forced_mode_from_env() -> Result<Option<TraceMode>> {
     match std::env::var(FORCE_MODE_ENV) {
         Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => parse_mode(&v).map(Some).ok_or_else(|| {
-            Error::Usage(format!(
-                "{FORCE_MODE_ENV}={v:?}: expected access, insertion or file-only"
-            ))
-        }),
+        Ok(v) => parse_mode(&v)
+            .map(Some)
+            .ok_or_else(|| Error::Usage(format!("{FORCE_MODE_ENV}={v:?}: expected access, insertion or file-only"))),
         Err(_) => Ok(None),
     }
 }
@@ -153,48 +140,24 @@ mod tests {
         let k = KernelEvents::probe(Some(dir.path()));
         assert_eq!(k.best_mode(), TraceMode::Access);
         assert_eq!(k.events_for(TraceMode::Access).len(), 7);
-        assert_eq!(
-            k.events_for(TraceMode::Insertion),
-            vec![
-                INSERTION_EVENT,
-                PROCESS_EVENTS[0],
-                PROCESS_EVENTS[1],
-                PROCESS_EVENTS[2]
-            ]
-        );
+        assert_eq!(k.events_for(TraceMode::Insertion), vec![INSERTION_EVENT, PROCESS_EVENTS[0], PROCESS_EVENTS[1], PROCESS_EVENTS[2]]);
         assert!(k.events_for(TraceMode::FileOnly).is_empty());
     }
 
     #[test]
     fn old_kernel_degrades_to_insertions() {
-        let dir = fake_events(&[
-            INSERTION_EVENT,
-            "filemap/mm_filemap_fault",
-            PROCESS_EVENTS[0],
-        ]);
+        let dir = fake_events(&[INSERTION_EVENT, "filemap/mm_filemap_fault", PROCESS_EVENTS[0]]);
         let k = KernelEvents::probe(Some(dir.path()));
         assert_eq!(k.best_mode(), TraceMode::Insertion);
-        assert_eq!(
-            KernelEvents::probe(Some(fake_events(&[]).path())).best_mode(),
-            TraceMode::FileOnly
-        );
+        assert_eq!(KernelEvents::probe(Some(fake_events(&[]).path())).best_mode(), TraceMode::FileOnly);
         assert_eq!(KernelEvents::probe(None).best_mode(), TraceMode::FileOnly);
     }
 
     #[test]
     fn overrides_only_degrade() {
-        assert_eq!(
-            select_mode(TraceMode::Access, None).unwrap(),
-            TraceMode::Access
-        );
-        assert_eq!(
-            select_mode(TraceMode::Access, Some(TraceMode::Insertion)).unwrap(),
-            TraceMode::Insertion
-        );
-        assert_eq!(
-            select_mode(TraceMode::Insertion, Some(TraceMode::FileOnly)).unwrap(),
-            TraceMode::FileOnly
-        );
+        assert_eq!(select_mode(TraceMode::Access, None).unwrap(), TraceMode::Access);
+        assert_eq!(select_mode(TraceMode::Access, Some(TraceMode::Insertion)).unwrap(), TraceMode::Insertion);
+        assert_eq!(select_mode(TraceMode::Insertion, Some(TraceMode::FileOnly)).unwrap(), TraceMode::FileOnly);
         let err = select_mode(TraceMode::Insertion, Some(TraceMode::Access)).unwrap_err();
         assert_eq!(err.exit_code(), crate::error::exit::KERNEL);
     }

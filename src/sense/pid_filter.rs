@@ -46,9 +46,7 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is plain data: a panic elsewhere cannot leave it half-updated.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -83,10 +81,7 @@ impl PidFilterWriter {
             .name("augur-pid-filter".into())
             .spawn(move || write_loop(&theirs, &files))
             .map_err(|e| Error::io("starting the pid filter writer", e))?;
-        Ok(PidFilterWriter {
-            shared,
-            thread: Some(thread),
-        })
+        Ok(PidFilterWriter { shared, thread: Some(thread) })
     }
 
     /// Asks for `pids` to be followed (or, with `follow` false, no longer); returns at once.
@@ -119,11 +114,7 @@ impl PidFilterWriter {
             if left.is_zero() {
                 return false;
             }
-            s = self
-                .shared
-                .changed
-                .wait_timeout(s, left)
-                .map_or_else(|p| p.into_inner().0, |(g, _)| g);
+            s = self.shared.changed.wait_timeout(s, left).map_or_else(|p| p.into_inner().0, |(g, _)| g);
         }
         true
     }
@@ -142,22 +133,10 @@ fn write_loop(shared: &Shared, files: &FilterFiles) {
             s.writing = true;
             (std::mem::take(&mut s.wanted), s.requested)
         };
-        let follow: Vec<u32> = wanted
-            .iter()
-            .filter(|(_, f)| **f)
-            .map(|(p, _)| *p)
-            .collect();
-        let stop: Vec<u32> = wanted
-            .iter()
-            .filter(|(_, f)| !**f)
-            .map(|(p, _)| *p)
-            .collect();
+        let follow: Vec<u32> = wanted.iter().filter(|(_, f)| **f).map(|(p, _)| *p).collect();
+        let stop: Vec<u32> = wanted.iter().filter(|(_, f)| !**f).map(|(p, _)| *p).collect();
         if let Err(e) = apply(files, &follow, &stop) {
-            tracing::warn!(
-                "updating the traced processes ({} followed, {} not): {e}",
-                follow.len(),
-                stop.len()
-            );
+            tracing::warn!("updating the traced processes ({} followed, {} not): {e}", follow.len(), stop.len());
         }
         let mut s = shared.lock();
         s.done = generation;
@@ -173,10 +152,7 @@ fn apply(files: &FilterFiles, follow: &[u32], stop: &[u32]) -> io::Result<()> {
     if !follow.is_empty() {
         let notrace = read_pids(&files.notrace)?;
         if follow.iter().any(|p| notrace.contains(p)) {
-            let keep: Vec<u32> = notrace
-                .into_iter()
-                .filter(|p| !follow.contains(p))
-                .collect();
+            let keep: Vec<u32> = notrace.into_iter().filter(|p| !follow.contains(p)).collect();
             replace(&files.notrace, &keep)?;
         }
         append(&files.follow, follow)?;
@@ -185,35 +161,22 @@ fn apply(files: &FilterFiles, follow: &[u32], stop: &[u32]) -> io::Result<()> {
 }
 
 fn list(pids: &[u32]) -> String {
-    pids.iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(" ")
+    pids.iter().map(u32::to_string).collect::<Vec<_>>().join(" ")
 }
 
 /// Adds to the list: in force at once (the write then waits out a grace period).
 fn append(path: &Path, pids: &[u32]) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .open(path)?
-        .write_all(list(pids).as_bytes())
+    OpenOptions::new().write(true).open(path)?.write_all(list(pids).as_bytes())
 }
 
 /// Replaces the list (cleared while a grace period passes, then `pids`).
 fn replace(path: &Path, pids: &[u32]) -> io::Result<()> {
     let mut f = OpenOptions::new().write(true).truncate(true).open(path)?;
-    if pids.is_empty() {
-        Ok(())
-    } else {
-        f.write_all(list(pids).as_bytes())
-    }
+    if pids.is_empty() { Ok(()) } else { f.write_all(list(pids).as_bytes()) }
 }
 
 fn read_pids(path: &Path) -> io::Result<Vec<u32>> {
-    Ok(fs::read_to_string(path)?
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect())
+    Ok(fs::read_to_string(path)?.split_whitespace().filter_map(|w| w.parse().ok()).collect())
 }
 
 impl Drop for PidFilterWriter {
@@ -236,10 +199,7 @@ mod tests {
     /// Plain files stand in for the tracefs ones: an append without `O_TRUNC` overwrites from
     /// the start here, so the tests look at what was written last to each.
     fn files(dir: &Path) -> FilterFiles {
-        let f = FilterFiles {
-            follow: dir.join("set_event_pid"),
-            notrace: dir.join("set_event_notrace_pid"),
-        };
+        let f = FilterFiles { follow: dir.join("set_event_pid"), notrace: dir.join("set_event_notrace_pid") };
         fs::write(&f.follow, "").unwrap();
         fs::write(&f.notrace, "").unwrap();
         f
@@ -286,10 +246,7 @@ mod tests {
         drop(w);
         assert_eq!(fs::read_to_string(&f.notrace).unwrap(), "4");
 
-        let gone = FilterFiles {
-            follow: dir.path().join("no/such"),
-            notrace: dir.path().join("no/such2"),
-        };
+        let gone = FilterFiles { follow: dir.path().join("no/such"), notrace: dir.path().join("no/such2") };
         let w = PidFilterWriter::start(gone).unwrap();
         w.request(&[1], true);
         assert!(w.settle(Duration::from_secs(5)));

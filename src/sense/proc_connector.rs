@@ -28,13 +28,7 @@ const PROC_EVENT_EXIT: u32 = 0x8000_0000;
 pub enum ProcEvent {
     /// `parent` (thread `parent_pid` of process `parent_tgid`) created thread `child_pid` of
     /// process `child_tgid` (a new process when `child_pid == child_tgid`).
-    Fork {
-        parent_pid: u32,
-        parent_tgid: u32,
-        child_pid: u32,
-        child_tgid: u32,
-        ts_ns: u64,
-    },
+    Fork { parent_pid: u32, parent_tgid: u32, child_pid: u32, child_tgid: u32, ts_ns: u64 },
     /// Process `tgid` (through its thread `pid`) executed a new program.
     Exec { pid: u32, tgid: u32, ts_ns: u64 },
     /// Thread `pid` of process `tgid` exited (the process is gone when `pid == tgid`).
@@ -51,8 +45,7 @@ pub struct Datagram {
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    b.get(off..off + 4)
-        .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    b.get(off..off + 4).map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 fn u64_at(b: &[u8], off: usize) -> Option<u64> {
@@ -63,8 +56,7 @@ fn u64_at(b: &[u8], off: usize) -> Option<u64> {
 }
 
 fn u16_at(b: &[u8], off: usize) -> Option<u16> {
-    b.get(off..off + 2)
-        .map(|s| u16::from_ne_bytes([s[0], s[1]]))
+    b.get(off..off + 2).map(|s| u16::from_ne_bytes([s[0], s[1]]))
 }
 
 /// Parses one `struct proc_event` (`what`, `cpu`, `timestamp_ns`, then the event's data).
@@ -80,16 +72,8 @@ fn parse_proc_event(ev: &[u8]) -> Option<ProcEvent> {
             child_tgid: u32_at(ev, d + 12)?,
             ts_ns,
         }),
-        PROC_EVENT_EXEC => Some(ProcEvent::Exec {
-            pid: u32_at(ev, d)?,
-            tgid: u32_at(ev, d + 4)?,
-            ts_ns,
-        }),
-        PROC_EVENT_EXIT => Some(ProcEvent::Exit {
-            pid: u32_at(ev, d)?,
-            tgid: u32_at(ev, d + 4)?,
-            ts_ns,
-        }),
+        PROC_EVENT_EXEC => Some(ProcEvent::Exec { pid: u32_at(ev, d)?, tgid: u32_at(ev, d + 4)?, ts_ns }),
+        PROC_EVENT_EXIT => Some(ProcEvent::Exit { pid: u32_at(ev, d)?, tgid: u32_at(ev, d + 4)?, ts_ns }),
         _ => None,
     }
 }
@@ -99,9 +83,7 @@ pub fn parse_datagram(buf: &[u8]) -> Datagram {
     let mut out = Datagram::default();
     let mut off = 0usize;
     while off + NLMSG_HDRLEN <= buf.len() {
-        let Some(len) = u32_at(buf, off).map(|l| l as usize) else {
-            break;
-        };
+        let Some(len) = u32_at(buf, off).map(|l| l as usize) else { break };
         let ty = u16_at(buf, off + 4).unwrap_or(0);
         if len < NLMSG_HDRLEN || off + len > buf.len() {
             break;
@@ -112,8 +94,7 @@ pub fn parse_datagram(buf: &[u8]) -> Datagram {
             NLMSG_ERROR => {}
             _ => {
                 let cn = &msg[NLMSG_HDRLEN..];
-                if let (Some(idx), Some(val), Some(dlen)) =
-                    (u32_at(cn, 0), u32_at(cn, 4), u16_at(cn, 16))
+                if let (Some(idx), Some(val), Some(dlen)) = (u32_at(cn, 0), u32_at(cn, 4), u16_at(cn, 16))
                     && idx == CN_IDX_PROC
                     && val == CN_VAL_PROC
                     && let Some(data) = cn.get(CN_MSG_LEN..CN_MSG_LEN + dlen as usize)
@@ -141,17 +122,10 @@ pub struct ProcConnector {
 impl ProcConnector {
     /// Opens the socket, subscribes to process events, and makes it non-blocking.
     pub fn open() -> Result<Self> {
-        let kernel = |detail: String| Error::Kernel {
-            feature: "the process events connector".into(),
-            detail,
-        };
+        let kernel = |detail: String| Error::Kernel { feature: "the process events connector".into(), detail };
         // SAFETY: plain socket(2) call; the returned fd is checked and owned below.
         let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                NETLINK_CONNECTOR,
-            )
+            libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, NETLINK_CONNECTOR)
         };
         if raw < 0 {
             return Err(kernel(std::io::Error::last_os_error().to_string()));
@@ -174,9 +148,7 @@ impl ProcConnector {
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             return Err(if e.kind() == std::io::ErrorKind::PermissionDenied {
-                Error::NotRoot {
-                    action: "listening to process events".into(),
-                }
+                Error::NotRoot { action: "listening to process events".into() }
             } else {
                 kernel(format!("bind: {e}"))
             });
@@ -210,30 +182,16 @@ impl ProcConnector {
         // SAFETY: send(2) of an initialised buffer of the given length.
         let n = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
         if n < 0 {
-            return Err(kernel(format!(
-                "subscribe: {}",
-                std::io::Error::last_os_error()
-            )));
+            return Err(kernel(format!("subscribe: {}", std::io::Error::last_os_error())));
         }
-        Ok(ProcConnector {
-            fd,
-            buf: vec![0; 64 * 1024],
-            overruns: 0,
-        })
+        Ok(ProcConnector { fd, buf: vec![0; 64 * 1024], overruns: 0 })
     }
 
     /// Reads every datagram available without blocking and hands each event to `sink`.
     pub fn read_available(&mut self, mut sink: impl FnMut(ProcEvent)) -> Result<()> {
         loop {
             // SAFETY: recv(2) into our own buffer of the given length.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
-            };
+            let n = unsafe { libc::recv(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len(), 0) };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 match e.raw_os_error() {
@@ -300,23 +258,9 @@ mod tests {
         assert_eq!(
             d.events,
             vec![
-                ProcEvent::Fork {
-                    parent_pid: 10,
-                    parent_tgid: 10,
-                    child_pid: 11,
-                    child_tgid: 11,
-                    ts_ns: 1234
-                },
-                ProcEvent::Exec {
-                    pid: 11,
-                    tgid: 11,
-                    ts_ns: 1234
-                },
-                ProcEvent::Exit {
-                    pid: 11,
-                    tgid: 11,
-                    ts_ns: 1234
-                },
+                ProcEvent::Fork { parent_pid: 10, parent_tgid: 10, child_pid: 11, child_tgid: 11, ts_ns: 1234 },
+                ProcEvent::Exec { pid: 11, tgid: 11, ts_ns: 1234 },
+                ProcEvent::Exit { pid: 11, tgid: 11, ts_ns: 1234 },
             ]
         );
         assert!(!d.overrun);

@@ -44,21 +44,13 @@ pub fn parse_maps_line(line: &str) -> Option<ProcFile> {
         return None;
     }
     let (major, minor) = dev.split_once(':')?;
-    let dev = st_dev_from_parts(
-        u32::from_str_radix(major, 16).ok()?,
-        u32::from_str_radix(minor, 16).ok()?,
-    );
-    Some(ProcFile {
-        key: InodeKey { dev, ino },
-        path: PathBuf::from(path),
-    })
+    let dev = st_dev_from_parts(u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?);
+    Some(ProcFile { key: InodeKey { dev, ino }, path: PathBuf::from(path) })
 }
 
 /// The files `pid` maps, deduplicated, in the order of its maps.
 pub fn mapped_files(pid: u32) -> Vec<ProcFile> {
-    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return Vec::new();
-    };
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
     let mut out: Vec<ProcFile> = Vec::new();
     for f in text.lines().filter_map(parse_maps_line) {
         if !out.iter().any(|o| o.key == f.key) {
@@ -71,32 +63,17 @@ pub fn mapped_files(pid: u32) -> Vec<ProcFile> {
 /// The regular files `pid` holds open, with their identity.
 pub fn open_files(pid: u32) -> Vec<(ProcFile, FileIdentity)> {
     let dir = PathBuf::from(format!("/proc/{pid}/fd"));
-    let Ok(entries) = fs::read_dir(&dir) else {
-        return Vec::new();
-    };
+    let Ok(entries) = fs::read_dir(&dir) else { return Vec::new() };
     let mut out = Vec::new();
     for entry in entries.flatten() {
         let link = entry.path();
-        let Ok(target) = fs::read_link(&link) else {
-            continue;
-        };
+        let Ok(target) = fs::read_link(&link) else { continue };
         if !target.is_absolute() || target.to_string_lossy().ends_with(" (deleted)") {
             continue;
         }
         // stat through the magic link reaches the open file itself, whatever its path now is.
-        let Some(identity) = identity_of(&link) else {
-            continue;
-        };
-        out.push((
-            ProcFile {
-                key: InodeKey {
-                    dev: identity.dev,
-                    ino: identity.ino,
-                },
-                path: target,
-            },
-            identity,
-        ));
+        let Some(identity) = identity_of(&link) else { continue };
+        out.push((ProcFile { key: InodeKey { dev: identity.dev, ino: identity.ino }, path: target }, identity));
     }
     out
 }
@@ -133,12 +110,8 @@ pub fn descends_from(pid: u32, ancestor: u32) -> bool {
 
 /// The live processes whose parent is `pid` (a scan of `/proc`).
 pub fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| parent_of(p) == Some(pid))
-        .collect()
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter(|&p| parent_of(p) == Some(pid)).collect()
 }
 
 /// True while `/proc/PID` exists.
@@ -155,15 +128,7 @@ pub fn identity_of(path: &Path) -> Option<FileIdentity> {
 
 /// A [`FileIdentity`] from metadata already obtained.
 pub fn identity_from_metadata(m: &fs::Metadata) -> FileIdentity {
-    FileIdentity {
-        dev: m.dev(),
-        ino: m.ino(),
-        size: m.size(),
-        mtime_ns: m
-            .mtime()
-            .saturating_mul(1_000_000_000)
-            .saturating_add(m.mtime_nsec()),
-    }
+    FileIdentity { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()) }
 }
 
 #[cfg(test)]
@@ -173,27 +138,12 @@ mod tests {
     #[test]
     fn maps_lines() {
         let f = parse_maps_line("7f1c2a000000-7f1c2a022000 r--p 00000000 fe:00 1316915                    /usr/lib/x86_64-linux-gnu/libc.so.6").unwrap();
-        assert_eq!(
-            f.key,
-            InodeKey {
-                dev: 65024,
-                ino: 1316915
-            }
-        );
+        assert_eq!(f.key, InodeKey { dev: 65024, ino: 1316915 });
         assert_eq!(f.path, PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6"));
         let f = parse_maps_line("7f00-7f01 r--p 00000000 103:02 7   /opt/my app/lib x.so").unwrap();
-        assert_eq!(
-            (f.key.dev, f.path.to_str().unwrap()),
-            (libc::makedev(0x103, 2), "/opt/my app/lib x.so")
-        );
-        assert_eq!(
-            parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0                          [stack]"),
-            None
-        );
-        assert_eq!(
-            parse_maps_line("7f00-7f01 r--p 00000000 fe:00 12 /tmp/gone (deleted)"),
-            None
-        );
+        assert_eq!((f.key.dev, f.path.to_str().unwrap()), (libc::makedev(0x103, 2), "/opt/my app/lib x.so"));
+        assert_eq!(parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0                          [stack]"), None);
+        assert_eq!(parse_maps_line("7f00-7f01 r--p 00000000 fe:00 12 /tmp/gone (deleted)"), None);
         assert_eq!(parse_maps_line("garbage"), None);
         assert_eq!(parse_maps_line(""), None);
     }
@@ -213,18 +163,10 @@ mod tests {
         assert!(descends_from(me, 1) || parent_of(me).is_some());
         let exe = std::env::current_exe().unwrap();
         let id = identity_of(&exe).unwrap();
-        assert!(mapped_files(me).iter().any(|f| f.key
-            == InodeKey {
-                dev: id.dev,
-                ino: id.ino
-            }));
+        assert!(mapped_files(me).iter().any(|f| f.key == InodeKey { dev: id.dev, ino: id.ino }));
         let file = std::fs::File::open(&exe).unwrap();
         assert!(open_files(me).iter().any(|(f, _)| f.key.ino == id.ino));
         drop(file);
-        assert_eq!(
-            identity_of(Path::new("/")),
-            None,
-            "directories are not regular files"
-        );
+        assert_eq!(identity_of(Path::new("/")), None, "directories are not regular files");
     }
 }

@@ -26,10 +26,7 @@ pub struct PathResolver {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolution {
     /// A path that, stat'ed now, is still this inode, with its current identity.
-    Resolved {
-        path: PathBuf,
-        identity: FileIdentity,
-    },
+    Resolved { path: PathBuf, identity: FileIdentity },
     /// No source ever named this inode.
     Unknown,
     /// Paths were known but none of them is this inode (any more), or it is not a regular file.
@@ -82,19 +79,12 @@ impl PathResolver {
     /// True when `stat_dev` (from stat of a path) stands for the inode on `key_dev`: the same
     /// device, or an overlay whose layer it is.
     fn same_device(&self, stat_dev: u64, key_dev: u64) -> bool {
-        stat_dev == key_dev
-            || self
-                .layers
-                .get(&stat_dev)
-                .is_some_and(|l| l.contains(&key_dev))
+        stat_dev == key_dev || self.layers.get(&stat_dev).is_some_and(|l| l.contains(&key_dev))
     }
 
     /// The newest path known for `key`, unverified.
     pub fn path_of(&self, key: InodeKey) -> Option<&Path> {
-        self.paths
-            .get(&key)
-            .and_then(|l| l.first())
-            .map(PathBuf::as_path)
+        self.paths.get(&key).and_then(|l| l.first()).map(PathBuf::as_path)
     }
 
     /// True when some path is known for `key`.
@@ -119,23 +109,14 @@ impl PathResolver {
 
     /// Resolves `key`, re-verifying each known path with `stat` (which must return `None` for
     /// anything but a regular file): the first path whose device and inode still match wins.
-    pub fn resolve(
-        &self,
-        key: InodeKey,
-        mut stat: impl FnMut(&Path) -> Option<FileIdentity>,
-    ) -> Resolution {
-        let Some(list) = self.paths.get(&key) else {
-            return Resolution::Unknown;
-        };
+    pub fn resolve(&self, key: InodeKey, mut stat: impl FnMut(&Path) -> Option<FileIdentity>) -> Resolution {
+        let Some(list) = self.paths.get(&key) else { return Resolution::Unknown };
         for path in list {
             if let Some(identity) = stat(path)
                 && identity.ino == key.ino
                 && self.same_device(identity.dev, key.dev)
             {
-                return Resolution::Resolved {
-                    path: path.clone(),
-                    identity,
-                };
+                return Resolution::Resolved { path: path.clone(), identity };
             }
         }
         Resolution::Moved
@@ -154,10 +135,7 @@ pub fn clamp_to_size(ranges: &[UsedRange], file_pages: u64) -> Vec<UsedRange> {
         .iter()
         .filter_map(|r| {
             let end = r.range.end().min(file_pages);
-            (end > r.range.start).then(|| UsedRange {
-                range: PageRange::from_bounds(r.range.start, end),
-                first_use_us: r.first_use_us,
-            })
+            (end > r.range.start).then(|| UsedRange { range: PageRange::from_bounds(r.range.start, end), first_use_us: r.first_use_us })
         })
         .collect()
 }
@@ -183,11 +161,7 @@ pub fn assemble_files(
             Resolution::Resolved { path, identity } => {
                 let ranges = clamp_to_size(&ranges, pages_in(identity.size, page_size));
                 if !ranges.is_empty() {
-                    files.push(FileProfile {
-                        path,
-                        identity,
-                        ranges,
-                    });
+                    files.push(FileProfile { path, identity, ranges });
                 }
             }
             Resolution::Unknown | Resolution::Moved => {
@@ -198,11 +172,7 @@ pub fn assemble_files(
             }
         }
     }
-    Assembly {
-        files,
-        unresolved,
-        unresolved_inodes,
-    }
+    Assembly { files, unresolved, unresolved_inodes }
 }
 
 /// What [`assemble_files`] produced.
@@ -220,48 +190,25 @@ pub struct Assembly {
 mod tests {
     use super::*;
 
-    const K1: InodeKey = InodeKey {
-        dev: 65024,
-        ino: 11,
-    };
-    const K2: InodeKey = InodeKey {
-        dev: 65024,
-        ino: 22,
-    };
-    const META: InodeKey = InodeKey {
-        dev: 3,
-        ino: 0xfe00000,
-    };
+    const K1: InodeKey = InodeKey { dev: 65024, ino: 11 };
+    const K2: InodeKey = InodeKey { dev: 65024, ino: 22 };
+    const META: InodeKey = InodeKey { dev: 3, ino: 0xfe00000 };
 
     fn id(key: InodeKey, size: u64) -> FileIdentity {
-        FileIdentity {
-            dev: key.dev,
-            ino: key.ino,
-            size,
-            mtime_ns: 5,
-        }
+        FileIdentity { dev: key.dev, ino: key.ino, size, mtime_ns: 5 }
     }
 
     fn fake_fs(path: &Path) -> Option<FileIdentity> {
         match path.to_str()? {
             "/a" => Some(id(K1, 10 * 4096)),
             "/b-new" => Some(id(K2, 4097)),
-            "/b-old" => Some(id(
-                InodeKey {
-                    dev: 65024,
-                    ino: 999,
-                },
-                1,
-            )), // replaced since
+            "/b-old" => Some(id(InodeKey { dev: 65024, ino: 999 }, 1)), // replaced since
             _ => None,
         }
     }
 
     fn used(start: u64, len: u64, at: u64) -> UsedRange {
-        UsedRange {
-            range: PageRange::new(start, len),
-            first_use_us: at,
-        }
+        UsedRange { range: PageRange::new(start, len), first_use_us: at }
     }
 
     #[test]
@@ -270,13 +217,7 @@ mod tests {
         r.learn(K2, "/b-new");
         r.learn(K2, "/b-old");
         assert_eq!(r.path_of(K2), Some(Path::new("/b-old")));
-        assert_eq!(
-            r.resolve(K2, fake_fs),
-            Resolution::Resolved {
-                path: "/b-new".into(),
-                identity: id(K2, 4097)
-            }
-        );
+        assert_eq!(r.resolve(K2, fake_fs), Resolution::Resolved { path: "/b-new".into(), identity: id(K2, 4097) });
         r.learn(K1, "relative/ignored");
         assert_eq!(r.resolve(K1, fake_fs), Resolution::Unknown);
         r.learn(K1, "/nowhere");
@@ -289,30 +230,13 @@ mod tests {
     fn overlay_paths_verify_layer_inodes() {
         const OVL_DEV: u64 = 39;
         let layer_key = InodeKey { dev: 65024, ino: 5 };
-        let through_overlay = |p: &Path| {
-            (p == Path::new("/ovl/f")).then_some(FileIdentity {
-                dev: OVL_DEV,
-                ino: 5,
-                size: 1,
-                mtime_ns: 0,
-            })
-        };
+        let through_overlay = |p: &Path| (p == Path::new("/ovl/f")).then_some(FileIdentity { dev: OVL_DEV, ino: 5, size: 1, mtime_ns: 0 });
         let mut r = PathResolver::new();
         r.learn(layer_key, "/ovl/f");
-        assert_eq!(
-            r.resolve(layer_key, through_overlay),
-            Resolution::Moved,
-            "unknown overlay: device differs"
-        );
+        assert_eq!(r.resolve(layer_key, through_overlay), Resolution::Moved, "unknown overlay: device differs");
         r.learn_layers(OVL_DEV, &[65024]);
-        assert!(matches!(
-            r.resolve(layer_key, through_overlay),
-            Resolution::Resolved { .. }
-        ));
-        assert_eq!(
-            r.resolve(InodeKey { dev: 65024, ino: 6 }, through_overlay),
-            Resolution::Unknown
-        );
+        assert!(matches!(r.resolve(layer_key, through_overlay), Resolution::Resolved { .. }));
+        assert_eq!(r.resolve(InodeKey { dev: 65024, ino: 6 }, through_overlay), Resolution::Unknown);
     }
 
     #[test]
@@ -332,61 +256,25 @@ mod tests {
         r.learn(K1, "/a");
         r.learn(K2, "/b-new");
         let ws = vec![
-            (K2, vec![used(0, 32, 1)]),    // 4097 bytes: 2 pages
-            (META, vec![used(100, 3, 2)]), // block-device metadata: never resolvable
+            (K2, vec![used(0, 32, 1)]),               // 4097 bytes: 2 pages
+            (META, vec![used(100, 3, 2)]),            // block-device metadata: never resolvable
             (K1, vec![used(8, 4, 3), used(0, 2, 4), used(20, 1, 5)]),
-            (
-                InodeKey {
-                    dev: 65024,
-                    ino: 77,
-                },
-                vec![used(0, 1, 6)],
-            ),
+            (InodeKey { dev: 65024, ino: 77 }, vec![used(0, 1, 6)]),
         ];
-        let Assembly {
-            files,
-            unresolved,
-            unresolved_inodes,
-        } = assemble_files(ws, &r, 4096, fake_fs);
-        assert_eq!(
-            unresolved_inodes,
-            vec![
-                (META, 3),
-                (
-                    InodeKey {
-                        dev: 65024,
-                        ino: 77
-                    },
-                    1
-                )
-            ]
-        );
-        assert_eq!(
-            files
-                .iter()
-                .map(|f| f.path.to_str().unwrap())
-                .collect::<Vec<_>>(),
-            vec!["/b-new", "/a"]
-        );
+        let Assembly { files, unresolved, unresolved_inodes } = assemble_files(ws, &r, 4096, fake_fs);
+        assert_eq!(unresolved_inodes, vec![(META, 3), (InodeKey { dev: 65024, ino: 77 }, 1)]);
+        assert_eq!(files.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), vec!["/b-new", "/a"]);
         assert_eq!(files[0].ranges, vec![used(0, 2, 1)]);
         assert_eq!(files[1].ranges, vec![used(8, 2, 3), used(0, 2, 4)]);
         assert_eq!(files[1].identity, id(K1, 40960));
-        assert_eq!(
-            unresolved,
-            Unresolved {
-                inodes: 2,
-                pages: 4
-            }
-        );
+        assert_eq!(unresolved, Unresolved { inodes: 2, pages: 4 });
     }
 
     #[test]
     fn empty_files_are_dropped() {
         let mut r = PathResolver::new();
         r.learn(K1, "/a");
-        let Assembly {
-            files, unresolved, ..
-        } = assemble_files(vec![(K1, vec![used(10, 5, 0)])], &r, 4096, fake_fs);
+        let Assembly { files, unresolved, .. } = assemble_files(vec![(K1, vec![used(10, 5, 0)])], &r, 4096, fake_fs);
         assert!(files.is_empty());
         assert_eq!(unresolved, Unresolved::default());
         assert_eq!(pages_in(0, 4096), 0);

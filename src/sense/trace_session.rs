@@ -15,20 +15,18 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rustix::event::{PollFd, PollFlags, poll};
-use rustix::time::{ClockId, Timespec, clock_gettime};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::time::{clock_gettime, ClockId, Timespec};
 
 use crate::error::{Error, Result};
-use crate::model::profile::{
-    FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder,
-};
+use crate::model::profile::{FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use crate::model::range::PageRange;
 
-use super::event::{EventKind, TRACE_PAGE_SHIFT, TraceEvent};
+use super::event::{EventKind, TraceEvent, TRACE_PAGE_SHIFT};
 use super::fanotify::{OpenWatcher, OpenedFile};
 use super::lookups::LookupSource;
 use super::procfs;
-use super::resolve::{PathResolver, assemble_files, pages_in};
+use super::resolve::{assemble_files, pages_in, PathResolver};
 use super::tracefs::InstanceOptions;
 use super::watch::{ModeChoice, PageWatch, WatchScope};
 
@@ -102,10 +100,8 @@ const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 impl SignalPipe {
     fn install() -> Result<Self> {
-        let (read, write) = rustix::pipe::pipe_with(
-            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
-        )
-        .map_err(|e| Error::io("creating the signal pipe", e.into()))?;
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK)
+            .map_err(|e| Error::io("creating the signal pipe", e.into()))?;
         SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&write), Ordering::Relaxed);
         let mut old = Vec::new();
         for sig in HANDLED {
@@ -121,11 +117,7 @@ impl SignalPipe {
                 }
             }
         }
-        Ok(SignalPipe {
-            read,
-            _write: write,
-            old,
-        })
+        Ok(SignalPipe { read, _write: write, old })
     }
 
     /// The signals received since the last call.
@@ -156,16 +148,11 @@ impl Drop for SignalPipe {
 
 fn monotonic_us() -> u64 {
     let t = clock_gettime(ClockId::Monotonic);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000)
-        .saturating_add(t.tv_nsec as u64 / 1000)
+    (t.tv_sec as u64).saturating_mul(1_000_000).saturating_add(t.tv_nsec as u64 / 1000)
 }
 
 fn command_text(command: &[OsString]) -> Vec<String> {
-    command
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect()
+    command.iter().map(|a| a.to_string_lossy().into_owned()).collect()
 }
 
 // ---- the run ---------------------------------------------------------------------------------
@@ -208,10 +195,7 @@ impl Collector {
     fn on_trace_event(&mut self, e: TraceEvent) {
         let at = self.relative(e.ts_us);
         match e.kind {
-            EventKind::Page(_)
-                if self
-                    .wrapper_pid
-                    .is_some_and(|w| e.tgid.unwrap_or(e.pid) == w) => {}
+            EventKind::Page(_) if self.wrapper_pid.is_some_and(|w| e.tgid.unwrap_or(e.pid) == w) => {}
             EventKind::Page(p) => {
                 self.page_events += 1;
                 // With access events, an insertion the program never accessed is the kernel's
@@ -224,13 +208,7 @@ impl Collector {
             EventKind::Exec { filename, pid, .. } => {
                 self.traced.insert(pid);
                 if let Some(id) = procfs::identity_of(Path::new(&filename)) {
-                    self.resolver.learn(
-                        InodeKey {
-                            dev: id.dev,
-                            ino: id.ino,
-                        },
-                        filename,
-                    );
+                    self.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, filename);
                 }
                 self.learn_from_proc(pid);
             }
@@ -254,17 +232,11 @@ impl Collector {
             return true;
         }
         let child = self.child_pid;
-        *self
-            .ancestry
-            .entry(pid)
-            .or_insert_with(|| procfs::descends_from(pid, child))
+        *self.ancestry.entry(pid).or_insert_with(|| procfs::descends_from(pid, child))
     }
 
     fn on_open(&mut self, f: OpenedFile, now_us: u64) {
-        if self.mode == TraceMode::FileOnly
-            && self.is_ours(f.pid)
-            && !self.opened.iter().any(|(k, _)| *k == f.key)
-        {
+        if self.mode == TraceMode::FileOnly && self.is_ours(f.pid) && !self.opened.iter().any(|(k, _)| *k == f.key) {
             self.opened.push((f.key, now_us));
         }
         self.resolver.learn_open(&f);
@@ -278,35 +250,22 @@ impl Collector {
 /// covers what was seen.
 pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let Some(program) = req.command.first() else {
-        return Err(Error::Usage(
-            "no command to trace (usage: augur trace [OPTIONS] -- CMD [ARGS...])".into(),
-        ));
+        return Err(Error::Usage("no command to trace (usage: augur trace [OPTIONS] -- CMD [ARGS...])".into()));
     };
     let command_name = program.to_string_lossy().into_owned();
     let own_pid = std::process::id();
     // Handlers first: a Ctrl-C during set-up must still lead to the instance's removal.
     let signals = SignalPipe::install()?;
-    let choice = ModeChoice {
-        requested: req.mode,
-        degrade_to_file_only: false,
-    };
+    let choice = ModeChoice { requested: req.mode, degrade_to_file_only: false };
     // Own pid in the filter with event-fork: the kernel adds the child at fork, before it execs.
     // augur's own events are dropped by PageWatch::read.
-    let mut watch = PageWatch::open(
-        "trace",
-        &WatchScope::Descendants(vec![own_pid]),
-        choice,
-        &InstanceOptions::default(),
-    )?;
+    let mut watch = PageWatch::open("trace", &WatchScope::Descendants(vec![own_pid]), choice, &InstanceOptions::default())?;
     let mode = watch.mode();
     let mut opens = OpenWatcher::new(true)?;
     let mut resolver = PathResolver::new();
     resolver.learn_overlays(&opens);
     if let Some(sig) = signals.take().first() {
-        return Err(Error::Command {
-            command: command_name,
-            detail: format!("not started: interrupted by signal {sig} while setting up"),
-        });
+        return Err(Error::Command { command: command_name, detail: format!("not started: interrupted by signal {sig} while setting up") });
     }
 
     watch.start()?;
@@ -315,23 +274,13 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let start_us = monotonic_us();
     let lookup_source = LookupSource::choose(req.lookups, program);
     let argv = lookup_source.command_line(&req.command);
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .spawn()
-        .map_err(|e| Error::Command {
-            command: command_name.clone(),
-            detail: if e.kind() == std::io::ErrorKind::NotFound {
-                "command not found".into()
-            } else {
-                format!("cannot start: {e}")
-            },
-        })?;
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(|e| Error::Command {
+        command: command_name.clone(),
+        detail: if e.kind() == std::io::ErrorKind::NotFound { "command not found".into() } else { format!("cannot start: {e}") },
+    })?;
     let child_pid = child.id();
-    let pidfd = rustix::process::pidfd_open(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::PidfdFlags::empty(),
-    )
-    .map_err(|e| Error::io("pidfd_open on the traced command", e.into()))?;
+    let pidfd = rustix::process::pidfd_open(rustix::process::Pid::from_child(&child), rustix::process::PidfdFlags::empty())
+        .map_err(|e| Error::io("pidfd_open on the traced command", e.into()))?;
 
     let mut c = Collector {
         mode,
@@ -358,10 +307,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         }
         // Bounded wait even with nothing to do: a cheap guard against a missed wakeup.
         let wait = (deadline - now).min(Duration::from_millis(250));
-        let timeout = Timespec {
-            tv_sec: wait.as_secs() as i64,
-            tv_nsec: i64::from(wait.subsec_nanos()),
-        };
+        let timeout = Timespec { tv_sec: wait.as_secs() as i64, tv_nsec: i64::from(wait.subsec_nanos()) };
         let ready = {
             let trace_fd = watch.fd()?;
             let mut fds = vec![
@@ -376,9 +322,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(Error::io("polling trace events", e.into())),
             }
-            fds.iter()
-                .map(|f| !f.revents().is_empty())
-                .collect::<Vec<_>>()
+            fds.iter().map(|f| !f.revents().is_empty()).collect::<Vec<_>>()
         };
         let now_us = monotonic_us().saturating_sub(start_us);
         opens.read_available(|f| c.on_open(f, now_us))?;
@@ -403,11 +347,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             }
         }
         if ready[0] {
-            status = Some(
-                child
-                    .wait()
-                    .map_err(|e| Error::io("waiting for the traced command", e))?,
-            );
+            status = Some(child.wait().map_err(|e| Error::io("waiting for the traced command", e))?);
             break;
         }
     }
@@ -429,12 +369,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     }
 
     // Last chance for inodes no open event named: the maps of traced processes still alive.
-    let alive: Vec<u32> = c
-        .traced
-        .iter()
-        .copied()
-        .filter(|p| procfs::is_alive(*p))
-        .collect();
+    let alive: Vec<u32> = c.traced.iter().copied().filter(|p| procfs::is_alive(*p)).collect();
     for pid in alive {
         c.learn_from_proc(pid);
     }
@@ -448,12 +383,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         TraceMode::FileOnly => whole_files(&c),
         _ => {
             let working_set = std::mem::take(&mut c.builder).finish();
-            let assembly = assemble_files(
-                working_set,
-                &c.resolver,
-                PROFILE_PAGE_SIZE,
-                procfs::identity_of,
-            );
+            let assembly = assemble_files(working_set, &c.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
             for (key, pages) in &assembly.unresolved_inodes {
                 tracing::debug!(
                     "unresolved: dev {}:{} ino {} ({pages} pages)",
@@ -477,19 +407,13 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let lookups_skipped = log_stats.unresolved + lookups.dropped;
     let lookup_note = match &lookup_source {
         LookupSource::Strace { .. } if status.is_none() => {
-            format!(
-                "{} (the command was still running: lookups so far)",
-                lookup_source.describe()
-            )
+            format!("{} (the command was still running: lookups so far)", lookup_source.describe())
         }
         _ => lookup_source.describe(),
     };
     let profile = LaunchProfile {
         command: command_text(&req.command),
-        recorded_at: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        recorded_at: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
         page_size: PROFILE_PAGE_SIZE,
         mode,
         window_ms,
@@ -521,14 +445,7 @@ fn whole_files(c: &Collector) -> (Vec<FileProfile>, crate::model::profile::Unres
             super::resolve::Resolution::Resolved { path, identity } => {
                 let pages = pages_in(identity.size, PROFILE_PAGE_SIZE);
                 if pages > 0 {
-                    files.push(FileProfile {
-                        path,
-                        identity,
-                        ranges: vec![UsedRange {
-                            range: PageRange::new(0, pages),
-                            first_use_us: *at,
-                        }],
-                    });
+                    files.push(FileProfile { path, identity, ranges: vec![UsedRange { range: PageRange::new(0, pages), first_use_us: *at }] });
                 }
             }
             _ => unresolved.inodes += 1,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::error::{Error, IoContext, Result};
 
-use super::event::{LineStats, TraceLine, parse_line};
+use super::event::{parse_line, LineStats, TraceLine};
 
 /// Prefix of every instance augur creates.
 pub const INSTANCE_PREFIX: &str = "augur-";
@@ -40,20 +40,8 @@ fn mount_fs(fstype: &str, target: &str) -> io::Result<()> {
     let target = CString::new(target).map_err(io::Error::other)?;
     // SAFETY: every pointer is a valid NUL-terminated string that outlives the call; `data` is
     // null, which mount(2) accepts.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    let rc = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 impl Tracefs {
@@ -62,21 +50,13 @@ impl Tracefs {
     pub fn locate() -> Result<Self> {
         let primary = Path::new(PRIMARY_ROOT);
         if is_tracefs(primary) {
-            return Ok(Tracefs {
-                root: primary.to_path_buf(),
-            });
+            return Ok(Tracefs { root: primary.to_path_buf() });
         }
         let mut tried = Vec::new();
         if primary.is_dir() {
             match mount_fs("tracefs", PRIMARY_ROOT) {
-                Ok(()) if is_tracefs(primary) => {
-                    return Ok(Tracefs {
-                        root: primary.to_path_buf(),
-                    });
-                }
-                Ok(()) => tried.push(format!(
-                    "mounted tracefs on {PRIMARY_ROOT} but it has no instances"
-                )),
+                Ok(()) if is_tracefs(primary) => return Ok(Tracefs { root: primary.to_path_buf() }),
+                Ok(()) => tried.push(format!("mounted tracefs on {PRIMARY_ROOT} but it has no instances")),
                 Err(e) => tried.push(format!("mount -t tracefs on {PRIMARY_ROOT}: {e}")),
             }
         } else {
@@ -87,15 +67,10 @@ impl Tracefs {
             let _ = mount_fs("debugfs", "/sys/kernel/debug");
         }
         if is_tracefs(debug) {
-            return Ok(Tracefs {
-                root: debug.to_path_buf(),
-            });
+            return Ok(Tracefs { root: debug.to_path_buf() });
         }
         tried.push(format!("{DEBUGFS_ROOT} is not available"));
-        Err(Error::Kernel {
-            feature: "tracefs".into(),
-            detail: tried.join("; "),
-        })
+        Err(Error::Kernel { feature: "tracefs".into(), detail: tried.join("; ") })
     }
 
     /// A tracefs mounted at `root` (tests use this to point at a copy or a fake).
@@ -115,9 +90,7 @@ impl Tracefs {
 
     /// Names of augur's instances currently present.
     pub fn augur_instances(&self) -> Vec<String> {
-        let Ok(dir) = fs::read_dir(self.root.join("instances")) else {
-            return Vec::new();
-        };
+        let Ok(dir) = fs::read_dir(self.root.join("instances")) else { return Vec::new() };
         let mut out: Vec<String> = dir
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
@@ -132,9 +105,7 @@ impl Tracefs {
     pub fn remove_stale_instances(&self) -> usize {
         let mut removed = 0;
         for name in self.augur_instances() {
-            let Some(pid) = instance_owner(&name) else {
-                continue;
-            };
+            let Some(pid) = instance_owner(&name) else { continue };
             if Path::new("/proc").join(pid.to_string()).exists() {
                 continue;
             }
@@ -176,6 +147,7 @@ fn write_file(path: &Path, value: &str) -> io::Result<()> {
     f.write_all(value.as_bytes())
 }
 
+
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// How to set up an instance.
@@ -195,12 +167,7 @@ pub struct InstanceOptions {
 
 impl Default for InstanceOptions {
     fn default() -> Self {
-        InstanceOptions {
-            buffer_kb_per_cpu: Some(16 * 1024),
-            mono_clock: true,
-            record_tgid: true,
-            wake_percent: 0,
-        }
+        InstanceOptions { buffer_kb_per_cpu: Some(16 * 1024), mono_clock: true, record_tgid: true, wake_percent: 0 }
     }
 }
 
@@ -221,36 +188,21 @@ impl TraceInstance {
     pub fn create(tracefs: &Tracefs, purpose: &str, options: &InstanceOptions) -> Result<Self> {
         let pid = std::process::id();
         let instances = tracefs.root.join("instances");
-        let purpose: String = purpose
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
+        let purpose: String = purpose.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let (name, dir) = loop {
             let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
-            let name = if seq == 0 {
-                format!("{INSTANCE_PREFIX}{purpose}-{pid}")
-            } else {
-                format!("{INSTANCE_PREFIX}{purpose}.{seq}-{pid}")
-            };
+            let name = if seq == 0 { format!("{INSTANCE_PREFIX}{purpose}-{pid}") } else { format!("{INSTANCE_PREFIX}{purpose}.{seq}-{pid}") };
             let dir = instances.join(&name);
             match fs::create_dir(&dir) {
                 Ok(()) => break (name, dir),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                    return Err(Error::NotRoot {
-                        action: "creating a tracefs instance".into(),
-                    });
+                    return Err(Error::NotRoot { action: "creating a tracefs instance".into() });
                 }
                 Err(e) => return Err(Error::io_at(&dir, "creating tracefs instance", e)),
             }
         };
-        let mut inst = TraceInstance {
-            name,
-            dir,
-            pipe: None,
-            removed: false,
-            mono_clock: false,
-        };
+        let mut inst = TraceInstance { name, dir, pipe: None, removed: false, mono_clock: false };
         inst.configure(options)?;
         Ok(inst)
     }
@@ -262,10 +214,7 @@ impl TraceInstance {
         }
         if options.mono_clock {
             let clocks = fs::read_to_string(self.dir.join("trace_clock")).unwrap_or_default();
-            if clocks
-                .split_whitespace()
-                .any(|c| c.trim_matches(['[', ']']) == "mono")
-            {
+            if clocks.split_whitespace().any(|c| c.trim_matches(['[', ']']) == "mono") {
                 self.write("trace_clock", "mono")?;
                 self.mono_clock = true;
             }
@@ -307,10 +256,7 @@ impl TraceInstance {
     pub fn enable_event(&self, event: &str) -> Result<()> {
         let path = self.dir.join("events").join(event).join("enable");
         write_file(&path, "1").map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => Error::Kernel {
-                feature: format!("tracepoint {event}"),
-                detail: "not in this kernel's tracefs".into(),
-            },
+            io::ErrorKind::NotFound => Error::Kernel { feature: format!("tracepoint {event}"), detail: "not in this kernel's tracefs".into() },
             _ => Error::io(format!("enabling {event} in {}", self.dir.display()), e),
         })
     }
@@ -322,6 +268,7 @@ impl TraceInstance {
         let list: Vec<String> = pids.iter().map(u32::to_string).collect();
         self.write("set_event_pid", &list.join(" "))
     }
+
 
     /// The path of the pid filter file, for a child that adds itself before `exec`.
     pub fn pid_filter_path(&self) -> PathBuf {
@@ -371,8 +318,7 @@ impl TraceInstance {
             return Ok(());
         }
         self.pipe = None;
-        remove_instance_dir(&self.dir)
-            .map_err(|e| Error::io_at(&self.dir, "removing tracefs instance", e))?;
+        remove_instance_dir(&self.dir).map_err(|e| Error::io_at(&self.dir, "removing tracefs instance", e))?;
         self.removed = true;
         Ok(())
     }
@@ -407,21 +353,12 @@ pub struct TracePipe {
 
 impl TracePipe {
     fn new(file: File) -> Self {
-        TracePipe {
-            file,
-            buf: vec![0; 256 * 1024],
-            filled: 0,
-            stats: LineStats::default(),
-        }
+        TracePipe { file, buf: vec![0; 256 * 1024], filled: 0, stats: LineStats::default() }
     }
 
     /// Reads what is available without blocking and calls `sink` for each complete line, up to
     /// about `max_lines` lines (so an event loop stays responsive).
-    pub fn read_available(
-        &mut self,
-        max_lines: usize,
-        mut sink: impl FnMut(TraceLine),
-    ) -> Result<PipeState> {
+    pub fn read_available(&mut self, max_lines: usize, mut sink: impl FnMut(TraceLine)) -> Result<PipeState> {
         let mut lines = 0;
         loop {
             if self.filled == self.buf.len() {
@@ -438,10 +375,7 @@ impl TracePipe {
             };
             self.filled += n;
             let mut start = 0;
-            while let Some(nl) = self.buf[start..self.filled]
-                .iter()
-                .position(|&b| b == b'\n')
-            {
+            while let Some(nl) = self.buf[start..self.filled].iter().position(|&b| b == b'\n') {
                 let raw = &self.buf[start..start + nl];
                 let line = match std::str::from_utf8(raw) {
                     Ok(text) => parse_line(text),

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
-use super::mode::{KernelEvents, forced_mode_from_env, mode_name, select_mode};
+use super::mode::{forced_mode_from_env, mode_name, select_mode, KernelEvents};
 use super::pid_filter::{FilterFiles, PidFilterWriter};
 use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 
@@ -57,24 +57,13 @@ pub struct PageWatch {
 impl PageWatch {
     /// Chooses the mode, removes stale augur instances, creates `augur-<purpose>-<pid>`, enables
     /// the mode's events for `scope`. Recording starts with [`PageWatch::start`].
-    pub fn open(
-        purpose: &str,
-        scope: &WatchScope,
-        choice: ModeChoice,
-        options: &InstanceOptions,
-    ) -> Result<Self> {
+    pub fn open(purpose: &str, scope: &WatchScope, choice: ModeChoice, options: &InstanceOptions) -> Result<Self> {
         let requested = match choice.requested {
             Some(m) => Some(m),
             None => forced_mode_from_env()?,
         };
         let own_pid = std::process::id();
-        let file_only = |own_pid| PageWatch {
-            filter: None,
-            instance: None,
-            mode: TraceMode::FileOnly,
-            events: Vec::new(),
-            own_pid,
-        };
+        let file_only = |own_pid| PageWatch { filter: None, instance: None, mode: TraceMode::FileOnly, events: Vec::new(), own_pid };
         if requested == Some(TraceMode::FileOnly) {
             return Ok(file_only(own_pid));
         }
@@ -91,10 +80,7 @@ impl PageWatch {
             }
             return Err(crate::Error::Kernel {
                 feature: "the filemap tracepoints".into(),
-                detail: format!(
-                    "{} has no filemap/mm_filemap_add_to_page_cache",
-                    tracefs.events_dir().display()
-                ),
+                detail: format!("{} has no filemap/mm_filemap_add_to_page_cache", tracefs.events_dir().display()),
             });
         }
         let mode = select_mode(available, requested)?;
@@ -112,26 +98,12 @@ impl PageWatch {
             }
             WatchScope::Followed => {
                 instance.set_pid_filter(&[NOBODY], true)?;
-                let files = FilterFiles {
-                    follow: instance.pid_filter_path(),
-                    notrace: instance.notrace_filter_path(),
-                };
+                let files = FilterFiles { follow: instance.pid_filter_path(), notrace: instance.notrace_filter_path() };
                 Some(PidFilterWriter::start(files)?)
             }
         };
-        tracing::debug!(
-            "tracefs instance {} in {} mode: {}",
-            instance.name(),
-            mode_name(mode),
-            events.join(", ")
-        );
-        Ok(PageWatch {
-            filter,
-            instance: Some(instance),
-            mode,
-            events,
-            own_pid,
-        })
+        tracing::debug!("tracefs instance {} in {} mode: {}", instance.name(), mode_name(mode), events.join(", "));
+        Ok(PageWatch { filter, instance: Some(instance), mode, events, own_pid })
     }
 
     /// The mode in use.
@@ -151,9 +123,7 @@ impl PageWatch {
 
     /// True when event timestamps are `CLOCK_MONOTONIC` microseconds.
     pub fn uses_mono_clock(&self) -> bool {
-        self.instance
-            .as_ref()
-            .is_some_and(TraceInstance::uses_mono_clock)
+        self.instance.as_ref().is_some_and(TraceInstance::uses_mono_clock)
     }
 
     /// Records `pids` and the tasks they fork from now on ([`WatchScope::Followed`]). Returns at
@@ -211,15 +181,9 @@ impl PageWatch {
 
     /// Reads up to about `max_lines` lines without blocking and hands each event of another
     /// process than augur itself to `sink`. Lost-event notices are counted in [`Self::stats`].
-    pub fn read(
-        &mut self,
-        max_lines: usize,
-        mut sink: impl FnMut(TraceEvent),
-    ) -> Result<PipeState> {
+    pub fn read(&mut self, max_lines: usize, mut sink: impl FnMut(TraceEvent)) -> Result<PipeState> {
         let own = self.own_pid;
-        let Some(instance) = &mut self.instance else {
-            return Ok(PipeState::Drained);
-        };
+        let Some(instance) = &mut self.instance else { return Ok(PipeState::Drained) };
         instance.pipe()?.read_available(max_lines, |line| {
             if let TraceLine::Event(e) = line
                 && e.pid != own
@@ -238,10 +202,7 @@ impl PageWatch {
 
     /// Counts of events, lost events and garbage lines so far.
     pub fn stats(&self) -> LineStats {
-        self.instance
-            .as_ref()
-            .and_then(TraceInstance::pipe_stats)
-            .unwrap_or_default()
+        self.instance.as_ref().and_then(TraceInstance::pipe_stats).unwrap_or_default()
     }
 
     /// Removes the instance now (also done on drop).

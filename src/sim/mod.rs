@@ -9,7 +9,5 @@ pub mod replay;
 pub mod scenario;
 pub mod seeded;
 
-pub use replay::{
-    SimConfig, SimPredictor, SimReport, SimResult, default_budget, predictors_named, simulate,
-};
+pub use replay::{SimConfig, SimPredictor, SimReport, SimResult, default_budget, predictors_named, simulate};
 pub use scenario::{Scenario, generate};

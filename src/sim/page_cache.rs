@@ -98,11 +98,7 @@ impl PageCache {
         }
         let stamp = self.tick();
         let bytes = self.bytes(b);
-        self.resident[b as usize] = Some(Resident {
-            stamp,
-            pins: 0,
-            unused_prefetch: true,
-        });
+        self.resident[b as usize] = Some(Resident { stamp, pins: 0, unused_prefetch: true });
         self.lru.insert(stamp, b);
         self.unpinned_bytes += bytes;
         self.counters.prefetched_bytes += bytes;
@@ -113,9 +109,7 @@ impl PageCache {
     /// A launch uses the block: reads it if missing, and pins it while the application runs.
     pub fn pin(&mut self, b: BlockId) {
         let bytes = self.bytes(b);
-        let Some(slot) = self.resident.get_mut(b as usize) else {
-            return;
-        };
+        let Some(slot) = self.resident.get_mut(b as usize) else { return };
         match slot {
             Some(r) => {
                 if r.unused_prefetch {
@@ -129,11 +123,7 @@ impl PageCache {
                 r.pins += 1;
             }
             None => {
-                *slot = Some(Resident {
-                    stamp: 0,
-                    pins: 1,
-                    unused_prefetch: false,
-                });
+                *slot = Some(Resident { stamp: 0, pins: 1, unused_prefetch: false });
             }
         }
     }
@@ -157,15 +147,9 @@ impl PageCache {
 
     fn evict_over_capacity(&mut self) {
         while self.unpinned_bytes > self.capacity {
-            let Some((_, victim)) = self.lru.pop_first() else {
-                break;
-            };
+            let Some((_, victim)) = self.lru.pop_first() else { break };
             let bytes = self.bytes(victim);
-            if let Some(r) = self
-                .resident
-                .get_mut(victim as usize)
-                .and_then(Option::take)
-            {
+            if let Some(r) = self.resident.get_mut(victim as usize).and_then(Option::take) {
                 if r.unused_prefetch {
                     self.counters.wasted_bytes += bytes;
                 }
@@ -196,13 +180,6 @@ mod tests {
         c.unpin(0); // back in the LRU, most recent: evicts 2 (unused)
         assert!(!c.is_resident(2));
         assert!(c.unpinned_bytes() <= 20);
-        assert_eq!(
-            c.counters(),
-            CacheCounters {
-                prefetched_bytes: 40,
-                wasted_bytes: 20,
-                used_prefetch_bytes: 10
-            }
-        );
+        assert_eq!(c.counters(), CacheCounters { prefetched_bytes: 40, wasted_bytes: 20, used_prefetch_bytes: 10 });
     }
 }

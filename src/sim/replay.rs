@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::page_cache::{BlockId, PageCache};
 use crate::model::predict::{
-    AppProbability, AugurConfig, AugurPredictor, LocalTime, NaivePredictor, Observation, Predictor,
-    PreloadConfig, PreloadPredictor, Transition,
+    AppProbability, AugurConfig, AugurPredictor, LocalTime, NaivePredictor, Observation, PreloadConfig, PreloadPredictor,
+    Predictor, Transition,
 };
 use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};
@@ -40,25 +40,15 @@ impl SimPredictor {
         match self {
             SimPredictor::None => None,
             SimPredictor::Naive => Some(Box::new(NaivePredictor::new())),
-            SimPredictor::Preload => {
-                Some(Box::new(PreloadPredictor::new(PreloadConfig::default())))
-            }
+            SimPredictor::Preload => Some(Box::new(PreloadPredictor::new(PreloadConfig::default()))),
             SimPredictor::Augur(c) => Some(Box::new(AugurPredictor::new(*c))),
         }
     }
 }
 
 /// Predictor names `simulate` accepts, besides `all` and `ablation`.
-pub const SIM_PREDICTORS: [&str; 8] = [
-    "none",
-    "naive",
-    "preload",
-    "augur",
-    "augur+fading",
-    "augur-no-sequence",
-    "augur-no-time-of-day",
-    "augur-no-session",
-];
+pub const SIM_PREDICTORS: [&str; 8] =
+    ["none", "naive", "preload", "augur", "augur+fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"];
 
 /// The predictors a `--predictor` value stands for, with their report names.
 pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
@@ -70,37 +60,19 @@ pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
             "preload" => SimPredictor::Preload,
             "augur" => SimPredictor::Augur(d),
             "augur+fading" => SimPredictor::Augur(AugurConfig { fading: true, ..d }),
-            "augur-no-sequence" => SimPredictor::Augur(AugurConfig {
-                sequence: false,
-                ..d
-            }),
-            "augur-no-time-of-day" => SimPredictor::Augur(AugurConfig {
-                time_of_day: false,
-                ..d
-            }),
-            "augur-no-session" => SimPredictor::Augur(AugurConfig {
-                session: false,
-                ..d
-            }),
+            "augur-no-sequence" => SimPredictor::Augur(AugurConfig { sequence: false, ..d }),
+            "augur-no-time-of-day" => SimPredictor::Augur(AugurConfig { time_of_day: false, ..d }),
+            "augur-no-session" => SimPredictor::Augur(AugurConfig { session: false, ..d }),
             _ => return None,
         };
         Some((n.to_string(), p))
     };
     match name {
-        "all" => ["none", "naive", "preload", "augur"]
+        "all" => ["none", "naive", "preload", "augur"].iter().map(|n| one(n)).collect(),
+        "ablation" => ["augur", "augur+fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"]
             .iter()
             .map(|n| one(n))
             .collect(),
-        "ablation" => [
-            "augur",
-            "augur+fading",
-            "augur-no-sequence",
-            "augur-no-time-of-day",
-            "augur-no-session",
-        ]
-        .iter()
-        .map(|n| one(n))
-        .collect(),
         n => one(n).map(|p| vec![p]),
     }
 }
@@ -120,12 +92,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig {
-            budget: None,
-            cycle_ms: 20_000,
-            fetch_rate: 64 << 20,
-            seek_cost_bytes: 128 * 1024,
-        }
+        SimConfig { budget: None, cycle_ms: 20_000, fetch_rate: 64 << 20, seek_cost_bytes: 128 * 1024 }
     }
 }
 
@@ -155,20 +122,12 @@ pub struct SimResult {
 impl SimResult {
     /// Hits / launches.
     pub fn hit_rate(&self) -> f64 {
-        if self.launches == 0 {
-            0.0
-        } else {
-            self.hits as f64 / self.launches as f64
-        }
+        if self.launches == 0 { 0.0 } else { self.hits as f64 / self.launches as f64 }
     }
 
     /// Resident / needed bytes.
     pub fn resident_share(&self) -> f64 {
-        if self.needed_bytes == 0 {
-            0.0
-        } else {
-            self.resident_bytes as f64 / self.needed_bytes as f64
-        }
+        if self.needed_bytes == 0 { 0.0 } else { self.resident_bytes as f64 / self.needed_bytes as f64 }
     }
 }
 
@@ -186,14 +145,8 @@ struct BlockTable {
 
 fn files_of(app: &str, ws: &WorkingSet, page_size: u64) -> Vec<(String, Vec<PageRange>)> {
     match ws {
-        WorkingSet::Bytes(b) => vec![(
-            format!("/augur-sim/{app}"),
-            vec![PageRange::new(0, b.div_ceil(page_size).max(1))],
-        )],
-        WorkingSet::Files(files) => files
-            .iter()
-            .map(|f| (f.path.clone(), f.page_ranges().collect()))
-            .collect(),
+        WorkingSet::Bytes(b) => vec![(format!("/augur-sim/{app}"), vec![PageRange::new(0, b.div_ceil(page_size).max(1))])],
+        WorkingSet::Files(files) => files.iter().map(|f| (f.path.clone(), f.page_ranges().collect())).collect(),
     }
 }
 
@@ -202,10 +155,7 @@ impl BlockTable {
         let page = trace.header.page_size;
         let mut union: BTreeMap<String, RangeSet> = BTreeMap::new();
         for e in &trace.events {
-            if let UsageEvent::App {
-                app, working_set, ..
-            } = e
-            {
+            if let UsageEvent::App { app, working_set, .. } = e {
                 for (file, ranges) in files_of(app, working_set, page) {
                     let set = union.entry(file).or_default();
                     for r in ranges {
@@ -218,19 +168,14 @@ impl BlockTable {
         let mut block_bytes = Vec::new();
         let mut block_id = |file: &str, k: u64, block_bytes: &mut Vec<u64>| -> BlockId {
             *ids.entry((file.to_string(), k)).or_insert_with(|| {
-                let pages = union.get(file).map_or(0, |s| {
-                    s.overlap_count(PageRange::new(k * BLOCK_PAGES, BLOCK_PAGES))
-                });
+                let pages = union.get(file).map_or(0, |s| s.overlap_count(PageRange::new(k * BLOCK_PAGES, BLOCK_PAGES)));
                 block_bytes.push(pages * page);
                 (block_bytes.len() - 1) as BlockId
             })
         };
         let mut declarations = HashMap::new();
         for (i, e) in trace.events.iter().enumerate() {
-            if let UsageEvent::App {
-                app, working_set, ..
-            } = e
-            {
+            if let UsageEvent::App { app, working_set, .. } = e {
                 let mut blocks = Vec::new();
                 let mut seen = BTreeSet::new();
                 let mut footprint: Vec<RangeUse> = Vec::new();
@@ -242,14 +187,8 @@ impl BlockTable {
                             }
                             blocks.push(block_id(&file, k, &mut block_bytes));
                             match footprint.last_mut() {
-                                Some(last) if last.file == file && last.range.end() == k => {
-                                    last.range.len += 1
-                                }
-                                _ => footprint.push(RangeUse {
-                                    file: file.clone(),
-                                    range: PageRange::new(k, 1),
-                                    use_share: 1.0,
-                                }),
+                                Some(last) if last.file == file && last.range.end() == k => last.range.len += 1,
+                                _ => footprint.push(RangeUse { file: file.clone(), range: PageRange::new(k, 1), use_share: 1.0 }),
                             }
                         }
                     }
@@ -266,24 +205,14 @@ impl BlockTable {
             }
             v[k as usize] = b;
         }
-        BlockTable {
-            block_bytes,
-            declarations,
-            total_bytes,
-            index,
-        }
+        BlockTable { block_bytes, declarations, total_bytes, index }
     }
 }
 
 /// The block ids behind a footprint range (in block units).
-fn blocks_of<'a>(
-    range: PageRange,
-    file: &str,
-    index: &'a HashMap<String, Vec<BlockId>>,
-) -> impl Iterator<Item = BlockId> + 'a {
+fn blocks_of<'a>(range: PageRange, file: &str, index: &'a HashMap<String, Vec<BlockId>>) -> impl Iterator<Item = BlockId> + 'a {
     let blocks: &'a [BlockId] = index.get(file).map_or(&[], Vec::as_slice);
-    (range.start..range.end())
-        .filter_map(move |k| blocks.get(k as usize).copied().filter(|&b| b != NO_BLOCK))
+    (range.start..range.end()).filter_map(move |k| blocks.get(k as usize).copied().filter(|&b| b != NO_BLOCK))
 }
 
 const NO_BLOCK: BlockId = BlockId::MAX;
@@ -299,21 +228,11 @@ pub fn default_budget(trace: &UsageTrace) -> u64 {
 }
 
 /// Replays `trace` with one predictor.
-pub fn simulate(
-    trace: &UsageTrace,
-    scenario: &str,
-    name: &str,
-    which: SimPredictor,
-    config: &SimConfig,
-) -> SimResult {
+pub fn simulate(trace: &UsageTrace, scenario: &str, name: &str, which: SimPredictor, config: &SimConfig) -> SimResult {
     let table = BlockTable::build(trace);
     let budget = config.budget.unwrap_or(table.total_bytes / 2);
     let block_unit = BLOCK_PAGES * trace.header.page_size;
-    let planner = PlannerConfig {
-        page_size: block_unit,
-        seek_cost_bytes: config.seek_cost_bytes,
-        min_probability: 0.0,
-    };
+    let planner = PlannerConfig { page_size: block_unit, seek_cost_bytes: config.seek_cost_bytes, min_probability: 0.0 };
     let mut cache = PageCache::new(budget, table.block_bytes.clone());
     let mut predictor = which.build();
     let mut current: BTreeMap<String, usize> = BTreeMap::new();
@@ -337,11 +256,7 @@ pub fn simulate(
         wasted_bytes: 0,
     };
 
-    let advance_fetch = |cache: &mut PageCache,
-                         queue: &mut VecDeque<BlockId>,
-                         credit: &mut f64,
-                         last: &mut u64,
-                         t: u64| {
+    let advance_fetch = |cache: &mut PageCache, queue: &mut VecDeque<BlockId>, credit: &mut f64, last: &mut u64, t: u64| {
         if config.fetch_rate > 0 {
             *credit += (t.saturating_sub(*last)) as f64 / 1000.0 * config.fetch_rate as f64;
             while let Some(&b) = queue.front() {
@@ -380,27 +295,15 @@ pub fn simulate(
                 UsageEvent::App { app, .. } => {
                     current.insert(app.clone(), i);
                 }
-                UsageEvent::Activity {
-                    app,
-                    instance,
-                    transition,
-                    ..
-                } => {
-                    let blocks: Vec<BlockId> = current
-                        .get(app)
-                        .and_then(|d| table.declarations.get(d))
-                        .map(|d| d.0.clone())
-                        .unwrap_or_default();
+                UsageEvent::Activity { app, instance, transition, .. } => {
+                    let blocks: Vec<BlockId> =
+                        current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.0.clone()).unwrap_or_default();
                     match transition {
                         Transition::Launch => {
                             result.launches += 1;
-                            let needed: u64 =
-                                blocks.iter().map(|&b| table.block_bytes[b as usize]).sum();
-                            let resident: u64 = blocks
-                                .iter()
-                                .filter(|&&b| cache.is_resident(b))
-                                .map(|&b| table.block_bytes[b as usize])
-                                .sum();
+                            let needed: u64 = blocks.iter().map(|&b| table.block_bytes[b as usize]).sum();
+                            let resident: u64 =
+                                blocks.iter().filter(|&&b| cache.is_resident(b)).map(|&b| table.block_bytes[b as usize]).sum();
                             result.needed_bytes += needed;
                             result.resident_bytes += resident;
                             if resident == needed {
@@ -419,21 +322,14 @@ pub fn simulate(
                         }
                     }
                     if let Some(p) = predictor.as_mut() {
-                        p.observe(&Observation {
-                            at: now,
-                            app,
-                            instance: *instance,
-                            transition: *transition,
-                        });
+                        p.observe(&Observation { at: now, app, instance: *instance, transition: *transition });
                     }
                     forced = true;
                 }
             }
             i += 1;
         }
-        let Some(p) = predictor.as_mut() else {
-            continue;
-        };
+        let Some(p) = predictor.as_mut() else { continue };
         let probs = p.predict(now);
         if !forced && last_probs.as_ref() == Some(&probs) {
             continue;
@@ -442,10 +338,7 @@ pub fn simulate(
             .iter()
             .filter_map(|app| {
                 let d = current.get(app)?;
-                Some(AppFootprint {
-                    app: app.clone(),
-                    ranges: table.declarations.get(d)?.1.clone(),
-                })
+                Some(AppFootprint { app: app.clone(), ranges: table.declarations.get(d)?.1.clone() })
             })
             .collect();
         let planned = plan(&probs, &footprints, MemoryBudget::of(budget), &planner);
@@ -469,10 +362,7 @@ pub fn simulate(
                 cache.touch(b);
             }
         }
-        queue = order
-            .into_iter()
-            .filter(|&b| !cache.is_resident(b))
-            .collect();
+        queue = order.into_iter().filter(|&b| !cache.is_resident(b)).collect();
         if config.fetch_rate == 0 {
             while let Some(b) = queue.pop_front() {
                 cache.prefetch(b);
@@ -510,9 +400,7 @@ impl SimReport {
             }
         }
         let mut out = String::new();
-        out.push_str(
-            "Launch hit rate (whole working set resident at launch):\n\n| scenario | budget MiB |",
-        );
+        out.push_str("Launch hit rate (whole working set resident at launch):\n\n| scenario | budget MiB |");
         for p in &predictors {
             out.push_str(&format!(" {p} |"));
         }
@@ -522,18 +410,10 @@ impl SimReport {
         }
         out.push('\n');
         for s in &scenarios {
-            let budget = self
-                .results
-                .iter()
-                .find(|r| r.scenario == *s)
-                .map_or(0, |r| r.budget_bytes);
+            let budget = self.results.iter().find(|r| r.scenario == *s).map_or(0, |r| r.budget_bytes);
             out.push_str(&format!("| {s} | {} |", mib(budget)));
             for p in &predictors {
-                match self
-                    .results
-                    .iter()
-                    .find(|r| r.scenario == *s && r.predictor == *p)
-                {
+                match self.results.iter().find(|r| r.scenario == *s && r.predictor == *p) {
                     Some(r) => out.push_str(&format!(" {:.1} % |", 100.0 * r.hit_rate())),
                     None => out.push_str(" – |"),
                 }
@@ -567,48 +447,23 @@ mod tests {
     use crate::model::usage_trace::{TraceHeader, UsageEvent};
 
     fn trace(events: Vec<UsageEvent>) -> UsageTrace {
-        UsageTrace {
-            header: TraceHeader::new(0, 0, 4096, "test"),
-            events,
-        }
+        UsageTrace { header: TraceHeader::new(0, 0, 4096, "test"), events }
     }
 
     fn launch(t_s: u64, app: &str, instance: u64) -> UsageEvent {
-        UsageEvent::Activity {
-            t_ms: t_s * 1000,
-            app: app.into(),
-            instance,
-            transition: Transition::Launch,
-        }
+        UsageEvent::Activity { t_ms: t_s * 1000, app: app.into(), instance, transition: Transition::Launch }
     }
 
     fn exit(t_s: u64, app: &str, instance: u64) -> UsageEvent {
-        UsageEvent::Activity {
-            t_ms: t_s * 1000,
-            app: app.into(),
-            instance,
-            transition: Transition::Exit,
-        }
+        UsageEvent::Activity { t_ms: t_s * 1000, app: app.into(), instance, transition: Transition::Exit }
     }
 
     /// A is always followed by B; three apps of 64 MiB, cache holds one.
     fn a_then_b() -> UsageTrace {
         let mut ev = vec![
-            UsageEvent::App {
-                t_ms: 0,
-                app: "A".into(),
-                working_set: WorkingSet::Bytes(64 << 20),
-            },
-            UsageEvent::App {
-                t_ms: 0,
-                app: "B".into(),
-                working_set: WorkingSet::Bytes(64 << 20),
-            },
-            UsageEvent::App {
-                t_ms: 0,
-                app: "C".into(),
-                working_set: WorkingSet::Bytes(64 << 20),
-            },
+            UsageEvent::App { t_ms: 0, app: "A".into(), working_set: WorkingSet::Bytes(64 << 20) },
+            UsageEvent::App { t_ms: 0, app: "B".into(), working_set: WorkingSet::Bytes(64 << 20) },
+            UsageEvent::App { t_ms: 0, app: "C".into(), working_set: WorkingSet::Bytes(64 << 20) },
         ];
         let mut inst = 0;
         for k in 0..40u64 {
@@ -625,23 +480,11 @@ mod tests {
     #[test]
     fn prediction_beats_no_prefetching_on_a_then_b() {
         let t = a_then_b();
-        let cfg = SimConfig {
-            budget: Some(64 << 20),
-            ..SimConfig::default()
-        };
+        let cfg = SimConfig { budget: Some(64 << 20), ..SimConfig::default() };
         let none = simulate(&t, "ab", "none", SimPredictor::None, &cfg);
-        let augur = simulate(
-            &t,
-            "ab",
-            "augur",
-            SimPredictor::Augur(AugurConfig::default()),
-            &cfg,
-        );
+        let augur = simulate(&t, "ab", "augur", SimPredictor::Augur(AugurConfig::default()), &cfg);
         assert_eq!(none.launches, 120);
-        assert_eq!(
-            none.hits, 0,
-            "LRU with room for one app never holds the next"
-        );
+        assert_eq!(none.hits, 0, "LRU with room for one app never holds the next");
         assert_eq!(none.prefetched_bytes, 0);
         // After A, augur fetches B; after B, C; after C, A.
         assert!(augur.hits >= 100, "{augur:?}");
@@ -660,10 +503,7 @@ mod tests {
             assert!(a.hits <= a.launches && a.resident_bytes <= a.needed_bytes);
             assert!(a.wasted_bytes <= a.prefetched_bytes);
         }
-        let md = SimReport {
-            results: vec![simulate(&t, "ab", "naive", SimPredictor::Naive, &cfg)],
-        }
-        .to_markdown();
+        let md = SimReport { results: vec![simulate(&t, "ab", "naive", SimPredictor::Naive, &cfg)] }.to_markdown();
         assert!(md.contains("| ab | 96 |"), "{md}");
     }
 

@@ -9,9 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::seeded::SeededRng;
-use crate::model::usage_trace::{
-    FileRanges, TraceHeader, Transition, UsageEvent, UsageTrace, WorkingSet,
-};
+use crate::model::usage_trace::{FileRanges, TraceHeader, Transition, UsageEvent, UsageTrace, WorkingSet};
 
 /// The scenarios `gen-trace` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,11 +24,7 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 3] = [
-        Scenario::SingleUser,
-        Scenario::TwoUsers,
-        Scenario::ChangingHabits,
-    ];
+    pub const ALL: [Scenario; 3] = [Scenario::SingleUser, Scenario::TwoUsers, Scenario::ChangingHabits];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -54,10 +48,10 @@ const MIB_PAGES: u64 = 256; // 4 KiB pages per MiB
 
 /// Shared file groups: libraries several applications map.
 const GROUPS: &[(&str, u64)] = &[
-    ("base", 12),     // libc, libstdc++, ld.so, locale
-    ("gtk", 55),      // GTK, GLib, Pango, Cairo
-    ("qt", 70),       // Qt and KDE Frameworks
-    ("lo-core", 170), // LibreOffice's shared core
+    ("base", 12),       // libc, libstdc++, ld.so, locale
+    ("gtk", 55),        // GTK, GLib, Pango, Cairo
+    ("qt", 70),         // Qt and KDE Frameworks
+    ("lo-core", 170),   // LibreOffice's shared core
     ("chromium-core", 90),
 ];
 
@@ -152,18 +146,8 @@ fn single_user() -> UserSpec {
         ("gnome-terminal", "gedit", 3.0),
         ("libreoffice-calc", "gnome-calculator", 1.0),
     ];
-    let play_menu = vec![
-        ("supertuxkart", 3.0, 50.0),
-        ("aisleriot", 2.0, 20.0),
-        ("eog", 1.0, 6.0),
-        ("gimp", 0.8, 40.0),
-        ("nautilus", 0.6, 5.0),
-    ];
-    let play_follows = vec![
-        ("rhythmbox", "supertuxkart", 2.0),
-        ("nautilus", "eog", 3.0),
-        ("eog", "gimp", 1.5),
-    ];
+    let play_menu = vec![("supertuxkart", 3.0, 50.0), ("aisleriot", 2.0, 20.0), ("eog", 1.0, 6.0), ("gimp", 0.8, 40.0), ("nautilus", 0.6, 5.0)];
+    let play_follows = vec![("rhythmbox", "supertuxkart", 2.0), ("nautilus", "eog", 3.0), ("eog", "gimp", 1.5)];
     UserSpec {
         shell: Some("gnome-shell"),
         sessions: vec![
@@ -173,11 +157,7 @@ fn single_user() -> UserSpec {
                 jitter_h: 0.5,
                 length_h: 3.5,
                 occurs: 0.95,
-                openers: vec![
-                    ("thunderbird", 0.95),
-                    ("firefox", 0.8),
-                    ("telegram-desktop", 0.6),
-                ],
+                openers: vec![("thunderbird", 0.95), ("firefox", 0.8), ("telegram-desktop", 0.6)],
                 menu: work_menu.clone(),
                 follows: work_follows.clone(),
                 gap_min: 14.0,
@@ -199,11 +179,7 @@ fn single_user() -> UserSpec {
                 jitter_h: 1.0,
                 length_h: 2.5,
                 occurs: 0.75,
-                openers: vec![
-                    ("firefox", 0.9),
-                    ("telegram-desktop", 0.7),
-                    ("rhythmbox", 0.5),
-                ],
+                openers: vec![("firefox", 0.9), ("telegram-desktop", 0.7), ("rhythmbox", 0.5)],
                 menu: play_menu.clone(),
                 follows: play_follows.clone(),
                 gap_min: 18.0,
@@ -232,18 +208,8 @@ fn changed_user() -> UserSpec {
         ("nautilus", 1.0, 6.0),
         ("gnome-calculator", 0.5, 3.0),
     ];
-    let work_follows = vec![
-        ("geary", "evince", 3.0),
-        ("code", "gnome-terminal", 3.0),
-        ("gnome-terminal", "code", 1.5),
-        ("nautilus", "code", 1.5),
-    ];
-    let play_menu = vec![
-        ("0ad", 3.0, 60.0),
-        ("code", 1.5, 40.0),
-        ("gimp", 1.0, 40.0),
-        ("eog", 0.8, 5.0),
-    ];
+    let work_follows = vec![("geary", "evince", 3.0), ("code", "gnome-terminal", 3.0), ("gnome-terminal", "code", 1.5), ("nautilus", "code", 1.5)];
+    let play_menu = vec![("0ad", 3.0, 60.0), ("code", 1.5, 40.0), ("gimp", 1.0, 40.0), ("eog", 0.8, 5.0)];
     let play_follows = vec![("eog", "gimp", 2.0), ("code", "gnome-terminal", 2.0)];
     UserSpec {
         shell: Some("gnome-shell"),
@@ -296,12 +262,7 @@ fn gnome_user() -> UserSpec {
         ("rhythmbox", 0.8, 0.0),
         ("nautilus", 1.2, 6.0),
     ];
-    let follows = vec![
-        ("evolution", "evince", 3.0),
-        ("gnome-terminal", "gedit", 3.0),
-        ("nautilus", "eog", 3.0),
-        ("evince", "libreoffice-writer", 1.5),
-    ];
+    let follows = vec![("evolution", "evince", 3.0), ("gnome-terminal", "gedit", 3.0), ("nautilus", "eog", 3.0), ("evince", "libreoffice-writer", 1.5)];
     let session = |days, start_h, length_h, openers: Vec<(&'static str, f64)>| SessionSpec {
         days,
         start_h,
@@ -316,18 +277,8 @@ fn gnome_user() -> UserSpec {
     UserSpec {
         shell: Some("gnome-shell"),
         sessions: vec![
-            session(
-                Days::Weekdays,
-                8.0,
-                3.0,
-                vec![("evolution", 0.9), ("firefox", 0.8)],
-            ),
-            session(
-                Days::Weekdays,
-                15.0,
-                2.5,
-                vec![("firefox", 0.9), ("evolution", 0.6)],
-            ),
+            session(Days::Weekdays, 8.0, 3.0, vec![("evolution", 0.9), ("firefox", 0.8)]),
+            session(Days::Weekdays, 15.0, 2.5, vec![("firefox", 0.9), ("evolution", 0.6)]),
             session(Days::Weekends, 15.0, 3.0, vec![("firefox", 0.9)]),
         ],
     }
@@ -344,12 +295,7 @@ fn kde_user() -> UserSpec {
         ("kpat", 1.0, 20.0),
         ("elisa", 0.8, 0.0),
     ];
-    let follows = vec![
-        ("kmail", "okular", 3.0),
-        ("konsole", "kate", 3.0),
-        ("gwenview", "krita", 2.5),
-        ("okular", "calligrawords", 1.5),
-    ];
+    let follows = vec![("kmail", "okular", 3.0), ("konsole", "kate", 3.0), ("gwenview", "krita", 2.5), ("okular", "calligrawords", 1.5)];
     let session = |days, start_h, length_h, openers: Vec<(&'static str, f64)>| SessionSpec {
         days,
         start_h,
@@ -364,24 +310,9 @@ fn kde_user() -> UserSpec {
     UserSpec {
         shell: Some("plasmashell"),
         sessions: vec![
-            session(
-                Days::Weekdays,
-                11.5,
-                3.0,
-                vec![("kmail", 0.9), ("firefox", 0.8)],
-            ),
-            session(
-                Days::Weekdays,
-                19.5,
-                3.0,
-                vec![("firefox", 0.9), ("elisa", 0.5)],
-            ),
-            session(
-                Days::Weekends,
-                10.0,
-                4.0,
-                vec![("firefox", 0.9), ("kmail", 0.5)],
-            ),
+            session(Days::Weekdays, 11.5, 3.0, vec![("kmail", 0.9), ("firefox", 0.8)]),
+            session(Days::Weekdays, 19.5, 3.0, vec![("firefox", 0.9), ("elisa", 0.5)]),
+            session(Days::Weekends, 10.0, 4.0, vec![("firefox", 0.9), ("kmail", 0.5)]),
             session(Days::Weekends, 20.0, 2.5, vec![("firefox", 0.9)]),
         ],
     }
@@ -392,27 +323,15 @@ fn working_set(app: &str, private_mib: u64, groups: &[&str]) -> WorkingSet {
     let mut files = Vec::new();
     for g in groups {
         if let Some(&(name, mib)) = GROUPS.iter().find(|(n, _)| n == g) {
-            files.push(split_file(
-                &format!("/usr/lib/{name}/shared.so"),
-                mib * MIB_PAGES,
-                name_seed(name),
-            ));
+            files.push(split_file(&format!("/usr/lib/{name}/shared.so"), mib * MIB_PAGES, name_seed(name)));
         }
     }
     // Private pages: a binary, a library and data, 50 / 30 / 20 %.
     let pages = private_mib * MIB_PAGES;
-    let parts = [
-        ("bin", pages / 2),
-        ("lib", pages * 3 / 10),
-        ("data", pages - pages / 2 - pages * 3 / 10),
-    ];
+    let parts = [("bin", pages / 2), ("lib", pages * 3 / 10), ("data", pages - pages / 2 - pages * 3 / 10)];
     for (kind, p) in parts {
         if p > 0 {
-            files.push(split_file(
-                &format!("/opt/{app}/{kind}"),
-                p,
-                name_seed(app) ^ name_seed(kind),
-            ));
+            files.push(split_file(&format!("/opt/{app}/{kind}"), p, name_seed(app) ^ name_seed(kind)));
         }
     }
     WorkingSet::Files(files)
@@ -420,9 +339,7 @@ fn working_set(app: &str, private_mib: u64, groups: &[&str]) -> WorkingSet {
 
 fn name_seed(s: &str) -> u64 {
     // FNV-1a: a stable, platform-independent hash for laying out files.
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// `pages` of a file as 1–4 block-aligned ranges with gaps, in a seeded first-use order.
@@ -433,12 +350,7 @@ fn split_file(path: &str, pages: u64, seed: u64) -> FileRanges {
     let mut sizes = Vec::new();
     let mut left = blocks;
     for i in 0..pieces {
-        let s = if i + 1 == pieces {
-            left
-        } else {
-            rng.range(1, left - (pieces - i - 1) + 1)
-                .min(left - (pieces - 1 - i))
-        };
+        let s = if i + 1 == pieces { left } else { rng.range(1, left - (pieces - i - 1) + 1).min(left - (pieces - 1 - i)) };
         sizes.push(s.max(1));
         left -= s.max(1).min(left);
     }
@@ -452,10 +364,7 @@ fn split_file(path: &str, pages: u64, seed: u64) -> FileRanges {
     // Start-up reads rarely go in file order: rotate the first-use order.
     let k = rng.range(0, ranges.len() as u64) as usize;
     ranges.rotate_left(k);
-    FileRanges {
-        path: path.to_string(),
-        ranges,
-    }
+    FileRanges { path: path.to_string(), ranges }
 }
 
 struct Generator {
@@ -468,16 +377,7 @@ struct Generator {
 impl Generator {
     fn push(&mut self, t_ms: u64, app: &str, instance: u64, transition: Transition) {
         self.seq += 1;
-        self.events.push((
-            t_ms,
-            self.seq,
-            UsageEvent::Activity {
-                t_ms,
-                app: app.to_string(),
-                instance,
-                transition,
-            },
-        ));
+        self.events.push((t_ms, self.seq, UsageEvent::Activity { t_ms, app: app.to_string(), instance, transition }));
     }
 
     /// One session from `start` to `end` (ms).
@@ -485,19 +385,11 @@ impl Generator {
         let mut running: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new(); // app -> (instance, exit time or MAX)
         let mut t = start;
         let mut last: Option<&'static str> = None;
-        let launch = |g: &mut Generator,
-                      app: &'static str,
-                      t: u64,
-                      stay_ms: u64,
-                      running: &mut BTreeMap<&'static str, (u64, u64)>| {
+        let launch = |g: &mut Generator, app: &'static str, t: u64, stay_ms: u64, running: &mut BTreeMap<&'static str, (u64, u64)>| {
             g.instance += 1;
             let inst = g.instance;
             g.push(t, app, inst, Transition::Launch);
-            let until = if stay_ms == u64::MAX {
-                u64::MAX
-            } else {
-                (t + stay_ms).min(end.saturating_sub(1000)).max(t + 1000)
-            };
+            let until = if stay_ms == u64::MAX { u64::MAX } else { (t + stay_ms).min(end.saturating_sub(1000)).max(t + 1000) };
             running.insert(app, (inst, until));
         };
         if let Some(shell) = user.shell {
@@ -514,11 +406,7 @@ impl Generator {
         loop {
             t += (self.rng.exponential(spec.gap_min) * 60_000.0) as u64 + 5_000;
             // Applications whose time is up exit before the next launch.
-            let done: Vec<&'static str> = running
-                .iter()
-                .filter(|(_, (_, until))| *until <= t)
-                .map(|(a, _)| *a)
-                .collect();
+            let done: Vec<&'static str> = running.iter().filter(|(_, (_, until))| *until <= t).map(|(a, _)| *a).collect();
             for app in done {
                 if let Some((inst, until)) = running.remove(app) {
                     self.push(until, app, inst, Transition::Exit);
@@ -534,43 +422,23 @@ impl Generator {
                     if running.contains_key(app) {
                         return 0.0;
                     }
-                    let bonus: f64 = spec
-                        .follows
-                        .iter()
-                        .filter(|(a, b, _)| Some(*a) == last && *b == app)
-                        .map(|f| f.2)
-                        .sum();
+                    let bonus: f64 = spec.follows.iter().filter(|(a, b, _)| Some(*a) == last && *b == app).map(|f| f.2).sum();
                     w + bonus
                 })
                 .collect();
-            let Some(k) = self.rng.weighted(&weights) else {
-                continue;
-            };
+            let Some(k) = self.rng.weighted(&weights) else { continue };
             let (app, _, stay_min) = spec.menu[k];
-            let stay = if stay_min <= 0.0 {
-                u64::MAX
-            } else {
-                (self.rng.exponential(stay_min) * 60_000.0) as u64 + 30_000
-            };
+            let stay = if stay_min <= 0.0 { u64::MAX } else { (self.rng.exponential(stay_min) * 60_000.0) as u64 + 30_000 };
             launch(self, app, t, stay, &mut running);
             last = Some(app);
         }
         // Session end: everything still open exits, the shell last.
         let mut close = end;
         let shell = user.shell;
-        let order: Vec<&'static str> = running
-            .keys()
-            .copied()
-            .filter(|a| Some(*a) != shell)
-            .chain(shell)
-            .collect();
+        let order: Vec<&'static str> = running.keys().copied().filter(|a| Some(*a) != shell).chain(shell).collect();
         for app in order {
             if let Some((inst, until)) = running.remove(app) {
-                let at = if until == u64::MAX || until > close {
-                    close
-                } else {
-                    until
-                };
+                let at = if until == u64::MAX || until > close { close } else { until };
                 self.push(at.max(start + 1000), app, inst, Transition::Exit);
                 close += self.rng.range(500, 4_000);
             }
@@ -584,20 +452,14 @@ pub fn generate(scenario: Scenario, seed: u64, days: u32) -> UsageTrace {
         Scenario::SingleUser | Scenario::ChangingHabits => vec![single_user()],
         Scenario::TwoUsers => vec![gnome_user(), kde_user()],
     };
-    let mut g = Generator {
-        rng: SeededRng::new(seed),
-        events: Vec::new(),
-        seq: 0,
-        instance: 0,
-    };
+    let mut g = Generator { rng: SeededRng::new(seed), events: Vec::new(), seq: 0, instance: 0 };
     let day_ms = 86_400_000u64;
     for day in 0..u64::from(days) {
-        let users_today: Vec<UserSpec> =
-            if scenario == Scenario::ChangingHabits && day >= u64::from(days) / 2 {
-                vec![changed_user()]
-            } else {
-                users.clone()
-            };
+        let users_today: Vec<UserSpec> = if scenario == Scenario::ChangingHabits && day >= u64::from(days) / 2 {
+            vec![changed_user()]
+        } else {
+            users.clone()
+        };
         let weekend = (day % 7) >= 5; // day 0 is a Monday
         // Every session of every user today, placed so that sessions never overlap.
         let mut planned: Vec<(u64, u64, usize, usize)> = Vec::new();
@@ -630,32 +492,16 @@ pub fn generate(scenario: Scenario, seed: u64, days: u32) -> UsageTrace {
         }
     }
     // Declarations first (every application the scenario can use), then activity in time order.
-    let used: BTreeSet<String> = g
-        .events
-        .iter()
-        .map(|(_, _, e)| e.app().to_string())
-        .collect();
+    let used: BTreeSet<String> = g.events.iter().map(|(_, _, e)| e.app().to_string()).collect();
     let mut events: Vec<UsageEvent> = APPS
         .iter()
         .filter(|(name, _, _)| used.contains(*name))
-        .map(|&(name, mib, groups)| UsageEvent::App {
-            t_ms: 0,
-            app: name.to_string(),
-            working_set: working_set(name, mib, groups),
-        })
+        .map(|&(name, mib, groups)| UsageEvent::App { t_ms: 0, app: name.to_string(), working_set: working_set(name, mib, groups) })
         .collect();
     g.events.sort_by_key(|(t, seq, _)| (*t, *seq));
     events.extend(g.events.into_iter().map(|(_, _, e)| e));
     UsageTrace {
-        header: TraceHeader::new(
-            GENERATED_START_UNIX_MS,
-            0,
-            4096,
-            format!(
-                "augur gen-trace --scenario {} --seed {seed} --days {days}",
-                scenario.name()
-            ),
-        ),
+        header: TraceHeader::new(GENERATED_START_UNIX_MS, 0, 4096, format!("augur gen-trace --scenario {} --seed {seed} --days {days}", scenario.name())),
         events,
     }
 }
@@ -673,17 +519,8 @@ mod tests {
             let back = parse(text.as_bytes()).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
             assert_eq!(back, a);
             assert_eq!(generate(s, 7, 14).to_text(), text, "same seed, same bytes");
-            assert_ne!(
-                generate(s, 8, 14).to_text(),
-                text,
-                "another seed, another trace"
-            );
-            assert!(
-                a.launch_count() > 14 * 5,
-                "{}: {}",
-                s.name(),
-                a.launch_count()
-            );
+            assert_ne!(generate(s, 8, 14).to_text(), text, "another seed, another trace");
+            assert!(a.launch_count() > 14 * 5, "{}: {}", s.name(), a.launch_count());
         }
     }
 
@@ -702,13 +539,8 @@ mod tests {
         let half = 10 * 86_400_000;
         let launched = |app: &str, first: bool| {
             t.events.iter().any(|e| {
-                matches!(
-                    e,
-                    UsageEvent::Activity {
-                        transition: Transition::Launch,
-                        ..
-                    }
-                ) && e.app() == app
+                matches!(e, UsageEvent::Activity { transition: Transition::Launch, .. })
+                    && e.app() == app
                     && (e.t_ms() < half) == first
             })
         };
@@ -719,13 +551,7 @@ mod tests {
     #[test]
     fn two_users_share_only_the_browser() {
         let t = generate(Scenario::TwoUsers, 5, 14);
-        for app in [
-            "plasmashell",
-            "gnome-shell",
-            "firefox",
-            "kmail",
-            "evolution",
-        ] {
+        for app in ["plasmashell", "gnome-shell", "firefox", "kmail", "evolution"] {
             assert!(t.working_sets().contains_key(app), "{app}");
         }
     }

@@ -36,11 +36,7 @@ impl SeededRng {
 
     /// Uniform in `[lo, hi)` (returns `lo` when the range is empty).
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            lo
-        } else {
-            lo + self.next_u64() % (hi - lo)
-        }
+        if hi <= lo { lo } else { lo + self.next_u64() % (hi - lo) }
     }
 
     /// Exponentially distributed with the given mean.

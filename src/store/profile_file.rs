@@ -12,9 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::profile::{
-    FileIdentity, FileProfile, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
-};
+use crate::model::profile::{FileIdentity, FileProfile, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange};
 use crate::model::range::PageRange;
 
 /// The `format` field every profile carries.
@@ -84,20 +82,13 @@ pub fn to_bytes(profile: &LaunchProfile) -> Vec<u8> {
                 ino: f.identity.ino,
                 size: f.identity.size,
                 mtime_ns: f.identity.mtime_ns,
-                ranges: f
-                    .ranges
-                    .iter()
-                    .map(|r| (r.range.start, r.range.len, r.first_use_us))
-                    .collect(),
+                ranges: f.ranges.iter().map(|r| (r.range.start, r.range.len, r.first_use_us)).collect(),
             })
             .collect(),
         lookups: profile
             .lookups
             .iter()
-            .map(|l| WireLookup {
-                path: l.path.to_string_lossy().into_owned(),
-                kind: l.kind,
-            })
+            .map(|l| WireLookup { path: l.path.to_string_lossy().into_owned(), kind: l.kind })
             .collect(),
     };
     let mut out = serde_json::to_vec(&wire).unwrap_or_default();
@@ -107,17 +98,10 @@ pub fn to_bytes(profile: &LaunchProfile) -> Vec<u8> {
 
 /// Parses a profile, naming `origin` in errors.
 pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
-    let corrupt = |detail: String| Error::Corrupt {
-        path: origin.to_path_buf(),
-        what: "profile",
-        detail,
-    };
+    let corrupt = |detail: String| Error::Corrupt { path: origin.to_path_buf(), what: "profile", detail };
     let header: Header = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if header.format != FORMAT_NAME {
-        return Err(corrupt(format!(
-            "not an augur launch profile (format {:?})",
-            header.format
-        )));
+        return Err(corrupt(format!("not an augur launch profile (format {:?})", header.format)));
     }
     if header.version > FORMAT_VERSION {
         return Err(Error::UnsupportedVersion {
@@ -132,10 +116,7 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
     }
     let wire: WireProfile = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if wire.page_size == 0 || !wire.page_size.is_power_of_two() {
-        return Err(corrupt(format!(
-            "page size {} is not a power of two",
-            wire.page_size
-        )));
+        return Err(corrupt(format!("page size {} is not a power of two", wire.page_size)));
     }
     let mut files = Vec::with_capacity(wire.files.len());
     for f in wire.files {
@@ -145,24 +126,13 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
         let mut ranges = Vec::with_capacity(f.ranges.len());
         for (start, len, first_use_us) in f.ranges {
             if len == 0 || start.checked_add(len).is_none() {
-                return Err(corrupt(format!(
-                    "{}: invalid range start {start} length {len}",
-                    f.path
-                )));
+                return Err(corrupt(format!("{}: invalid range start {start} length {len}", f.path)));
             }
-            ranges.push(UsedRange {
-                range: PageRange::new(start, len),
-                first_use_us,
-            });
+            ranges.push(UsedRange { range: PageRange::new(start, len), first_use_us });
         }
         files.push(FileProfile {
             path: f.path.into(),
-            identity: FileIdentity {
-                dev: f.dev,
-                ino: f.ino,
-                size: f.size,
-                mtime_ns: f.mtime_ns,
-            },
+            identity: FileIdentity { dev: f.dev, ino: f.ino, size: f.size, mtime_ns: f.mtime_ns },
             ranges,
         });
     }
@@ -174,10 +144,7 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
         if !l.path.starts_with('/') {
             return Err(corrupt(format!("lookup path {:?} is not absolute", l.path)));
         }
-        lookups.push(Lookup {
-            path: l.path.into(),
-            kind: l.kind,
-        });
+        lookups.push(Lookup { path: l.path.into(), kind: l.kind });
     }
     Ok(LaunchProfile {
         command: wire.command,
@@ -201,12 +168,7 @@ pub fn load(path: &Path) -> Result<LaunchProfile> {
 pub fn save(profile: &LaunchProfile, path: &Path) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
     let write = || -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         f.write_all(&to_bytes(profile))?;
         f.sync_all()?;
         fs::rename(&tmp, path)
@@ -230,27 +192,13 @@ mod tests {
             window_ms: 1234,
             files: vec![FileProfile {
                 path: "/usr/lib/jvm/lib/modules".into(),
-                identity: FileIdentity {
-                    dev: 0xfe00,
-                    ino: 42,
-                    size: 1 << 20,
-                    mtime_ns: -5,
-                },
+                identity: FileIdentity { dev: 0xfe00, ino: 42, size: 1 << 20, mtime_ns: -5 },
                 ranges: vec![
-                    UsedRange {
-                        range: PageRange::new(10, 3),
-                        first_use_us: 7,
-                    },
-                    UsedRange {
-                        range: PageRange::new(0, 1),
-                        first_use_us: 9,
-                    },
+                    UsedRange { range: PageRange::new(10, 3), first_use_us: 7 },
+                    UsedRange { range: PageRange::new(0, 1), first_use_us: 9 },
                 ],
             }],
-            unresolved: Unresolved {
-                inodes: 2,
-                pages: 17,
-            },
+            unresolved: Unresolved { inodes: 2, pages: 17 },
             lookups: Vec::new(),
         }
     }
@@ -266,83 +214,41 @@ mod tests {
     fn lookups_round_trip_and_profiles_without_them_still_load() {
         let mut p = sample();
         p.lookups = vec![
-            Lookup {
-                path: "/etc/ld.so.preload".into(),
-                kind: LookupKind::Missing,
-            },
-            Lookup {
-                path: "/usr/share/doc".into(),
-                kind: LookupKind::Dir,
-            },
-            Lookup {
-                path: "/usr/bin/java".into(),
-                kind: LookupKind::Stat,
-            },
+            Lookup { path: "/etc/ld.so.preload".into(), kind: LookupKind::Missing },
+            Lookup { path: "/usr/share/doc".into(), kind: LookupKind::Dir },
+            Lookup { path: "/usr/bin/java".into(), kind: LookupKind::Stat },
         ];
         let bytes = to_bytes(&p);
         let text = String::from_utf8(bytes.clone()).unwrap();
-        assert!(
-            text.contains(r#"{"path":"/usr/share/doc","kind":"dir"}"#),
-            "{text}"
-        );
+        assert!(text.contains(r#"{"path":"/usr/share/doc","kind":"dir"}"#), "{text}");
         assert_eq!(from_bytes(&bytes, Path::new("x")).unwrap(), p);
         // A version 1 profile (written before the field existed) has no "lookups" key at all.
-        let old = String::from_utf8(to_bytes(&sample()))
-            .unwrap()
-            .replace("\"version\":2", "\"version\":1");
+        let old = String::from_utf8(to_bytes(&sample())).unwrap().replace("\"version\":2", "\"version\":1");
         assert!(!old.contains("lookups") && old.contains("\"version\":1"));
-        assert_eq!(
-            from_bytes(old.as_bytes(), Path::new("x")).unwrap(),
-            sample()
-        );
+        assert_eq!(from_bytes(old.as_bytes(), Path::new("x")).unwrap(), sample());
         let v1_with_lookups = text.replace("\"version\":2", "\"version\":1");
-        assert!(matches!(
-            from_bytes(v1_with_lookups.as_bytes(), Path::new("p")),
-            Err(Error::Corrupt { .. })
-        ));
+        assert!(matches!(from_bytes(v1_with_lookups.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
         let relative = text.replace("/usr/share/doc", "share/doc");
-        assert!(matches!(
-            from_bytes(relative.as_bytes(), Path::new("p")),
-            Err(Error::Corrupt { .. })
-        ));
+        assert!(matches!(from_bytes(relative.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
         let bad_kind = text.replace(r#""kind":"dir""#, r#""kind":"exec""#);
-        assert!(matches!(
-            from_bytes(bad_kind.as_bytes(), Path::new("p")),
-            Err(Error::Corrupt { .. })
-        ));
+        assert!(matches!(from_bytes(bad_kind.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
     }
 
     #[test]
     fn future_version_is_its_own_error() {
-        let text = String::from_utf8(to_bytes(&sample()))
-            .unwrap()
-            .replace("\"version\":2", "\"version\":99");
+        let text = String::from_utf8(to_bytes(&sample())).unwrap().replace("\"version\":2", "\"version\":99");
         let err = from_bytes(text.as_bytes(), Path::new("p")).unwrap_err();
-        assert!(
-            matches!(err, Error::UnsupportedVersion { found: 99, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, Error::UnsupportedVersion { found: 99, .. }), "{err}");
     }
 
     #[test]
     fn corrupt_inputs_are_rejected() {
-        for bad in [
-            &b""[..],
-            b"{",
-            b"[]",
-            b"{\"format\":\"x\",\"version\":1}",
-            b"\xff\xfe",
-        ] {
+        for bad in [&b""[..], b"{", b"[]", b"{\"format\":\"x\",\"version\":1}", b"\xff\xfe"] {
             let err = from_bytes(bad, Path::new("p")).unwrap_err();
             assert!(matches!(err, Error::Corrupt { .. }), "{err}");
         }
-        let text = String::from_utf8(to_bytes(&sample()))
-            .unwrap()
-            .replace("[10,3,7]", "[10,0,7]");
-        assert!(matches!(
-            from_bytes(text.as_bytes(), Path::new("p")),
-            Err(Error::Corrupt { .. })
-        ));
+        let text = String::from_utf8(to_bytes(&sample())).unwrap().replace("[10,3,7]", "[10,0,7]");
+        assert!(matches!(from_bytes(text.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
     }
 
     #[test]
@@ -351,9 +257,6 @@ mod tests {
         let path = dir.path().join("a.profile.json");
         save(&sample(), &path).unwrap();
         assert_eq!(load(&path).unwrap(), sample());
-        assert!(matches!(
-            load(&dir.path().join("missing")),
-            Err(Error::NotFound { .. })
-        ));
+        assert!(matches!(load(&dir.path().join("missing")), Err(Error::NotFound { .. })));
     }
 }

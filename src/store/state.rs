@@ -148,11 +148,7 @@ pub struct StateLimits {
 
 impl Default for StateLimits {
     fn default() -> Self {
-        StateLimits {
-            learn: LearnSettings::default(),
-            max_launch_records: 500,
-            max_activity_records: 20_000,
-        }
+        StateLimits { learn: LearnSettings::default(), max_launch_records: 500, max_activity_records: 20_000 }
     }
 }
 
@@ -176,15 +172,10 @@ pub struct StateStore {
 fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> Error {
     use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
     match e.sqlite_error_code() {
-        Some(DatabaseCorrupt | NotADatabase) => Error::Corrupt {
-            path: path.to_path_buf(),
-            what: "state database",
-            detail: e.to_string(),
-        },
-        _ => Error::io(
-            format!("{doing} {}", path.display()),
-            std::io::Error::other(e),
-        ),
+        Some(DatabaseCorrupt | NotADatabase) => {
+            Error::Corrupt { path: path.to_path_buf(), what: "state database", detail: e.to_string() }
+        }
+        _ => Error::io(format!("{doing} {}", path.display()), std::io::Error::other(e)),
     }
 }
 
@@ -202,14 +193,7 @@ impl StateStore {
         prepare_directory(path)?;
         let existed = path.exists();
         match Self::try_open(path) {
-            Ok(store) => Ok((
-                store,
-                if existed {
-                    OpenOutcome::Opened
-                } else {
-                    OpenOutcome::Created
-                },
-            )),
+            Ok(store) => Ok((store, if existed { OpenOutcome::Opened } else { OpenOutcome::Created })),
             Err(Unusable::Fatal(e)) => Err(e),
             Err(Unusable::Bad(why)) => {
                 let aside = move_aside(path)?;
@@ -245,20 +229,14 @@ impl StateStore {
             .map_err(|e| fatal("opening state", e))?;
         let meta = file.metadata().map_err(|e| fatal("inspecting state", e))?;
         if !meta.is_file() {
-            return Err(Unusable::Fatal(Error::Usage(format!(
-                "{}: state path is not a regular file",
-                path.display()
-            ))));
+            return Err(Unusable::Fatal(Error::Usage(format!("{}: state path is not a regular file", path.display()))));
         }
         if meta.permissions().mode() & 0o777 != 0o600 {
-            fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-                .map_err(|e| fatal("securing state", e))?;
+            fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(|e| fatal("securing state", e))?;
         }
         if meta.len() > 0 {
             let mut header = [0u8; 16];
-            let n = file
-                .read(&mut header)
-                .map_err(|e| fatal("reading state", e))?;
+            let n = file.read(&mut header).map_err(|e| fatal("reading state", e))?;
             if n < 16 || &header != b"SQLite format 3\0" {
                 return Err(Unusable::Bad("not an SQLite database".into()));
             }
@@ -269,21 +247,14 @@ impl StateStore {
             other => Unusable::Fatal(other),
         };
         let conn = Connection::open(path).map_err(bad_or_fatal)?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(bad_or_fatal)?;
-        let app_id: i32 = conn
-            .pragma_query_value(None, "application_id", |r| r.get(0))
-            .map_err(bad_or_fatal)?;
-        let version: u32 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(bad_or_fatal)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(bad_or_fatal)?;
+        let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(bad_or_fatal)?;
+        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(bad_or_fatal)?;
         let tables: i64 = conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
             .map_err(bad_or_fatal)?;
         if app_id != APPLICATION_ID && !(app_id == 0 && tables == 0) {
-            return Err(Unusable::Bad(format!(
-                "SQLite database without augur's marker (application_id {app_id:#x})"
-            )));
+            return Err(Unusable::Bad(format!("SQLite database without augur's marker (application_id {app_id:#x})")));
         }
         if version > SCHEMA_VERSION {
             return Err(Unusable::Fatal(Error::UnsupportedVersion {
@@ -293,20 +264,13 @@ impl StateStore {
                 supported: SCHEMA_VERSION,
             }));
         }
-        let check: String = conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(bad_or_fatal)?;
+        let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(bad_or_fatal)?;
         if check != "ok" {
             return Err(Unusable::Bad(format!("integrity check failed: {check}")));
         }
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(bad_or_fatal)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(bad_or_fatal)?;
-        let mut store = StateStore {
-            conn,
-            path: path.to_path_buf(),
-        };
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(bad_or_fatal)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(bad_or_fatal)?;
+        let mut store = StateStore { conn, path: path.to_path_buf() };
         store.migrate(version).map_err(|e| match e {
             Error::Corrupt { detail, .. } => Unusable::Bad(detail),
             other => Unusable::Fatal(other),
@@ -314,11 +278,7 @@ impl StateStore {
         if app_id == APPLICATION_ID {
             let marker: Option<String> = store
                 .conn
-                .query_row(
-                    "SELECT value FROM augur_meta WHERE name = 'format'",
-                    [],
-                    |r| r.get(0),
-                )
+                .query_row("SELECT value FROM augur_meta WHERE name = 'format'", [], |r| r.get(0))
                 .optional()
                 .map_err(|e| Unusable::Bad(e.to_string()))?;
             if marker.as_deref() != Some("augur-state") {
@@ -332,16 +292,10 @@ impl StateStore {
         let path = self.path.clone();
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
             let to = i as u32 + 1;
-            let tx = self
-                .conn
-                .transaction()
-                .map_err(|e| db_error(&path, "migrating", e))?;
-            tx.execute_batch(sql)
-                .map_err(|e| db_error(&path, "migrating", e))?;
-            tx.pragma_update(None, "application_id", APPLICATION_ID)
-                .map_err(|e| db_error(&path, "migrating", e))?;
-            tx.pragma_update(None, "user_version", to)
-                .map_err(|e| db_error(&path, "migrating", e))?;
+            let tx = self.conn.transaction().map_err(|e| db_error(&path, "migrating", e))?;
+            tx.execute_batch(sql).map_err(|e| db_error(&path, "migrating", e))?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(|e| db_error(&path, "migrating", e))?;
+            tx.pragma_update(None, "user_version", to).map_err(|e| db_error(&path, "migrating", e))?;
             tx.commit().map_err(|e| db_error(&path, "migrating", e))?;
             tracing::debug!("state {} migrated to schema {to}", path.display());
         }
@@ -390,10 +344,7 @@ impl StateStore {
             let path = path.clone();
             move |err: rusqlite::Error| db_error(&path, doing, err)
         };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(e("learning in"))?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e("learning in"))?;
         let old: Option<String> = tx
             .query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0))
             .optional()
@@ -402,12 +353,8 @@ impl StateStore {
             .and_then(|t| serde_json::from_str::<AppModel>(&t).ok())
             .unwrap_or_else(|| AppModel::new(launch.page_size));
         model.record_launch(launch, &limits.learn);
-        let text = serde_json::to_string(&model).map_err(|err| {
-            Error::io(
-                format!("encoding the model of {app}"),
-                std::io::Error::other(err),
-            )
-        })?;
+        let text = serde_json::to_string(&model)
+            .map_err(|err| Error::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
         let replay_pages = model.replay_profile(&limits.learn).page_count();
         tx.execute(
             "INSERT INTO apps (key, exe, launches, last_launch_ms, pages, replay_pages, model)
@@ -430,11 +377,9 @@ impl StateStore {
             .conn
             .prepare_cached("SELECT launches, last_launch_ms FROM apps WHERE key = ?1")
             .map_err(self.err("reading"))?;
-        st.query_row([app], |r| {
-            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
-        })
-        .optional()
-        .map_err(self.err("reading"))
+        st.query_row([app], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
+            .optional()
+            .map_err(self.err("reading"))
     }
 
     /// Stores a launch record without learning (a launch too short or too empty to learn from).
@@ -460,14 +405,8 @@ impl StateStore {
                 .prepare_cached("INSERT INTO activity (at_ms, local_ms, app, instance, launch) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(&e)?;
             for r in records {
-                st.execute(params![
-                    r.at_ms as i64,
-                    r.local_ms as i64,
-                    r.app,
-                    r.instance as i64,
-                    r.launch
-                ])
-                .map_err(&e)?;
+                st.execute(params![r.at_ms as i64, r.local_ms as i64, r.app, r.instance as i64, r.launch])
+                    .map_err(&e)?;
             }
         }
         tx.execute(
@@ -498,8 +437,7 @@ impl StateStore {
                 })
             })
             .map_err(self.err("reading"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(self.err("reading"))
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
     }
 
     /// Learned applications, most recently launched first.
@@ -523,8 +461,7 @@ impl StateStore {
                 })
             })
             .map_err(self.err("reading"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(self.err("reading"))
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
     }
 
     /// Number of applications learned.
@@ -571,8 +508,7 @@ impl StateStore {
                 })
             })
             .map_err(self.err("reading"))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(self.err("reading"))
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
     }
 
     /// Forgets one application (its model and launch records); true when it was known.
@@ -580,13 +516,9 @@ impl StateStore {
         let path = self.path.clone();
         let e = move |err| db_error(&path, "forgetting in", err);
         let tx = self.conn.transaction().map_err(&e)?;
-        let n = tx
-            .execute("DELETE FROM apps WHERE key = ?1", [app])
-            .map_err(&e)?;
-        tx.execute("DELETE FROM launches WHERE app = ?1", [app])
-            .map_err(&e)?;
-        tx.execute("DELETE FROM activity WHERE app = ?1", [app])
-            .map_err(&e)?;
+        let n = tx.execute("DELETE FROM apps WHERE key = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM launches WHERE app = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM activity WHERE app = ?1", [app]).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n > 0)
     }
@@ -605,18 +537,11 @@ impl StateStore {
 
     /// Runs SQLite's full integrity check; `Ok` only when it says "ok".
     pub fn integrity_check(&self) -> Result<()> {
-        let out: String = self
-            .conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .map_err(self.err("checking"))?;
+        let out: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(self.err("checking"))?;
         if out == "ok" {
             Ok(())
         } else {
-            Err(Error::Corrupt {
-                path: self.path.clone(),
-                what: "state database",
-                detail: out,
-            })
+            Err(Error::Corrupt { path: self.path.clone(), what: "state database", detail: out })
         }
     }
 
@@ -714,16 +639,8 @@ mod tests {
             window_ms: 10,
             files: vec![FileProfile {
                 path: "/usr/lib/libx.so".into(),
-                identity: FileIdentity {
-                    dev: 1,
-                    ino: 2,
-                    size: 3,
-                    mtime_ns: 4,
-                },
-                ranges: vec![UsedRange {
-                    range: PageRange::new(n % 7, 3),
-                    first_use_us: 0,
-                }],
+                identity: FileIdentity { dev: 1, ino: 2, size: 3, mtime_ns: 4 },
+                ranges: vec![UsedRange { range: PageRange::new(n % 7, 3), first_use_us: 0 }],
             }],
             unresolved: Unresolved::default(),
             lookups: Vec::new(),
@@ -731,13 +648,7 @@ mod tests {
     }
 
     fn record(app: &str, t: u64) -> LaunchRecord {
-        LaunchRecord {
-            app: app.into(),
-            started_ms: t,
-            pages_used: 10,
-            pages_read_from_disk: 2,
-            ..Default::default()
-        }
+        LaunchRecord { app: app.into(), started_ms: t, pages_used: 10, pages_read_from_disk: 2, ..Default::default() }
     }
 
     fn mode(p: &Path) -> u32 {
@@ -751,14 +662,7 @@ mod tests {
         let (mut s, outcome) = StateStore::open(&path).unwrap();
         assert_eq!(outcome, OpenOutcome::Created);
         let limits = StateLimits::default();
-        s.learn_launch(
-            "/usr/bin/x",
-            "/usr/bin/x",
-            &launch(0),
-            &record("/usr/bin/x", 5),
-            &limits,
-        )
-        .unwrap();
+        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(0), &record("/usr/bin/x", 5), &limits).unwrap();
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
         for side in ["-wal", "-shm"] {
@@ -782,22 +686,15 @@ mod tests {
         let path = dir.path().join("state.db");
         fs::write(&path, b"this is not a database at all, just some text\n").unwrap();
         let (s, outcome) = StateStore::open(&path).unwrap();
-        let OpenOutcome::MovedAside(aside) = outcome else {
-            panic!("not moved aside: {outcome:?}")
-        };
+        let OpenOutcome::MovedAside(aside) = outcome else { panic!("not moved aside: {outcome:?}") };
         assert!(aside.to_str().unwrap().contains("state.db.corrupt-"));
-        assert_eq!(
-            fs::read(&aside).unwrap(),
-            b"this is not a database at all, just some text\n"
-        );
+        assert_eq!(fs::read(&aside).unwrap(), b"this is not a database at all, just some text\n");
         assert_eq!(s.app_count().unwrap(), 0);
         drop(s);
 
         fs::remove_file(&path).unwrap();
         let other = Connection::open(&path).unwrap();
-        other
-            .execute_batch("CREATE TABLE songs (title TEXT); INSERT INTO songs VALUES ('x');")
-            .unwrap();
+        other.execute_batch("CREATE TABLE songs (title TEXT); INSERT INTO songs VALUES ('x');").unwrap();
         drop(other);
         let (_, outcome) = StateStore::open(&path).unwrap();
         assert!(matches!(outcome, OpenOutcome::MovedAside(_)), "{outcome:?}");
@@ -810,14 +707,7 @@ mod tests {
         let (mut s, _) = StateStore::open(&path).unwrap();
         let limits = StateLimits::default();
         for i in 0..50 {
-            s.learn_launch(
-                &format!("/bin/app{i}"),
-                "/bin/x",
-                &launch(i),
-                &record("a", i),
-                &limits,
-            )
-            .unwrap();
+            s.learn_launch(&format!("/bin/app{i}"), "/bin/x", &launch(i), &record("a", i), &limits).unwrap();
         }
         s.checkpoint().unwrap();
         drop(s);
@@ -839,14 +729,10 @@ mod tests {
         let path = dir.path().join("state.db");
         drop(StateStore::open(&path).unwrap());
         let c = Connection::open(&path).unwrap();
-        c.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-            .unwrap();
+        c.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
         drop(c);
         let err = StateStore::open(&path).err().unwrap();
-        assert!(
-            matches!(err, Error::UnsupportedVersion { found, .. } if found == SCHEMA_VERSION + 1),
-            "{err}"
-        );
+        assert!(matches!(err, Error::UnsupportedVersion { found, .. } if found == SCHEMA_VERSION + 1), "{err}");
         assert_eq!(err.exit_code(), crate::error::exit::UNSUPPORTED_VERSION);
         assert!(path.exists());
     }
@@ -856,38 +742,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         let (mut s, _) = StateStore::open(&path).unwrap();
-        let limits = StateLimits {
-            learn: LearnSettings {
-                max_apps: 3,
-                ..Default::default()
-            },
-            max_launch_records: 4,
-            max_activity_records: 5,
-        };
+        let limits =
+            StateLimits { learn: LearnSettings { max_apps: 3, ..Default::default() }, max_launch_records: 4, max_activity_records: 5 };
         for i in 0..10u64 {
             let app = format!("/bin/a{i}");
-            s.learn_launch(&app, &app, &launch(i), &record(&app, 100 + i), &limits)
-                .unwrap();
+            s.learn_launch(&app, &app, &launch(i), &record(&app, 100 + i), &limits).unwrap();
         }
         let keys: Vec<String> = s.apps().unwrap().into_iter().map(|a| a.key).collect();
         assert_eq!(keys, vec!["/bin/a9", "/bin/a8", "/bin/a7"]);
         assert_eq!(s.recent_launches(100).unwrap().len(), 4);
         let acts: Vec<ActivityRecord> = (0..8u64)
-            .map(|i| ActivityRecord {
-                at_ms: i,
-                local_ms: i + 1,
-                app: format!("/bin/a{}", i / 2),
-                instance: i / 2,
-                launch: i % 2 == 0,
-            })
+            .map(|i| ActivityRecord { at_ms: i, local_ms: i + 1, app: format!("/bin/a{}", i / 2), instance: i / 2, launch: i % 2 == 0 })
             .collect();
         s.add_activity(&acts[..3], &limits).unwrap();
         s.add_activity(&acts[3..], &limits).unwrap();
-        assert_eq!(
-            s.recent_activity(100).unwrap(),
-            acts[3..].to_vec(),
-            "the newest five, oldest first"
-        );
+        assert_eq!(s.recent_activity(100).unwrap(), acts[3..].to_vec(), "the newest five, oldest first");
         assert_eq!(s.recent_activity(2).unwrap(), acts[6..].to_vec());
     }
 
@@ -897,8 +766,7 @@ mod tests {
         let path = dir.path().join("state.db");
         let c = Connection::open(&path).unwrap();
         c.execute_batch(MIGRATIONS[0]).unwrap();
-        c.pragma_update(None, "application_id", APPLICATION_ID)
-            .unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
         c.pragma_update(None, "user_version", 1).unwrap();
         c.execute(
             "INSERT INTO launches (app, started_ms, window_ms, pages_expected, pages_resident_at_exec, pages_prefetched,
@@ -910,21 +778,11 @@ mod tests {
         let (mut s, outcome) = StateStore::open(&path).unwrap();
         assert_eq!(outcome, OpenOutcome::Opened);
         assert_eq!(s.recent_launches(10).unwrap()[0].app, "/bin/old");
-        let a = ActivityRecord {
-            at_ms: 1,
-            local_ms: 2,
-            app: "/bin/x".into(),
-            instance: 9,
-            launch: true,
-        };
-        s.add_activity(std::slice::from_ref(&a), &StateLimits::default())
-            .unwrap();
+        let a = ActivityRecord { at_ms: 1, local_ms: 2, app: "/bin/x".into(), instance: 9, launch: true };
+        s.add_activity(std::slice::from_ref(&a), &StateLimits::default()).unwrap();
         assert_eq!(s.recent_activity(10).unwrap(), vec![a]);
         s.forget("/bin/x").unwrap();
-        assert!(
-            s.recent_activity(10).unwrap().is_empty(),
-            "forgetting an application forgets its launches too"
-        );
+        assert!(s.recent_activity(10).unwrap().is_empty(), "forgetting an application forgets its launches too");
     }
 
     #[test]
@@ -933,8 +791,7 @@ mod tests {
         let (mut s, _) = StateStore::open(&dir.path().join("s.db")).unwrap();
         let limits = StateLimits::default();
         for app in ["/a", "/b", "/c"] {
-            s.learn_launch(app, app, &launch(1), &record(app, 1), &limits)
-                .unwrap();
+            s.learn_launch(app, app, &launch(1), &record(app, 1), &limits).unwrap();
         }
         assert!(s.forget("/b").unwrap());
         assert!(!s.forget("/b").unwrap());

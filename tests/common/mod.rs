@@ -17,13 +17,7 @@ pub const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
 
 /// Starts `augur daemon` with these paths, stderr to `log`, and waits until its socket answers;
 /// panics with the log if it exits first or never answers.
-pub fn spawn_daemon(
-    config: &Path,
-    state: &Path,
-    socket: &Path,
-    log: &Path,
-    verbose: bool,
-) -> Child {
+pub fn spawn_daemon(config: &Path, state: &Path, socket: &Path, log: &Path, verbose: bool) -> Child {
     let mut cmd = Command::new(AUGUR);
     cmd.arg("daemon");
     if verbose {
@@ -82,10 +76,7 @@ pub fn pagecache_drops() -> u64 {
     std::fs::read_to_string("/proc/vmstat")
         .unwrap()
         .lines()
-        .find_map(|l| {
-            l.strip_prefix("drop_pagecache ")
-                .map(|v| v.trim().parse().unwrap())
-        })
+        .find_map(|l| l.strip_prefix("drop_pagecache ").map(|v| v.trim().parse().unwrap()))
         .unwrap()
 }
 
@@ -109,14 +100,7 @@ pub fn make_app(dir: &Path) -> PathBuf {
         f.sync_all().unwrap();
     }
     let script = dir.join("app.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n",
-            data.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&script, format!("#!/bin/sh\nsleep 0.3\ncat {}/part* > /dev/null\n", data.display())).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     script
 }
@@ -154,13 +138,7 @@ impl TestDaemon {
         let dir = tempfile::tempdir().unwrap();
         let mut d = TestDaemon { child: None, dir };
         std::fs::write(d.config(), config).unwrap();
-        d.child = Some(spawn_daemon(
-            &d.config(),
-            &d.state(),
-            &d.socket(),
-            &d.log_path(),
-            true,
-        ));
+        d.child = Some(spawn_daemon(&d.config(), &d.state(), &d.socket(), &d.log_path(), true));
         d
     }
 
@@ -171,13 +149,7 @@ impl TestDaemon {
             stop(&mut c);
         }
         between();
-        self.child = Some(spawn_daemon(
-            &self.config(),
-            &self.state(),
-            &self.socket(),
-            &self.log_path(),
-            true,
-        ));
+        self.child = Some(spawn_daemon(&self.config(), &self.state(), &self.socket(), &self.log_path(), true));
     }
 
     pub fn log(&self) -> String {
@@ -192,15 +164,7 @@ impl TestDaemon {
     pub fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
         let until = Instant::now() + Duration::from_secs(60);
         while Instant::now() < until {
-            let mut recs = match control::request(
-                &self.socket(),
-                &Request::Launches {
-                    app: app.into(),
-                    limit: 100,
-                },
-            )
-            .unwrap()
-            {
+            let mut recs = match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
                 Response::Launches { launches } => launches,
                 other => panic!("unexpected {other:?}"),
             };
@@ -231,9 +195,7 @@ pub fn resident_pages(dir: &Path) -> u64 {
         let f = std::fs::File::open(e.unwrap().path()).unwrap();
         let pages = f.metadata().unwrap().len().div_ceil(page);
         let probe = augur::fetch::residency::ResidencyProbe::new(f.as_fd(), page, true);
-        n += probe
-            .count(augur::model::range::PageRange::new(0, pages))
-            .unwrap();
+        n += probe.count(augur::model::range::PageRange::new(0, pages)).unwrap();
     }
     n
 }

@@ -8,9 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::context::{ContextModel, Symbol};
-use super::{
-    AppProbability, Explanation, LocalTime, Observation, Predictor, RunningApps, Transition, unit,
-};
+use super::{AppProbability, Explanation, LocalTime, Observation, Predictor, RunningApps, Transition, unit};
 
 /// The marker that stands for "a session starts" in the launch sequence.
 const SESSION_START: Symbol = Symbol::MAX;
@@ -63,13 +61,7 @@ impl Default for AugurConfig {
 impl AugurConfig {
     /// Every part switched off: a frequency predictor without memory loss (the ablation floor).
     pub fn bare() -> Self {
-        AugurConfig {
-            fading: false,
-            sequence: false,
-            time_of_day: false,
-            session: false,
-            ..Self::default()
-        }
+        AugurConfig { fading: false, sequence: false, time_of_day: false, session: false, ..Self::default() }
     }
 
     /// Names of the parts that are on, for reports.
@@ -119,21 +111,11 @@ struct Memory {
 
 impl Memory {
     fn new(decay: f64, order: usize, partition: usize) -> Self {
-        Memory {
-            decay,
-            model: ContextModel::new(order, partition, decay),
-            buckets: vec![Bucket::default(); BUCKETS],
-            launches: 0,
-        }
+        Memory { decay, model: ContextModel::new(order, partition, decay), buckets: vec![Bucket::default(); BUCKETS], launches: 0 }
     }
 
     fn bucket_factor(&self, b: usize) -> f64 {
-        if self.decay >= 1.0 {
-            1.0
-        } else {
-            self.decay
-                .powf((self.launches - self.buckets[b].stamp) as f64)
-        }
+        if self.decay >= 1.0 { 1.0 } else { self.decay.powf((self.launches - self.buckets[b].stamp) as f64) }
     }
 
     fn learn(&mut self, context: &[Symbol], s: Symbol, at: LocalTime) {
@@ -167,35 +149,18 @@ impl Memory {
             total += w * f * self.buckets[nb].total;
         }
         let p_bucket = (count + STRENGTH * base) / (total + STRENGTH);
-        if base > 0.0 {
-            (p_bucket / base).powf(weight)
-        } else {
-            1.0
-        }
+        if base > 0.0 { (p_bucket / base).powf(weight) } else { 1.0 }
     }
 
     /// The normalised next-launch distribution over `alphabet`, with its (sequence, time) parts.
-    fn scores(
-        &self,
-        config: &AugurConfig,
-        context: &[Symbol],
-        order: usize,
-        alphabet: &[Symbol],
-        now: LocalTime,
-    ) -> BTreeMap<Symbol, (f64, f64, f64)> {
-        let q = self
-            .model
-            .distribution(context, alphabet, order, config.prior);
+    fn scores(&self, config: &AugurConfig, context: &[Symbol], order: usize, alphabet: &[Symbol], now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
+        let q = self.model.distribution(context, alphabet, order, config.prior);
         let base = self.model.distribution(&[], alphabet, 0, config.prior);
         let mut out = BTreeMap::new();
         let mut sum = 0.0;
         for &s in alphabet {
             let qs = q.get(&s).copied().unwrap_or(0.0);
-            let tod = if config.time_of_day {
-                self.time_of_day_factor(s, now, base[&s], config.time_of_day_weight)
-            } else {
-                1.0
-            };
+            let tod = if config.time_of_day { self.time_of_day_factor(s, now, base[&s], config.time_of_day_weight) } else { 1.0 };
             let v = qs * tod;
             sum += v;
             out.insert(s, (v, qs, tod));
@@ -231,18 +196,10 @@ pub struct AugurPredictor {
 impl AugurPredictor {
     /// A predictor that has seen nothing.
     pub fn new(config: AugurConfig) -> Self {
-        let order = if config.sequence {
-            config.max_order.max(1)
-        } else {
-            1
-        };
+        let order = if config.sequence { config.max_order.max(1) } else { 1 };
         let mut memories = vec![Memory::new(1.0, order, config.partition)];
         if config.fading && config.half_life_launches > 0.0 {
-            memories.push(Memory::new(
-                0.5f64.powf(1.0 / config.half_life_launches),
-                order,
-                config.partition,
-            ));
+            memories.push(Memory::new(0.5f64.powf(1.0 / config.half_life_launches), order, config.partition));
         }
         let n = memories.len();
         AugurPredictor {
@@ -276,18 +233,12 @@ impl AugurPredictor {
     fn session_starts(&self, t: LocalTime) -> bool {
         self.config.session
             && self.running.is_empty()
-            && self
-                .last_activity
-                .is_none_or(|l| t.since(l) >= self.config.session_gap_ms)
+            && self.last_activity.is_none_or(|l| t.since(l) >= self.config.session_gap_ms)
     }
 
     /// The context the next launch at `t` would follow.
     fn context_at(&self, t: LocalTime) -> Vec<Symbol> {
-        if self.session_starts(t) {
-            vec![SESSION_START]
-        } else {
-            self.history.clone()
-        }
+        if self.session_starts(t) { vec![SESSION_START] } else { self.history.clone() }
     }
 
     /// The context order used for prediction with this configuration and context.
@@ -305,9 +256,8 @@ impl AugurPredictor {
     /// memory that weighs most.
     fn scores(&self, now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
         let context = self.context_at(now);
-        let alphabet: Vec<Symbol> = (0..self.names.len() as Symbol)
-            .filter(|&s| !self.running.is_running(&self.names[s as usize]))
-            .collect();
+        let alphabet: Vec<Symbol> =
+            (0..self.names.len() as Symbol).filter(|&s| !self.running.is_running(&self.names[s as usize])).collect();
         let order = self.use_order(&context);
         let lead = self.lead_memory();
         let mut out: BTreeMap<Symbol, (f64, f64, f64)> = BTreeMap::new();
@@ -326,21 +276,13 @@ impl AugurPredictor {
     }
 
     fn lead_memory(&self) -> usize {
-        (0..self.weights.len())
-            .max_by(|&a, &b| self.weights[a].total_cmp(&self.weights[b]))
-            .unwrap_or(0)
+        (0..self.weights.len()).max_by(|&a, &b| self.weights[a].total_cmp(&self.weights[b])).unwrap_or(0)
     }
 
     fn describe_context(&self, context: &[Symbol]) -> String {
         context
             .iter()
-            .map(|&s| {
-                if s == SESSION_START {
-                    "<session start>".to_string()
-                } else {
-                    self.names[s as usize].clone()
-                }
-            })
+            .map(|&s| if s == SESSION_START { "<session start>".to_string() } else { self.names[s as usize].clone() })
             .collect::<Vec<_>>()
             .join(" → ")
     }
@@ -355,11 +297,7 @@ impl Predictor for AugurPredictor {
         if event.transition == Transition::Launch {
             let s = self.intern(event.app);
             let context = self.context_at(event.at);
-            let context = if self.config.sequence || context == [SESSION_START] {
-                context
-            } else {
-                Vec::new()
-            };
+            let context = if self.config.sequence || context == [SESSION_START] { context } else { Vec::new() };
             if self.memories.len() > 1 && !self.running.is_running(event.app) {
                 // Reweigh the memories by how likely each found this launch (Bayes, fixed share).
                 let alphabet: Vec<Symbol> = (0..self.names.len() as Symbol)
@@ -367,10 +305,7 @@ impl Predictor for AugurPredictor {
                     .collect();
                 let order = self.use_order(&context);
                 for (i, m) in self.memories.iter().enumerate() {
-                    let p = m
-                        .scores(&self.config, &context, order, &alphabet, event.at)
-                        .get(&s)
-                        .map_or(0.0, |v| v.0);
+                    let p = m.scores(&self.config, &context, order, &alphabet, event.at).get(&s).map_or(0.0, |v| v.0);
                     self.weights[i] *= p.max(1e-6);
                 }
                 let total: f64 = self.weights.iter().sum();
@@ -433,10 +368,7 @@ impl Predictor for AugurPredictor {
             let lead = &self.memories[self.lead_memory()];
             for ev in lead.model.evidence(&context, s, order).iter().rev() {
                 if ev.order == 0 {
-                    reasons.push(format!(
-                        "overall: started {:.1} of the last {:.1} launches (counts as remembered)",
-                        ev.followed_by, ev.seen
-                    ));
+                    reasons.push(format!("overall: started {:.1} of the last {:.1} launches (counts as remembered)", ev.followed_by, ev.seen));
                 } else {
                     reasons.push(format!(
                         "after {}: followed by {app} {:.1} of {:.1} times (weight {:.2})",
@@ -457,10 +389,7 @@ impl Predictor for AugurPredictor {
             }
         }
         if self.session_starts(now) {
-            reasons.push(
-                "nothing runs and the session gap has passed: predicting a session's first launch"
-                    .into(),
-            );
+            reasons.push("nothing runs and the session gap has passed: predicting a session's first launch".into());
         }
         if self.memories.len() > 1 {
             reasons.push(format!(
@@ -470,12 +399,7 @@ impl Predictor for AugurPredictor {
                 100.0 * self.weights[1]
             ));
         }
-        Explanation {
-            predictor: self.name().into(),
-            app: app.into(),
-            probability,
-            reasons,
-        }
+        Explanation { predictor: self.name().into(), app: app.into(), probability, reasons }
     }
 }
 
@@ -491,15 +415,7 @@ mod tests {
             for (k, (x, y)) in [("a", "b"), ("c", "d")].iter().enumerate() {
                 let base = d * 86_400 + 9 * 3600 + k as u64 * 4 * 3600;
                 inst += 2;
-                feed(
-                    p,
-                    &[
-                        launch(base, x, inst),
-                        launch(base + 60, y, inst + 1),
-                        exit(base + 3600, x, inst),
-                        exit(base + 3601, y, inst + 1),
-                    ],
-                );
+                feed(p, &[launch(base, x, inst), launch(base + 60, y, inst + 1), exit(base + 3600, x, inst), exit(base + 3601, y, inst + 1)]);
             }
         }
     }
@@ -515,11 +431,7 @@ mod tests {
         let total: f64 = ps.iter().map(|a| a.probability).sum();
         assert!((total - 1.0).abs() < 1e-9);
         let e = p.explain("d", LocalTime((10 * 86_400 + 9 * 3600 + 10) * 1000));
-        assert!(
-            e.reasons.iter().any(|r| r.starts_with("after c")),
-            "{:?}",
-            e.reasons
-        );
+        assert!(e.reasons.iter().any(|r| r.starts_with("after c")), "{:?}", e.reasons);
     }
 
     #[test]
@@ -530,12 +442,7 @@ mod tests {
         let now = LocalTime((10 * 86_400 + 13 * 3600 - 60) * 1000);
         let ps = p.predict(now);
         assert!(prob(&ps, "c") > prob(&ps, "a"), "{ps:?}");
-        assert!(
-            p.explain("c", now)
-                .reasons
-                .iter()
-                .any(|r| r.contains("session"))
-        );
+        assert!(p.explain("c", now).reasons.iter().any(|r| r.contains("session")));
         // Morning: a opens.
         let ps = p.predict(LocalTime((10 * 86_400 + 9 * 3600 - 60) * 1000));
         assert!(prob(&ps, "a") > prob(&ps, "c"), "{ps:?}");
@@ -544,17 +451,7 @@ mod tests {
     #[test]
     fn bare_configuration_is_frequency_only() {
         let mut p = AugurPredictor::new(AugurConfig::bare());
-        feed(
-            &mut p,
-            &[
-                launch(1, "a", 1),
-                exit(2, "a", 1),
-                launch(3, "a", 2),
-                exit(4, "a", 2),
-                launch(5, "b", 3),
-                exit(6, "b", 3),
-            ],
-        );
+        feed(&mut p, &[launch(1, "a", 1), exit(2, "a", 1), launch(3, "a", 2), exit(4, "a", 2), launch(5, "b", 3), exit(6, "b", 3)]);
         let ps = p.predict(LocalTime(10_000));
         // (2 + 0.5) / (3 + 1) and (1 + 0.5) / 4.
         assert!((prob(&ps, "a") - 0.625).abs() < 1e-12, "{ps:?}");

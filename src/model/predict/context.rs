@@ -50,13 +50,7 @@ impl ContextModel {
     /// A model of contexts up to `max_order` symbols, at most `partition` successors kept per
     /// context, counts multiplied by `decay` (in `(0, 1]`) at every update.
     pub fn new(max_order: usize, partition: usize, decay: f64) -> Self {
-        ContextModel {
-            max_order,
-            partition: partition.max(1),
-            decay: decay.clamp(1e-6, 1.0),
-            updates: 0,
-            nodes: BTreeMap::new(),
-        }
+        ContextModel { max_order, partition: partition.max(1), decay: decay.clamp(1e-6, 1.0), updates: 0, nodes: BTreeMap::new() }
     }
 
     /// Highest context order.
@@ -65,11 +59,7 @@ impl ContextModel {
     }
 
     fn factor(&self, stamp: u64) -> f64 {
-        if self.decay >= 1.0 {
-            1.0
-        } else {
-            self.decay.powf((self.updates - stamp) as f64)
-        }
+        if self.decay >= 1.0 { 1.0 } else { self.decay.powf((self.updates - stamp) as f64) }
     }
 
     /// Records that `next` followed `history` (oldest first; only its last `max_order` symbols
@@ -114,39 +104,24 @@ impl ContextModel {
     fn node(&self, context: &[Symbol]) -> Option<(f64, BTreeMap<Symbol, f64>)> {
         let n = self.nodes.get(context)?;
         let f = self.factor(n.stamp);
-        Some((
-            n.count * f,
-            n.children.iter().map(|(s, c)| (*s, c * f)).collect(),
-        ))
+        Some((n.count * f, n.children.iter().map(|(s, c)| (*s, c * f)).collect()))
     }
 
     /// The blended distribution of the next symbol over `alphabet` after `history`: order 0
     /// (with add-`prior` smoothing), then each longer context interpolated over it with weight
     /// `seen / (seen + distinct successors)` (Witten–Bell). Orders above `use_order` are ignored.
-    pub fn distribution(
-        &self,
-        history: &[Symbol],
-        alphabet: &[Symbol],
-        use_order: usize,
-        prior: f64,
-    ) -> BTreeMap<Symbol, f64> {
+    pub fn distribution(&self, history: &[Symbol], alphabet: &[Symbol], use_order: usize, prior: f64) -> BTreeMap<Symbol, f64> {
         let mut q: BTreeMap<Symbol, f64> = BTreeMap::new();
         let (n0, c0) = self.node(&[]).unwrap_or_default();
         let denom = n0 + prior * alphabet.len() as f64;
         for &s in alphabet {
-            let v = if denom > 0.0 {
-                (c0.get(&s).copied().unwrap_or(0.0) + prior) / denom
-            } else {
-                1.0 / alphabet.len().max(1) as f64
-            };
+            let v = if denom > 0.0 { (c0.get(&s).copied().unwrap_or(0.0) + prior) / denom } else { 1.0 / alphabet.len().max(1) as f64 };
             q.insert(s, v);
         }
         let longest = history.len().min(self.max_order).min(use_order);
         for k in 1..=longest {
             let context = &history[history.len() - k..];
-            let Some((n, children)) = self.node(context) else {
-                break;
-            };
+            let Some((n, children)) = self.node(context) else { break };
             if n <= 0.0 || children.is_empty() {
                 break;
             }
@@ -160,24 +135,13 @@ impl ContextModel {
     }
 
     /// What each order says about `symbol` after `history`.
-    pub fn evidence(
-        &self,
-        history: &[Symbol],
-        symbol: Symbol,
-        use_order: usize,
-    ) -> Vec<OrderEvidence> {
+    pub fn evidence(&self, history: &[Symbol], symbol: Symbol, use_order: usize) -> Vec<OrderEvidence> {
         let mut out = Vec::new();
         let longest = history.len().min(self.max_order).min(use_order);
         for k in 0..=longest {
             let context = &history[history.len() - k..];
-            let Some((n, children)) = self.node(context) else {
-                break;
-            };
-            let weight = if k == 0 {
-                1.0
-            } else {
-                n / (n + children.len().max(1) as f64)
-            };
+            let Some((n, children)) = self.node(context) else { break };
+            let weight = if k == 0 { 1.0 } else { n / (n + children.len().max(1) as f64) };
             out.push(OrderEvidence {
                 order: k,
                 context: context.to_vec(),

@@ -154,23 +154,17 @@ impl RunningApps {
 
     /// The lowest-numbered running instance of `app`.
     pub fn first_instance(&self, app: &str) -> Option<u64> {
-        self.instances
-            .get(app)
-            .and_then(|s| s.keys().next().copied())
+        self.instances.get(app).and_then(|s| s.keys().next().copied())
     }
 
     /// True when this instance of `app` still runs.
     pub fn instance_running(&self, app: &str, instance: u64) -> bool {
-        self.instances
-            .get(app)
-            .is_some_and(|s| s.contains_key(&instance))
+        self.instances.get(app).is_some_and(|s| s.contains_key(&instance))
     }
 
     /// When the most recent running instance of `app` started.
     pub fn last_start(&self, app: &str) -> Option<LocalTime> {
-        self.instances
-            .get(app)
-            .and_then(|s| s.values().max().copied())
+        self.instances.get(app).and_then(|s| s.values().max().copied())
     }
 
     /// True when at least one instance of `app` runs.
@@ -205,38 +199,21 @@ pub(crate) mod tests {
     use proptest::prelude::*;
 
     pub fn launch(at_s: u64, app: &str, instance: u64) -> (LocalTime, String, u64, Transition) {
-        (
-            LocalTime(at_s * 1000),
-            app.to_string(),
-            instance,
-            Transition::Launch,
-        )
+        (LocalTime(at_s * 1000), app.to_string(), instance, Transition::Launch)
     }
 
     pub fn exit(at_s: u64, app: &str, instance: u64) -> (LocalTime, String, u64, Transition) {
-        (
-            LocalTime(at_s * 1000),
-            app.to_string(),
-            instance,
-            Transition::Exit,
-        )
+        (LocalTime(at_s * 1000), app.to_string(), instance, Transition::Exit)
     }
 
     pub fn feed(p: &mut dyn Predictor, events: &[(LocalTime, String, u64, Transition)]) {
         for (at, app, instance, transition) in events {
-            p.observe(&Observation {
-                at: *at,
-                app,
-                instance: *instance,
-                transition: *transition,
-            });
+            p.observe(&Observation { at: *at, app, instance: *instance, transition: *transition });
         }
     }
 
     pub fn prob(ps: &[AppProbability], app: &str) -> f64 {
-        ps.iter()
-            .find(|p| p.app == app)
-            .map_or(0.0, |p| p.probability)
+        ps.iter().find(|p| p.app == app).map_or(0.0, |p| p.probability)
     }
 
     #[test]
@@ -249,12 +226,7 @@ pub(crate) mod tests {
     #[test]
     fn running_apps_counts_instances() {
         let mut r = RunningApps::default();
-        let ev = |t, i| Observation {
-            at: LocalTime(0),
-            app: "a",
-            instance: i,
-            transition: t,
-        };
+        let ev = |t, i| Observation { at: LocalTime(0), app: "a", instance: i, transition: t };
         assert!(r.apply(&ev(Transition::Launch, 1)));
         assert!(!r.apply(&ev(Transition::Launch, 2)));
         assert!(!r.apply(&ev(Transition::Exit, 1)));

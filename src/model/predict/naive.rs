@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    AppProbability, Explanation, LocalTime, Observation, Predictor, RunningApps, Transition, unit,
-};
+use super::{AppProbability, Explanation, LocalTime, Observation, Predictor, RunningApps, Transition, unit};
 
 /// Frequency-proportional predictor.
 #[derive(Clone, Debug, Default)]
@@ -45,30 +43,16 @@ impl Predictor for NaivePredictor {
     }
 
     fn predict(&mut self, _now: LocalTime) -> Vec<AppProbability> {
-        self.launches
-            .keys()
-            .map(|app| AppProbability {
-                app: app.clone(),
-                probability: self.probability(app),
-            })
-            .collect()
+        self.launches.keys().map(|app| AppProbability { app: app.clone(), probability: self.probability(app) }).collect()
     }
 
     fn explain(&mut self, app: &str, _now: LocalTime) -> Explanation {
         let n = self.launches.get(app).copied().unwrap_or(0);
         let mut reasons = vec![format!("started {n} of {} launches seen", self.total)];
         if self.running.is_running(app) {
-            reasons.insert(
-                0,
-                "running now: a running application is not predicted".into(),
-            );
+            reasons.insert(0, "running now: a running application is not predicted".into());
         }
-        Explanation {
-            predictor: self.name().into(),
-            app: app.into(),
-            probability: self.probability(app),
-            reasons,
-        }
+        Explanation { predictor: self.name().into(), app: app.into(), probability: self.probability(app), reasons }
     }
 }
 
@@ -82,15 +66,7 @@ mod tests {
         let mut p = NaivePredictor::new();
         feed(
             &mut p,
-            &[
-                launch(1, "a", 1),
-                exit(2, "a", 1),
-                launch(3, "a", 2),
-                exit(4, "a", 2),
-                launch(5, "b", 3),
-                exit(6, "b", 3),
-                launch(7, "c", 4),
-            ],
+            &[launch(1, "a", 1), exit(2, "a", 1), launch(3, "a", 2), exit(4, "a", 2), launch(5, "b", 3), exit(6, "b", 3), launch(7, "c", 4)],
         );
         let ps = p.predict(LocalTime(10_000));
         assert!((prob(&ps, "a") - 0.5).abs() < 1e-12);

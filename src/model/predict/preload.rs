@@ -24,10 +24,7 @@ pub struct PreloadConfig {
 
 impl Default for PreloadConfig {
     fn default() -> Self {
-        PreloadConfig {
-            cycle_s: 20,
-            use_correlation: true,
-        }
+        PreloadConfig { cycle_s: 20, use_correlation: true }
     }
 }
 
@@ -328,11 +325,7 @@ impl PreloadPredictor {
             if m.weight[s][s] == 0 {
                 continue;
             }
-            let correlation = if self.config.use_correlation {
-                self.correlation(m)
-            } else {
-                1.0
-            };
+            let correlation = if self.config.use_correlation { self.correlation(m) } else { 1.0 };
             let (a, b) = (m.a, m.b);
             if s & 1 == 0 {
                 self.bid_for_exe(idx, a, b, 1, correlation);
@@ -352,19 +345,11 @@ impl PreloadPredictor {
             return;
         }
         let p_state_change = 1.0 - (-(self.config.cycle_s as f64) * 1.5 / m.time_to_leave[s]).exp();
-        let p_runs_next =
-            f64::from(m.weight[s][ystate] + m.weight[s][3]) / (f64::from(m.weight[s][s]) + 0.01);
+        let p_runs_next = f64::from(m.weight[s][ystate] + m.weight[s][3]) / (f64::from(m.weight[s][s]) + 0.01);
         let correlation = correlation.abs().min(1.0);
         let p_runs = correlation * p_state_change * p_runs_next;
         self.exes[y].lnprob += (1.0 - p_runs).ln();
-        self.bids.entry(y).or_default().push(Bid {
-            other,
-            state: s,
-            correlation,
-            p_state_change,
-            p_runs_next,
-            p_runs,
-        });
+        self.bids.entry(y).or_default().push(Bid { other, state: s, correlation, p_state_change, p_runs_next, p_runs });
     }
 
     fn probability(&self, e: usize) -> f64 {
@@ -392,13 +377,7 @@ impl Predictor for PreloadPredictor {
 
     fn predict(&mut self, now: LocalTime) -> Vec<AppProbability> {
         self.advance(now, true);
-        self.by_name
-            .iter()
-            .map(|(app, &e)| AppProbability {
-                app: app.clone(),
-                probability: self.probability(e),
-            })
-            .collect()
+        self.by_name.iter().map(|(app, &e)| AppProbability { app: app.clone(), probability: self.probability(e) }).collect()
     }
 
     fn explain(&mut self, app: &str, now: LocalTime) -> Explanation {
@@ -411,10 +390,7 @@ impl Predictor for PreloadPredictor {
             }
             Some(&e) => {
                 if self.exe_is_running(e) {
-                    reasons.push(
-                        "running at the last scan: preload does not prefetch running applications"
-                            .into(),
-                    );
+                    reasons.push("running at the last scan: preload does not prefetch running applications".into());
                 }
                 let mut bids = self.bids.get(&e).cloned().unwrap_or_default();
                 bids.sort_by(|x, y| y.p_runs.total_cmp(&x.p_runs));
@@ -432,20 +408,11 @@ impl Predictor for PreloadPredictor {
                 if bids.is_empty() {
                     reasons.push("no pair bid for it at the last scan (no chain has left its current state before, or zero correlation)".into());
                 }
-                reasons.push(format!(
-                    "ln P(not needed) = {:.4} summed over {} bids",
-                    self.exes[e].lnprob,
-                    bids.len()
-                ));
+                reasons.push(format!("ln P(not needed) = {:.4} summed over {} bids", self.exes[e].lnprob, bids.len()));
                 self.probability(e)
             }
         };
-        Explanation {
-            predictor: self.name().into(),
-            app: app.into(),
-            probability,
-            reasons,
-        }
+        Explanation { predictor: self.name().into(), app: app.into(), probability, reasons }
     }
 }
 
@@ -468,16 +435,7 @@ mod tests {
     fn worked_example() -> PreloadPredictor {
         let mut p = PreloadPredictor::new(PreloadConfig::default());
         p.predict(LocalTime(0)); // preload starts at t = 0: scans at 0, 20, 40, ...; updates at 10, 30, ...
-        feed(
-            &mut p,
-            &[
-                launch(5, "A", 1),
-                launch(25, "B", 2),
-                exit(65, "A", 1),
-                exit(85, "B", 2),
-                launch(150, "A", 3),
-            ],
-        );
+        feed(&mut p, &[launch(5, "A", 1), launch(25, "B", 2), exit(65, "A", 1), exit(85, "B", 2), launch(150, "A", 3)]);
         p
     }
 
@@ -497,14 +455,8 @@ mod tests {
         assert_eq!(m.weight[3][2], 1);
         assert_eq!(m.time_to_leave[3], 40.0);
         // Only B -> neither at 110 (B's exit seen at the scan at 100); neither -> only A at 170.
-        assert_eq!(
-            (m.weight[2][2], m.weight[2][0], m.time_to_leave[2]),
-            (1, 1, 20.0)
-        );
-        assert_eq!(
-            (m.weight[0][0], m.weight[0][1], m.time_to_leave[0]),
-            (1, 1, 60.0)
-        );
+        assert_eq!((m.weight[2][2], m.weight[2][0], m.time_to_leave[2]), (1, 1, 20.0));
+        assert_eq!((m.weight[0][0], m.weight[0][1], m.time_to_leave[0]), (1, 1, 60.0));
         assert_eq!(m.state, 1);
         assert_eq!(m.time, 40);
         // A: 20 s accounted at each update that saw it running (30, 50, 70, 170).
@@ -522,11 +474,7 @@ mod tests {
         // corr = (180*40 - 80*60) / sqrt(80*60*100*120) = 1/sqrt(10)
         // P(change) = 1 - exp(-20*1.5/20) = 1 - e^-1.5; P(B next) = (0 + 1) / (1 + 0.01)
         let expected = (1.0 / 10f64.sqrt()) * (1.0 - (-1.5f64).exp()) * (1.0 / 1.01);
-        assert!(
-            (prob(&ps, "B") - expected).abs() < 1e-12,
-            "{} vs {expected}",
-            prob(&ps, "B")
-        );
+        assert!((prob(&ps, "B") - expected).abs() < 1e-12, "{} vs {expected}", prob(&ps, "B"));
         assert!((expected - 0.243_235).abs() < 1e-5);
         assert_eq!(prob(&ps, "A"), 0.0, "A runs");
         let e = p.explain("B", LocalTime(180_000));
@@ -535,21 +483,9 @@ mod tests {
 
     #[test]
     fn without_correlation_the_bid_is_the_chain_alone() {
-        let mut p = PreloadPredictor::new(PreloadConfig {
-            use_correlation: false,
-            ..PreloadConfig::default()
-        });
+        let mut p = PreloadPredictor::new(PreloadConfig { use_correlation: false, ..PreloadConfig::default() });
         p.predict(LocalTime(0));
-        feed(
-            &mut p,
-            &[
-                launch(5, "A", 1),
-                launch(25, "B", 2),
-                exit(65, "A", 1),
-                exit(85, "B", 2),
-                launch(150, "A", 3),
-            ],
-        );
+        feed(&mut p, &[launch(5, "A", 1), launch(25, "B", 2), exit(65, "A", 1), exit(85, "B", 2), launch(150, "A", 3)]);
         let ps = p.predict(LocalTime(180_000));
         let expected = (1.0 - (-1.5f64).exp()) / 1.01;
         assert!((prob(&ps, "B") - expected).abs() < 1e-12);
@@ -569,10 +505,7 @@ mod tests {
     #[test]
     fn multiple_applications_combine_through_log_probabilities() {
         // Two chains bidding for C: P = 1 - (1 - p1)(1 - p2).
-        let mut p = PreloadPredictor::new(PreloadConfig {
-            use_correlation: false,
-            ..PreloadConfig::default()
-        });
+        let mut p = PreloadPredictor::new(PreloadConfig { use_correlation: false, ..PreloadConfig::default() });
         p.predict(LocalTime(0));
         let mut events = Vec::new();
         // A and B start together; C follows; all stop; twice.
