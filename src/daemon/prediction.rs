@@ -124,8 +124,9 @@ pub struct PredictionStep {
     hold_until_ms: Option<u64>,
     /// When the last full round ran (wall-clock ms).
     last_round_ms: Option<u64>,
-    /// A round was asked for sooner than [`MIN_ROUND_GAP_MS`] after the last: it is owed.
-    deferred: bool,
+    /// A round was put off (asked for sooner than [`MIN_ROUND_GAP_MS`] after the last, during a
+    /// start, or while pressure holds fetching off): it is owed in this many milliseconds.
+    owed_in_ms: Option<u64>,
 }
 
 impl PredictionStep {
@@ -207,7 +208,7 @@ impl PredictionStep {
             trigger,
             hold_until_ms: None,
             last_round_ms: None,
-            deferred: false,
+            owed_in_ms: None,
         })
     }
 
@@ -351,7 +352,7 @@ impl PlanStep for PredictionStep {
     }
 
     fn round_owed_in_ms(&self) -> Option<u64> {
-        self.deferred.then_some(MIN_ROUND_GAP_MS)
+        self.owed_in_ms
     }
 
     fn explain(&mut self, app: &str, now_ms: u64) -> Option<predict::Explanation> {
@@ -374,6 +375,8 @@ impl PlanStep for PredictionStep {
             self.stop_fetching();
             let already_held = self.hold_until_ms.is_some_and(|t| ctx.now_ms < t);
             self.hold_until_ms = Some(ctx.now_ms.saturating_add(PRESSURE_HOLD_MS));
+            // Nothing else may come to plan again once the hold is over: a round is owed then.
+            self.owed_in_ms = Some(PRESSURE_HOLD_MS);
             if already_held {
                 tracing::debug!("memory pressure still rising: prefetching stays stopped");
             } else {
@@ -381,8 +384,9 @@ impl PlanStep for PredictionStep {
             }
             return Ok(());
         }
-        if self.hold_until_ms.is_some_and(|t| ctx.now_ms < t) {
+        if let Some(until) = self.hold_until_ms.filter(|&t| ctx.now_ms < t) {
             tracing::debug!("memory pressure rose less than {PRESSURE_HOLD_MS} ms ago: not fetching");
+            self.owed_in_ms = Some(until - ctx.now_ms);
             return Ok(());
         }
         if ctx.launching {
@@ -393,19 +397,21 @@ impl PlanStep for PredictionStep {
                 tracing::debug!("an application is starting: prediction fetch paused while it starts");
             }
             self.current.cancel();
-            self.deferred = true;
+            self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
             return Ok(());
         }
         if !matches!(trigger, PlanTrigger::Start) && self.last_round_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS)) {
-            self.deferred = true;
+            self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
             return Ok(());
         }
-        self.deferred = false;
+        self.owed_in_ms = None;
         self.last_round_ms = Some(ctx.now_ms);
         let pressure = self.sources.pressure();
         if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
             self.stop_fetching();
             tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
+            // avg10 falls within about ten seconds of the stalls ending: look again then.
+            self.owed_in_ms = Some(PRESSURE_HOLD_MS);
             return Ok(());
         }
         let budget = if cfg.budget_bytes > 0 {
@@ -535,10 +541,15 @@ mod tests {
         assert!(step.fetching_stopped());
         assert_eq!(step.jobs_sent(), 1);
 
-        // A round soon after the trigger fetches nothing, even with low pressure.
+        assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS), "a round is owed for when the hold is over");
+
+        // A round soon after the trigger fetches nothing, even with low pressure, and still owes
+        // one for the end of the hold (nothing else may come to plan again).
         std::fs::write(&sources.pressure, psi(0.0)).unwrap();
-        step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &ctx).unwrap();
+        let soon = PlanContext { now_ms: 4_000, ..ctx };
+        step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &soon).unwrap();
         assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS - 3_000));
 
         // While an application starts, nothing is fetched for later; afterwards planning resumes.
         let launching = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
