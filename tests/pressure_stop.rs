@@ -10,12 +10,12 @@
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{TestDaemon, drop_caches, resident_pages};
+use common::{Cgroup, TestDaemon, drop_caches, resident_pages, thread_named};
 
 use augur::daemon::control::{self, Request, Response};
 
@@ -27,61 +27,6 @@ const WINDOW_US: u64 = 2_000_000;
 
 
 
-
-/// A cgroup v1 group this test creates; dropping it kills (`kill`) or moves back to the root
-/// group every process inside and removes it.
-struct Cgroup {
-    dir: PathBuf,
-    kill: bool,
-}
-
-impl Cgroup {
-    fn create(controller: &str, kill: bool) -> Cgroup {
-        let root = Path::new("/sys/fs/cgroup").join(controller);
-        assert!(root.join("cgroup.procs").exists(), "no cgroup v1 {controller} hierarchy at {}", root.display());
-        let dir = root.join(format!("augur-test-pressure-{}", std::process::id()));
-        if !dir.exists() {
-            std::fs::create_dir(&dir).unwrap();
-        }
-        Cgroup { dir, kill }
-    }
-
-    fn set(&self, file: &str, value: &str) {
-        std::fs::write(self.dir.join(file), value).unwrap_or_else(|e| panic!("{}/{file} = {value}: {e}", self.dir.display()));
-    }
-}
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let root_procs = self.dir.parent().unwrap().join("cgroup.procs");
-        for _ in 0..100 {
-            let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-            for pid in procs.split_whitespace() {
-                if self.kill {
-                    // SAFETY (test): kill(2) on a process of the test's own cgroup.
-                    unsafe { libc::kill(pid.parse().unwrap_or(0), libc::SIGKILL) };
-                } else {
-                    let _ = std::fs::write(&root_procs, pid);
-                }
-            }
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-/// The thread of process `pid` named `name`.
-fn thread_named(pid: u32, name: &str) -> u32 {
-    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let e = e.unwrap();
-        if std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim() == name {
-            return e.file_name().to_string_lossy().parse().unwrap();
-        }
-    }
-    panic!("process {pid} has no thread {name}");
-}
 
 fn monotonic_ns() -> u64 {
     augur::daemon::os::monotonic_ns()
@@ -134,7 +79,7 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     // Slow the daemon's fetch to 16 MiB/s so its fetch of 256 MiB takes about 16 s. Not slower: a
     // stop waits for the 8 MiB the fetch keeps queued, half a second at this rate (2 s at 4 MiB/s,
     // past the deadline).
-    let throttle = Cgroup::create("blkio", false);
+    let throttle = Cgroup::create("blkio", "pressure-fetch", false);
     let disk = augur::bench::throttle::root_disk().unwrap();
     throttle.set("blkio.throttle.read_bps_device", &format!("{disk} {}", 16 * MIB));
     // Only the prediction fetch worker: the event loop's own reads (state, /proc) stay unthrottled.
@@ -156,7 +101,7 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     // Our own trigger, with the daemon's threshold, tells when the pressure rose.
     let psi = std::fs::OpenOptions::new().read(true).write(true).open("/proc/pressure/memory").unwrap();
     (&psi).write_all(format!("some {STALL_US} {WINDOW_US}\0").as_bytes()).unwrap();
-    let hog_cgroup = Cgroup::create("memory", true);
+    let hog_cgroup = Cgroup::create("memory", "pressure-hog", true);
     hog_cgroup.set("memory.limit_in_bytes", &(48 * MIB).to_string());
     let hog_started = monotonic_ns();
     let mut hog = Command::new("sh")

@@ -83,6 +83,8 @@ fn fetch_watched(plan: &FetchPlan, cancel: &CancelFlag, pressure: &CancelFlag, w
     let fetcher = Prefetcher::new(FetchOptions {
         priority: IoPriority::Idle,
         window_bytes: FETCH_WINDOW_BYTES,
+        // A fetch for later waits while anything else reads: it must not slow work happening now.
+        yield_to_foreground: true,
         ..FetchOptions::default()
     });
     let Some(w) = watch else { return fetcher.fetch(plan, cancel) };
@@ -155,8 +157,10 @@ impl PredictionStep {
                     }
                     let mut pages = crate::fetch::PageCounts::default();
                     let mut cancelled = false;
+                    let mut waited_ms = 0.0;
                     for plan in &job.plans {
                         let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                        waited_ms += report.foreground_wait_ms;
                         pages.wanted += report.pages.wanted;
                         pages.already_resident += report.pages.already_resident;
                         pages.loaded += report.pages.loaded;
@@ -177,10 +181,11 @@ impl PredictionStep {
                         tracing::debug!("prediction fetch replaced by a newer plan after {} pages", pages.loaded);
                     }
                     tracing::debug!(
-                        "prediction fetch: {} pages wanted, {} already resident, {} loaded",
+                        "prediction fetch: {} pages wanted, {} already resident, {} loaded; waited {:.0} ms for others' reads",
                         pages.wanted,
                         pages.already_resident,
-                        pages.loaded
+                        pages.loaded,
+                        waited_ms
                     );
                 }
             })

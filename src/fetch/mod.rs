@@ -10,6 +10,7 @@
 //! `Prefetcher::new(options).fetch(&plan, &cancel)` returns a verified [`FetchReport`].
 
 pub mod device;
+pub mod foreground;
 pub mod load;
 pub mod lookup;
 pub mod open;

@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +37,9 @@ pub struct FetchOptions {
     pub window_bytes: u64,
     /// Files kept open at once at most.
     pub max_open_files: usize,
+    /// Wait while other processes read from the disks (a fetch for later; see
+    /// [`super::foreground`]).
+    pub yield_to_foreground: bool,
 }
 
 impl Default for FetchOptions {
@@ -47,6 +50,7 @@ impl Default for FetchOptions {
             max_chunk_bytes: MAX_CHUNK_BYTES,
             window_bytes: 32 << 20,
             max_open_files: 256,
+            yield_to_foreground: false,
         }
     }
 }
@@ -169,6 +173,9 @@ pub struct FetchReport {
     /// Path lookups of the plan repeated before loading (stat'ed or listed).
     #[serde(default)]
     pub lookups_replayed: u64,
+    /// Milliseconds spent waiting for other processes' reads to end.
+    #[serde(default)]
+    pub foreground_wait_ms: f64,
 }
 
 impl FetchReport {
@@ -191,6 +198,11 @@ struct FileState {
     device: DeviceInfo,
     verified: bool,
     unverifiable: bool,
+}
+
+thread_local! {
+    /// This thread's watch on others' reads, kept between fetches (see `yield_to_foreground`).
+    static FOREGROUND: std::cell::RefCell<Option<super::foreground::ForegroundReads>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Loads plans into the page cache. Cheap to create; one fetch at a time per thread (the I/O
@@ -252,6 +264,7 @@ impl Prefetcher {
                 elapsed_ms: 0.0,
                 problems: Vec::new(),
                 lookups_replayed: 0,
+                foreground_wait_ms: 0.0,
             },
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
@@ -280,7 +293,19 @@ impl Prefetcher {
         for c in &chunks {
             run.states[c.file].remaining_chunks += 1;
         }
-        run.load(&chunks, self.options.window_bytes, cancel);
+        // The watch lives on the fetching thread, so a fetch that replaces another goes on from
+        // what the last one saw (and had in flight) instead of starting blind.
+        let mut foreground = if self.options.yield_to_foreground {
+            FOREGROUND.with(|f| f.borrow_mut().take()).or_else(super::foreground::ForegroundReads::start)
+        } else {
+            None
+        };
+        let waited_before = foreground.as_ref().map_or(Duration::ZERO, |f| f.waited());
+        run.load(&chunks, self.options.window_bytes, cancel, foreground.as_mut());
+        if let Some(f) = foreground {
+            run.report.foreground_wait_ms = f.waited().saturating_sub(waited_before).as_secs_f64() * 1000.0;
+            FOREGROUND.with(|slot| *slot.borrow_mut() = Some(f));
+        }
         run.finish();
         drop(guard);
         let mut report = run.report;
@@ -454,12 +479,27 @@ impl Run<'_> {
         }
     }
 
-    fn load(&mut self, chunks: &[Chunk], window: u64, cancel: &CancelFlag) {
+    fn load(&mut self, chunks: &[Chunk], window: u64, cancel: &CancelFlag, mut foreground: Option<&mut super::foreground::ForegroundReads>) {
         let sizes = chunks.iter().map(|c| c.range.len * self.ps).collect();
-        for step in WindowSchedule::new(sizes, window) {
+        let mut schedule = WindowSchedule::new(sizes, window);
+        loop {
+            // Until the watch trusts the disks to be quiet, one chunk at a time: what it queues
+            // before it notices a reader is what it takes from that reader.
+            if let Some(f) = foreground.as_deref() {
+                schedule.set_window(if f.trusted() { window } else { 0 });
+            }
+            let Some(step) = schedule.next() else { break };
             match step {
                 Step::Advise(k) => {
                     let c = chunks[k];
+                    if let Some(f) = foreground.as_deref_mut() {
+                        // What is in flight besides this chunk may land while it watches.
+                        f.wait_turn(cancel, schedule.in_flight() - c.range.len * self.ps);
+                        if cancel.is_cancelled() {
+                            self.report.cancelled = true;
+                            return;
+                        }
+                    }
                     if self.ensure_open(c.file) {
                         if let Some(o) = &self.states[c.file].opened {
                             let _ = advise(o.fd.as_fd(), c.range, self.ps);

@@ -74,6 +74,11 @@ impl WindowSchedule {
     pub fn in_flight(&self) -> u64 {
         self.in_flight
     }
+
+    /// Changes the window for the steps to come (0: one chunk at a time).
+    pub fn set_window(&mut self, window: u64) {
+        self.window = window;
+    }
 }
 
 impl Iterator for WindowSchedule {

@@ -199,3 +199,58 @@ pub fn resident_pages(dir: &Path) -> u64 {
     }
     n
 }
+
+/// A cgroup v1 group a test creates; dropping it kills (`kill`) or moves back to the root
+/// group every process inside and removes it.
+pub struct Cgroup {
+    pub dir: PathBuf,
+    kill: bool,
+}
+
+impl Cgroup {
+    pub fn create(controller: &str, name: &str, kill: bool) -> Cgroup {
+        let root = Path::new("/sys/fs/cgroup").join(controller);
+        assert!(root.join("cgroup.procs").exists(), "no cgroup v1 {controller} hierarchy at {}", root.display());
+        let dir = root.join(format!("augur-test-{name}-{}", std::process::id()));
+        if !dir.exists() {
+            std::fs::create_dir(&dir).unwrap();
+        }
+        Cgroup { dir, kill }
+    }
+
+    pub fn set(&self, file: &str, value: &str) {
+        std::fs::write(self.dir.join(file), value).unwrap_or_else(|e| panic!("{}/{file} = {value}: {e}", self.dir.display()));
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let root_procs = self.dir.parent().unwrap().join("cgroup.procs");
+        for _ in 0..100 {
+            let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.split_whitespace() {
+                if self.kill {
+                    // SAFETY (test): kill(2) on a process of the test's own cgroup.
+                    unsafe { libc::kill(pid.parse().unwrap_or(0), libc::SIGKILL) };
+                } else {
+                    let _ = std::fs::write(&root_procs, pid);
+                }
+            }
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The thread of process `pid` named `name`.
+pub fn thread_named(pid: u32, name: &str) -> u32 {
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let e = e.unwrap();
+        if std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim() == name {
+            return e.file_name().to_string_lossy().parse().unwrap();
+        }
+    }
+    panic!("process {pid} has no thread {name}");
+}

@@ -1,0 +1,264 @@
+//! Whether other processes are reading from the disks, so that a fetch for later (the daemon's
+//! prediction fetch) waits while they do instead of competing with work happening now. The idle
+//! I/O class alone does not keep it out of the way: mq-deadline serves an idle request whenever
+//! the foreground's queue is momentarily empty, which a sequential reader's leaves it often.
+//!
+//! Others' reads are the disks' completed read sectors (`/sys/block/*/stat` of devices with a
+//! driver: no loop, zram or device-mapper double counting) minus what this thread submitted
+//! (`/proc/thread-self/io` `read_bytes`, counted at submission). Over a span, that difference
+//! overstates others' reads by at most what this thread had in flight when the span began, which
+//! the fetcher tells [`ForegroundReads::wait_turn`] (its window of advised, not yet completed
+//! chunks), so the bound it checks never mistakes the fetch's own reads for someone else's.
+//!
+//! It reads those files and sleeps; it issues no I/O and decides nothing about what to fetch.
+//! The arithmetic ([`others_read`], the parsers) is pure and tested without root.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::prefetcher::CancelFlag;
+
+/// Others reading this much within a span (beyond what this thread may have had in flight) is
+/// work happening now: a reader of 4 MiB/s or more.
+pub const BUSY_BYTES: u64 = 4 << 20;
+
+/// A span of watching; a quiet one is closed and a new one begun.
+pub const SPAN: Duration = Duration::from_secs(1);
+
+/// While waiting, others reading less than this per poll, [`QUIET_POLLS`] polls in a row, is a
+/// quiet disk (a throttled reader's requests complete in bursts, with empty polls between).
+pub const QUIET_BYTES_PER_POLL: u64 = 256 << 10;
+
+/// Quiet polls in a row that end a wait.
+pub const QUIET_POLLS: u32 = 5;
+
+/// How often a waiting fetch looks again; also how long a fetch that starts after a pause
+/// watches before it queues anything.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Sectors in `/sys/block/*/stat` are always 512 bytes.
+const SECTOR: u64 = 512;
+
+/// Others' reads between two samples: the disks' bytes read minus this thread's, less what this
+/// thread had in flight at the first (it may have completed in between); never negative.
+pub fn others_read(disk_now: u64, disk_start: u64, own_now: u64, own_start: u64, own_in_flight: u64) -> u64 {
+    disk_now.saturating_sub(disk_start).saturating_sub(own_now.saturating_sub(own_start)).saturating_sub(own_in_flight)
+}
+
+/// Sectors read, the third field of a block device's `stat` file.
+pub fn parse_disk_stat_sectors_read(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// `read_bytes` of a `/proc/*/io` file.
+pub fn parse_io_read_bytes(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        (name.trim() == "read_bytes").then(|| value.trim().parse().ok()).flatten()
+    })
+}
+
+/// Counters at one moment: bytes the disks read, bytes this thread submitted.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    disk: u64,
+    own: u64,
+}
+
+/// The span being watched: where it began and what this thread had in flight then.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: Sample,
+    at: Instant,
+    in_flight: u64,
+}
+
+/// Watches the disks for reads by others. Create it on the thread that fetches and keep it there
+/// between fetches.
+#[derive(Debug)]
+pub struct ForegroundReads {
+    disks: Vec<PathBuf>,
+    span: Span,
+    /// Time spent waiting so far.
+    waited: Duration,
+    /// A whole span passed without others reading: the fetch may queue its full window.
+    trusted: bool,
+    /// The last wait was cancelled before the disks were quiet: the next fetch waits first.
+    still_busy: bool,
+}
+
+impl ForegroundReads {
+    /// Starts watching; `None` when the kernel exposes no disk or thread I/O counters.
+    pub fn start() -> Option<ForegroundReads> {
+        let disks: Vec<PathBuf> = std::fs::read_dir("/sys/block")
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.join("device").exists() && p.join("stat").exists())
+            .collect();
+        if disks.is_empty() {
+            return None;
+        }
+        let mut reads = ForegroundReads { disks, span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 }, waited: Duration::ZERO, trusted: false, still_busy: false };
+        reads.span.start = reads.sample()?;
+        Some(reads)
+    }
+
+    fn sample(&self) -> Option<Sample> {
+        let mut disk = 0u64;
+        for d in &self.disks {
+            let text = std::fs::read_to_string(d.join("stat")).ok()?;
+            disk = disk.saturating_add(parse_disk_stat_sectors_read(&text)?.saturating_mul(SECTOR));
+        }
+        let own = parse_io_read_bytes(&std::fs::read_to_string("/proc/thread-self/io").ok()?)?;
+        Some(Sample { disk, own })
+    }
+
+    fn begin_span(&mut self, start: Sample, in_flight: u64) {
+        self.span = Span { start, at: Instant::now(), in_flight };
+        self.trusted = false;
+    }
+
+    /// Whether a whole [`SPAN`] passed without others reading since the last wait or pause:
+    /// until then the fetch queues one chunk at a time.
+    pub fn trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// Called before the fetch queues more, with the bytes it has advised and not completed
+    /// (`in_flight`). Returns at once when others read little in the current span; otherwise
+    /// waits, looking every [`POLL`], until the disks are quiet or `cancel` is set. A span older
+    /// than two [`SPAN`]s (the fetch paused) is replaced by a fresh one watched for one [`POLL`]
+    /// first, so a fetch that starts while something reads queues nothing; after a wait that was
+    /// cancelled before the disks were quiet (a newer plan), the next call waits at once. Returns
+    /// the wait.
+    pub fn wait_turn(&mut self, cancel: &CancelFlag, in_flight: u64) -> Duration {
+        let started = Instant::now();
+        let stale = self.span.at.elapsed() > 2 * SPAN && !self.still_busy;
+        if stale {
+            let Some(now) = self.sample() else { return Duration::ZERO };
+            self.begin_span(now, in_flight);
+            std::thread::sleep(POLL);
+        }
+        let Some(now) = self.sample() else { return Duration::ZERO };
+        let s = self.span;
+        let others = others_read(now.disk, s.start.disk, now.own, s.start.own, s.in_flight);
+        if others < BUSY_BYTES && !self.still_busy {
+            if s.at.elapsed() >= SPAN {
+                self.begin_span(now, in_flight);
+                self.trusted = true;
+            }
+            return if stale { self.account(started) } else { Duration::ZERO };
+        }
+        tracing::debug!("others read {} KiB in the last {} ms: fetch waits", others >> 10, s.at.elapsed().as_millis());
+        let mut last = now;
+        // Each poll's own completions come out of what was in flight when the wait began.
+        let mut own_left = in_flight;
+        let mut quiet = 0u32;
+        while !cancel.is_cancelled() && quiet < QUIET_POLLS {
+            std::thread::sleep(POLL);
+            let Some(s) = self.sample() else { break };
+            let raw = others_read(s.disk, last.disk, s.own, last.own, 0);
+            let mine = raw.min(own_left);
+            own_left -= mine;
+            quiet = if raw - mine < QUIET_BYTES_PER_POLL { quiet + 1 } else { 0 };
+            last = s;
+        }
+        self.begin_span(last, own_left);
+        self.still_busy = quiet < QUIET_POLLS;
+        let waited = self.account(started);
+        tracing::debug!("fetch waited {} ms for others' reads{}", waited.as_millis(), if cancel.is_cancelled() { " (cancelled)" } else { "" });
+        waited
+    }
+
+    fn account(&mut self, started: Instant) -> Duration {
+        let waited = started.elapsed();
+        self.waited += waited;
+        waited
+    }
+
+    /// Time spent waiting since [`ForegroundReads::start`].
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn others_reads_are_the_disks_minus_our_own_and_never_negative() {
+        assert_eq!(others_read(1000, 100, 500, 0, 0), 400);
+        assert_eq!(others_read(1000, 100, 500, 0, 300), 100, "what we had in flight may have landed");
+        assert_eq!(others_read(1000, 100, 5000, 0, 0), 0);
+        assert_eq!(others_read(50, 100, 0, 0, 0), 0, "a counter reset reads as nothing");
+    }
+
+    #[test]
+    fn disk_stat_and_io_files_are_parsed_and_garbage_is_refused() {
+        let stat = " 4194082  3282557 2021101890 11385448   581835   168075 206237688  2344908        0  1754628 13815076";
+        assert_eq!(parse_disk_stat_sectors_read(stat), Some(2021101890));
+        assert_eq!(parse_disk_stat_sectors_read("1 2"), None);
+        assert_eq!(parse_disk_stat_sectors_read("1 2 x"), None);
+        let io = "rchar: 10\nwchar: 0\nsyscr: 1\nsyscw: 0\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n";
+        assert_eq!(parse_io_read_bytes(io), Some(4096));
+        assert_eq!(parse_io_read_bytes("read_bytes: -1\n"), None);
+        assert_eq!(parse_io_read_bytes(""), None);
+    }
+
+    #[test]
+    fn a_quiet_disk_costs_no_wait_and_a_cancelled_wait_returns() {
+        let Some(mut reads) = ForegroundReads::start() else {
+            panic!("no /sys/block disk with a driver and stat here");
+        };
+        // Nothing else reads in between: no wait.
+        assert_eq!(reads.wait_turn(&CancelFlag::new(), 0), Duration::ZERO);
+        // Pretend others read a lot in this span: a cancelled wait returns at once.
+        reads.span.start.disk = reads.span.start.disk.saturating_sub(BUSY_BYTES + 1);
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        assert!(reads.wait_turn(&cancel, 0) < POLL);
+        // The disks were never seen quiet: the next call (a newer fetch) waits until they are.
+        assert!(reads.wait_turn(&CancelFlag::new(), 0) >= POLL * QUIET_POLLS);
+        // What this thread had in flight is not taken for someone else's reads.
+        reads.span.start.disk = reads.span.start.disk.saturating_sub(BUSY_BYTES + 1);
+        reads.span.in_flight = 2 * BUSY_BYTES;
+        assert_eq!(reads.wait_turn(&CancelFlag::new(), 0), Duration::ZERO);
+    }
+
+    #[test]
+    fn reads_by_another_thread_make_it_wait_until_the_disk_is_quiet() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("data");
+        let mut f = std::fs::File::create(&path).unwrap();
+        let block = vec![7u8; 1 << 20];
+        for _ in 0..64 {
+            f.write_all(&block).unwrap();
+        }
+        f.sync_all().unwrap();
+        crate::fetch::evict_file(f.as_fd()).unwrap();
+        let mut reads = ForegroundReads::start().unwrap();
+        let reader = std::thread::spawn(move || std::fs::read(&path).unwrap().len());
+        assert_eq!(reader.join().unwrap(), 64 << 20);
+        // 64 MiB read by another thread within the span: it waits, then the disk is quiet.
+        let waited = reads.wait_turn(&CancelFlag::new(), 0);
+        assert!(waited >= POLL, "did not wait: {waited:?}");
+        assert!(waited < Duration::from_secs(5), "waited {waited:?} on a quiet disk");
+        // A new span starts after the wait: nothing more to wait for.
+        assert_eq!(reads.wait_turn(&CancelFlag::new(), 0), Duration::ZERO);
+        assert_eq!(reads.waited(), waited);
+    }
+
+    #[test]
+    fn a_fetch_starting_after_a_pause_watches_first() {
+        let Some(mut reads) = ForegroundReads::start() else {
+            panic!("no /sys/block disk with a driver and stat here");
+        };
+        reads.span.at = Instant::now() - 3 * SPAN;
+        let waited = reads.wait_turn(&CancelFlag::new(), 0);
+        assert!(waited >= POLL, "a stale span was trusted: {waited:?}");
+    }
+}
