@@ -111,6 +111,14 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
             });
         }
     }
+    // One run of each workload with no prefetcher first, not counted: the first cold read of
+    // freshly generated inputs (and of the tools) can take several times longer than any later
+    // one in a VM, which would land on whichever condition happened to run first.
+    for (name, cmd, prep) in &works {
+        interrupt::check()?;
+        let t = timed_with(ctx, None, cmd, *prep)?;
+        (ctx.progress)(&format!("cost warm-up run (not counted): {name}: {:.2} s", t.elapsed));
+    }
     // First sight: augur follows the first launches of an application it does not know yet;
     // those runs are the learning cost, reported apart from the steady state measured below.
     if let Some(kind) = augur {
