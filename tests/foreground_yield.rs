@@ -61,15 +61,7 @@ fn the_prediction_fetch_waits_while_another_process_reads_the_disk() {
     drop_caches();
     let wanted = 32 * MIB / augur::fetch::page_size();
     assert!(resident_pages(&data) < wanted / 10);
-    let mut reader = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && exec cat {} > /dev/null",
-            reader_throttle.dir.display(),
-            big.display()
-        ))
-        .spawn()
-        .unwrap();
+    let mut reader = reader_throttle.spawn_sh(&format!("exec cat {} > /dev/null", big.display()));
     // Any launch makes a planning round once its start has settled: the application is fetched.
     assert!(Command::new("true").status().unwrap().success());
     let status = reader.wait().unwrap();

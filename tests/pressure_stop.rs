@@ -104,15 +104,8 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     let hog_cgroup = Cgroup::create("memory", "pressure-hog", true);
     hog_cgroup.set("memory.limit_in_bytes", &(48 * MIB).to_string());
     let hog_started = monotonic_ns();
-    let mut hog = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "echo $$ > {}/cgroup.procs && for i in 1 2 3 4; do (while :; do cat {} > /dev/null; done) & done; wait",
-            hog_cgroup.dir.display(),
-            hog_file.display()
-        ))
-        .spawn()
-        .unwrap();
+    let mut hog = hog_cgroup
+        .spawn_sh(&format!("for i in 1 2 3 4; do (while :; do cat {} > /dev/null; done) & done; wait", hog_file.display()));
     let mut pfd = libc::pollfd { fd: psi.as_raw_fd(), events: libc::POLLPRI, revents: 0 };
     // SAFETY (test): one valid pollfd.
     let n = unsafe { libc::poll(&mut pfd, 1, 30_000) };

@@ -8,6 +8,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
+use crate::fetch::foreground::parse_io_read_bytes;
 
 /// Clock ticks per second for /proc times. Linux fixes USER_HZ at 100 on every architecture
 /// augur supports.
@@ -70,7 +71,7 @@ pub fn sample(pid: u32) -> Result<ProcessSample> {
     }
     let read_bytes = fs::read_to_string(format!("{base}/io"))
         .ok()
-        .and_then(|io| parse_io_field(&io, "read_bytes"))
+        .and_then(|io| parse_io_read_bytes(&io))
         .unwrap_or(0);
     Ok(ProcessSample {
         cpu_secs: (utime + stime) as f64 / TICKS_PER_SEC,
@@ -108,16 +109,6 @@ fn parse_status_count(status: &str, field: &str) -> Option<u64> {
             return None;
         }
         v.split_whitespace().next()?.parse().ok()
-    })
-}
-
-fn parse_io_field(io: &str, field: &str) -> Option<u64> {
-    io.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        if k.trim() != field {
-            return None;
-        }
-        v.trim().parse().ok()
     })
 }
 
@@ -200,7 +191,7 @@ mod tests {
     #[test]
     fn io_and_status_fields() {
         assert_eq!(
-            parse_io_field("rchar: 5\nread_bytes: 4096\n", "read_bytes"),
+            parse_io_read_bytes("rchar: 5\nread_bytes: 4096\n"),
             Some(4096)
         );
         assert_eq!(

@@ -79,8 +79,6 @@ struct Span {
 pub struct ForegroundReads {
     disks: Vec<PathBuf>,
     span: Span,
-    /// Time spent waiting so far.
-    waited: Duration,
     /// A whole span passed without others reading: the fetch may queue its full window.
     trusted: bool,
     /// The last wait was cancelled before the disks were quiet: the next fetch waits first.
@@ -99,7 +97,7 @@ impl ForegroundReads {
         if disks.is_empty() {
             return None;
         }
-        let mut reads = ForegroundReads { disks, span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 }, waited: Duration::ZERO, trusted: false, still_busy: false };
+        let mut reads = ForegroundReads { disks, span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 }, trusted: false, still_busy: false };
         reads.span.start = reads.sample()?;
         Some(reads)
     }
@@ -148,7 +146,7 @@ impl ForegroundReads {
                 self.begin_span(now, in_flight);
                 self.trusted = true;
             }
-            return if stale { self.account(started) } else { Duration::ZERO };
+            return if stale { started.elapsed() } else { Duration::ZERO };
         }
         tracing::debug!("others read {} KiB in the last {} ms: fetch waits", others >> 10, s.at.elapsed().as_millis());
         let mut last = now;
@@ -166,21 +164,11 @@ impl ForegroundReads {
         }
         self.begin_span(last, own_left);
         self.still_busy = quiet < QUIET_POLLS;
-        let waited = self.account(started);
+        let waited = started.elapsed();
         tracing::debug!("fetch waited {} ms for others' reads{}", waited.as_millis(), if cancel.is_cancelled() { " (cancelled)" } else { "" });
         waited
     }
 
-    fn account(&mut self, started: Instant) -> Duration {
-        let waited = started.elapsed();
-        self.waited += waited;
-        waited
-    }
-
-    /// Time spent waiting since [`ForegroundReads::start`].
-    pub fn waited(&self) -> Duration {
-        self.waited
-    }
 }
 
 #[cfg(test)]
@@ -249,7 +237,6 @@ mod tests {
         assert!(waited < Duration::from_secs(5), "waited {waited:?} on a quiet disk");
         // A new span starts after the wait: nothing more to wait for.
         assert_eq!(reads.wait_turn(&CancelFlag::new(), 0), Duration::ZERO);
-        assert_eq!(reads.waited(), waited);
     }
 
     #[test]

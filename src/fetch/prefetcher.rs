@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -300,10 +300,8 @@ impl Prefetcher {
         } else {
             None
         };
-        let waited_before = foreground.as_ref().map_or(Duration::ZERO, |f| f.waited());
         run.load(&chunks, self.options.window_bytes, cancel, foreground.as_mut());
         if let Some(f) = foreground {
-            run.report.foreground_wait_ms = f.waited().saturating_sub(waited_before).as_secs_f64() * 1000.0;
             FOREGROUND.with(|slot| *slot.borrow_mut() = Some(f));
         }
         run.finish();
@@ -494,7 +492,8 @@ impl Run<'_> {
                     let c = chunks[k];
                     if let Some(f) = foreground.as_deref_mut() {
                         // What is in flight besides this chunk may land while it watches.
-                        f.wait_turn(cancel, schedule.in_flight() - c.range.len * self.ps);
+                        let waited = f.wait_turn(cancel, schedule.in_flight() - c.range.len * self.ps);
+                        self.report.foreground_wait_ms += waited.as_secs_f64() * 1000.0;
                         if cancel.is_cancelled() {
                             self.report.cancelled = true;
                             return;

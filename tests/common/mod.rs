@@ -221,6 +221,11 @@ impl Cgroup {
     pub fn set(&self, file: &str, value: &str) {
         std::fs::write(self.dir.join(file), value).unwrap_or_else(|e| panic!("{}/{file} = {value}: {e}", self.dir.display()));
     }
+
+    /// Starts `sh -c SCRIPT` already inside this group (it joins before running the script).
+    pub fn spawn_sh(&self, script: &str) -> Child {
+        Command::new("sh").arg("-c").arg(format!("echo $$ > {}/cgroup.procs && {script}", self.dir.display())).spawn().unwrap()
+    }
 }
 
 impl Drop for Cgroup {
