@@ -114,6 +114,36 @@ fn launches_after_the_first_ones_are_replayed_without_being_traced() {
     assert!(traced < 1000, "{traced} page events recorded during an untraced launch");
 }
 
+/// A launch that settles into re-using its pages (a build running one compiler after another)
+/// stops being followed within a couple of seconds, and what it used until then is learned.
+#[test]
+fn a_launch_that_keeps_reusing_its_pages_stops_being_followed_and_is_learned() {
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\n");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let data = appdir.path().join("part0");
+    std::fs::write(&data, vec![7u8; 4 << 20]).unwrap();
+    let script = appdir.path().join("build.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nend=$(( $(date +%s) + 6 ))\nwhile [ $(date +%s) -lt $end ]; do cat {} > /dev/null; done\n", data.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    let rec = d.wait_launches(&key, 1).remove(0);
+    let log = d.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("launch of {key} stopped being followed after ")))
+        .unwrap_or_else(|| panic!("the launch never settled: {log}"));
+    println!("{line}\n{rec:?}");
+    let after_ms: u64 = line.split("followed after ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!(after_ms <= 3000, "settled only after {after_ms} ms: {line}");
+    assert!(rec.window_ms <= 3500, "window of {} ms", rec.window_ms);
+    assert!(rec.pages_used >= 1024, "learned only {} pages", rec.pages_used);
+}
+
 #[test]
 fn sigterm_saves_and_exits_within_two_seconds() {
     let mut d = TestDaemon::start("");

@@ -24,7 +24,7 @@ use super::notify::Notifier;
 use super::os::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
 use super::running::{InstanceChange, RunningInstances};
 use super::usage_log::UsageLog;
-use super::window::{ExecOutcome, FinishedLaunch, FollowPolicy, LaunchId, LaunchTracker, PageKind, WindowSettings};
+use super::window::{ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use crate::error::{Error, Result};
 use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::model::app::{self, AppIdentity};
@@ -842,12 +842,17 @@ impl Daemon {
         if !launch.followed && !launch.capped {
             return None;
         }
-        if launch.capped {
-            tracing::info!(
+        match launch.stopped {
+            Some(FollowStop::PageCap) => tracing::info!(
                 "launch of {} stopped being followed at {} MiB (max_launch_mib): its first pages are learned",
                 launch.app.key,
                 self.config.launch.max_launch_mib
-            );
+            ),
+            Some(FollowStop::Settled { after_ms }) => tracing::info!(
+                "launch of {} stopped being followed after {after_ms} ms: it kept re-using the pages it had loaded; its first pages are learned",
+                launch.app.key
+            ),
+            None => {}
         }
         let pages_used: u64 = working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum();
         let app_key = launch.app.key.clone();

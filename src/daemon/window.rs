@@ -22,6 +22,16 @@ const EXEC_LOOKBEHIND_NS: u64 = 200_000_000;
 const EXIT_GRACE_NS: u64 = 100_000_000;
 /// Page events of processes outside every launch kept for the look-behind.
 const BACKLOG_MAX: usize = 65_536;
+/// A followed launch's novelty (the share of its page events that used a page new to it) is
+/// judged over spans of this much event time.
+const SETTLE_SPAN_NS: u64 = 1_000_000_000;
+/// Fewest page events in a span for its novelty to say anything (a start waiting on the disk
+/// produces fewer, and is never judged settled).
+const SETTLE_MIN_EVENTS: u64 = 2_000;
+/// A span in which fewer than one event in this many used a new page: the launch has settled
+/// into re-using what it already loaded (a build running one compiler after another), so
+/// following it longer costs the traced work without teaching anything about its start.
+const SETTLE_EVENTS_PER_NOVEL: u64 = 50;
 
 /// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,8 +90,46 @@ pub struct ActiveLaunch {
     /// Whether the launch is traced and learned; an unfollowed launch only groups its processes
     /// (so its helpers are not launches of their own) and closes when they exit or at the cap.
     pub followed: bool,
-    /// It was followed until it used `max_pages`.
+    /// It stopped being followed before its window closed (why: `stopped`); what it used until
+    /// then is learned.
     pub capped: bool,
+    /// Why a capped launch stopped being followed.
+    pub stopped: Option<FollowStop>,
+    /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
+    span: NoveltySpan,
+}
+
+/// Why a launch stopped being followed before its window closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FollowStop {
+    /// It used `max_pages` pages (a bulk reader).
+    PageCap,
+    /// Its page events stopped using new pages (see [`SETTLE_EVENTS_PER_NOVEL`]), this long (ms)
+    /// after its start.
+    Settled { after_ms: u64 },
+}
+
+/// Page events of one span of a followed launch, and how many of them used a new page.
+#[derive(Clone, Copy, Debug, Default)]
+struct NoveltySpan {
+    start_ns: Option<u64>,
+    events: u64,
+    novel: u64,
+}
+
+impl NoveltySpan {
+    /// Counts one event at `ts_ns`; true when a span just ended with the launch settled.
+    fn count(&mut self, ts_ns: u64, novel: bool) -> bool {
+        let start = *self.start_ns.get_or_insert(ts_ns);
+        self.events += 1;
+        self.novel += u64::from(novel);
+        if ts_ns.saturating_sub(start) < SETTLE_SPAN_NS {
+            return false;
+        }
+        let settled = self.events >= SETTLE_MIN_EVENTS && self.novel.saturating_mul(SETTLE_EVENTS_PER_NOVEL) < self.events;
+        *self = NoveltySpan { start_ns: Some(ts_ns), events: 0, novel: 0 };
+        settled
+    }
 }
 
 /// A launch whose window closed.
@@ -208,6 +256,8 @@ impl LaunchTracker {
             page_events: 0,
             followed: follow,
             capped: false,
+            stopped: None,
+            span: NoveltySpan::default(),
         };
         // Events of this process read before its exec was reported.
         adopt_backlog(&mut self.backlog, &mut launch, self.settings, tgid);
@@ -361,30 +411,39 @@ fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, 
     });
 }
 
-/// Adds one event to a followed launch; true when that made the launch reach the page cap (it is
-/// then no longer followed).
+/// Adds one event to a followed launch; true when that made it stop being followed (it reached
+/// the page cap or settled).
 fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
     if !l.followed {
         return false;
     }
     let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
-    match kind {
+    let before = l.used.page_count();
+    let builds = match kind {
         PageKind::Insertion => {
             l.pages_read_from_disk += pages.len;
-            if settings.mode != TraceMode::Access {
-                l.used.touch(inode, pages, at_us);
-            }
+            settings.mode != TraceMode::Access
         }
-        PageKind::Access => l.used.touch(inode, pages, at_us),
+        PageKind::Access => true,
+    };
+    if builds {
+        l.used.touch(inode, pages, at_us);
     }
     l.last_event_ns = l.last_event_ns.max(ts_ns);
     l.page_events += 1;
-    if l.used.page_count() >= settings.max_pages {
+    let stop = if l.used.page_count() >= settings.max_pages {
+        Some(FollowStop::PageCap)
+    } else if builds && l.span.count(ts_ns, l.used.page_count() > before) {
+        Some(FollowStop::Settled { after_ms: ts_ns.saturating_sub(l.started_ns) / 1_000_000 })
+    } else {
+        None
+    };
+    if stop.is_some() {
         l.followed = false;
         l.capped = true;
-        return true;
+        l.stopped = stop;
     }
-    false
+    stop.is_some()
 }
 
 #[cfg(test)]
@@ -518,8 +577,58 @@ mod tests {
         t.on_exit(50, 4 * MS);
         let done = t.expire(4 * MS + EXIT_GRACE_NS);
         assert!(done[0].launch.capped);
+        assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap));
         // The first 120 pages (the event that crossed the cap counts), nothing after it.
         assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
+    }
+
+    #[test]
+    fn a_launch_that_keeps_reusing_its_pages_settles_and_stops_being_followed() {
+        // A build: every compile maps the same compiler pages again; one new source page each.
+        let mut t = tracker();
+        t.on_exec(80, app("/usr/bin/make"), vec![], 0, |_| true);
+        t.on_fork(80, 81);
+        let mut ts = 0;
+        let mut stopped_at = None;
+        for compile in 0..200u64 {
+            for page in 0..100 {
+                ts += 100_000; // 10,000 events a second
+                t.on_page(81, ts, PageKind::Access, F, PageRange::new(page, 1));
+            }
+            t.on_page(81, ts, PageKind::Access, InodeKey { dev: 1, ino: 100 + compile }, PageRange::new(0, 1));
+            if stopped_at.is_none() && !t.is_following() {
+                stopped_at = Some(ts);
+            }
+        }
+        let stopped_at = stopped_at.expect("the build settled");
+        assert!((SETTLE_SPAN_NS..=2 * SETTLE_SPAN_NS + MS).contains(&stopped_at), "stopped at {stopped_at} ns");
+        let mut gone = t.take_unfollowed();
+        gone.sort_unstable();
+        assert_eq!(gone, vec![80, 81]);
+        let done = t.close_all(ts);
+        let Some(FollowStop::Settled { after_ms }) = done[0].launch.stopped else { panic!("{:?}", done[0].launch.stopped) };
+        assert!(after_ms <= stopped_at / MS && after_ms + 11 >= stopped_at / MS, "{after_ms} ms, noticed at {stopped_at} ns");
+        // What it used until then is learned: the compiler's pages and the first sources.
+        assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 100);
+        assert!(done[0].working_set.len() > 50);
+    }
+
+    #[test]
+    fn a_start_that_loads_new_pages_or_waits_on_the_disk_is_never_judged_settled() {
+        let mut t = tracker();
+        // Fast and all new: 20,000 events a second, each a new page.
+        t.on_exec(90, app("/bin/new"), vec![], 0, |_| true);
+        for i in 0..60_000u64 {
+            t.on_page(90, i * 50_000, PageKind::Access, F, PageRange::new(i, 1));
+        }
+        // Slow and repetitive: a cold start waiting on the disk re-reads pages, but only a few
+        // hundred events a second.
+        t.on_exec(91, app("/bin/slow"), vec![], 0, |_| true);
+        for i in 0..3_000u64 {
+            t.on_page(91, i * 3 * MS, PageKind::Access, InodeKey { dev: 1, ino: 6 }, PageRange::new(i % 10, 1));
+        }
+        assert_eq!(t.active().iter().filter(|l| l.followed).count(), 2);
+        assert!(t.take_unfollowed().is_empty());
     }
 
     #[test]
