@@ -121,13 +121,24 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
     }
     // First sight: augur follows the first launches of an application it does not know yet;
     // those runs are the learning cost, reported apart from the steady state measured below.
+    // Each is paired with a run without a prefetcher just before it (counted with the others),
+    // so drift in the machine over the session cannot land on the learning runs alone.
     if let Some(kind) = augur {
         let learning_runs = crate::daemon::config::Config::default().launch.follow_first_launches;
-        for (wi, (name, cmd, prep)) in works.iter().enumerate() {
-            for run in 1..=learning_runs {
+        for run in 1..=learning_runs {
+            for (wi, (name, cmd, prep)) in works.iter().enumerate() {
+                interrupt::check()?;
+                let off = timed_with(ctx, None, cmd, *prep)?;
                 interrupt::check()?;
                 let t = timed_with(ctx, Some(kind), cmd, *prep)?;
-                (ctx.progress)(&format!("cost learning run {run}/{learning_runs}: {name}, augur: {:.2} s", t.elapsed));
+                (ctx.progress)(&format!(
+                    "cost learning run {run}/{learning_runs}: {name}, off: {:.2} s, augur learning: {:.2} s",
+                    off.elapsed, t.elapsed
+                ));
+                for s in &mut out[wi * 2..wi * 2 + 2] {
+                    s.off.push(off.elapsed);
+                    s.io_wait_off.push((off.elapsed - off.cpu).max(0.0));
+                }
                 out[wi * 2].learning.push(t.elapsed);
             }
         }
