@@ -42,6 +42,13 @@ struct Timed {
     cpu: f64,
 }
 
+impl Timed {
+    /// Elapsed − (user + sys): the I/O wait as Kroeger and Long measured it.
+    fn io_wait(&self) -> f64 {
+        (self.elapsed - self.cpu).max(0.0)
+    }
+}
+
 /// Runs the I/O-heavy workloads off / augur / preload, interleaved `spec.runs` times.
 pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowdown>> {
     let tree = ctx.cache_dir.join("cost-tree");
@@ -137,7 +144,7 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
                 ));
                 for s in &mut out[wi * 2..wi * 2 + 2] {
                     s.off.push(off.elapsed);
-                    s.io_wait_off.push((off.elapsed - off.cpu).max(0.0));
+                    s.io_wait_off.push(off.io_wait());
                 }
                 out[wi * 2].learning.push(t.elapsed);
             }
@@ -152,13 +159,12 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
                 interrupt::check()?;
                 let t = timed_with(ctx, kind, cmd, *prep)?;
                 let label = kind.map_or("off", Prefetcher::name);
+                let wait = t.io_wait();
                 (ctx.progress)(&format!(
-                    "cost run {run}/{}: {name}, {label}: {:.2} s (I/O wait {:.2} s)",
+                    "cost run {run}/{}: {name}, {label}: {:.2} s (I/O wait {wait:.2} s)",
                     spec.runs,
-                    t.elapsed,
-                    (t.elapsed - t.cpu).max(0.0)
+                    t.elapsed
                 ));
-                let wait = (t.elapsed - t.cpu).max(0.0);
                 for (si, s) in out.iter_mut().enumerate() {
                     if si / 2 != wi {
                         continue;

@@ -839,7 +839,7 @@ impl Daemon {
 
     fn prepare(&mut self, finished: FinishedLaunch) -> Option<Learned> {
         let FinishedLaunch { launch, window_ms, working_set } = finished;
-        if !launch.followed && !launch.capped {
+        if !launch.followed && launch.stopped.is_none() {
             return None;
         }
         match launch.stopped {

@@ -90,10 +90,8 @@ pub struct ActiveLaunch {
     /// Whether the launch is traced and learned; an unfollowed launch only groups its processes
     /// (so its helpers are not launches of their own) and closes when they exit or at the cap.
     pub followed: bool,
-    /// It stopped being followed before its window closed (why: `stopped`); what it used until
+    /// Why it stopped being followed before its window closed, if it did; what it used until
     /// then is learned.
-    pub capped: bool,
-    /// Why a capped launch stopped being followed.
     pub stopped: Option<FollowStop>,
     /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
     span: NoveltySpan,
@@ -224,7 +222,7 @@ impl LaunchTracker {
             && l.live.contains(&tgid)
         {
             if l.root == tgid {
-                let follow = !l.capped && follow(&app);
+                let follow = l.stopped.is_none() && follow(&app);
                 l.app = app;
                 l.argv = argv;
                 if l.followed && !follow {
@@ -255,7 +253,6 @@ impl LaunchTracker {
             bytes_prefetched: 0,
             page_events: 0,
             followed: follow,
-            capped: false,
             stopped: None,
             span: NoveltySpan::default(),
         };
@@ -440,7 +437,6 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
     };
     if stop.is_some() {
         l.followed = false;
-        l.capped = true;
         l.stopped = stop;
     }
     stop.is_some()
@@ -576,7 +572,6 @@ mod tests {
         t.on_exit(51, 4 * MS);
         t.on_exit(50, 4 * MS);
         let done = t.expire(4 * MS + EXIT_GRACE_NS);
-        assert!(done[0].launch.capped);
         assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap));
         // The first 120 pages (the event that crossed the cap counts), nothing after it.
         assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);

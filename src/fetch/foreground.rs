@@ -168,7 +168,6 @@ impl ForegroundReads {
         tracing::debug!("fetch waited {} ms for others' reads{}", waited.as_millis(), if cancel.is_cancelled() { " (cancelled)" } else { "" });
         waited
     }
-
 }
 
 #[cfg(test)]
