@@ -145,6 +145,45 @@ fn a_launch_that_keeps_reusing_its_pages_stops_being_followed_and_is_learned() {
 }
 
 #[test]
+fn what_a_cold_launch_needed_beyond_its_pages_is_learned_as_lookups() {
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\n");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A tree whose inodes a cold launch must read from disk to list it.
+    let tree = appdir.path().join("tree");
+    for i in 0..64 {
+        let dir = tree.join(format!("d{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), b"x").unwrap();
+    }
+    let data = appdir.path().join("data");
+    std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
+    let script = appdir.path().join("lister.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nls -lR {} > /dev/null\ncat {} > /dev/null\n", tree.display(), data.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = script.to_string_lossy().into_owned();
+    drop_caches();
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    let (store, _) = augur::store::state::StateStore::open(&d.state()).unwrap();
+    let model = store.load_app(&key).unwrap().expect("the launch is learned");
+    let lookups: Vec<(String, augur::model::profile::LookupKind)> =
+        model.lookups.iter().map(|l| (l.path.to_string_lossy().into_owned(), l.kind)).collect();
+    println!("{lookups:?}");
+    // The inodes ext4 read for the launch, named by path: one per inode-table block read, so
+    // the first of the app's files (all created together) stands for the others.
+    let app = appdir.path().to_string_lossy().into_owned();
+    assert!(lookups.iter().any(|(p, _)| p.starts_with(&app)), "nothing of {app}: {lookups:?}");
+    // The launcher's PATH search for `sh`, which ended where it found it.
+    assert!(
+        lookups.iter().any(|(p, k)| p.ends_with("/sh") && *k == augur::model::profile::LookupKind::Stat),
+        "no PATH search: {lookups:?}"
+    );
+    // Replayed before the pages: the profile the daemon would fetch carries them.
+    let replay = model.replay_profile(&augur::model::learn::LearnSettings::default());
+    assert_eq!(replay.lookups, model.lookups);
+}
+
+#[test]
 fn sigterm_saves_and_exits_within_two_seconds() {
     let mut d = TestDaemon::start("");
     let state = d.state();

@@ -322,7 +322,8 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
 /// them (the likeliest first), each with the ranges in fetch order and each file's identity from
 /// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
 /// plan per application keeps a disk-order sort (rotational disks) inside each application, so
-/// the likeliest one is complete first even when the round is cut short by a launch.
+/// the likeliest one is complete first even when the round is cut short by a launch. Each plan
+/// carries its application's lookups, repeated before its pages.
 pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<(String, FetchPlan)> {
     let mut apps: Vec<&str> = Vec::new();
     let mut plans: Vec<FetchPlan> = Vec::new();
@@ -333,7 +334,12 @@ pub fn fetch_plans_of(planned: &crate::plan::Plan, profiles: &BTreeMap<String, L
             Some(i) => i,
             None => {
                 apps.push(r.app.as_str());
-                plans.push(FetchPlan::new(page_size));
+                let mut plan = FetchPlan::new(page_size);
+                // Its metadata first: the inodes and directories its launches needed from disk.
+                for l in &profile.lookups {
+                    plan.add_lookup(l.clone());
+                }
+                plans.push(plan);
                 plans.len() - 1
             }
         };
@@ -651,6 +657,25 @@ mod tests {
         assert_eq!(paths[0], vec!["/usr/bin/b"], "the likelier application is fetched first");
         assert_eq!(paths.len(), 2);
         assert!(paths[1].contains(&"/usr/bin/a".to_string()));
+    }
+
+    #[test]
+    fn each_fetch_repeats_its_applications_lookups() {
+        use crate::model::profile::{Lookup, LookupKind};
+        let mut a = profile(&[("/usr/bin/a", &[(0, 4, 1)])]);
+        a.lookups = vec![Lookup { path: "/usr/share/a".into(), kind: LookupKind::Dir }];
+        let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
+        let probs = vec![
+            AppProbability { app: "a".into(), probability: 0.9 },
+            AppProbability { app: "b".into(), probability: 0.5 },
+        ];
+        let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
+        let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
+        let profiles = BTreeMap::from([("a".to_string(), a.clone()), ("b".to_string(), b)]);
+        let fetch = fetch_plans_of(&planned, &profiles, 4096);
+        assert_eq!(fetch[0].0, "a");
+        assert_eq!(fetch[0].1.lookups(), a.lookups.as_slice());
+        assert!(fetch[1].1.lookups().is_empty());
     }
 
     #[test]

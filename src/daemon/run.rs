@@ -28,10 +28,12 @@ use super::window::{ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, Launc
 use crate::error::{Error, Result};
 use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::model::app::{self, AppIdentity};
-use crate::model::profile::{LaunchProfile, TraceMode};
+use crate::model::profile::{LaunchProfile, Lookup, LookupKind, TraceMode};
 use crate::model::usage_trace::Transition;
 use crate::sense::event::{EventKind, PageEventKind};
 use crate::sense::fanotify::OpenWatcher;
+use crate::sense::inode_name::InodeNamer;
+use crate::sense::lookups::path_search_lookups;
 use crate::sense::mode::mode_name;
 use crate::sense::proc_connector::{ProcConnector, ProcEvent};
 use crate::sense::procfs;
@@ -48,6 +50,10 @@ const RESOLVER_MAX: usize = 20_000;
 /// [`ACTIVITY_FLUSH_NS`] has passed since the last write (and at shutdown).
 const ACTIVITY_BATCH: usize = 64;
 const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
+
+/// A directory a launch loaded is listed before the launch when it is at most this big (16
+/// blocks): its lookups then find their blocks cached; a bigger one is only stat'ed.
+const LISTED_DIR_MAX_BYTES: u64 = 64 << 10;
 
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
@@ -219,6 +225,16 @@ fn window_settings(c: &Config, mode: TraceMode) -> WindowSettings {
     }
 }
 
+/// The `PATH` search that found the program `pid` runs as `argv0`, as the launcher made it
+/// with its `PATH` (the program inherited it): see [`path_search_lookups`].
+fn path_search_of(pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
+    let (Some(argv0), Some(search_path)) = (argv0, procfs::env_var(pid, "PATH")) else { return Vec::new() };
+    let Some(program) = procfs::identity_of(exe) else { return Vec::new() };
+    path_search_lookups(std::ffi::OsStr::new(argv0), &search_path, |candidate| {
+        procfs::identity_of(candidate).is_some_and(|id| id.dev == program.dev && id.ino == program.ino)
+    })
+}
+
 fn follow_policy(c: &Config) -> FollowPolicy {
     FollowPolicy {
         first_launches: c.launch.follow_first_launches,
@@ -262,6 +278,8 @@ pub struct Daemon {
     /// What ran since the start, for `augur record`.
     usage_log: UsageLog,
     resolver: PathResolver,
+    /// Names the inodes launches needed from disk, for their lookups.
+    namer: InodeNamer,
     replay_tx: Option<mpsc::Sender<ReplayJob>>,
     replay_rx: mpsc::Receiver<ReplayDone>,
     replay_worker: Option<std::thread::JoinHandle<()>>,
@@ -340,6 +358,7 @@ impl Daemon {
             running: RunningInstances::new(),
             usage_log: UsageLog::new(os::unix_ms(), super::usage_log::MAX_EVENTS),
             resolver,
+            namer: InodeNamer::new(),
             replay_tx: Some(tx),
             replay_rx: rx,
             replay_worker: Some(worker),
@@ -619,6 +638,7 @@ impl Daemon {
             self.resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
         }
         let key = app.key.clone();
+        let argv0 = argv.first().cloned();
         let (state, watch, policy) = (&self.state, &self.watch, follow_policy(&self.config));
         let decide = |app: &AppIdentity| {
             let wanted = match state.learned_launches(&app.key) {
@@ -652,6 +672,10 @@ impl Daemon {
         let follow = self.tracker.get_mut(id).is_some_and(|l| l.followed);
         if follow {
             self.watch.follow(&[tgid]);
+            // Only a followed launch pays for this: environ and a stat per PATH directory.
+            if let Some(l) = self.tracker.get_mut(id) {
+                l.exec_lookups = path_search_of(tgid, &l.app.exe, argv0.as_deref());
+            }
         }
         let how = if follow { "followed" } else { "replayed only" };
         tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
@@ -790,6 +814,11 @@ impl Daemon {
                             resolver.learn(crate::model::profile::InodeKey { dev: id.dev, ino: id.ino }, filename);
                         }
                     }
+                    EventKind::InodeLoad { inode } => {
+                        if mono {
+                            tracker.on_inode_load(tid, e.ts_us.saturating_mul(1000), inode);
+                        }
+                    }
                     EventKind::Fork { .. } | EventKind::Exit { .. } => {}
                 }
             });
@@ -862,6 +891,8 @@ impl Daemon {
         }
         let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
         let (files, unresolved) = (assembly.files, assembly.unresolved);
+        let mut lookups = launch.exec_lookups.clone();
+        lookups.extend(self.lookups_of(&launch.inodes_loaded));
         let profile = LaunchProfile {
             command: launch.argv.clone(),
             recorded_at: os::unix_ms() / 1000,
@@ -870,7 +901,7 @@ impl Daemon {
             window_ms,
             files,
             unresolved,
-            lookups: Vec::new(),
+            lookups,
         };
         let started_ms = os::unix_ms().saturating_sub(os::monotonic_ns().saturating_sub(launch.started_ns) / 1_000_000);
         let record = LaunchRecord {
@@ -886,6 +917,25 @@ impl Daemon {
             files: profile.files.len() as u64,
         };
         Some(Learned { exe: launch.app.exe.to_string_lossy().into_owned(), profile, record })
+    }
+
+    /// The lookups that repeat what a launch needed from disk beyond its pages: a stat of each
+    /// inode it loaded (the walk to it loads the directories on the way), and a listing of each
+    /// small directory among them (the blocks its failed and successful lookups read).
+    fn lookups_of(&mut self, inodes: &[crate::model::profile::InodeKey]) -> Vec<Lookup> {
+        let mut out = Vec::with_capacity(inodes.len());
+        for &key in inodes {
+            let Some(named) = self.namer.name(key) else { continue };
+            let kind = match named.dir_bytes {
+                Some(bytes) if bytes <= LISTED_DIR_MAX_BYTES => LookupKind::Dir,
+                _ => LookupKind::Stat,
+            };
+            out.push(Lookup { path: named.path, kind });
+        }
+        if !inodes.is_empty() {
+            tracing::debug!("{} of {} inodes loaded from disk named for lookups", out.len(), inodes.len());
+        }
+        out
     }
 
     fn save(&mut self, l: Learned) {

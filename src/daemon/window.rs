@@ -32,6 +32,9 @@ const SETTLE_MIN_EVENTS: u64 = 2_000;
 /// into re-using what it already loaded (a build running one compiler after another), so
 /// following it longer costs the traced work without teaching anything about its start.
 const SETTLE_EVENTS_PER_NOVEL: u64 = 50;
+/// Inodes one launch records as read from disk, at most (a launch that reads more is walking a
+/// tree, not starting).
+const MAX_INODE_LOADS: usize = 1_024;
 
 /// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +96,11 @@ pub struct ActiveLaunch {
     /// Why it stopped being followed before its window closed, if it did; what it used until
     /// then is learned.
     pub stopped: Option<FollowStop>,
+    /// The lookups of the launcher's `PATH` search that found the program, learned at exec.
+    pub exec_lookups: Vec<crate::model::profile::Lookup>,
+    /// Inodes the launch needed from disk (ext4 read their inode-table blocks), in first-need
+    /// order, each once, at most [`MAX_INODE_LOADS`].
+    pub inodes_loaded: Vec<InodeKey>,
     /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
     span: NoveltySpan,
 }
@@ -254,6 +262,8 @@ impl LaunchTracker {
             page_events: 0,
             followed: follow,
             stopped: None,
+            exec_lookups: Vec::new(),
+            inodes_loaded: Vec::new(),
             span: NoveltySpan::default(),
         };
         // Events of this process read before its exec was reported.
@@ -311,6 +321,20 @@ impl LaunchTracker {
                 }
                 self.backlog.push_back(Backlogged { tgid, ts_ns, kind, inode, pages });
             }
+        }
+    }
+
+    /// An inode process `tgid` needed from disk at `ts_ns`; kept by its launch while the launch is
+    /// followed. Inode loads are rare (one per cold inode-table block), so none is backlogged.
+    pub fn on_inode_load(&mut self, tgid: u32, ts_ns: u64, inode: InodeKey) {
+        if let Some(l) = self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id))
+            && l.followed
+            && l.stopped.is_none()
+            && ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns
+            && l.inodes_loaded.len() < MAX_INODE_LOADS
+            && !l.inodes_loaded.contains(&inode)
+        {
+            l.inodes_loaded.push(inode);
         }
     }
 
@@ -514,6 +538,23 @@ mod tests {
         let done = t.close_all(8 * MS);
         assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
         assert_eq!(done[0].launch.pages_read_from_disk, 2);
+    }
+
+    #[test]
+    fn inodes_a_followed_launch_loaded_are_kept_once_each_in_order() {
+        let mut t = tracker();
+        let (a, b) = (InodeKey { dev: 1, ino: 10 }, InodeKey { dev: 1, ino: 11 });
+        t.on_inode_load(50, 0, a); // no launch yet: not kept
+        t.on_exec(50, app("/bin/a"), vec![], MS, |_| true);
+        t.on_inode_load(50, 2 * MS, b);
+        t.on_inode_load(50, 3 * MS, a);
+        t.on_inode_load(50, 4 * MS, b);
+        t.on_exec(60, app("/bin/quiet"), vec![], MS, |_| false);
+        t.on_inode_load(60, 2 * MS, a);
+        let done = t.close_all(10 * MS);
+        let of = |key: &str| done.iter().find(|d| d.launch.app.key == key).unwrap().launch.inodes_loaded.clone();
+        assert_eq!(of("/bin/a"), vec![b, a]);
+        assert!(of("/bin/quiet").is_empty());
     }
 
     #[test]

@@ -14,8 +14,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
+use super::profile::{FileIdentity, FileProfile, LaunchProfile, Lookup, TraceMode, Unresolved, UsedRange};
 use super::range::PageRange;
+
+/// Path lookups one application's model keeps at most: a cold start of a large program needs a
+/// few hundred inodes; more would be a tree walk.
+pub const MAX_LEARNED_LOOKUPS: usize = 2_048;
 
 /// The knobs of learning, from the configuration's `[learn]` section.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -83,6 +87,12 @@ pub struct AppModel {
     pub command: Vec<String>,
     /// Files by path.
     pub files: BTreeMap<PathBuf, FileModel>,
+    /// Path lookups to repeat before the pages (the inodes and directories launches needed from
+    /// disk), the latest launch's first, each path once, at most [`MAX_LEARNED_LOOKUPS`]. A launch that
+    /// found its metadata cached reports none, so lookups are kept, not faded, until newer ones
+    /// push them out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lookups: Vec<Lookup>,
 }
 
 impl AppModel {
@@ -95,6 +105,7 @@ impl AppModel {
             mode: TraceMode::Access,
             command: Vec::new(),
             files: BTreeMap::new(),
+            lookups: Vec::new(),
         }
     }
 
@@ -159,6 +170,25 @@ impl AppModel {
         }
         self.files.retain(|_, f| !f.segments.is_empty());
         self.enforce_range_cap(s.max_ranges_per_app);
+        self.merge_lookups(&launch.lookups);
+    }
+
+    /// Puts `latest` first (in its order), then the older lookups it does not repeat, capped.
+    fn merge_lookups(&mut self, latest: &[Lookup]) {
+        if latest.is_empty() {
+            return;
+        }
+        let mut merged: Vec<Lookup> = Vec::with_capacity(latest.len() + self.lookups.len());
+        let mut seen = std::collections::HashSet::new();
+        for l in latest.iter().chain(self.lookups.iter()) {
+            if merged.len() >= MAX_LEARNED_LOOKUPS {
+                break;
+            }
+            if seen.insert(l.path.clone()) {
+                merged.push(l.clone());
+            }
+        }
+        self.lookups = merged;
     }
 
     /// Drops the least used segments (latest first used among equals) until at most `cap` remain.
@@ -223,7 +253,7 @@ impl AppModel {
             window_ms: 0,
             files,
             unresolved: Unresolved::default(),
-            lookups: Vec::new(),
+            lookups: self.lookups.clone(),
         }
     }
 }
@@ -407,6 +437,31 @@ mod tests {
         m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)])]), &s);
         // Unused for 3 launches: dropped.
         assert_eq!(m.page_count(), 10);
+    }
+
+    #[test]
+    fn lookups_put_the_latest_launch_first_and_outlive_launches_that_had_none() {
+        use crate::model::profile::LookupKind;
+        let s = LearnSettings::default();
+        let stat = |p: &str| Lookup { path: PathBuf::from(p), kind: LookupKind::Stat };
+        let mut m = AppModel::new(4096);
+        let mut first = launch(&[("/lib/a", ident(1), &[(0, 1)])]);
+        first.lookups = vec![stat("/etc"), stat("/usr/share/locale")];
+        m.record_launch(&first, &s);
+        let mut second = first.clone();
+        second.lookups = vec![stat("/usr/share/locale/locale.alias"), stat("/etc")];
+        m.record_launch(&second, &s);
+        let warm = launch(&[("/lib/a", ident(1), &[(0, 1)])]);
+        m.record_launch(&warm, &s);
+        let replayed = m.replay_profile(&s);
+        let paths: Vec<&str> = replayed.lookups.iter().map(|l| l.path.to_str().unwrap()).collect();
+        assert_eq!(paths, ["/usr/share/locale/locale.alias", "/etc", "/usr/share/locale"]);
+        let many: Vec<Lookup> = (0..MAX_LEARNED_LOOKUPS + 10).map(|i| stat(&format!("/d/{i}"))).collect();
+        let mut big = warm.clone();
+        big.lookups = many;
+        m.record_launch(&big, &s);
+        assert_eq!(m.lookups.len(), MAX_LEARNED_LOOKUPS);
+        assert_eq!(m.lookups[0].path, PathBuf::from("/d/0"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Typed events parsed from the text lines of a tracefs `trace_pipe`: page-cache events of the
-//! `filemap` system and process exec/fork/exit events of the `sched` system.
+//! `filemap` system, process exec/fork/exit events of the `sched` system and the inode reads of
+//! ext4 (`ext4_load_inode`).
 //!
 //! Pure: it turns one line of text into one [`TraceLine`] and never touches the kernel. It owns the
 //! knowledge of the kernel's print formats (checked against the `format` files of kernel 6.18) and
@@ -58,6 +59,9 @@ pub enum EventKind {
     /// `sched_process_exit`: task `pid` exited; `group_dead` when it was the last thread (kernels
     /// that do not print it report `None`).
     Exit { pid: u32, comm: String, group_dead: Option<bool> },
+    /// `ext4_load_inode`: the task needed an inode whose inode-table block was not cached, and
+    /// ext4 read it (with its inode-table readahead) from disk.
+    InodeLoad { inode: InodeKey },
 }
 
 /// One parsed event with the task context of its line header.
@@ -143,6 +147,7 @@ pub fn parse_line(line: &str) -> TraceLine {
         "sched_process_exec" => parse_exec(header.payload),
         "sched_process_fork" => parse_fork(header.payload),
         "sched_process_exit" => parse_exit(header.payload),
+        "ext4_load_inode" => parse_inode_load(header.payload),
         _ => return TraceLine::Ignored,
     };
     match kind {
@@ -332,6 +337,13 @@ fn split_last<'a>(text: &'a str, key: &str) -> Option<(&'a str, &'a str)> {
     Some((&text[..at], &text[at + key.len()..]))
 }
 
+/// `dev 254,0 ino 395592` (ext4 prints major,minor and a decimal inode number).
+fn parse_inode_load(p: &str) -> Option<EventKind> {
+    let dev = parse_dev(&field(p, "dev ")?.replacen(',', ":", 1))?;
+    let ino: u64 = field(p, "ino ")?.parse().ok()?;
+    Some(EventKind::InodeLoad { inode: InodeKey { dev, ino } })
+}
+
 /// `filename=/usr/bin/cat pid=6339 old_pid=6339`
 fn parse_exec(p: &str) -> Option<EventKind> {
     let rest = p.strip_prefix("filename=")?;
@@ -432,6 +444,16 @@ mod tests {
     fn block_device_metadata_pages_parse_with_their_pseudo_device() {
         let p = page("              sh-6338    [000] .....   349.589358: mm_filemap_add_to_page_cache: dev 0:3 ino fe00000 pfn=0x132238 ofs=756658176 order=0");
         assert_eq!(p.inode, InodeKey { dev: libc::makedev(0, 3), ino: 0xfe00000 });
+    }
+
+    #[test]
+    fn inode_loads_parse_with_their_device_and_decimal_inode() {
+        let e = event("           xterm-3380    [001] .....  64838.473650: ext4_load_inode: dev 254,0 ino 395592");
+        assert_eq!(e.kind, EventKind::InodeLoad { inode: InodeKey { dev: st_dev_from_parts(254, 0), ino: 395_592 } });
+        for bad in ["dev 254 ino 1", "dev 254,0 ino 1f", "ino 1", "dev 254,0"] {
+            let line = format!("  x-1 [000] ..... 1.000000: ext4_load_inode: {bad}");
+            assert_eq!(parse_line(&line), TraceLine::Garbage, "{bad}");
+        }
     }
 
     #[test]

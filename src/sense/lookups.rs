@@ -16,7 +16,36 @@ use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::model::profile::{LookupKind, LookupList};
+use crate::model::profile::{Lookup, LookupKind, LookupList};
+
+/// Directories of a search path probed at most (a longer `PATH` is not a launcher's).
+const MAX_PATH_DIRS: usize = 64;
+
+/// The lookups of the `PATH` search that found a program (what `execvp` did in the launcher
+/// before the program existed, so no trace of the program sees it): `dir/name` in each
+/// directory before the one holding it (failed probes), then the one that succeeded.
+/// `is_program` says whether a candidate is the program (the caller compares identities). A
+/// name with a slash was not searched for, and a search that never finds the program yields
+/// nothing (it was started some other way).
+pub fn path_search_lookups(name: &OsStr, search_path: &OsStr, is_program: impl Fn(&Path) -> bool) -> Vec<Lookup> {
+    use std::os::unix::ffi::OsStrExt;
+    if name.is_empty() || name.as_bytes().contains(&b'/') {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for dir in search_path.as_bytes().split(|&b| b == b':').take(MAX_PATH_DIRS) {
+        if !dir.starts_with(b"/") {
+            continue; // the launcher's working directory: not knowable afterwards
+        }
+        let candidate = Path::new(OsStr::from_bytes(dir)).join(name);
+        if is_program(&candidate) {
+            out.push(Lookup { path: candidate, kind: LookupKind::Stat });
+            return out;
+        }
+        out.push(Lookup { path: candidate, kind: LookupKind::Missing });
+    }
+    Vec::new()
+}
 
 /// Syscalls whose path is a lookup worth repeating. A `?` lets strace skip names this
 /// architecture lacks.
@@ -329,6 +358,17 @@ mod tests {
 
     fn l(path: &str, kind: LookupKind) -> Lookup {
         Lookup { path: path.into(), kind }
+    }
+
+    #[test]
+    fn a_path_search_probes_each_directory_before_the_programs() {
+        let found = |p: &Path| p == Path::new("/usr/bin/xterm");
+        let got = path_search_lookups(OsStr::new("xterm"), OsStr::new("/usr/local/bin:rel:/usr/sbin:/usr/bin:/bin"), found);
+        let want = [("/usr/local/bin/xterm", LookupKind::Missing), ("/usr/sbin/xterm", LookupKind::Missing), ("/usr/bin/xterm", LookupKind::Stat)];
+        assert_eq!(got.iter().map(|l| (l.path.to_str().unwrap(), l.kind)).collect::<Vec<_>>(), want);
+        assert!(path_search_lookups(OsStr::new("./xterm"), OsStr::new("/usr/bin"), |_| true).is_empty());
+        assert!(path_search_lookups(OsStr::new("xterm"), OsStr::new("/opt:/srv"), found).is_empty());
+        assert!(path_search_lookups(OsStr::new(""), OsStr::new("/usr/bin"), |_| true).is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod child_usage;
 pub mod event;
 pub mod fanotify;
+pub mod inode_name;
 pub mod lookups;
 pub mod mode;
 pub mod pid_filter;

@@ -17,6 +17,9 @@ pub const FORCE_MODE_ENV: &str = "AUGUR_FORCE_MODE";
 pub const INSERTION_EVENT: &str = "filemap/mm_filemap_add_to_page_cache";
 /// The access tracepoints (Linux 6.11 and later), which fire on cache hits as well.
 pub const ACCESS_EVENTS: [&str; 3] = ["filemap/mm_filemap_get_pages", "filemap/mm_filemap_map_pages", "filemap/mm_filemap_fault"];
+/// ext4's inode reads: which inodes a launch needed from disk (metadata its page events do not
+/// show). Optional: other file systems, or kernels without it, only lose this.
+pub const INODE_LOAD_EVENT: &str = "ext4/ext4_load_inode";
 /// Process life-cycle tracepoints used to follow descendants and resolve paths.
 pub const PROCESS_EVENTS: [&str; 3] = ["sched/sched_process_exec", "sched/sched_process_fork", "sched/sched_process_exit"];
 
@@ -29,6 +32,8 @@ pub struct KernelEvents {
     pub insertion: bool,
     /// The process events present.
     pub process: Vec<&'static str>,
+    /// Whether [`INODE_LOAD_EVENT`] is present.
+    pub inode_load: bool,
 }
 
 impl KernelEvents {
@@ -39,6 +44,7 @@ impl KernelEvents {
             access: ACCESS_EVENTS.into_iter().filter(|e| has(e)).collect(),
             insertion: has(INSERTION_EVENT),
             process: PROCESS_EVENTS.into_iter().filter(|e| has(e)).collect(),
+            inode_load: has(INODE_LOAD_EVENT),
         }
     }
 
@@ -65,6 +71,9 @@ impl KernelEvents {
         }
         out.push(INSERTION_EVENT);
         out.extend(self.process.iter().copied());
+        if self.inode_load {
+            out.push(INODE_LOAD_EVENT);
+        }
         out
     }
 }
@@ -141,6 +150,16 @@ mod tests {
         assert_eq!(k.best_mode(), TraceMode::Access);
         assert_eq!(k.events_for(TraceMode::Access).len(), 7);
         assert_eq!(k.events_for(TraceMode::Insertion), vec![INSERTION_EVENT, PROCESS_EVENTS[0], PROCESS_EVENTS[1], PROCESS_EVENTS[2]]);
+        assert!(k.events_for(TraceMode::FileOnly).is_empty());
+        assert!(!k.inode_load);
+    }
+
+    #[test]
+    fn inode_loads_are_traced_where_ext4_offers_them_in_every_tracing_mode() {
+        let dir = fake_events(&[INSERTION_EVENT, INODE_LOAD_EVENT]);
+        let k = KernelEvents::probe(Some(dir.path()));
+        assert!(k.inode_load);
+        assert_eq!(k.events_for(TraceMode::Insertion), vec![INSERTION_EVENT, INODE_LOAD_EVENT]);
         assert!(k.events_for(TraceMode::FileOnly).is_empty());
     }
 

@@ -1,6 +1,6 @@
 //! What `/proc` says about processes and files: the files a process maps (`/proc/PID/maps`
-//! carries device and inode), the files it holds open (`/proc/PID/fd`), its parent, and the
-//! identity (`stat`) of a path.
+//! carries device and inode), the files it holds open (`/proc/PID/fd`), its parent, one of its
+//! environment variables, and the identity (`stat`) of a path.
 //!
 //! Reads only; it never walks a filesystem. Processes vanish at any time, so every reader
 //! returns what it could get rather than failing.
@@ -20,6 +20,21 @@ pub struct ProcFile {
     pub key: InodeKey,
     /// The path `/proc` printed.
     pub path: PathBuf,
+}
+
+/// The value of environment variable `name` that process `pid` started with, if readable.
+pub fn env_var(pid: u32, name: &str) -> Option<std::ffi::OsString> {
+    let raw = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env_var_in(&raw, name)
+}
+
+/// `name`'s value in a NUL-separated `NAME=value` block (the first one, as `getenv` finds it).
+pub fn env_var_in(environ: &[u8], name: &str) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let value = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        Some(std::ffi::OsStr::from_bytes(value).to_os_string())
+    })
 }
 
 /// Parses one `/proc/PID/maps` line; `None` for anonymous, special or deleted mappings.
@@ -134,6 +149,16 @@ pub fn identity_from_metadata(m: &fs::Metadata) -> FileIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_variables_are_found_whole_and_first() {
+        let env = b"XPATH=/no\0PATH=/usr/bin:/bin\0PATH=/late\0EMPTY=\0";
+        assert_eq!(env_var_in(env, "PATH").unwrap(), "/usr/bin:/bin");
+        assert_eq!(env_var_in(env, "EMPTY").unwrap(), "");
+        assert_eq!(env_var_in(env, "PAT"), None);
+        assert_eq!(env_var_in(b"", "PATH"), None);
+        assert!(env_var(std::process::id(), "AUGUR_NO_SUCH_VARIABLE").is_none());
+    }
 
     #[test]
     fn maps_lines() {

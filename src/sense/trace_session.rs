@@ -221,6 +221,8 @@ impl Collector {
                 }
                 self.exited.insert(pid);
             }
+            // A profile file's lookups come from strace, which names them by path.
+            EventKind::InodeLoad { .. } => {}
         }
     }
 
