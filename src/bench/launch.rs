@@ -9,6 +9,7 @@ use std::fs;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bench::suite_file::{Ready, Workload};
@@ -25,16 +26,34 @@ pub struct LaunchEnv {
     pub work_root: PathBuf,
     /// Output of workloads is appended here.
     pub log: PathBuf,
+    /// The log and the scratch directories, held open for the whole session (see
+    /// [`LaunchEnv::prepare`]).
+    held: Arc<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    log: Option<fs::File>,
+    dirs: Vec<fs::File>,
 }
 
 impl LaunchEnv {
+    /// An environment with no variables; nothing is created before [`LaunchEnv::prepare`].
+    pub fn new(work_root: PathBuf, log: PathBuf) -> Self {
+        LaunchEnv { vars: BTreeMap::new(), work_root, log, held: Arc::default() }
+    }
+
     /// The scratch directory of `w` (`{work}` in its command).
     pub fn work_dir(&self, w: &Workload) -> PathBuf {
         self.work_root.join(sanitize(&w.name))
     }
 
-    /// Creates the scratch directories and writes the workloads' files.
-    pub fn prepare(&self, workloads: &[Workload]) -> Result<()> {
+    /// Creates the scratch directories and writes the workloads' files, then holds the
+    /// directories and the log open: a launcher's working directory and its open output are in
+    /// memory whatever the page cache holds (an open file pins its inode and path), so a
+    /// dropped cache must not make a launch look them up on disk, for any condition.
+    pub fn prepare(&mut self, workloads: &[Workload]) -> Result<()> {
+        let mut held = Held::default();
         for w in workloads {
             let dir = self.work_dir(w);
             fs::create_dir_all(&dir).context(|| format!("creating {}", dir.display()))?;
@@ -42,8 +61,28 @@ impl LaunchEnv {
                 let p = dir.join(name);
                 fs::write(&p, content).context(|| format!("writing {}", p.display()))?;
             }
+            held.dirs.push(fs::File::open(&dir).context(|| format!("opening {}", dir.display()))?);
         }
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .context(|| format!("opening {}", self.log.display()))?;
+        held.log = Some(log);
+        self.held = Arc::new(held);
         Ok(())
+    }
+
+    /// A new handle of the log, appending.
+    fn log_handle(&self) -> Result<fs::File> {
+        match &self.held.log {
+            Some(log) => log.try_clone().context(|| "cloning the log handle".into()),
+            None => fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .context(|| format!("opening {}", self.log.display())),
+        }
     }
 
     fn command(&self, w: &Workload) -> Result<Command> {
@@ -59,11 +98,7 @@ impl LaunchEnv {
             .envs(&self.vars)
             .envs(&w.env)
             .stdin(Stdio::null());
-        let log = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .context(|| format!("opening {}", self.log.display()))?;
+        let log = self.log_handle()?;
         let log2 = log
             .try_clone()
             .context(|| "cloning the log handle".into())?;

@@ -1,5 +1,5 @@
-//! The page cache as the suite sees it: how much it holds, waiting until it stops growing, and
-//! cold sequential reads (the proof that a disk throttle bites). Dropping it is
+//! The page cache as the suite sees it: how much it holds, waiting until it stops growing or
+//! the disk stops reading, and cold sequential reads (the proof that a disk throttle bites). Dropping it is
 //! [`crate::fetch::drop_all_caches`].
 //!
 //! It never prefetches.
@@ -31,6 +31,43 @@ pub fn wait_until_quiet(quiet: Duration, slack: u64, limit: Duration) -> Result<
             return Ok(now.saturating_sub(first));
         }
         last = now;
+    }
+}
+
+/// Sectors the disk `dev` ("MAJ:MIN") has read since boot (`/sys/dev/block/DEV/stat`).
+pub fn disk_sectors_read(dev: &str) -> Result<u64> {
+    let path = format!("/sys/dev/block/{dev}/stat");
+    let text = fs::read_to_string(&path).context(|| format!("reading {path}"))?;
+    parse_sectors_read(&text).ok_or_else(|| crate::error::Error::Kernel {
+        feature: format!("the read counters of disk {dev}"),
+        detail: format!("{path} has no sectors-read field"),
+    })
+}
+
+/// The third field of a block device's `stat` file: sectors read.
+fn parse_sectors_read(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Waits until the disk `dev` has completed no read for `quiet`, at most `limit`. A prefetch
+/// whose reads a block throttle holds back is still loading while its daemon, which submitted
+/// them long ago, looks idle and the cache grows by a trickle: only the disk tells.
+pub fn wait_until_disk_quiet(dev: &str, quiet: Duration, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    let mut last = disk_sectors_read(dev)?;
+    let mut still_since = Instant::now();
+    loop {
+        interrupt::sleep(Duration::from_millis(100))?;
+        let now = disk_sectors_read(dev)?;
+        if now != last {
+            last = now;
+            still_since = Instant::now();
+        } else if still_since.elapsed() >= quiet {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Ok(());
+        }
     }
 }
 
@@ -91,4 +128,24 @@ pub fn cold_read_throughput(path: &Path) -> Result<f64> {
     let start = Instant::now();
     let bytes = read_whole(path)?;
     Ok(bytes as f64 / start.elapsed().as_secs_f64().max(1e-9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sectors_read_is_the_third_stat_field() {
+        let stat = "  155347    24310 12697318    62890   105716   107016  4468920   300457        0   129632   425563";
+        assert_eq!(parse_sectors_read(stat), Some(12_697_318));
+        assert_eq!(parse_sectors_read("1 2"), None);
+        assert_eq!(parse_sectors_read("1 2 x"), None);
+    }
+
+    #[test]
+    fn the_root_disk_reports_its_reads_and_an_unknown_disk_is_an_error() {
+        let root = crate::bench::throttle::root_disk().unwrap();
+        assert!(disk_sectors_read(&root).unwrap() > 0);
+        assert!(disk_sectors_read("4095:4095").is_err());
+    }
 }

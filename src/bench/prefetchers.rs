@@ -262,7 +262,8 @@ impl RunningDaemon {
 
     /// Waits for the daemon's first planning round after start to finish loading pages: preload
     /// logs its first cycle at once; augur plans after its re-plan interval (set to preload's
-    /// cycle). Then waits until the page cache stops growing. Returns preload's "using N kb".
+    /// cycle). Then waits until the daemon stops reading, the page cache stops growing and the
+    /// disk has read nothing for a second. Returns preload's "using N kb".
     pub fn wait_first_cycle(&mut self, limit: Duration, cycle: Duration) -> Result<Option<u64>> {
         let start = Instant::now();
         self.wait_ready(limit)?;
@@ -280,6 +281,11 @@ impl RunningDaemon {
             .saturating_sub(start.elapsed())
             .max(Duration::from_secs(1));
         page_cache::wait_until_quiet(Duration::from_millis(700), 2 << 20, left)?;
+        // Reads a block throttle still holds back are part of the prefetch: wait for the disk.
+        if let Ok(disk) = crate::bench::throttle::root_disk() {
+            let left = limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
+            page_cache::wait_until_disk_quiet(&disk, DISK_QUIET, left)?;
+        }
         self.check_alive()?;
         Ok(match self.kind {
             Prefetcher::Preload => preload_using_kb(&self.log_since_start()).map(|kb| kb * 1024),
@@ -359,6 +365,8 @@ fn socket_exists(log: &Path, d: &RunningDaemon) -> bool {
 
 /// How long a prefetcher must have read nothing for its round to count as finished.
 const READS_QUIET: Duration = Duration::from_millis(1500);
+/// How long the disk must have completed no read for a prefetch to count as finished.
+const DISK_QUIET: Duration = Duration::from_millis(1000);
 
 /// The "using N kb" preload logs per prediction round (its prefetch decision), last one.
 pub fn preload_using_kb(log: &str) -> Option<u64> {

@@ -202,11 +202,7 @@ fn run_profile(
     } else {
         None
     };
-    let mut env = LaunchEnv {
-        vars: Default::default(),
-        work_root: opts.cache_dir.join("work"),
-        log: session_dir.join("workloads.log"),
-    };
+    let mut env = LaunchEnv::new(opts.cache_dir.join("work"), session_dir.join("workloads.log"));
     let home = opts.cache_dir.join("home");
     let runtime = session_dir.join("xdg-runtime");
     for d in [&home, &runtime] {
