@@ -53,12 +53,17 @@ fn parse_sectors_read(text: &str) -> Option<u64> {
 /// whose reads a block throttle holds back is still loading while its daemon, which submitted
 /// them long ago, looks idle and the cache grows by a trickle: only the disk tells.
 pub fn wait_until_disk_quiet(dev: &str, quiet: Duration, limit: Duration) -> Result<()> {
+    wait_until_unchanged(quiet, limit, || disk_sectors_read(dev))
+}
+
+/// Waits until `counter` (sampled every 100 ms) has not changed for `quiet`, at most `limit`.
+pub fn wait_until_unchanged(quiet: Duration, limit: Duration, mut counter: impl FnMut() -> Result<u64>) -> Result<()> {
     let deadline = Instant::now() + limit;
-    let mut last = disk_sectors_read(dev)?;
+    let mut last = counter()?;
     let mut still_since = Instant::now();
     loop {
         interrupt::sleep(Duration::from_millis(100))?;
-        let now = disk_sectors_read(dev)?;
+        let now = counter()?;
         if now != last {
             last = now;
             still_since = Instant::now();

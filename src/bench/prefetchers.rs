@@ -296,23 +296,10 @@ impl RunningDaemon {
     /// Waits until the daemon's bytes read from storage (`/proc/PID/io`, all its threads) have
     /// not changed for `quiet`, at most `limit`.
     pub fn wait_until_reads_stop(&mut self, quiet: Duration, limit: Duration) -> Result<()> {
-        let deadline = Instant::now() + limit;
-        let mut last = self.sample()?.read_bytes;
-        let mut still_since = Instant::now();
-        loop {
-            interrupt::sleep(Duration::from_millis(100))?;
+        page_cache::wait_until_unchanged(quiet, limit, || {
             self.check_alive()?;
-            let now = self.sample()?.read_bytes;
-            if now != last {
-                last = now;
-                still_since = Instant::now();
-            } else if still_since.elapsed() >= quiet {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                return Ok(());
-            }
-        }
+            Ok(self.sample()?.read_bytes)
+        })
     }
 
     /// Counters now.
