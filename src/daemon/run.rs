@@ -867,10 +867,20 @@ impl Daemon {
     }
 
     fn prepare(&mut self, finished: FinishedLaunch) -> Option<Learned> {
-        let FinishedLaunch { launch, window_ms, working_set } = finished;
-        if !launch.followed && launch.stopped.is_none() {
+        if !finished.launch.followed && finished.launch.stopped.is_none() {
             return None;
         }
+        let in_force = self.watch.take_in_force_since(finished.launch.root);
+        if let Some(late_ms) = in_force.and_then(|since| finished.traced_late_ms(since)) {
+            // Not a launch learned: the next one is followed again.
+            tracing::info!(
+                "launch of {} not learned: it was traced from {late_ms} ms after its exec, late in its {} ms window, so what it used is known only in part",
+                finished.launch.app.key,
+                finished.window_ms
+            );
+            return None;
+        }
+        let FinishedLaunch { launch, window_ms, working_set } = finished;
         match launch.stopped {
             Some(FollowStop::PageCap) => tracing::info!(
                 "launch of {} stopped being followed at {} MiB (max_launch_mib): its first pages are learned",

@@ -35,6 +35,10 @@ const SETTLE_EVENTS_PER_NOVEL: u64 = 50;
 /// Inodes one launch records as read from disk, at most (a launch that reads more is walking a
 /// tree, not starting).
 const MAX_INODE_LOADS: usize = 1_024;
+/// A followed launch whose pid reached the kernel's filter this long after its exec, and after
+/// more than a quarter of its window, was traced from its middle (a short start while the daemon
+/// was busy): learning it would teach that the pages it used before were not needed.
+const LATE_TRACE_MIN_NS: u64 = 5_000_000;
 
 /// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,6 +150,17 @@ pub struct FinishedLaunch {
     pub window_ms: u64,
     /// Inodes in first-use order with their ranges.
     pub working_set: Vec<(InodeKey, Vec<UsedRange>)>,
+}
+
+impl FinishedLaunch {
+    /// For a launch traced from its middle, its pid in force in the kernel's filter since
+    /// `in_force_since_ns`: how long after its exec (ms) its trace began. Its working set is
+    /// partial, not to be learned (see [`LATE_TRACE_MIN_NS`]).
+    pub fn traced_late_ms(&self, in_force_since_ns: u64) -> Option<u64> {
+        let late = in_force_since_ns.saturating_sub(self.launch.started_ns);
+        let window = self.window_ms.saturating_mul(1_000_000);
+        (late >= LATE_TRACE_MIN_NS && late.saturating_mul(4) > window).then_some(late / 1_000_000)
+    }
 }
 
 /// What an exec meant.
@@ -500,6 +515,24 @@ mod tests {
         assert_eq!(d.launch.pages_read_from_disk, 4);
         assert!(t.is_idle());
         assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_launch_traced_from_its_middle_says_so() {
+        let finished = |last_ms: u64| {
+            let mut t = tracker();
+            t.on_exec(9, app("/bin/java"), vec![], 1000 * MS, |_| true);
+            t.on_page(9, (1000 + last_ms) * MS, PageKind::Access, F, PageRange::new(0, 1));
+            t.expire((1000 + last_ms) * MS + 2000 * MS).remove(0)
+        };
+        // A 36 ms warm start whose pid reached the filter after 30 ms.
+        assert_eq!(finished(36).traced_late_ms(1030 * MS), Some(30));
+        // In force from its first milliseconds, however short or long the launch.
+        assert_eq!(finished(36).traced_late_ms(1001 * MS), None);
+        assert_eq!(finished(6).traced_late_ms(1004 * MS), None);
+        // Late, but early in a long start (or in force before the exec was reported).
+        assert_eq!(finished(1500).traced_late_ms(1040 * MS), None);
+        assert_eq!(finished(36).traced_late_ms(999 * MS), None);
     }
 
     #[test]

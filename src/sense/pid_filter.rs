@@ -8,7 +8,8 @@
 //! joining the notrace list, and the kernel (with `event-fork`) removes exiting tasks from both
 //! and adds children to the lists their parent is in. The one truncation left is when a task to
 //! follow is already on the notrace list (a child of a task no longer followed): the notrace list
-//! is then rewritten without it.
+//! is then rewritten without it. A process is written with the threads and processes it has
+//! started so far: `event-fork` only adds the tasks created after the write.
 //!
 //! The daemon's event loop must not stall on any of this, so it hands requests to
 //! [`PidFilterWriter`] and goes on; requests made while a write is in progress are coalesced (the
@@ -25,6 +26,11 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
+/// At most this many tasks are written for one process to follow (its threads and descendants).
+const MAX_TASKS_PER_PID: usize = 512;
+/// Pids whose time in force is kept for the asking, at most (each is taken when its launch ends).
+const MAX_IN_FORCE_KEPT: usize = 4_096;
+
 #[derive(Default)]
 struct State {
     /// Pid -> follow (true) or stop following (false), latest intent, not yet written.
@@ -35,6 +41,8 @@ struct State {
     /// A write (and its grace period) is in progress.
     writing: bool,
     stop: bool,
+    /// Pid asked to be followed -> monotonic ns just before the write that put it in force.
+    in_force_since: BTreeMap<u32, u64>,
 }
 
 #[derive(Default)]
@@ -73,13 +81,21 @@ impl std::fmt::Debug for PidFilterWriter {
 }
 
 impl PidFilterWriter {
-    /// Starts the writer thread for `files`.
+    /// Starts the writer thread for `files`. A process to follow is written with its threads and
+    /// the processes it started so far, read just before the write: the kernel adds only the
+    /// tasks created after it (a launcher that started its main thread or a helper before its
+    /// pid was in force would otherwise be traced without them).
     pub fn start(files: FilterFiles) -> Result<Self> {
+        Self::start_expanding(files, |pid| crate::sense::procfs::task_tree(pid, MAX_TASKS_PER_PID))
+    }
+
+    /// [`Self::start`], with `expand` naming the tasks written for a pid to follow.
+    fn start_expanding(files: FilterFiles, expand: fn(u32) -> Vec<u32>) -> Result<Self> {
         let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("augur-pid-filter".into())
-            .spawn(move || write_loop(&theirs, &files))
+            .spawn(move || write_loop(&theirs, &files, expand))
             .map_err(|e| Error::io("starting the pid filter writer", e))?;
         Ok(PidFilterWriter { shared, thread: Some(thread) })
     }
@@ -104,6 +120,12 @@ impl PidFilterWriter {
         s.writing || !s.wanted.is_empty()
     }
 
+    /// Since when (monotonic ns) `pid`, asked to be followed, has been in the filter: the write
+    /// that put it there began then. Forgets it. `None` if it was not written (yet).
+    pub fn take_in_force_since(&self, pid: u32) -> Option<u64> {
+        self.shared.lock().in_force_since.remove(&pid)
+    }
+
     /// Waits until every request made so far is written; false on timeout.
     pub fn settle(&self, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
@@ -120,7 +142,7 @@ impl PidFilterWriter {
     }
 }
 
-fn write_loop(shared: &Shared, files: &FilterFiles) {
+fn write_loop(shared: &Shared, files: &FilterFiles, expand: fn(u32) -> Vec<u32>) {
     loop {
         let (wanted, generation) = {
             let mut s = shared.lock();
@@ -133,31 +155,59 @@ fn write_loop(shared: &Shared, files: &FilterFiles) {
             s.writing = true;
             (std::mem::take(&mut s.wanted), s.requested)
         };
-        let follow: Vec<u32> = wanted.iter().filter(|(_, f)| **f).map(|(p, _)| *p).collect();
-        let stop: Vec<u32> = wanted.iter().filter(|(_, f)| !**f).map(|(p, _)| *p).collect();
-        if let Err(e) = apply(files, &follow, &stop) {
-            tracing::warn!("updating the traced processes ({} followed, {} not): {e}", follow.len(), stop.len());
+        let asked: Vec<u32> = wanted.iter().filter(|(_, f)| **f).map(|(p, _)| *p).collect();
+        let mut follow: Vec<u32> = Vec::new();
+        for &pid in &asked {
+            for task in expand(pid) {
+                if !follow.contains(&task) {
+                    follow.push(task);
+                }
+            }
         }
+        let stop: Vec<u32> = wanted.iter().filter(|(_, f)| !**f).map(|(p, _)| *p).collect();
+        let written = apply(files, &follow, &stop);
         let mut s = shared.lock();
+        match written {
+            Ok(Some(since)) => {
+                if s.in_force_since.len() + asked.len() > MAX_IN_FORCE_KEPT {
+                    s.in_force_since.clear();
+                }
+                // A pid written again (its launch re-exec'd) has been in force since the first.
+                for &p in &asked {
+                    s.in_force_since.entry(p).or_insert(since);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("updating the traced processes ({} followed, {} not): {e}", follow.len(), stop.len()),
+        }
         s.done = generation;
         s.writing = false;
         shared.changed.notify_all();
     }
 }
 
-fn apply(files: &FilterFiles, follow: &[u32], stop: &[u32]) -> io::Result<()> {
-    if !stop.is_empty() {
-        append(&files.notrace, stop)?;
-    }
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}
+
+/// Writes both lists, the tasks to follow first (a launch starting now must not wait out the
+/// grace period of the tasks let go); returns when (monotonic ns) the follow list was appended.
+fn apply(files: &FilterFiles, follow: &[u32], stop: &[u32]) -> io::Result<Option<u64>> {
+    let mut since = None;
     if !follow.is_empty() {
         let notrace = read_pids(&files.notrace)?;
         if follow.iter().any(|p| notrace.contains(p)) {
             let keep: Vec<u32> = notrace.into_iter().filter(|p| !follow.contains(p)).collect();
             replace(&files.notrace, &keep)?;
         }
+        since = Some(monotonic_ns());
         append(&files.follow, follow)?;
     }
-    Ok(())
+    if !stop.is_empty() {
+        append(&files.notrace, stop)?;
+    }
+    Ok(since)
 }
 
 fn list(pids: &[u32]) -> String {
@@ -209,7 +259,7 @@ mod tests {
     fn the_latest_intent_per_pid_is_written_and_settle_waits_for_it() {
         let dir = tempfile::tempdir().unwrap();
         let f = files(dir.path());
-        let w = PidFilterWriter::start(f.clone()).unwrap();
+        let w = PidFilterWriter::start_expanding(f.clone(), |p| vec![p]).unwrap();
         // One request naming 5 twice: the later intent wins.
         let mut s = w.shared.lock();
         s.wanted.insert(5, true);
@@ -222,6 +272,51 @@ mod tests {
         assert!(!w.is_busy());
         assert_eq!(fs::read_to_string(&f.follow).unwrap(), "7");
         assert_eq!(fs::read_to_string(&f.notrace).unwrap(), "5");
+        // When 7 came into force is known once; 5 was let go.
+        let since = w.take_in_force_since(7).expect("7 was written");
+        assert!(since <= monotonic_ns());
+        assert_eq!(w.take_in_force_since(7), None);
+        assert_eq!(w.take_in_force_since(5), None);
+    }
+
+    #[test]
+    fn a_process_is_followed_with_the_tasks_it_started_before_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = files(dir.path());
+        let w = PidFilterWriter::start_expanding(f.clone(), |p| if p == 5 { vec![5, 6, 8] } else { vec![p, 6] }).unwrap();
+        w.request(&[5, 9], true);
+        assert!(w.settle(Duration::from_secs(5)));
+        assert_eq!(fs::read_to_string(&f.follow).unwrap(), "5 6 8 9");
+    }
+
+    /// As root, on a real instance: a process is followed with the child it started before.
+    #[test]
+    fn a_real_filter_holds_the_children_started_before_it_was_written() {
+        use crate::sense::tracefs::{InstanceOptions, TraceInstance, Tracefs};
+        let tracefs = Tracefs::locate().unwrap();
+        let options = InstanceOptions { buffer_kb_per_cpu: Some(64), ..Default::default() };
+        let instance = TraceInstance::create(&tracefs, "pidfilter-test", &options).unwrap();
+        let mut launcher = std::process::Command::new("sh").args(["-c", "sleep 30 & wait"]).spawn().unwrap();
+        let pid = launcher.id();
+        let until = Instant::now() + Duration::from_secs(10);
+        let child = loop {
+            let children = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+            if let Some(c) = children.split_whitespace().find_map(|w| w.parse::<u32>().ok()) {
+                break c;
+            }
+            assert!(Instant::now() < until, "sh never started its child");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let files = FilterFiles { follow: instance.pid_filter_path(), notrace: instance.notrace_filter_path() };
+        let w = PidFilterWriter::start(files.clone()).unwrap();
+        w.request(&[pid], true);
+        assert!(w.settle(Duration::from_secs(10)));
+        let listed = read_pids(&files.follow).unwrap();
+        let _ = launcher.kill();
+        let _ = launcher.wait();
+        let _ = std::process::Command::new("kill").arg(child.to_string()).status();
+        assert!(listed.contains(&pid) && listed.contains(&child), "filter {listed:?} lacks {pid} or its child {child}");
+        assert!(w.take_in_force_since(pid).is_some());
     }
 
     #[test]
@@ -229,7 +324,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = files(dir.path());
         fs::write(&f.notrace, "3 9 12").unwrap();
-        let w = PidFilterWriter::start(f.clone()).unwrap();
+        let w = PidFilterWriter::start_expanding(f.clone(), |p| vec![p]).unwrap();
         w.request(&[9], true);
         assert!(w.settle(Duration::from_secs(5)));
         assert_eq!(fs::read_to_string(&f.notrace).unwrap(), "3 12");
@@ -241,13 +336,13 @@ mod tests {
     fn requests_are_written_before_the_thread_stops_and_failures_do_not_hang() {
         let dir = tempfile::tempdir().unwrap();
         let f = files(dir.path());
-        let w = PidFilterWriter::start(f.clone()).unwrap();
+        let w = PidFilterWriter::start_expanding(f.clone(), |p| vec![p]).unwrap();
         w.request(&[4], false);
         drop(w);
         assert_eq!(fs::read_to_string(&f.notrace).unwrap(), "4");
 
         let gone = FilterFiles { follow: dir.path().join("no/such"), notrace: dir.path().join("no/such2") };
-        let w = PidFilterWriter::start(gone).unwrap();
+        let w = PidFilterWriter::start_expanding(gone, |p| vec![p]).unwrap();
         w.request(&[1], true);
         assert!(w.settle(Duration::from_secs(5)));
     }

@@ -129,6 +129,35 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter(|&p| parent_of(p) == Some(pid)).collect()
 }
 
+/// The tasks of `pid` and of the processes it started so far, threads included: `pid` first,
+/// then each `/proc/P/task/T` and, through `/proc/P/task/T/children`, each descendant's, at most
+/// `cap` in all. A process that is gone yields `pid` alone.
+pub fn task_tree(pid: u32, cap: usize) -> Vec<u32> {
+    let mut tasks = vec![pid];
+    let mut processes = vec![pid];
+    let mut next = 0;
+    while next < processes.len() && tasks.len() < cap {
+        let process = processes[next];
+        next += 1;
+        let Ok(dir) = fs::read_dir(format!("/proc/{process}/task")) else { continue };
+        for tid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+            if !tasks.contains(&tid) && tasks.len() < cap {
+                tasks.push(tid);
+            }
+            let children = fs::read_to_string(format!("/proc/{process}/task/{tid}/children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|w| w.parse::<u32>().ok()) {
+                if !processes.contains(&child) {
+                    processes.push(child);
+                }
+                if !tasks.contains(&child) && tasks.len() < cap {
+                    tasks.push(child);
+                }
+            }
+        }
+    }
+    tasks
+}
+
 /// True while `/proc/PID` exists.
 pub fn is_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
@@ -158,6 +187,23 @@ mod tests {
         assert_eq!(env_var_in(env, "PAT"), None);
         assert_eq!(env_var_in(b"", "PATH"), None);
         assert!(env_var(std::process::id(), "AUGUR_NO_SUCH_VARIABLE").is_none());
+    }
+
+    #[test]
+    fn a_task_tree_holds_the_threads_and_the_children_started_so_far() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let waiter = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(500)));
+        let tree = task_tree(me, 4096);
+        assert_eq!(tree[0], me);
+        let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+        assert!(tree.contains(&tid), "{tree:?} lacks this thread {tid}");
+        assert!(tree.contains(&child.id()), "{tree:?} lacks the child {}", child.id());
+        assert_eq!(task_tree(me, 2).len(), 2);
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = waiter.join();
+        assert_eq!(task_tree(u32::MAX - 1, 10), vec![u32::MAX - 1]);
     }
 
     #[test]

@@ -141,6 +141,12 @@ impl PageWatch {
         }
     }
 
+    /// Since when (monotonic ns) `pid`, asked to be followed, has been in the kernel's pid filter;
+    /// forgets it. `None` when it was not written or there is no filter.
+    pub fn take_in_force_since(&self, pid: u32) -> Option<u64> {
+        self.filter.as_ref().and_then(|f| f.take_in_force_since(pid))
+    }
+
     /// True while the pid filter is being written: a pid followed now would be in force only
     /// after the write in progress (see [`super::pid_filter`]).
     pub fn filter_busy(&self) -> bool {
