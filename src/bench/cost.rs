@@ -129,24 +129,33 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
     // First sight: augur follows the first launches of an application it does not know yet;
     // those runs are the learning cost, reported apart from the steady state measured below.
     // Each is paired with a run without a prefetcher just before it (counted with the others),
-    // so drift in the machine over the session cannot land on the learning runs alone.
+    // so drift in the machine over the session cannot land on the learning runs alone. A round
+    // is one first sight; between rounds augur forgets what the round taught it, so the learning
+    // columns have more than a handful of samples of an effect of a few per cent.
     if let Some(kind) = augur {
         let learning_runs = crate::daemon::config::Config::default().launch.follow_first_launches;
-        for run in 1..=learning_runs {
-            for (wi, (name, cmd, prep)) in works.iter().enumerate() {
-                interrupt::check()?;
-                let off = timed_with(ctx, None, cmd, *prep)?;
-                interrupt::check()?;
-                let t = timed_with(ctx, Some(kind), cmd, *prep)?;
-                (ctx.progress)(&format!(
-                    "cost learning run {run}/{learning_runs}: {name}, off: {:.2} s, augur learning: {:.2} s",
-                    off.elapsed, t.elapsed
-                ));
-                for s in &mut out[wi * 2..wi * 2 + 2] {
-                    s.off.push(off.elapsed);
-                    s.io_wait_off.push(off.io_wait());
+        let rounds = spec.learning_rounds.max(1);
+        let known_before = learned_apps(&ctx.files.augur_state())?;
+        for round in 1..=rounds {
+            if round > 1 {
+                forget_apps_except(&ctx.files.augur_state(), &known_before)?;
+            }
+            for run in 1..=learning_runs {
+                for (wi, (name, cmd, prep)) in works.iter().enumerate() {
+                    interrupt::check()?;
+                    let off = timed_with(ctx, None, cmd, *prep)?;
+                    interrupt::check()?;
+                    let t = timed_with(ctx, Some(kind), cmd, *prep)?;
+                    (ctx.progress)(&format!(
+                        "cost learning round {round}/{rounds}, run {run}/{learning_runs}: {name}, off: {:.2} s, augur learning: {:.2} s",
+                        off.elapsed, t.elapsed
+                    ));
+                    for s in &mut out[wi * 2..wi * 2 + 2] {
+                        s.off.push(off.elapsed);
+                        s.io_wait_off.push(off.io_wait());
+                    }
+                    out[wi * 2].learning.push(t.elapsed);
                 }
-                out[wi * 2].learning.push(t.elapsed);
             }
         }
     }
@@ -193,6 +202,26 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
         s.finish();
     }
     Ok(out)
+}
+
+/// The applications augur's state at `path` has learned (none when it does not exist yet).
+fn learned_apps(path: &Path) -> Result<Vec<String>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let (store, _) = crate::store::state::StateStore::open(path)?;
+    Ok(store.apps()?.into_iter().map(|a| a.key).collect())
+}
+
+/// Forgets, in augur's state at `path` (no daemon running), every application but `keep`.
+fn forget_apps_except(path: &Path, keep: &[String]) -> Result<()> {
+    let (mut store, _) = crate::store::state::StateStore::open(path)?;
+    for app in store.apps()? {
+        if !keep.contains(&app.key) {
+            store.forget(&app.key)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs `prep`, drops the caches, starts `daemon` (if any) and lets it settle, drops the caches

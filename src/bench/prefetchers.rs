@@ -62,6 +62,10 @@ impl DaemonFiles {
     fn augur_log(&self) -> PathBuf {
         self.dir.join("augur-daemon.log")
     }
+    /// augur's state database.
+    pub fn augur_state(&self) -> PathBuf {
+        self.dir.join("augur-state.db")
+    }
     /// augur's control socket.
     pub fn augur_socket(&self) -> PathBuf {
         self.dir.join("augur.sock")
@@ -73,7 +77,7 @@ impl DaemonFiles {
             "augur-replay.toml"
         });
         let text = augur_config_text(
-            &self.dir.join("augur-state.db"),
+            &self.augur_state(),
             &self.augur_socket(),
             predict,
             self.cycle_secs,

@@ -162,6 +162,10 @@ pub struct CostSpec {
     /// Runs of each (off / augur / preload, interleaved).
     #[serde(default = "default_cost_runs")]
     pub runs: u32,
+    /// Times augur learns each workload from first sight (each round as many runs as it follows
+    /// a new application's launches, then forgets them): the learning columns' samples.
+    #[serde(default = "default_learning_rounds")]
+    pub learning_rounds: u32,
     /// Machine profiles the costs are measured under (all when empty): the slowdown is a ratio,
     /// and reading a multi-GiB tree through a 40 MB/s throttle takes minutes per run.
     #[serde(default)]
@@ -186,6 +190,9 @@ fn default_build_jobs() -> u32 {
 fn default_cost_runs() -> u32 {
     3
 }
+fn default_learning_rounds() -> u32 {
+    1
+}
 
 impl Default for CostSpec {
     fn default() -> Self {
@@ -196,6 +203,7 @@ impl Default for CostSpec {
             build_sources: default_build_sources(),
             build_jobs: default_build_jobs(),
             runs: default_cost_runs(),
+            learning_rounds: default_learning_rounds(),
             profiles: Vec::new(),
         }
     }
