@@ -4,15 +4,11 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use rustix::time::{ClockId, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 
 use crate::error::{Error, Result};
 
-/// Monotonic time in nanoseconds (the clock of proc-connector and `mono` trace timestamps).
-pub fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(ClockId::Monotonic);
-    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
-}
+pub use crate::sense::monotonic_ns;
 
 /// Wall-clock milliseconds since the epoch.
 pub fn unix_ms() -> u64 {

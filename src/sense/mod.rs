@@ -16,3 +16,9 @@ pub mod resolve;
 pub mod trace_session;
 pub mod tracefs;
 pub mod watch;
+
+/// Monotonic time in nanoseconds: the clock of proc-connector and `mono` trace timestamps.
+pub fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
+}

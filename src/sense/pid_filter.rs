@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::sense::monotonic_ns;
 
 /// At most this many tasks are written for one process to follow (its threads and descendants).
 const MAX_TASKS_PER_PID: usize = 512;
@@ -184,11 +185,6 @@ fn write_loop(shared: &Shared, files: &FilterFiles, expand: fn(u32) -> Vec<u32>)
         s.writing = false;
         shared.changed.notify_all();
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
 
 /// Writes both lists, the tasks to follow first (a launch starting now must not wait out the
