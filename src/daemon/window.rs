@@ -175,13 +175,20 @@ pub enum ExecOutcome {
     Joined(LaunchId),
 }
 
+/// An event of a process not (yet) known to belong to a launch: its exec or fork may be reported
+/// after the events it caused were read.
 #[derive(Debug, Clone, Copy)]
 struct Backlogged {
     tgid: u32,
     ts_ns: u64,
-    kind: PageKind,
-    inode: InodeKey,
-    pages: PageRange,
+    event: UnattributedEvent,
+}
+
+/// What a backlogged event was: a page used, or an inode read from disk.
+#[derive(Debug, Clone, Copy)]
+enum UnattributedEvent {
+    Page { kind: PageKind, inode: InodeKey, pages: PageRange },
+    InodeLoad(InodeKey),
 }
 
 /// All launches in progress.
@@ -324,33 +331,33 @@ impl LaunchTracker {
                 }
             }
             Some(_) => {}
-            None => {
-                // Keep only the look-behind before the newest event, and at most BACKLOG_MAX.
-                let since = ts_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
-                while self.backlog.front().is_some_and(|b| b.ts_ns < since) {
-                    self.backlog.pop_front();
-                }
-                if self.backlog.len() >= BACKLOG_MAX {
-                    self.backlog.pop_front();
-                    self.backlog_dropped += 1;
-                }
-                self.backlog.push_back(Backlogged { tgid, ts_ns, kind, inode, pages });
-            }
+            None => self.push_backlog(Backlogged { tgid, ts_ns, event: UnattributedEvent::Page { kind, inode, pages } }),
         }
     }
 
     /// An inode process `tgid` needed from disk at `ts_ns`; kept by its launch while the launch is
-    /// followed. Inode loads are rare (one per cold inode-table block), so none is backlogged.
+    /// followed. Backlogged like page events: a child's first lookups (the loader's, before
+    /// `main`) are often read before its fork is reported.
     pub fn on_inode_load(&mut self, tgid: u32, ts_ns: u64, inode: InodeKey) {
-        if let Some(l) = self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id))
-            && l.followed
-            && l.stopped.is_none()
-            && ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns
-            && l.inodes_loaded.len() < MAX_INODE_LOADS
-            && !l.inodes_loaded.contains(&inode)
-        {
-            l.inodes_loaded.push(inode);
+        match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
+            Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => keep_inode_load(l, inode),
+            Some(_) => {}
+            None => self.push_backlog(Backlogged { tgid, ts_ns, event: UnattributedEvent::InodeLoad(inode) }),
         }
+    }
+
+    /// Keeps an unattributed event for the look-behind before the newest one, at most
+    /// [`BACKLOG_MAX`] of them.
+    fn push_backlog(&mut self, event: Backlogged) {
+        let since = event.ts_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+        while self.backlog.front().is_some_and(|b| b.ts_ns < since) {
+            self.backlog.pop_front();
+        }
+        if self.backlog.len() >= BACKLOG_MAX {
+            self.backlog.pop_front();
+            self.backlog_dropped += 1;
+        }
+        self.backlog.push_back(event);
     }
 
     /// Forgets backlogged events older than the look-behind (called before sleeping).
@@ -439,12 +446,24 @@ fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, 
     let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
     backlog.retain(|b| {
         if b.tgid == tgid && b.ts_ns >= since {
-            apply(launch, settings, b.kind, b.inode, b.pages, b.ts_ns);
+            match b.event {
+                UnattributedEvent::Page { kind, inode, pages } => {
+                    apply(launch, settings, kind, inode, pages, b.ts_ns);
+                }
+                UnattributedEvent::InodeLoad(inode) => keep_inode_load(launch, inode),
+            }
             false
         } else {
             true
         }
     });
+}
+
+/// Keeps an inode a followed launch needed from disk, once, at most [`MAX_INODE_LOADS`].
+fn keep_inode_load(l: &mut ActiveLaunch, inode: InodeKey) {
+    if l.followed && l.stopped.is_none() && l.inodes_loaded.len() < MAX_INODE_LOADS && !l.inodes_loaded.contains(&inode) {
+        l.inodes_loaded.push(inode);
+    }
 }
 
 /// Adds one event to a followed launch; true when that made it stop being followed (it reached
@@ -577,26 +596,31 @@ mod tests {
     fn inodes_a_followed_launch_loaded_are_kept_once_each_in_order() {
         let mut t = tracker();
         let (a, b) = (InodeKey { dev: 1, ino: 10 }, InodeKey { dev: 1, ino: 11 });
-        t.on_inode_load(50, 0, a); // no launch yet: not kept
-        t.on_exec(50, app("/bin/a"), vec![], MS, |_| true);
-        t.on_inode_load(50, 2 * MS, b);
-        t.on_inode_load(50, 3 * MS, a);
-        t.on_inode_load(50, 4 * MS, b);
-        t.on_exec(60, app("/bin/quiet"), vec![], MS, |_| false);
-        t.on_inode_load(60, 2 * MS, a);
-        let done = t.close_all(10 * MS);
+        let c = InodeKey { dev: 1, ino: 12 };
+        t.on_inode_load(50, 0, c); // before the look-behind of the exec: not its
+        t.on_inode_load(50, 300 * MS, a); // its execve's path walk, read before the exec
+        t.on_exec(50, app("/bin/a"), vec![], 400 * MS, |_| true);
+        t.on_inode_load(50, 402 * MS, b);
+        t.on_inode_load(50, 403 * MS, a);
+        t.on_inode_load(50, 404 * MS, b);
+        t.on_exec(60, app("/bin/quiet"), vec![], 400 * MS, |_| false);
+        t.on_inode_load(60, 402 * MS, a);
+        let done = t.close_all(410 * MS);
         let of = |key: &str| done.iter().find(|d| d.launch.app.key == key).unwrap().launch.inodes_loaded.clone();
-        assert_eq!(of("/bin/a"), vec![b, a]);
+        assert_eq!(of("/bin/a"), vec![a, b]);
         assert!(of("/bin/quiet").is_empty());
     }
 
     #[test]
     fn events_of_a_child_read_before_its_fork_was_reported_are_kept() {
         let mut t = tracker();
+        let lib = InodeKey { dev: 1, ino: 77 };
         t.on_exec(20, app("/bin/sh"), vec![], 0, |_| true);
         t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
+        t.on_inode_load(21, 6 * MS, lib);
         t.on_fork(20, 21);
         let done = t.close_all(10 * MS);
+        assert_eq!(done[0].launch.inodes_loaded, vec![lib]);
         assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(0, 3));
     }
 
