@@ -880,6 +880,14 @@ impl Daemon {
             );
             return None;
         }
+        if let Some(since) = in_force {
+            tracing::debug!(
+                "launch of {} traced from {} ms after its exec, in its {} ms window",
+                finished.launch.app.key,
+                since.saturating_sub(finished.launch.started_ns) / 1_000_000,
+                finished.window_ms
+            );
+        }
         let FinishedLaunch { launch, window_ms, working_set } = finished;
         match launch.stopped {
             Some(FollowStop::PageCap) => tracing::info!(
