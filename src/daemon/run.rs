@@ -887,7 +887,7 @@ impl Daemon {
             tracing::debug!(
                 "launch of {} traced from {} us after its exec, in its {} ms window: seen {coverage:?}",
                 finished.launch.app.key,
-                since.saturating_sub(finished.launch.started_ns) / 1_000,
+                finished.traced_from_ns(since) / 1_000,
                 finished.window_ms
             );
         }

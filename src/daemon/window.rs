@@ -161,7 +161,7 @@ impl FinishedLaunch {
     /// `in_force_since_ns`: how long after its exec (ms) its trace began. Its working set is
     /// partial, not to be learned (see [`LATE_TRACE_MIN_NS`]).
     pub fn traced_late_ms(&self, in_force_since_ns: u64) -> Option<u64> {
-        let late = in_force_since_ns.saturating_sub(self.launch.started_ns);
+        let late = self.traced_from_ns(in_force_since_ns);
         let window = self.window_ms.saturating_mul(1_000_000);
         (late >= LATE_TRACE_MIN_NS && late.saturating_mul(4) > window).then_some(late / 1_000_000)
     }
@@ -170,9 +170,15 @@ impl FinishedLaunch {
     /// `in_force_since_ns` (`None`: not written by the daemon, so traced from the start).
     pub fn coverage(&self, in_force_since_ns: Option<u64>) -> LaunchCoverage {
         match in_force_since_ns {
-            Some(since) if since.saturating_sub(self.launch.started_ns) >= PART_TRACE_MIN_NS => LaunchCoverage::FromAfterExec,
+            Some(since) if self.traced_from_ns(since) >= PART_TRACE_MIN_NS => LaunchCoverage::FromAfterExec,
             _ => LaunchCoverage::Whole,
         }
+    }
+
+    /// How long after its exec (ns) the launch was traced from, its pid in force in the kernel's
+    /// filter since `in_force_since_ns`.
+    pub fn traced_from_ns(&self, in_force_since_ns: u64) -> u64 {
+        in_force_since_ns.saturating_sub(self.launch.started_ns)
     }
 }
 
@@ -188,18 +194,18 @@ pub enum ExecOutcome {
     Joined(LaunchId),
 }
 
-/// An event of a process not (yet) known to belong to a launch: its exec or fork may be reported
-/// after the events it caused were read.
+/// An event of process `tgid` at `ts_ns`, backlogged while the process is not (yet) known to
+/// belong to a launch: its exec or fork may be reported after the events it caused were read.
 #[derive(Debug, Clone, Copy)]
-struct Backlogged {
+struct TaskEvent {
     tgid: u32,
     ts_ns: u64,
-    event: UnattributedEvent,
+    event: LaunchEvent,
 }
 
-/// What a backlogged event was: a page used, or an inode read from disk.
+/// What a launch learns from: a page used, or an inode read from disk.
 #[derive(Debug, Clone, Copy)]
-enum UnattributedEvent {
+enum LaunchEvent {
     Page { kind: PageKind, inode: InodeKey, pages: PageRange },
     InodeLoad(InodeKey),
 }
@@ -209,7 +215,7 @@ pub struct LaunchTracker {
     settings: WindowSettings,
     active: Vec<ActiveLaunch>,
     owner: HashMap<u32, LaunchId>,
-    backlog: VecDeque<Backlogged>,
+    backlog: VecDeque<TaskEvent>,
     next_id: LaunchId,
     /// Live processes of launches that stopped being followed, not yet taken by the daemon.
     unfollowed: Vec<u32>,
@@ -336,32 +342,33 @@ impl LaunchTracker {
 
     /// A page event of process `tgid` at `ts_ns`; attributed to its launch if it has one.
     pub fn on_page(&mut self, tgid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange) {
-        let settings = self.settings;
-        match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
-            Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
-                if apply(l, settings, kind, inode, pages, ts_ns) {
-                    self.unfollowed.extend(l.live.iter().copied());
-                }
-            }
-            Some(_) => {}
-            None => self.push_backlog(Backlogged { tgid, ts_ns, event: UnattributedEvent::Page { kind, inode, pages } }),
-        }
+        self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::Page { kind, inode, pages } });
     }
 
     /// An inode process `tgid` needed from disk at `ts_ns`; kept by its launch while the launch is
     /// followed. Backlogged like page events: a child's first lookups (the loader's, before
     /// `main`) are often read before its fork is reported.
     pub fn on_inode_load(&mut self, tgid: u32, ts_ns: u64, inode: InodeKey) {
-        match self.owner.get(&tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
-            Some(l) if ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => keep_inode_load(l, inode),
+        self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::InodeLoad(inode) });
+    }
+
+    /// Gives an event to its process's launch, or backlogs it while the process has none.
+    fn on_event(&mut self, e: TaskEvent) {
+        let settings = self.settings;
+        match self.owner.get(&e.tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
+            Some(l) if e.ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
+                if attribute(l, settings, e.ts_ns, e.event) {
+                    self.unfollowed.extend(l.live.iter().copied());
+                }
+            }
             Some(_) => {}
-            None => self.push_backlog(Backlogged { tgid, ts_ns, event: UnattributedEvent::InodeLoad(inode) }),
+            None => self.push_backlog(e),
         }
     }
 
     /// Keeps an unattributed event for the look-behind before the newest one, at most
     /// [`BACKLOG_MAX`] of them.
-    fn push_backlog(&mut self, event: Backlogged) {
+    fn push_backlog(&mut self, event: TaskEvent) {
         let since = event.ts_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
         while self.backlog.front().is_some_and(|b| b.ts_ns < since) {
             self.backlog.pop_front();
@@ -455,21 +462,27 @@ impl FollowPolicy {
 }
 
 /// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
-fn adopt_backlog(backlog: &mut VecDeque<Backlogged>, launch: &mut ActiveLaunch, settings: WindowSettings, tgid: u32) {
+fn adopt_backlog(backlog: &mut VecDeque<TaskEvent>, launch: &mut ActiveLaunch, settings: WindowSettings, tgid: u32) {
     let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
     backlog.retain(|b| {
         if b.tgid == tgid && b.ts_ns >= since {
-            match b.event {
-                UnattributedEvent::Page { kind, inode, pages } => {
-                    apply(launch, settings, kind, inode, pages, b.ts_ns);
-                }
-                UnattributedEvent::InodeLoad(inode) => keep_inode_load(launch, inode),
-            }
+            attribute(launch, settings, b.ts_ns, b.event);
             false
         } else {
             true
         }
     });
+}
+
+/// Adds one event to its launch; true when that made the launch stop being followed.
+fn attribute(l: &mut ActiveLaunch, settings: WindowSettings, ts_ns: u64, event: LaunchEvent) -> bool {
+    match event {
+        LaunchEvent::Page { kind, inode, pages } => apply(l, settings, kind, inode, pages, ts_ns),
+        LaunchEvent::InodeLoad(inode) => {
+            keep_inode_load(l, inode);
+            false
+        }
+    }
 }
 
 /// Keeps an inode a followed launch needed from disk, once, at most [`MAX_INODE_LOADS`].
@@ -479,7 +492,7 @@ fn keep_inode_load(l: &mut ActiveLaunch, inode: InodeKey) {
     }
 }
 
-/// Adds one event to a followed launch; true when that made it stop being followed (it reached
+/// Adds one page event to a followed launch; true when that made it stop being followed (it reached
 /// the page cap or settled).
 fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
     if !l.followed {
