@@ -88,7 +88,7 @@ fn rss_stays_under_32_mib_with_500_learned_applications() {
             let key = format!("/opt/app{app}/bin/app");
             for run in 0..2 {
                 let record = LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
-                store.learn_launch(&key, &key, &launch(app), augur::model::learn::LaunchCoverage::Whole, &record, &limits).unwrap();
+                store.learn_launch(&key, &key, &launch(app), &record, &limits).unwrap();
             }
         }
     }

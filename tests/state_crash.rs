@@ -52,7 +52,7 @@ fn crash_child() {
     for n in start.. {
         let app = format!("/usr/bin/app{}", n % 37);
         let record = LaunchRecord { app: app.clone(), started_ms: n, pages_used: 100, ..Default::default() };
-        store.learn_launch(&app, &app, &heavy_launch(n), augur::model::learn::LaunchCoverage::Whole, &record, &limits()).unwrap();
+        store.learn_launch(&app, &app, &heavy_launch(n), &record, &limits()).unwrap();
         // Straight to fd 1 (print! may go through the test harness's capture buffer).
         let mut out = std::io::stdout().lock();
         writeln!(out, "committed {n}").unwrap();

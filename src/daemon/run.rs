@@ -28,7 +28,6 @@ use super::window::{ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, Launc
 use crate::error::{Error, Result};
 use crate::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use crate::model::app::{self, AppIdentity};
-use crate::model::learn::LaunchCoverage;
 use crate::model::profile::{LaunchProfile, Lookup, LookupKind, TraceMode};
 use crate::model::usage_trace::Transition;
 use crate::sense::event::{EventKind, PageEventKind};
@@ -161,7 +160,6 @@ impl DaemonOptions {
 struct Learned {
     exe: String,
     profile: LaunchProfile,
-    coverage: LaunchCoverage,
     record: LaunchRecord,
 }
 
@@ -882,10 +880,9 @@ impl Daemon {
             );
             return None;
         }
-        let coverage = finished.coverage(in_force);
         if let Some(since) = in_force {
             tracing::debug!(
-                "launch of {} traced from {} us after its exec, in its {} ms window: seen {coverage:?}",
+                "launch of {} traced from {} us after its exec, in its {} ms window",
                 finished.launch.app.key,
                 finished.traced_from_ns(since) / 1_000,
                 finished.window_ms
@@ -937,7 +934,7 @@ impl Daemon {
             pages_read_from_disk: launch.pages_read_from_disk,
             files: profile.files.len() as u64,
         };
-        Some(Learned { exe: launch.app.exe.to_string_lossy().into_owned(), profile, coverage, record })
+        Some(Learned { exe: launch.app.exe.to_string_lossy().into_owned(), profile, record })
     }
 
     /// The lookups that repeat what a launch needed from disk beyond its pages: a stat of each
@@ -963,7 +960,7 @@ impl Daemon {
         let limits = self.config.state_limits();
         let r = &l.record;
         let app_key = r.app.clone();
-        match self.state.learn_launch(&app_key, &l.exe, &l.profile, l.coverage, r, &limits) {
+        match self.state.learn_launch(&app_key, &l.exe, &l.profile, r, &limits) {
             Ok(_) => {
                 self.counts.launches_learned += 1;
                 self.usage_log.working_set(os::unix_ms(), &app_key, r.pages_used.saturating_mul(l.profile.page_size));

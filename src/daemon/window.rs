@@ -9,7 +9,6 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::model::app::AppIdentity;
-use crate::model::learn::LaunchCoverage;
 use crate::model::profile::{InodeKey, TraceMode, UsedRange, WorkingSetBuilder};
 use crate::model::range::PageRange;
 
@@ -40,9 +39,6 @@ const MAX_INODE_LOADS: usize = 1_024;
 /// more than a quarter of its window, was traced from its middle (a short start while the daemon
 /// was busy): learning it would teach that the pages it used before were not needed.
 const LATE_TRACE_MIN_NS: u64 = 5_000_000;
-/// A followed launch whose pid reached the kernel's filter this long after its exec was seen only
-/// in part: a warm program's loader has read several libraries by then (node's, in a millisecond).
-const PART_TRACE_MIN_NS: u64 = 500_000;
 
 /// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,15 +160,6 @@ impl FinishedLaunch {
         let late = self.traced_from_ns(in_force_since_ns);
         let window = self.window_ms.saturating_mul(1_000_000);
         (late >= LATE_TRACE_MIN_NS && late.saturating_mul(4) > window).then_some(late / 1_000_000)
-    }
-
-    /// How much of the launch its trace saw, its pid in force in the kernel's filter since
-    /// `in_force_since_ns` (`None`: not written by the daemon, so traced from the start).
-    pub fn coverage(&self, in_force_since_ns: Option<u64>) -> LaunchCoverage {
-        match in_force_since_ns {
-            Some(since) if self.traced_from_ns(since) >= PART_TRACE_MIN_NS => LaunchCoverage::FromAfterExec,
-            _ => LaunchCoverage::Whole,
-        }
     }
 
     /// How long after its exec (ns) the launch was traced from, its pid in force in the kernel's
@@ -578,10 +565,6 @@ mod tests {
         // Late, but early in a long start (or in force before the exec was reported).
         assert_eq!(finished(1500).traced_late_ms(1040 * MS), None);
         assert_eq!(finished(36).traced_late_ms(999 * MS), None);
-        // Learned, but as seen in part from a millisecond on; whole when in force at once.
-        assert_eq!(finished(36).coverage(Some(1001 * MS)), LaunchCoverage::FromAfterExec);
-        assert_eq!(finished(36).coverage(Some(1000 * MS + 100_000)), LaunchCoverage::Whole);
-        assert_eq!(finished(36).coverage(None), LaunchCoverage::Whole);
     }
 
     #[test]

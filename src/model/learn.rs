@@ -48,16 +48,6 @@ impl Default for LearnSettings {
     }
 }
 
-/// How much of a launch was seen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LaunchCoverage {
-    /// From its exec on: what it did not use, it did not use.
-    Whole,
-    /// From some time after its exec (its trace began late): what it did not use may have been
-    /// used before, so it says nothing of those pages.
-    FromAfterExec,
-}
-
 /// A run of pages with one usage history.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Segment {
@@ -134,16 +124,9 @@ impl AppModel {
         if self.weight <= 0.0 { 0.0 } else { (seg.score / self.weight).min(1.0) }
     }
 
-    /// Merges one launch, seen whole, into the model.
+    /// Merges one launch into the model.
     pub fn record_launch(&mut self, launch: &LaunchProfile, s: &LearnSettings) {
-        self.record_launch_seen(launch, LaunchCoverage::Whole, s);
-    }
-
-    /// Merges one launch into the model. A launch seen only in part counts for the pages it used;
-    /// the pages it did not use keep the confidence they had and are not dropped for it.
-    pub fn record_launch_seen(&mut self, launch: &LaunchProfile, coverage: LaunchCoverage, s: &LearnSettings) {
         let decay = s.decay.clamp(f64::MIN_POSITIVE, 1.0);
-        let weight_before = self.weight;
         self.launches += 1;
         let n = self.launches;
         self.weight = self.weight * decay + 1.0;
@@ -180,16 +163,6 @@ impl AppModel {
             }
             entry.first_use_us = fp.first_use_us();
             entry.segments = merge_segments(&entry.segments, &fp.ranges, n);
-        }
-        if coverage == LaunchCoverage::FromAfterExec && weight_before > 0.0 {
-            // Unseen, not unused: what the launch did not use keeps its confidence (its decayed
-            // score plus the share of a launch it had) and its place in the horizon.
-            for seg in self.files.values_mut().flat_map(|f| f.segments.iter_mut()) {
-                if seg.last_launch != n {
-                    seg.score += seg.score / decay / weight_before;
-                    seg.last_launch = n;
-                }
-            }
         }
         let horizon = u64::from(s.drop_after_launches.max(1));
         for f in self.files.values_mut() {
@@ -450,25 +423,6 @@ mod tests {
     }
 
     #[test]
-    fn a_launch_seen_in_part_neither_fades_nor_drops_what_it_did_not_see() {
-        let s = LearnSettings { decay: 0.5, drop_after_launches: 2, replay_threshold: 0.3, ..Default::default() };
-        let mut m = AppModel::new(4096);
-        // The cold launch was seen whole: the loader's file, then the program.
-        m.record_launch(&launch(&[("/ld.so.cache", ident(1), &[(0, 4)]), ("/app", ident(2), &[(0, 10)])]), &s);
-        // Warm launches followed from after the loader had run: only the program.
-        for _ in 0..5 {
-            m.record_launch_seen(&launch(&[("/app", ident(2), &[(0, 10)])]), LaunchCoverage::FromAfterExec, &s);
-            let seg = m.files[std::path::Path::new("/ld.so.cache")].segments[0];
-            assert!((m.confidence(&seg) - 1.0).abs() < 1e-9, "confidence {}", m.confidence(&seg));
-        }
-        assert_eq!(replay_pages(&m, &s, "/ld.so.cache").page_count(), 4);
-        // Launches seen whole that do not use it make it fade and go, as always.
-        m.record_launch(&launch(&[("/app", ident(2), &[(0, 10)])]), &s);
-        m.record_launch(&launch(&[("/app", ident(2), &[(0, 10)])]), &s);
-        assert!(!m.files.contains_key(std::path::Path::new("/ld.so.cache")));
-    }
-
-    #[test]
     fn ranges_used_once_fade_below_the_threshold_and_are_then_dropped() {
         let s = LearnSettings { decay: 0.5, drop_after_launches: 3, replay_threshold: 0.3, ..Default::default() };
         let mut m = AppModel::new(4096);
@@ -599,11 +553,10 @@ mod tests {
 
     proptest! {
         #[test]
-        fn model_invariants_hold(s in arb_settings(), launches in prop::collection::vec((arb_launch(), any::<bool>()), 1..12)) {
+        fn model_invariants_hold(s in arb_settings(), launches in prop::collection::vec(arb_launch(), 1..12)) {
             let mut m = AppModel::new(4096);
-            for (idx, (l, partial)) in launches.iter().enumerate() {
-                let coverage = if *partial { LaunchCoverage::FromAfterExec } else { LaunchCoverage::Whole };
-                m.record_launch_seen(l, coverage, &s);
+            for (idx, l) in launches.iter().enumerate() {
+                m.record_launch(l, &s);
                 let n = (idx + 1) as u64;
                 prop_assert_eq!(m.launches, n);
                 prop_assert!(m.segment_count() <= s.max_ranges_per_app);

@@ -17,7 +17,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::learn::{AppModel, LaunchCoverage, LearnSettings};
+use crate::model::learn::{AppModel, LearnSettings};
 use crate::model::profile::LaunchProfile;
 
 /// Where the daemon keeps its state unless configured otherwise.
@@ -336,7 +336,6 @@ impl StateStore {
         app: &str,
         exe: &str,
         launch: &LaunchProfile,
-        coverage: LaunchCoverage,
         record: &LaunchRecord,
         limits: &StateLimits,
     ) -> Result<AppModel> {
@@ -353,7 +352,7 @@ impl StateStore {
         let mut model = old
             .and_then(|t| serde_json::from_str::<AppModel>(&t).ok())
             .unwrap_or_else(|| AppModel::new(launch.page_size));
-        model.record_launch_seen(launch, coverage, &limits.learn);
+        model.record_launch(launch, &limits.learn);
         let text = serde_json::to_string(&model)
             .map_err(|err| Error::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
         let replay_pages = model.replay_profile(&limits.learn).page_count();
@@ -663,7 +662,7 @@ mod tests {
         let (mut s, outcome) = StateStore::open(&path).unwrap();
         assert_eq!(outcome, OpenOutcome::Created);
         let limits = StateLimits::default();
-        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(0), LaunchCoverage::Whole, &record("/usr/bin/x", 5), &limits).unwrap();
+        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(0), &record("/usr/bin/x", 5), &limits).unwrap();
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
         for side in ["-wal", "-shm"] {
@@ -708,7 +707,7 @@ mod tests {
         let (mut s, _) = StateStore::open(&path).unwrap();
         let limits = StateLimits::default();
         for i in 0..50 {
-            s.learn_launch(&format!("/bin/app{i}"), "/bin/x", &launch(i), LaunchCoverage::Whole, &record("a", i), &limits).unwrap();
+            s.learn_launch(&format!("/bin/app{i}"), "/bin/x", &launch(i), &record("a", i), &limits).unwrap();
         }
         s.checkpoint().unwrap();
         drop(s);
@@ -747,7 +746,7 @@ mod tests {
             StateLimits { learn: LearnSettings { max_apps: 3, ..Default::default() }, max_launch_records: 4, max_activity_records: 5 };
         for i in 0..10u64 {
             let app = format!("/bin/a{i}");
-            s.learn_launch(&app, &app, &launch(i), LaunchCoverage::Whole, &record(&app, 100 + i), &limits).unwrap();
+            s.learn_launch(&app, &app, &launch(i), &record(&app, 100 + i), &limits).unwrap();
         }
         let keys: Vec<String> = s.apps().unwrap().into_iter().map(|a| a.key).collect();
         assert_eq!(keys, vec!["/bin/a9", "/bin/a8", "/bin/a7"]);
@@ -792,7 +791,7 @@ mod tests {
         let (mut s, _) = StateStore::open(&dir.path().join("s.db")).unwrap();
         let limits = StateLimits::default();
         for app in ["/a", "/b", "/c"] {
-            s.learn_launch(app, app, &launch(1), LaunchCoverage::Whole, &record(app, 1), &limits).unwrap();
+            s.learn_launch(app, app, &launch(1), &record(app, 1), &limits).unwrap();
         }
         assert!(s.forget("/b").unwrap());
         assert!(!s.forget("/b").unwrap());
