@@ -2,7 +2,7 @@
 //! rejected, never panic; the arithmetic on what they yield never overflows.
 #![no_main]
 
-use augur::fetch::foreground::{others_read, parse_disk_stat_sectors_read, parse_io_read_bytes};
+use augur_os::fetch::foreground::{others_read, parse_disk_stat_sectors_read, parse_io_read_bytes};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

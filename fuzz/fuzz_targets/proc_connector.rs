@@ -2,7 +2,7 @@
 //! skipped, never panic.
 #![no_main]
 
-use augur::sense::proc_connector::parse_datagram;
+use augur_os::sense::proc_connector::parse_datagram;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

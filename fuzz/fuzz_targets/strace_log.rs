@@ -2,8 +2,8 @@
 //! parse or be skipped, never panic, and every lookup it keeps must be an absolute path.
 #![no_main]
 
-use augur::model::profile::LookupList;
-use augur::sense::lookups::parse_strace_log;
+use augur_core::model::profile::LookupList;
+use augur_os::sense::lookups::parse_strace_log;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

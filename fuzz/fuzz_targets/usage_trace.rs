@@ -2,7 +2,7 @@
 //! whatever parses survives a round trip through the writer unchanged.
 #![no_main]
 
-use augur::model::usage_trace::parse;
+use augur_core::model::usage_trace::parse;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,0 +1,146 @@
+//! `augur status`: the daemon's health, trace mode, learned applications, recent launches with
+//! their hit rate and bytes prefetched, and its memory, asked over the control socket.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::daemon::control::{self, Request, Response, StatusReport};
+use augur_core::error::{Error, Result};
+
+/// Where to find the daemon: `--socket`, else the configuration's `socket_path`.
+#[derive(Debug, Args)]
+pub struct DaemonAddress {
+    /// Configuration file to read the socket path from [default: /etc/augur/config.toml].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Control socket of the daemon (overrides the configuration).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+impl DaemonAddress {
+    /// The socket path to use.
+    pub fn socket(&self) -> Result<PathBuf> {
+        match &self.socket {
+            Some(s) => Ok(s.clone()),
+            None => Ok(crate::config_file::load(self.config.as_deref())?.daemon.socket_path),
+        }
+    }
+}
+
+/// Arguments of `augur status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub address: DaemonAddress,
+}
+
+/// Human-readable bytes (binary units).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// Age of a millisecond timestamp, for people.
+pub fn ago(then_ms: u64) -> String {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let s = now_ms.saturating_sub(then_ms) / 1000;
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=86_399 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+fn render(r: &StatusReport) -> String {
+    let mut out = String::new();
+    let up = r.uptime_secs;
+    out.push_str(&format!(
+        "augur daemon {}: running, pid {}, up {}h{:02}m{:02}s, health: {}\n",
+        r.version, r.pid, up / 3600, up / 60 % 60, up % 60, r.health
+    ));
+    out.push_str(&format!("mode: {} ({})\n", r.mode, r.mode_description));
+    if !r.tracepoints.is_empty() {
+        out.push_str(&format!("tracepoints: {}\n", r.tracepoints.join(", ")));
+    }
+    out.push_str(&format!(
+        "applications learned: {}; launches in progress: {}; memory: {} resident\n",
+        r.apps_learned, r.launches_in_progress, human_bytes(r.rss_bytes)
+    ));
+    out.push_str(&format!(
+        "replay on exec: {}; prediction: {}; state: {}\n",
+        if r.replay_on_exec { "on" } else { "off" },
+        if r.prediction_enabled { "on" } else { "off" },
+        r.state_path.display()
+    ));
+    let e = &r.events;
+    out.push_str(&format!(
+        "events: {} process, {} page ({} lost), {} launches learned, {} replays, {} wakeups\n",
+        e.process_events, e.page_events, e.page_events_lost, e.launches_learned, e.replays, e.wakeups
+    ));
+    if r.recent_launches.is_empty() {
+        out.push_str("no launch recorded yet\n");
+        return out;
+    }
+    out.push_str("recent launches (hit rate = pages used that were not read from disk during the launch):\n");
+    out.push_str(&format!(
+        "  {:<9} {:>5} {:>8} {:>10} {:>9} {:>9} {:>11}  {}\n",
+        "when", "hit", "used", "from disk", "expected", "resident", "prefetched", "application"
+    ));
+    for l in &r.recent_launches {
+        out.push_str(&format!(
+            "  {:<9} {:>4.0}% {:>8} {:>10} {:>9} {:>9} {:>11}  {}\n",
+            ago(l.started_ms),
+            l.hit_rate() * 100.0,
+            l.pages_used,
+            l.pages_read_from_disk,
+            l.pages_expected,
+            l.pages_resident_at_exec,
+            human_bytes(l.bytes_prefetched),
+            l.app
+        ));
+    }
+    out
+}
+
+/// Runs the subcommand.
+pub fn run(args: StatusArgs) -> Result<ExitCode> {
+    let socket = args.address.socket()?;
+    match control::request(&socket, &Request::Status)? {
+        Response::Status(report) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::io("encoding", std::io::Error::other(e)))?);
+            } else {
+                print!("{}", render(&report));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
+        other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_for_people() {
+        assert_eq!(human_bytes(12), "12 B");
+        assert_eq!(human_bytes(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,242 @@
+//! The control socket: how `augur status`, `augur apps`, `augur forget`, `augur record` and
+//! `augur explain` talk to the daemon.
+//!
+//! One JSON request line per connection, one JSON response line back. The socket is a Unix stream
+//! socket with mode 0600 in a 0700 directory, and the daemon also checks the peer's credentials
+//! (`SO_PEERCRED`): only root (or the daemon's own user) is answered. Owns the protocol, the
+//! client, and the server's socket setup; what the answers hold is the event loop's business.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use augur_core::error::{Error, IoContext, Result};
+use augur_core::model::record::{AppSummary, LaunchRecord};
+
+/// A request to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Health, mode, recent launches.
+    Status,
+    /// Learned applications.
+    Apps,
+    /// Recent launch records of one application, newest first.
+    Launches { app: String, limit: usize },
+    /// Forget one application.
+    Forget { app: String },
+    /// Forget everything.
+    ForgetAll,
+    /// The usage trace of what ran since `since_unix_ms` (default: since the daemon started).
+    Record { since_unix_ms: Option<u64> },
+    /// Why the prediction step predicts what it predicts for `app`, now.
+    Explain { app: String },
+}
+
+/// Counters of what the daemon observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventCounts {
+    /// Process events received.
+    pub process_events: u64,
+    /// Page events received.
+    pub page_events: u64,
+    /// File opens received from fanotify.
+    pub open_events: u64,
+    /// Page events the kernel reported lost.
+    pub page_events_lost: u64,
+    /// Process-event overruns.
+    pub process_overruns: u64,
+    /// Launches learned since start.
+    pub launches_learned: u64,
+    /// Replays run since start.
+    pub replays: u64,
+    /// Times the event loop woke up.
+    pub wakeups: u64,
+    /// Memory-pressure trigger events (each stops prefetching at once).
+    #[serde(default)]
+    pub pressure_events: u64,
+}
+
+/// What `augur status` shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Daemon process id.
+    pub pid: u32,
+    /// augur version.
+    pub version: String,
+    /// Seconds since the daemon started.
+    pub uptime_secs: u64,
+    /// "ok", or what is degraded.
+    pub health: String,
+    /// Trace mode name ("access", "insertion", "file-only").
+    pub mode: String,
+    /// What the mode means for the user.
+    pub mode_description: String,
+    /// Tracepoints enabled.
+    pub tracepoints: Vec<String>,
+    /// Applications learned.
+    pub apps_learned: u64,
+    /// Launch windows open now.
+    pub launches_in_progress: u64,
+    /// Recent launches, newest first.
+    pub recent_launches: Vec<LaunchRecord>,
+    /// Resident memory of the daemon in bytes.
+    pub rss_bytes: u64,
+    /// State database.
+    pub state_path: PathBuf,
+    /// Configuration file (None: defaults).
+    pub config_path: Option<PathBuf>,
+    /// Exec-time replay on.
+    pub replay_on_exec: bool,
+    /// Prediction on.
+    pub prediction_enabled: bool,
+    /// Event counters.
+    pub events: EventCounts,
+}
+
+/// The daemon's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Response {
+    /// Answer to [`Request::Status`].
+    Status(Box<StatusReport>),
+    /// Answer to [`Request::Apps`].
+    Apps { apps: Vec<AppSummary> },
+    /// Answer to [`Request::Launches`].
+    Launches { launches: Vec<LaunchRecord> },
+    /// Answer to the forget requests: how many applications were forgotten.
+    Forgot { apps: u64 },
+    /// Answer to [`Request::Record`]: the trace's text (`docs/usage-trace-format.md`).
+    Trace { text: String },
+    /// Answer to [`Request::Explain`].
+    Explanation { predictor: String, app: String, probability: f64, reasons: Vec<String> },
+    /// The request failed.
+    Error { message: String },
+}
+
+/// Sends `request` to the daemon listening on `socket` and returns its answer.
+pub fn request(socket: &Path, request: &Request) -> Result<Response> {
+    let mut stream = match UnixStream::connect(socket) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(Error::NoDaemon { socket: socket.to_path_buf() });
+        }
+        Err(e) => return Err(Error::io_at(socket, "connecting to the daemon at", e)),
+    };
+    let doing = || format!("talking to the daemon at {}", socket.display());
+    stream.set_read_timeout(Some(Duration::from_secs(10))).context(doing)?;
+    stream.set_write_timeout(Some(Duration::from_secs(10))).context(doing)?;
+    let mut line = serde_json::to_string(request).map_err(|e| Error::io("encoding request", std::io::Error::other(e)))?;
+    line.push('\n');
+    stream.write_all(line.as_bytes()).context(doing)?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).context(doing)?;
+    if answer.is_empty() {
+        return Err(Error::io(doing(), std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no answer")));
+    }
+    serde_json::from_str(&answer).map_err(|e| Error::Corrupt {
+        path: socket.to_path_buf(),
+        what: "daemon answer",
+        detail: e.to_string(),
+    })
+}
+
+/// Creates the listening socket: parent directory 0700 when created, a stale socket replaced, the
+/// socket itself 0600. Fails when another daemon answers on it.
+pub fn listen(socket: &Path) -> Result<UnixListener> {
+    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::io_at(dir, "creating socket directory", e))?;
+    }
+    if socket.exists() {
+        if UnixStream::connect(socket).is_ok() {
+            return Err(Error::Usage(format!("another augur daemon is running (it answers on {})", socket.display())));
+        }
+        std::fs::remove_file(socket).map_err(|e| Error::io_at(socket, "removing stale socket", e))?;
+    }
+    let listener = UnixListener::bind(socket).map_err(|e| Error::io_at(socket, "listening on", e))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io_at(socket, "securing", e))?;
+    listener.set_nonblocking(true).context(|| format!("configuring {}", socket.display()))?;
+    Ok(listener)
+}
+
+/// True when the peer of `stream` is root or runs as the daemon's own user.
+pub fn peer_allowed(stream: &UnixStream) -> bool {
+    match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(cred) => cred.uid.is_root() || cred.uid == rustix::process::geteuid(),
+        Err(_) => false,
+    }
+}
+
+/// Reads one request from an accepted connection (with a short timeout so a silent client cannot
+/// stall the daemon).
+pub fn read_request(stream: &UnixStream) -> std::result::Result<Request, String> {
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).map_err(|e| e.to_string())?;
+    serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))
+}
+
+/// Writes one response line.
+pub fn write_response(mut stream: &UnixStream, response: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_string(response).map_err(std::io::Error::other)?;
+    line.push('\n');
+    stream.write_all(line.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_round_trips() {
+        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll, Request::Record { since_unix_ms: Some(5) }, Request::Explain { app: "a".into() }] {
+            let text = serde_json::to_string(&r).unwrap();
+            assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
+        }
+        assert_eq!(serde_json::to_string(&Request::Forget { app: "a".into() }).unwrap(), r#"{"op":"forget","app":"a"}"#);
+    }
+
+    #[test]
+    fn no_daemon_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = request(&dir.path().join("none.sock"), &Request::Status).unwrap_err();
+        assert_eq!(err.exit_code(), augur_core::error::exit::NO_DAEMON);
+    }
+
+    #[test]
+    fn socket_is_private_and_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/augur.sock");
+        let listener = listen(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
+        let server = std::thread::spawn(move || {
+            listener.set_nonblocking(false).unwrap();
+            let (s, _) = listener.accept().unwrap();
+            assert!(peer_allowed(&s));
+            assert_eq!(read_request(&s).unwrap(), Request::ForgetAll);
+            write_response(&s, &Response::Forgot { apps: 3 }).unwrap();
+        });
+        assert_eq!(request(&path, &Request::ForgetAll).unwrap(), Response::Forgot { apps: 3 });
+        server.join().unwrap();
+        // A second daemon on the same socket is refused only while the first answers.
+        drop(listen(&path).unwrap());
+    }
+}

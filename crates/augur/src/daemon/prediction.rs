@@ -1,0 +1,695 @@
+//! The daemon's prediction step (`[predict] enabled = true`): on each launch and on the slow
+//! interval it asks the configured predictor which applications come next, computes the memory
+//! budget from /proc/meminfo and /proc/pressure/memory, lets the planner choose the page ranges
+//! of the learned profiles to keep resident, and hands them to a fetch worker that loads only the
+//! missing pages.
+//!
+//! Memory pressure stops fetching at once: the step registers a PSI trigger (`some STALL WINDOW`
+//! on /proc/pressure/memory) that the event loop watches; when it fires, the running fetch is
+//! cancelled (between 2 MiB chunks) and no new one starts for [`PRESSURE_HOLD_MS`]. Rounds also
+//! stop while `some avg10` is at or above `pressure_stop_percent`. Where triggers are unavailable
+//! (no PSI, an old kernel, injected sources) the fetch worker reads the pressure file between
+//! chunks instead, every [`PRESSURE_POLL`].
+//!
+//! It owns the wiring only: prediction is `model::predict`, the choice `plan`, the loading
+//! `fetch`. The predictor observes each launch and the exit of the same instance (the root
+//! process's pid, see [`augur_engine::running`]), so preload's running-state chain sees real pairs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use augur_engine::config::Config;
+use augur_os::loop_io::{self, PressureTrigger};
+use super::run::{PlanContext, PlanStep, PlanTrigger};
+use augur_core::error::{Error, Result};
+use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
+use augur_os::fetch::request::FetchPlan;
+use augur_os::fetch::IoPriority;
+use augur_core::model::predict::{self, LocalTime, Observation, Predictor, Transition};
+use augur_core::model::profile::{LaunchProfile, UsedRange};
+use augur_core::model::record::ActivityRecord;
+use augur_core::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig, RangeUse, plan};
+
+/// Applications considered per round at most (the likeliest), to bound state reads.
+const MAX_CANDIDATES: usize = 32;
+
+/// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
+/// 10 s; later rounds then go by it).
+pub const PRESSURE_HOLD_MS: u64 = 10_000;
+
+/// Reads the prediction fetch keeps queued ahead of the chunk it waits for. A cancelled fetch stops
+/// at the next chunk, after what is queued: 8 MiB bounds that to half a second on a 16 MiB/s disk.
+pub const FETCH_WINDOW_BYTES: u64 = 8 << 20;
+
+/// Full rounds (state reads, planning, a new fetch) run at most this often; launches and exits
+/// in between are observed at once and planned for in one round when the gap is over. A parallel
+/// build starts hundreds of processes a second.
+pub const MIN_ROUND_GAP_MS: u64 = 1000;
+
+/// How often the fetch worker reads the pressure file while fetching when no trigger is watched.
+pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+struct FetchJob {
+    /// One plan per application, the likeliest first.
+    plans: Vec<FetchPlan>,
+    cancel: CancelFlag,
+    /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
+    pressure: CancelFlag,
+    /// Set when no trigger is watched: the worker checks pressure itself while fetching.
+    watch: Option<PressureWatch>,
+}
+
+/// Pressure checked by reading the PSI file (the fallback when no trigger is watched).
+#[derive(Clone, Debug, PartialEq)]
+struct PressureWatch {
+    path: PathBuf,
+    stop_percent: f64,
+}
+
+impl PressureWatch {
+    fn high(&self) -> bool {
+        std::fs::read_to_string(&self.path)
+            .ok()
+            .as_deref()
+            .and_then(MemoryPressure::from_psi)
+            .is_some_and(|p| p.some_avg10 >= self.stop_percent)
+    }
+}
+
+/// Runs one fetch; with `watch`, a companion thread reads the pressure file every
+/// [`PRESSURE_POLL`] and cancels the fetch when pressure is high.
+fn fetch_watched(plan: &FetchPlan, cancel: &CancelFlag, pressure: &CancelFlag, watch: Option<&PressureWatch>) -> augur_os::fetch::FetchReport {
+    let fetcher = Prefetcher::new(FetchOptions {
+        priority: IoPriority::Idle,
+        window_bytes: FETCH_WINDOW_BYTES,
+        // A fetch for later waits while anything else reads: it must not slow work happening now.
+        yield_to_foreground: true,
+        ..FetchOptions::default()
+    });
+    let Some(w) = watch else { return fetcher.fetch(plan, cancel) };
+    let done = CancelFlag::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.is_cancelled() && !cancel.is_cancelled() {
+                if w.high() {
+                    tracing::info!("memory pressure at or above {} % while fetching: stopping", w.stop_percent);
+                    pressure.cancel();
+                    cancel.cancel();
+                    break;
+                }
+                std::thread::sleep(PRESSURE_POLL);
+            }
+        });
+        let report = fetcher.fetch(plan, cancel);
+        done.cancel();
+        report
+    })
+}
+
+/// The prediction step installed with [`super::run::Daemon::set_plan_step`].
+pub struct PredictionStep {
+    predictor: Box<dyn Predictor>,
+    jobs: Option<mpsc::Sender<FetchJob>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    current: CancelFlag,
+    /// Set when `current` is stopped for memory pressure.
+    current_pressure: CancelFlag,
+    /// What the last round decided, for logs: (budget bytes, planned bytes).
+    last: Option<(u64, u64)>,
+    sources: MemorySources,
+    /// Fetch jobs handed to the worker (for tests and status).
+    jobs_sent: u64,
+    /// The PSI trigger the event loop watches, if the kernel has one.
+    trigger: Option<PressureTrigger>,
+    /// No fetch starts before this wall-clock time (ms), after a pressure trigger.
+    hold_until_ms: Option<u64>,
+    /// When the last full round ran (wall-clock ms).
+    last_round_ms: Option<u64>,
+    /// A round was put off (asked for sooner than [`MIN_ROUND_GAP_MS`] after the last, during a
+    /// start, or while pressure holds fetching off): it is owed in this many milliseconds.
+    owed_in_ms: Option<u64>,
+}
+
+impl PredictionStep {
+    /// A step with the configured predictor and its fetch worker.
+    pub fn new(config: &Config) -> Result<PredictionStep> {
+        let predictor = predict::by_name(&config.predict.predictor)
+            .ok_or_else(|| Error::Usage(format!("unknown predictor {:?}", config.predict.predictor)))?;
+        let (tx, rx) = mpsc::channel::<FetchJob>();
+        let worker = std::thread::Builder::new()
+            .name("augur-predict".into())
+            .spawn(move || {
+                while let Ok(mut job) = rx.recv() {
+                    // Only the newest plan matters.
+                    while let Ok(newer) = rx.try_recv() {
+                        job = newer;
+                    }
+                    if job.cancel.is_cancelled() {
+                        // Stopped before it started (the fetch it replaced has just returned).
+                        if job.pressure.is_cancelled() {
+                            tracing::info!(
+                                "prediction fetch stopped by memory pressure at monotonic {} ns: before it started",
+                                loop_io::monotonic_ns()
+                            );
+                        }
+                        continue;
+                    }
+                    let mut pages = augur_os::fetch::PageCounts::default();
+                    let mut cancelled = false;
+                    let mut waited_ms = 0.0;
+                    for plan in &job.plans {
+                        let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                        waited_ms += report.foreground_wait_ms;
+                        pages.wanted += report.pages.wanted;
+                        pages.already_resident += report.pages.already_resident;
+                        pages.loaded += report.pages.loaded;
+                        pages.not_attempted += report.pages.not_attempted;
+                        if report.cancelled {
+                            cancelled = true;
+                            break;
+                        }
+                    }
+                    if cancelled && job.pressure.is_cancelled() {
+                        tracing::info!(
+                            "prediction fetch stopped by memory pressure at monotonic {} ns: {} pages loaded, {} not attempted",
+                            loop_io::monotonic_ns(),
+                            pages.loaded,
+                            pages.not_attempted
+                        );
+                    } else if cancelled {
+                        tracing::debug!("prediction fetch replaced by a newer plan after {} pages", pages.loaded);
+                    }
+                    tracing::debug!(
+                        "prediction fetch: {} pages wanted, {} already resident, {} loaded; waited {:.0} ms for others' reads",
+                        pages.wanted,
+                        pages.already_resident,
+                        pages.loaded,
+                        waited_ms
+                    );
+                }
+            })
+            .map_err(|e| Error::io("starting the prediction worker", e))?;
+        let sources = MemorySources::default();
+        let trigger = match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us) {
+            Ok(t) => {
+                tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
+                Some(t)
+            }
+            Err(e) => {
+                tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
+                None
+            }
+        };
+        Ok(PredictionStep {
+            predictor,
+            jobs: Some(tx),
+            worker: Some(worker),
+            current: CancelFlag::new(),
+            current_pressure: CancelFlag::new(),
+            last: None,
+            sources,
+            jobs_sent: 0,
+            trigger,
+            hold_until_ms: None,
+            last_round_ms: None,
+            owed_in_ms: None,
+        })
+    }
+
+    /// The same step reading its memory figures from `sources`. The kernel's trigger is dropped:
+    /// the fetch worker checks `sources.pressure` itself while fetching.
+    pub fn with_sources(mut self, sources: MemorySources) -> Self {
+        self.sources = sources;
+        self.trigger = None;
+        self
+    }
+
+    /// True when the step has a PSI trigger for the event loop to watch.
+    pub fn has_pressure_trigger(&self) -> bool {
+        self.trigger.is_some()
+    }
+
+    /// Fetch jobs handed to the worker so far.
+    pub fn jobs_sent(&self) -> u64 {
+        self.jobs_sent
+    }
+
+    /// True when the most recent fetch has been told to stop.
+    pub fn fetching_stopped(&self) -> bool {
+        self.current.is_cancelled()
+    }
+
+    /// Stops the running fetch because of memory pressure.
+    fn stop_fetching(&mut self) {
+        self.current_pressure.cancel();
+        self.current.cancel();
+    }
+}
+
+impl Drop for PredictionStep {
+    fn drop(&mut self) {
+        self.current.cancel();
+        self.jobs = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Where the memory figures are read (the kernel's files; tests inject their own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemorySources {
+    /// /proc/meminfo.
+    pub meminfo: PathBuf,
+    /// /proc/pressure/memory (absent on kernels without PSI: no back-off then).
+    pub pressure: PathBuf,
+}
+
+impl Default for MemorySources {
+    fn default() -> Self {
+        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into() }
+    }
+}
+
+impl MemorySources {
+    fn pressure(&self) -> Option<MemoryPressure> {
+        std::fs::read_to_string(&self.pressure).ok().as_deref().and_then(MemoryPressure::from_psi)
+    }
+
+    fn memory(&self) -> Option<MemorySnapshot> {
+        std::fs::read_to_string(&self.meminfo).ok().as_deref().and_then(MemorySnapshot::from_meminfo)
+    }
+}
+
+/// Feeds remembered launches and exits to `predictor`, oldest first. Instances whose exit was
+/// never seen (the daemon stopped first) are closed at the last remembered time: their pids mean
+/// nothing after a restart, and an instance left open would keep its application "running" —
+/// never predicted — for good.
+pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecord]) {
+    let mut open: BTreeSet<(String, u64)> = BTreeSet::new();
+    for r in history {
+        let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+        predictor.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
+        if r.launch {
+            open.insert((r.app.clone(), r.instance));
+        } else {
+            open.remove(&(r.app.clone(), r.instance));
+        }
+    }
+    let last = history.last().map_or(0, |r| r.local_ms);
+    for (app, instance) in &open {
+        predictor.observe(&Observation { at: LocalTime(last), app, instance: *instance, transition: Transition::Exit });
+    }
+}
+
+/// The planner's view of a learned profile: its ranges in first-use order, keyed by path.
+pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
+    let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
+    for f in &profile.files {
+        for r in &f.ranges {
+            ranges.push((
+                r.first_use_us,
+                RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0 },
+            ));
+        }
+    }
+    ranges.sort_by_key(|(t, _)| *t);
+    AppFootprint { app: app.to_string(), ranges: ranges.into_iter().map(|(_, r)| r).collect() }
+}
+
+/// The fetch plans for the planned ranges: one per application, in the order the planner took
+/// them (the likeliest first), each with the ranges in fetch order and each file's identity from
+/// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
+/// plan per application keeps a disk-order sort (rotational disks) inside each application, so
+/// the likeliest one is complete first even when the round is cut short by a launch. Each plan
+/// carries its application's lookups, repeated before its pages.
+pub fn fetch_plans_of(planned: &augur_core::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<(String, FetchPlan)> {
+    let mut apps: Vec<&str> = Vec::new();
+    let mut plans: Vec<FetchPlan> = Vec::new();
+    for (order, r) in planned.ranges.iter().enumerate() {
+        let Some(profile) = profiles.get(&r.app) else { continue };
+        let Some(file) = profile.files.iter().find(|f| f.path.to_string_lossy() == r.file.as_str()) else { continue };
+        let i = match apps.iter().position(|a| *a == r.app.as_str()) {
+            Some(i) => i,
+            None => {
+                apps.push(r.app.as_str());
+                let mut plan = FetchPlan::new(page_size);
+                // Its metadata first: the inodes and directories its launches needed from disk.
+                for l in &profile.lookups {
+                    plan.add_lookup(l.clone());
+                }
+                plans.push(plan);
+                plans.len() - 1
+            }
+        };
+        plans[i].add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
+    }
+    apps.into_iter().map(String::from).zip(plans).collect()
+}
+
+impl PlanStep for PredictionStep {
+    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        self.trigger.as_ref().map(|t| t.as_fd())
+    }
+
+    fn pressure_trigger_unusable(&mut self) {
+        self.trigger = None;
+    }
+
+    fn restore(&mut self, history: &[ActivityRecord]) {
+        restore_predictor(self.predictor.as_mut(), history);
+    }
+
+    fn round_owed_in_ms(&self) -> Option<u64> {
+        self.owed_in_ms
+    }
+
+    fn explain(&mut self, app: &str, now_ms: u64) -> Option<predict::Explanation> {
+        Some(self.predictor.explain(app, LocalTime(now_ms)))
+    }
+
+    fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
+        let now = LocalTime(ctx.local_ms);
+        match trigger {
+            PlanTrigger::LaunchStarted { app, instance } => {
+                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Launch });
+            }
+            PlanTrigger::AppExited { app, instance } => {
+                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Exit });
+            }
+            PlanTrigger::LaunchFinished { .. } | PlanTrigger::Pressure | PlanTrigger::Interval | PlanTrigger::Start => {}
+        }
+        let cfg = &ctx.config.predict;
+        if *trigger == PlanTrigger::Pressure {
+            self.stop_fetching();
+            let already_held = self.hold_until_ms.is_some_and(|t| ctx.now_ms < t);
+            self.hold_until_ms = Some(ctx.now_ms.saturating_add(PRESSURE_HOLD_MS));
+            // Nothing else may come to plan again once the hold is over: a round is owed then.
+            self.owed_in_ms = Some(PRESSURE_HOLD_MS);
+            if already_held {
+                tracing::debug!("memory pressure still rising: prefetching stays stopped");
+            } else {
+                tracing::info!("memory pressure rose (trigger at monotonic {} ns): prefetching stopped", loop_io::monotonic_ns());
+            }
+            return Ok(());
+        }
+        if let Some(until) = self.hold_until_ms.filter(|&t| ctx.now_ms < t) {
+            tracing::debug!("memory pressure rose less than {PRESSURE_HOLD_MS} ms ago: not fetching");
+            self.owed_in_ms = Some(until - ctx.now_ms);
+            return Ok(());
+        }
+        if ctx.launching {
+            // Prefetching for later must not compete with a start happening now (on a slow disk
+            // every request it queues delays the application's own); a round is owed for when
+            // the start has settled.
+            if !self.current.is_cancelled() {
+                tracing::debug!("an application is starting: prediction fetch paused while it starts");
+            }
+            self.current.cancel();
+            self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
+            return Ok(());
+        }
+        if !matches!(trigger, PlanTrigger::Start) && self.last_round_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS)) {
+            self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
+            return Ok(());
+        }
+        self.owed_in_ms = None;
+        self.last_round_ms = Some(ctx.now_ms);
+        let pressure = self.sources.pressure();
+        if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
+            self.stop_fetching();
+            tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
+            // avg10 falls within about ten seconds of the stalls ending: look again then.
+            self.owed_in_ms = Some(PRESSURE_HOLD_MS);
+            return Ok(());
+        }
+        let budget = if cfg.budget_bytes > 0 {
+            MemoryBudget::of(cfg.budget_bytes)
+        } else {
+            let Some(mem) = self.sources.memory() else {
+                tracing::warn!("cannot read /proc/meminfo: no prediction budget");
+                return Ok(());
+            };
+            let bc = BudgetConfig {
+                available_fraction: cfg.budget_available_fraction,
+                cap_bytes: None,
+                pressure_low: cfg.pressure_stop_percent / 10.0,
+                pressure_high: cfg.pressure_stop_percent,
+            };
+            MemoryBudget::compute(&mem, pressure, &bc)
+        };
+        let mut probs = self.predictor.predict(now);
+        probs.retain(|p| p.probability > 0.0);
+        probs.sort_by(|a, b| b.probability.total_cmp(&a.probability).then_with(|| a.app.cmp(&b.app)));
+        probs.truncate(MAX_CANDIDATES);
+        let settings = ctx.config.learn_settings();
+        let mut profiles = BTreeMap::new();
+        for p in &probs {
+            if let Some(model) = ctx.state.load_app(&p.app)? {
+                let profile = model.replay_profile(&settings);
+                if !profile.files.is_empty() {
+                    profiles.insert(p.app.clone(), profile);
+                }
+            }
+        }
+        let footprints: Vec<AppFootprint> = profiles.iter().map(|(app, prof)| footprint_of(app, prof)).collect();
+        let page_size = profiles.values().next().map_or(augur_os::fetch::page_size(), |p| p.page_size);
+        let planned = plan(&probs, &footprints, budget, &PlannerConfig { page_size, ..PlannerConfig::default() });
+        let fetch = fetch_plans_of(&planned, &profiles, augur_os::fetch::page_size());
+        if self.last != Some((budget.bytes, planned.bytes)) {
+            let page = augur_os::fetch::page_size();
+            let first: Vec<String> = fetch
+                .iter()
+                .take(3)
+                .map(|(app, f)| {
+                    let p = probs.iter().find(|p| &p.app == app).map_or(0.0, |p| p.probability);
+                    format!("{app} p={p:.2} {} MiB", (f.files().iter().map(|x| x.page_count()).sum::<u64>() * page) >> 20)
+                })
+                .collect();
+            tracing::debug!(
+                "planned {} of {} budget bytes over {} applications ({trigger:?}); first: {}",
+                planned.bytes,
+                budget.bytes,
+                profiles.len(),
+                first.join(", ")
+            );
+            self.last = Some((budget.bytes, planned.bytes));
+        }
+        self.current.cancel();
+        self.current = CancelFlag::new();
+        self.current_pressure = CancelFlag::new();
+        if let Some(tx) = &self.jobs {
+            let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
+            let plans = fetch.into_iter().map(|(_, p)| p).collect();
+            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
+                tracing::warn!("prediction worker gone");
+            } else {
+                self.jobs_sent += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_core::model::predict::AppProbability;
+    use augur_core::model::profile::{FileIdentity, FileProfile, TraceMode, Unresolved};
+    use augur_core::model::range::PageRange;
+
+    /// (path, [(first page, pages, first use µs)])
+    type Files<'a> = &'a [(&'a str, &'a [(u64, u64, u64)])];
+
+    fn profile(files: Files<'_>) -> LaunchProfile {
+        LaunchProfile {
+            command: vec!["x".into()],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 1,
+            files: files
+                .iter()
+                .map(|(path, ranges)| FileProfile {
+                    path: path.into(),
+                    identity: FileIdentity { dev: 1, ino: 2, size: 1 << 30, mtime_ns: 3 },
+                    ranges: ranges.iter().map(|&(s, l, t)| UsedRange { range: PageRange::new(s, l), first_use_us: t }).collect(),
+                })
+                .collect(),
+            unresolved: Unresolved::default(),
+            lookups: Vec::new(),
+        }
+    }
+
+    /// A private directory with a meminfo (4 GB available) and a pressure file to inject, and an
+    /// empty state in it.
+    fn fixture() -> (tempfile::TempDir, MemorySources, augur_store::state::StateStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
+        std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
+        let (state, _) = augur_store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
+        (dir, sources, state)
+    }
+
+    #[test]
+    fn pressure_stops_fetching_at_once_and_planning_resumes_when_it_falls() {
+        let (_dir, sources, state) = fixture();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000, launching: false };
+        let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+
+        std::fs::write(&sources.pressure, psi(0.5)).unwrap();
+        step.plan(&PlanTrigger::LaunchStarted { app: "a".into(), instance: 1 }, &ctx).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+        assert!(!step.fetching_stopped());
+
+        // Pressure rises: the very next round cancels the running fetch and sends nothing.
+        std::fs::write(&sources.pressure, psi(config.predict.pressure_stop_percent + 5.0)).unwrap();
+        step.plan(&PlanTrigger::Pressure, &ctx).unwrap();
+        assert!(step.fetching_stopped());
+        assert_eq!(step.jobs_sent(), 1);
+
+        assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS), "a round is owed for when the hold is over");
+
+        // A round soon after the trigger fetches nothing, even with low pressure, and still owes
+        // one for the end of the hold (nothing else may come to plan again).
+        std::fs::write(&sources.pressure, psi(0.0)).unwrap();
+        let soon = PlanContext { now_ms: 4_000, ..ctx };
+        step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &soon).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS - 3_000));
+
+        // While an application starts, nothing is fetched for later; afterwards planning resumes.
+        let launching = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
+        step.plan(&PlanTrigger::Interval, &launching).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(
+            step.round_owed_in_ms(),
+            Some(MIN_ROUND_GAP_MS),
+            "a round is owed for after the start"
+        );
+
+        // It stays low: planning resumes once the hold is over.
+        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000 + PRESSURE_HOLD_MS, launching: false };
+        step.plan(&PlanTrigger::Interval, &later).unwrap();
+        assert_eq!(step.jobs_sent(), 2);
+        assert!(!step.fetching_stopped());
+    }
+
+    #[test]
+    fn rounds_are_rate_limited_and_the_owed_one_is_asked_for() {
+        let (_dir, sources, state) = fixture();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (1, None));
+        for (i, ms) in [10_100, 10_200, 10_900].into_iter().enumerate() {
+            step.plan(&PlanTrigger::LaunchStarted { app: format!("/bin/p{i}"), instance: i as u64 }, &at(ms)).unwrap();
+        }
+        assert_eq!(step.jobs_sent(), 1, "a burst of launches costs no extra round");
+        assert_eq!(step.round_owed_in_ms(), Some(MIN_ROUND_GAP_MS));
+        step.plan(&PlanTrigger::Interval, &at(11_000)).unwrap();
+        assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (2, None));
+        let explained = step.explain("/bin/p2", 11_000).unwrap();
+        assert!(explained.reasons.iter().any(|r| r.contains("running now")), "launches in the burst were observed: {explained:?}");
+    }
+
+    #[test]
+    fn injected_sources_use_the_polling_fallback_and_it_reads_the_pressure_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let step = PredictionStep::new(&Config::default())
+            .unwrap()
+            .with_sources(MemorySources { meminfo: dir.path().join("m"), pressure: dir.path().join("p") });
+        assert!(!step.has_pressure_trigger());
+        assert!(step.pressure_trigger().is_none());
+        let w = PressureWatch { path: dir.path().join("p"), stop_percent: 10.0 };
+        assert!(!w.high(), "a missing file is no pressure");
+        std::fs::write(&w.path, "some avg10=12.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
+        assert!(w.high());
+        std::fs::write(&w.path, "some avg10=2.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
+        assert!(!w.high());
+    }
+
+    #[test]
+    fn a_restored_predictor_predicts_like_one_that_never_stopped() {
+        let apps = ["/bin/a", "/bin/b", "/bin/c"];
+        let mut history = Vec::new();
+        for i in 0..30u64 {
+            let app = apps[(i % 3) as usize];
+            history.push(ActivityRecord { at_ms: i * 1000, local_ms: i * 1000, app: app.into(), instance: i, launch: true });
+            history.push(ActivityRecord { at_ms: i * 1000 + 500, local_ms: i * 1000 + 500, app: app.into(), instance: i, launch: false });
+        }
+        // The daemon stopped while an instance of /bin/a ran: its exit was never recorded.
+        history.push(ActivityRecord { at_ms: 40_000, local_ms: 40_000, app: "/bin/a".into(), instance: 99, launch: true });
+        let mut live = predict::by_name("augur").unwrap();
+        let mut restored = predict::by_name("augur").unwrap();
+        for r in &history {
+            let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+            live.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
+        }
+        live.observe(&Observation { at: LocalTime(40_000), app: "/bin/a", instance: 99, transition: Transition::Exit });
+        restore_predictor(restored.as_mut(), &history);
+        let now = LocalTime(41_000);
+        assert_eq!(restored.predict(now), live.predict(now));
+        let b = restored.predict(now).into_iter().find(|p| p.app == "/bin/b").unwrap();
+        assert!(b.probability > 0.5, "after a, b came every time: {b:?}");
+        assert!(restored.predict(now).iter().find(|p| p.app == "/bin/a").unwrap().probability > 0.0, "a is not left running");
+    }
+
+    #[test]
+    fn each_application_gets_its_own_fetch_in_the_planners_order() {
+        let a = profile(&[("/usr/lib/shared.so", &[(0, 4, 1)]), ("/usr/bin/a", &[(0, 4, 2)])]);
+        let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
+        let probs = vec![
+            AppProbability { app: "a".into(), probability: 0.2 },
+            AppProbability { app: "b".into(), probability: 0.7 },
+        ];
+        let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
+        let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
+        let profiles = BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
+        let fetch = fetch_plans_of(&planned, &profiles, 4096);
+        let paths: Vec<Vec<String>> =
+            fetch.iter().map(|(_, p)| p.files().iter().map(|f| f.path.to_string_lossy().into_owned()).collect()).collect();
+        assert_eq!(paths[0], vec!["/usr/bin/b"], "the likelier application is fetched first");
+        assert_eq!(paths.len(), 2);
+        assert!(paths[1].contains(&"/usr/bin/a".to_string()));
+    }
+
+    #[test]
+    fn each_fetch_repeats_its_applications_lookups() {
+        use augur_core::model::profile::{Lookup, LookupKind};
+        let mut a = profile(&[("/usr/bin/a", &[(0, 4, 1)])]);
+        a.lookups = vec![Lookup { path: "/usr/share/a".into(), kind: LookupKind::Dir }];
+        let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
+        let probs = vec![
+            AppProbability { app: "a".into(), probability: 0.9 },
+            AppProbability { app: "b".into(), probability: 0.5 },
+        ];
+        let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
+        let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
+        let profiles = BTreeMap::from([("a".to_string(), a.clone()), ("b".to_string(), b)]);
+        let fetch = fetch_plans_of(&planned, &profiles, 4096);
+        assert_eq!(fetch[0].0, "a");
+        assert_eq!(fetch[0].1.lookups(), a.lookups.as_slice());
+        assert!(fetch[1].1.lookups().is_empty());
+    }
+
+    #[test]
+    fn footprints_follow_first_use_and_plans_become_fetches() {
+        let b = profile(&[("/usr/lib/libb.so", &[(0, 10, 5)]), ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)])]);
+        let fp = footprint_of("b", &b);
+        let order: Vec<(&str, u64)> = fp.ranges.iter().map(|r| (r.file.as_str(), r.range.start)).collect();
+        assert_eq!(order, vec![("/usr/bin/b", 100), ("/usr/lib/libb.so", 0), ("/usr/bin/b", 0)]);
+        let probs = vec![AppProbability { app: "b".into(), probability: 0.9 }];
+        let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());
+        assert_eq!(planned.bytes, 12 * 4096);
+        let profiles = BTreeMap::from([("b".to_string(), b)]);
+        let fetch = fetch_plans_of(&planned, &profiles, 4096);
+        assert_eq!(fetch.len(), 1);
+        assert_eq!(fetch[0].1.files().iter().map(|f| f.page_count()).sum::<u64>(), 12);
+    }
+}

@@ -1,0 +1,384 @@
+//! The suite's report for people: Markdown tables (launch times per workload and condition with
+//! the share of the cold-to-warm gap closed, the usage day, the costs) under a header naming the
+//! machine, kernel, profile and command. Pure rendering of a [`SuiteReport`].
+
+use std::fmt::Write as _;
+
+use crate::suite_file::Condition;
+use crate::suite_report::{ConditionStatus, ProfileReport, SuiteReport};
+
+/// Renders the whole report.
+pub fn render(report: &SuiteReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# augur benchmark suite\n");
+    let _ = writeln!(out, "- command: `{}`", report.command);
+    let _ = writeln!(
+        out,
+        "- augur {}, kernel {}, {}",
+        report.augur_version, report.kernel, report.machine
+    );
+    let _ = writeln!(out, "- started {}\n", report.started_utc);
+    for p in &report.profiles {
+        render_profile(&mut out, p);
+    }
+    out
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// Seconds with a precision that suits their size.
+pub fn secs(s: f64) -> String {
+    if s < 0.1 {
+        format!("{:.3}", s)
+    } else if s < 10.0 {
+        format!("{:.2}", s)
+    } else {
+        format!("{:.1}", s)
+    }
+}
+
+fn render_profile(out: &mut String, p: &ProfileReport) {
+    let m = &p.machine;
+    let _ = writeln!(out, "## Profile `{}`\n", m.profile);
+    let _ = write!(
+        out,
+        "MemAvailable {} of {} MemTotal",
+        gib(m.mem_available_after),
+        gib(m.mem_total)
+    );
+    if m.balloon_locked_bytes > 0 {
+        let _ = write!(out, " (balloon locked {})", gib(m.balloon_locked_bytes));
+    }
+    if let (Some(dev), Some(t)) = (&m.throttled_device, &m.throttle) {
+        let _ = write!(
+            out,
+            "; reads from {dev} throttled to {} IOPS, {:.0} MB/s",
+            t.read_iops,
+            t.read_bps as f64 / 1e6
+        );
+    }
+    if let Some(bps) = m.cold_read_bytes_per_sec {
+        let _ = write!(out, "; a cold sequential read ran at {:.1} MB/s", bps / 1e6);
+    }
+    if let Some(r) = &m.free_page_reporting {
+        let _ = write!(out, "; {r}");
+    }
+    if let Some(r) = &m.free_memory_backed {
+        let _ = write!(out, "; {r}");
+    }
+    let _ = writeln!(out, ". Took {:.0} min.\n", p.elapsed_secs / 60.0);
+    let mut notes: Vec<String> = Vec::new();
+    for s in p.prefetchers.iter().filter(|s| !s.available) {
+        notes.push(format!(
+            "{} unavailable: {}",
+            s.name,
+            s.reason.clone().unwrap_or_default()
+        ));
+    }
+
+    let conds: Vec<Condition> = Condition::ALL
+        .into_iter()
+        .filter(|c| p.workloads.iter().any(|w| w.condition(*c).is_some()))
+        .collect();
+    let prefetch_conds: Vec<Condition> = conds
+        .iter()
+        .copied()
+        .filter(|c| !matches!(c, Condition::Cold | Condition::Warm))
+        .collect();
+    if !p.workloads.is_empty() {
+        let _ = writeln!(
+            out,
+            "Launch time, seconds: median (min–max) of the runs; gap closed = (cold − x) / (cold − warm).\n"
+        );
+        let mut head = String::from("| workload |");
+        let mut rule = String::from("|---|");
+        for c in &conds {
+            let _ = write!(head, " {} |", c.name());
+            rule.push_str("---:|");
+        }
+        for c in &prefetch_conds {
+            let _ = write!(head, " gap closed: {} |", c.name());
+            rule.push_str("---:|");
+        }
+        let _ = writeln!(out, "{head}\n{rule}");
+        for w in &p.workloads {
+            let _ = write!(out, "| {} |", w.name);
+            for c in &conds {
+                let cell = match w.condition(*c) {
+                    Some(r) => match (r.status, r.summary) {
+                        (_, Some(s)) => {
+                            format!("{} ({}–{})", secs(s.median), secs(s.min), secs(s.max))
+                        }
+                        (ConditionStatus::Unavailable, _) => "unavailable".into(),
+                        _ => "failed".into(),
+                    },
+                    None => "–".into(),
+                };
+                let _ = write!(out, " {cell} |");
+                if let Some(r) = w.condition(*c) {
+                    if r.status == ConditionStatus::Failed
+                        || (!r.reasons.is_empty() && r.status == ConditionStatus::Measured)
+                    {
+                        if let Some(reason) = r.reasons.first() {
+                            notes.push(format!("{} / {}: {}", w.name, c.name(), reason));
+                        }
+                    }
+                }
+            }
+            for c in &prefetch_conds {
+                let cell = w
+                    .condition(*c)
+                    .and_then(|r| r.gap_closed)
+                    .map_or("–".to_string(), |g| format!("{:.0} %", g * 100.0));
+                let _ = write!(out, " {cell} |");
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out);
+        // What the prefetchers loaded before the launches.
+        let mut rows = String::new();
+        for w in &p.workloads {
+            for c in &prefetch_conds {
+                if let Some(r) = w.condition(*c) {
+                    if r.samples.is_empty() {
+                        continue;
+                    }
+                    let med = |v: &[u64]| -> u64 {
+                        let mut v = v.to_vec();
+                        v.sort_unstable();
+                        v.get(v.len() / 2).copied().unwrap_or(0)
+                    };
+                    let decision = if r.preload_decision_bytes.is_empty() {
+                        "–".to_string()
+                    } else {
+                        mib(med(&r.preload_decision_bytes))
+                    };
+                    let _ = writeln!(
+                        rows,
+                        "| {} | {} | {} | {} | {} |",
+                        w.name,
+                        c.name(),
+                        mib(med(&r.prefetch_read_bytes)),
+                        mib(med(&r.cache_growth_bytes)),
+                        decision
+                    );
+                }
+            }
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(
+                out,
+                "Before each launch (medians): bytes the prefetcher read from disk, page-cache growth since the caches were dropped, and preload's own budget decision.\n"
+            );
+            let _ = writeln!(
+                out,
+                "| workload | prefetcher | read from disk | page cache filled | preload decided |\n|---|---|---:|---:|---:|\n{rows}"
+            );
+        }
+    }
+    if !p.training.is_empty() {
+        let learned: Vec<String> = p
+            .training
+            .iter()
+            .filter_map(|t| {
+                t.preload_learned
+                    .map(|l| format!("{} {}", t.workload, if l { "yes" } else { "no" }))
+            })
+            .collect();
+        if !learned.is_empty() {
+            let _ = writeln!(
+                out,
+                "preload learned the executable after training: {}.\n",
+                learned.join(", ")
+            );
+        }
+    }
+    if let Some(day) = &p.day {
+        let _ = writeln!(
+            out,
+            "### Usage day\n\n{} launches replayed from `{}`.\n",
+            day.launches, day.trace
+        );
+        let _ = writeln!(
+            out,
+            "| prefetcher | median launch | 90th percentile | max | failed | read from disk |\n|---|---:|---:|---:|---:|---:|"
+        );
+        for r in &day.runs {
+            match (&r.unavailable, r.summary) {
+                (Some(why), _) => {
+                    let _ = writeln!(out, "| {} | unavailable | | | | |", r.prefetcher);
+                    notes.push(format!("usage day / {}: {why}", r.prefetcher));
+                }
+                (None, Some(s)) => {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} | {} | {} | {} |",
+                        r.prefetcher,
+                        secs(s.median),
+                        secs(r.p90.unwrap_or(s.max)),
+                        secs(s.max),
+                        r.failures.len(),
+                        mib(r.prefetch_read_bytes)
+                    );
+                }
+                (None, None) => {
+                    let _ = writeln!(
+                        out,
+                        "| {} | failed | | | {} | |",
+                        r.prefetcher,
+                        r.failures.len()
+                    );
+                }
+            }
+        }
+        let _ = writeln!(out);
+    }
+    if let Some(cost) = &p.cost {
+        let _ = writeln!(out, "### Cost\n");
+        if !cost.daemons.is_empty() {
+            let _ = writeln!(
+                out,
+                "| daemon | idle CPU | wake-ups per idle minute | idle RSS | CPU while learning | peak RSS while learning | read while learning |\n|---|---:|---:|---:|---:|---:|---:|"
+            );
+            for d in &cost.daemons {
+                let _ = writeln!(
+                    out,
+                    "| {} | {:.2} s in {:.0} s | {:.1} | {} | {:.2} s in {:.0} s | {} | {} |",
+                    d.prefetcher,
+                    d.idle_cpu_secs,
+                    d.idle_secs,
+                    d.idle_wakeups_per_min,
+                    mib(d.idle_rss_bytes),
+                    d.learning_cpu_secs,
+                    d.learning_secs,
+                    mib(d.learning_peak_rss_bytes),
+                    mib(d.learning_read_bytes)
+                );
+            }
+            let _ = writeln!(out);
+        }
+        if !cost.slowdowns.is_empty() {
+            let _ = writeln!(
+                out,
+                "I/O-heavy work, prefetcher off versus on (medians, seconds); I/O wait = elapsed − (user + sys), as Kroeger and Long measured it. \
+                 *learning*: augur's first runs of the workload, while it still follows (traces) its launches; *on*: later runs, which augur replays without tracing.\n"
+            );
+            let _ = writeln!(
+                out,
+                "| workload | prefetcher | off | on | on / off | learning | learning / off | I/O wait off | I/O wait on |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+            );
+            for s in &cost.slowdowns {
+                if let Some(why) = &s.unavailable {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | unavailable | | | | | | |",
+                        s.workload, s.prefetcher
+                    );
+                    notes.push(format!("{} / {}: {why}", s.workload, s.prefetcher));
+                    continue;
+                }
+                let med = |v: &[f64]| {
+                    crate::stats::Summary::of(v).map_or("–".into(), |d| secs(d.median))
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    s.workload,
+                    s.prefetcher,
+                    med(&s.off),
+                    med(&s.on),
+                    s.ratio.map_or("–".into(), |r| format!("{r:.3}")),
+                    med(&s.learning),
+                    s.learning_ratio.map_or("–".into(), |r| format!("{r:.3}")),
+                    med(&s.io_wait_off),
+                    med(&s.io_wait_on)
+                );
+            }
+            let _ = writeln!(out);
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(out, "Notes:\n");
+        notes.dedup();
+        for n in notes {
+            let _ = writeln!(out, "- {n}");
+        }
+        let _ = writeln!(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::MachineRecord;
+    use crate::suite_file::Ready;
+    use crate::suite_report::{ConditionReport, PrefetcherStatus, WorkloadReport};
+
+    fn report() -> SuiteReport {
+        let mut w = WorkloadReport {
+            name: "java".into(),
+            command: vec!["java".into()],
+            ready: Ready::Exit,
+            conditions: vec![],
+        };
+        for (c, s) in [
+            (Condition::Cold, vec![2.0, 2.2, 2.1]),
+            (Condition::Warm, vec![0.5, 0.5, 0.6]),
+            (Condition::Preload, vec![2.0, 2.1, 2.0]),
+        ] {
+            let mut r = ConditionReport::new(c);
+            r.samples = s;
+            w.conditions.push(r);
+        }
+        let mut u = ConditionReport::new(Condition::AugurPredict);
+        u.status = ConditionStatus::Unavailable;
+        u.reasons
+            .push("augur daemon is not implemented in this build".into());
+        w.conditions.push(u);
+        w.finish();
+        SuiteReport {
+            command: "augur bench --suite bench/suite.toml".into(),
+            profiles: vec![ProfileReport {
+                machine: MachineRecord {
+                    profile: "as-is".into(),
+                    mem_total: 8 << 30,
+                    mem_available_after: 6 << 30,
+                    ..Default::default()
+                },
+                prefetchers: vec![PrefetcherStatus {
+                    name: "augur-predict".into(),
+                    available: false,
+                    reason: Some("not implemented".into()),
+                }],
+                workloads: vec![w],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn table_has_medians_ranges_gaps_and_notes() {
+        let md = render(&report());
+        assert!(md.contains("| workload | cold | warm | preload | augur-predict | gap closed: preload | gap closed: augur-predict |"), "{md}");
+        assert!(md.contains("| java | 2.10 (2.00–2.20) | 0.50 (0.50–0.60) | 2.00 (2.00–2.10) | unavailable | 6 % | – |"), "{md}");
+        assert!(
+            md.contains("augur-predict unavailable: not implemented"),
+            "{md}"
+        );
+        assert!(md.contains("`augur bench --suite bench/suite.toml`"));
+    }
+
+    #[test]
+    fn seconds_precision() {
+        assert_eq!(secs(0.0456), "0.046");
+        assert_eq!(secs(1.234), "1.23");
+        assert_eq!(secs(12.34), "12.3");
+    }
+}

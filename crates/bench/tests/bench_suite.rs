@@ -1,0 +1,226 @@
+//! End to end (as root, as CI runs): `augur-bench --suite` on a tiny suite under the as-is and
+//! slow-disk profiles writes its outputs and leaves no cgroup or balloon behind; the
+//! small-memory profile's balloon really lowers MemAvailable and is removed when the run is
+//! interrupted with SIGINT; a non-root user is refused with exit code 7.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn augur() -> &'static str {
+    env!("CARGO_BIN_EXE_augur-bench")
+}
+
+/// Throttle cgroups and balloons owned by suite process `owner`.
+fn leftovers(owner: u32) -> (Vec<String>, Vec<String>) {
+    let cgroups: Vec<String> = [
+        "/sys/fs/cgroup/blkio",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ]
+    .iter()
+    .filter_map(|d| std::fs::read_dir(d).ok())
+    .flat_map(|d| d.flatten())
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .filter(|n| n == &format!("augur-bench-{owner}"))
+    .collect();
+    let balloons: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(" balloon ") && c.contains(&format!("--owner {owner} ")))
+        .collect();
+    (cgroups, balloons)
+}
+
+fn mem_available() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+/// Bytes locked (VmLck) by the balloon of suite process `owner`.
+fn locked_by_balloon(owner: u32) -> u64 {
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(" balloon ") && cmd.contains(&format!("--owner {owner} ")) {
+            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+            if let Some(l) = status.lines().find(|l| l.starts_with("VmLck:")) {
+                return l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+            }
+        }
+    }
+    0
+}
+
+fn write_suite(dir: &Path, command: &str) -> std::path::PathBuf {
+    let suite = dir.join("suite.toml");
+    std::fs::write(
+        &suite,
+        format!("runs = 1\ntraining_secs = 0\nconditions = [\"cold\", \"warm\"]\n[[workload]]\nname = \"tiny\"\ncommand = {command}\n"),
+    )
+    .unwrap();
+    suite
+}
+
+#[test]
+fn tiny_suite_as_is_and_slow_disk_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write_suite(dir.path(), r#"["sh", "-c", "ls /usr/bin > /dev/null"]"#);
+    let out = dir.path().join("out");
+    let mut child = Command::new(augur())
+        .args(["--suite"])
+        .arg(&suite)
+        .args([
+            "--machine",
+            "as-is",
+            "--machine",
+            "slow-disk",
+            "--skip-day",
+            "--skip-cost",
+            "--output-dir",
+        ])
+        .arg(&out)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
+    let profiles = json["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 2);
+    assert_eq!(profiles[0]["machine"]["profile"], "as-is");
+    assert_eq!(profiles[1]["machine"]["profile"], "slow-disk");
+    let read_back = profiles[1]["machine"]["throttle_read_back"]
+        .as_str()
+        .unwrap();
+    assert!(
+        read_back.contains(" 200") && read_back.contains(" 40000000"),
+        "{read_back}"
+    );
+    for p in profiles {
+        let conds = p["workloads"][0]["conditions"].as_array().unwrap();
+        assert_eq!(conds.len(), 2);
+        for c in conds {
+            assert_eq!(c["status"], "measured", "{c}");
+            assert_eq!(c["samples"].as_array().unwrap().len(), 1);
+        }
+    }
+    let md = std::fs::read_to_string(out.join("suite.md")).unwrap();
+    assert!(
+        md.contains("## Profile `slow-disk`") && md.contains("| tiny |"),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(out.join("suite.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("tiny"));
+    assert_eq!(
+        leftovers(pid),
+        (vec![], vec![]),
+        "cgroup or balloon left behind"
+    );
+}
+
+#[test]
+fn interrupted_small_memory_slow_disk_run_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write_suite(dir.path(), r#"["sleep", "3"]"#);
+    let before = mem_available();
+    // Leave all but 512 MiB available, so the balloon is quick and harmless to others.
+    let leave = before - (512 << 20);
+    let mut child = Command::new(augur())
+        .args(["--suite"])
+        .arg(&suite)
+        .args([
+            "--machine",
+            "small-memory+slow-disk",
+            "--runs",
+            "5",
+            "--skip-day",
+            "--skip-cost",
+            "--leave-available",
+        ])
+        .arg(leave.to_string())
+        .arg("--output-dir")
+        .arg(dir.path().join("out"))
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = stderr.lines();
+    let mut applied = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("run 1/5: tiny cold") {
+            break;
+        }
+        if line.contains("balloon") {
+            applied = Some(line);
+        }
+    }
+    let applied = applied.expect("the profile was applied");
+    assert!(applied.contains("MemAvailable"), "{applied}");
+    // While it runs: a balloon process exists and holds memory; the suite is in a cgroup.
+    let pid = child.id();
+    let (cgroups, balloons) = leftovers(pid);
+    assert_eq!(balloons.len(), 1, "{balloons:?}");
+    assert_eq!(cgroups.len(), 1, "{cgroups:?}");
+    assert!(
+        locked_by_balloon(pid) >= 256 << 20,
+        "the balloon holds no locked memory"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(rest.iter().any(|l| l.contains("interrupted")), "{rest:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while leftovers(pid) != (vec![], vec![]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        leftovers(pid),
+        (vec![], vec![]),
+        "cgroup or balloon left behind after SIGINT"
+    );
+}
+
+#[test]
+fn refuses_non_root_with_one_line_and_exit_7() {
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            augur(),
+            "--suite",
+            "/nonexistent.toml",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("needs root"), "{err}");
+}

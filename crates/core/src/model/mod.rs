@@ -1,0 +1,12 @@
+//! What augur learns: page ranges, launch profiles, usage traces and the predictors built on them.
+//!
+//! Everything here is pure and deterministic: no system calls, no clocks, no randomness that is
+//! not seeded by the caller. It is tested without root on recorded or generated traces.
+
+pub mod app;
+pub mod learn;
+pub mod predict;
+pub mod profile;
+pub mod range;
+pub mod record;
+pub mod usage_trace;

@@ -1,0 +1,406 @@
+//! The daemon's configuration: TOML at `/etc/augur/config.toml` by default, every key with a
+//! documented default (`docs/config.md`, `packaging/config.toml`), and strict checking: an unknown
+//! key or a bad value is rejected with its line number so the daemon never starts half-configured.
+//!
+//! Owns parsing and validation only; it reads the one file it is given and nothing else.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use augur_core::error::{Error, Result};
+use augur_core::model::learn::LearnSettings;
+use augur_core::model::record::StateLimits;
+
+/// Where the daemon keeps its state unless configured otherwise.
+pub const DEFAULT_STATE_PATH: &str = "/var/lib/augur/state.db";
+
+/// Where the configuration is read from unless `--config` says otherwise.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/augur/config.toml";
+
+/// Where the daemon listens for `augur status`, `apps`, `forget` unless configured otherwise.
+pub const DEFAULT_SOCKET_PATH: &str = "/run/augur/augur.sock";
+
+/// Log verbosity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// Start-up, launches learned, warnings (the default).
+    Info,
+    /// Every launch window and replay.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+impl LogLevel {
+    /// The `tracing` level.
+    pub fn level(self) -> tracing::Level {
+        match self {
+            LogLevel::Error => tracing::Level::ERROR,
+            LogLevel::Warn => tracing::Level::WARN,
+            LogLevel::Info => tracing::Level::INFO,
+            LogLevel::Debug => tracing::Level::DEBUG,
+            LogLevel::Trace => tracing::Level::TRACE,
+        }
+    }
+}
+
+/// I/O priority class replay reads run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplayPriority {
+    /// Only when the disk is otherwise idle: never slows anything, may lose the race with the app.
+    Idle,
+    /// Normal best-effort class at its lowest level: races the application fairly.
+    BestEffort,
+}
+
+/// `[daemon]`: where things live and how much is logged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonSection {
+    /// SQLite state file.
+    pub state_path: PathBuf,
+    /// Unix control socket.
+    pub socket_path: PathBuf,
+    /// Log level.
+    pub log_level: LogLevel,
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        DaemonSection {
+            state_path: PathBuf::from(DEFAULT_STATE_PATH),
+            socket_path: PathBuf::from(DEFAULT_SOCKET_PATH),
+            log_level: LogLevel::Info,
+        }
+    }
+}
+
+/// `[launch]`: launch windows and exec-time replay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LaunchSection {
+    /// Longest launch window, seconds (from exec).
+    pub window_max_secs: f64,
+    /// A window ends once the launch has touched no new page for this many milliseconds.
+    pub quiet_ms: u64,
+    /// Replay a known application's profile the moment it execs.
+    pub replay_on_exec: bool,
+    /// I/O priority of replay reads.
+    pub replay_io_priority: ReplayPriority,
+    /// Launches that used fewer pages than this are not learned (shell built-ins, `true`).
+    pub min_pages: u64,
+    /// The first this-many launches of an application are followed (traced and learned) ...
+    pub follow_first_launches: u64,
+    /// ... and after that one launch in this many seconds: a known application's launches are
+    /// replayed but not traced, so learning costs nothing once a profile is settled.
+    pub refollow_after_secs: u64,
+    /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
+    /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
+    pub max_launch_mib: u64,
+}
+
+impl Default for LaunchSection {
+    fn default() -> Self {
+        LaunchSection {
+            window_max_secs: 15.0,
+            quiet_ms: 1000,
+            replay_on_exec: true,
+            replay_io_priority: ReplayPriority::BestEffort,
+            min_pages: 4,
+            follow_first_launches: 3,
+            refollow_after_secs: 3600,
+            max_launch_mib: 256,
+        }
+    }
+}
+
+/// `[learn]`: how launches are merged and how much is kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LearnSection {
+    /// Most applications kept (least recently launched evicted first).
+    pub max_apps: usize,
+    /// Most page ranges kept per application (least used dropped first).
+    pub max_ranges_per_app: usize,
+    /// Factor each range's usage count decays by at every launch, in (0, 1].
+    pub decay: f64,
+    /// A range unused by this many consecutive launches is dropped.
+    pub drop_after_launches: u32,
+    /// Decayed share of launches a range must have been used in to be replayed, in (0, 1].
+    pub replay_threshold: f64,
+    /// Launch records (hit-rate history) kept.
+    pub recent_launches: usize,
+}
+
+impl Default for LearnSection {
+    fn default() -> Self {
+        let l = LearnSettings::default();
+        LearnSection {
+            max_apps: l.max_apps,
+            max_ranges_per_app: l.max_ranges_per_app,
+            decay: l.decay,
+            drop_after_launches: l.drop_after_launches,
+            replay_threshold: l.replay_threshold,
+            recent_launches: StateLimits::default().max_launch_records,
+        }
+    }
+}
+
+/// `[predict]`: predicting launches and keeping their pages resident within a memory budget.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PredictSection {
+    /// Predict and prefetch before launches (exec-time replay works without it).
+    pub enabled: bool,
+    /// Predictor: "augur", "preload" or "naive".
+    pub predictor: String,
+    /// Re-plan at least this often, seconds, besides launch, exit and pressure events.
+    pub replan_interval_secs: u64,
+    /// Fixed memory budget in bytes; 0 computes it from MemAvailable.
+    pub budget_bytes: u64,
+    /// Share of MemAvailable the computed budget may use, in [0, 1].
+    pub budget_available_fraction: f64,
+    /// Stop prefetching while memory pressure (PSI `some avg10`, percent) is above this.
+    pub pressure_stop_percent: f64,
+    /// PSI trigger: a memory stall of at least this many microseconds within
+    /// `pressure_window_us` stops prefetching at once (the kernel wakes the daemon).
+    pub pressure_trigger_us: u64,
+    /// PSI trigger window in microseconds (the kernel accepts 500000 to 10000000).
+    pub pressure_window_us: u64,
+}
+
+impl Default for PredictSection {
+    fn default() -> Self {
+        PredictSection {
+            enabled: false,
+            predictor: "augur".into(),
+            replan_interval_secs: 300,
+            budget_bytes: 0,
+            budget_available_fraction: 0.5,
+            pressure_stop_percent: 10.0,
+            pressure_trigger_us: 150_000,
+            pressure_window_us: 1_000_000,
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[daemon]`.
+    pub daemon: DaemonSection,
+    /// `[launch]`.
+    pub launch: LaunchSection,
+    /// `[learn]`.
+    pub learn: LearnSection,
+    /// `[predict]`.
+    pub predict: PredictSection,
+}
+
+/// Predictor names `[predict] predictor` accepts.
+pub const PREDICTORS: &[&str] = &["augur", "preload", "naive"];
+
+impl Config {
+    /// Parses and validates configuration text; errors name `path` and the line.
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            detail: e.message().trim().to_string(),
+        })?;
+        config.validate(text, path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, text: &str, path: &Path) -> Result<()> {
+        let bad = |section: &str, key: &str, detail: String| Error::Config {
+            path: path.to_path_buf(),
+            line: key_line(text, section, key),
+            detail: format!("{section}.{key}: {detail}"),
+        };
+        let l = &self.launch;
+        if !(l.window_max_secs.is_finite() && (0.1..=600.0).contains(&l.window_max_secs)) {
+            return Err(bad("launch", "window_max_secs", format!("{} is not between 0.1 and 600", l.window_max_secs)));
+        }
+        if !(10..=60_000).contains(&l.quiet_ms) {
+            return Err(bad("launch", "quiet_ms", format!("{} is not between 10 and 60000", l.quiet_ms)));
+        }
+        if l.follow_first_launches == 0 {
+            return Err(bad("launch", "follow_first_launches", "must be at least 1 (or nothing is ever learned)".into()));
+        }
+        if l.max_launch_mib == 0 {
+            return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
+        }
+        let n = &self.learn;
+        if !(n.decay > 0.0 && n.decay <= 1.0) {
+            return Err(bad("learn", "decay", format!("{} is not in (0, 1]", n.decay)));
+        }
+        if !(n.replay_threshold > 0.0 && n.replay_threshold <= 1.0) {
+            return Err(bad("learn", "replay_threshold", format!("{} is not in (0, 1]", n.replay_threshold)));
+        }
+        if n.max_apps == 0 {
+            return Err(bad("learn", "max_apps", "must be at least 1".into()));
+        }
+        if n.max_ranges_per_app == 0 {
+            return Err(bad("learn", "max_ranges_per_app", "must be at least 1".into()));
+        }
+        if n.drop_after_launches == 0 {
+            return Err(bad("learn", "drop_after_launches", "must be at least 1".into()));
+        }
+        let p = &self.predict;
+        if !PREDICTORS.contains(&p.predictor.as_str()) {
+            return Err(bad("predict", "predictor", format!("unknown predictor {:?} (known: {})", p.predictor, PREDICTORS.join(", "))));
+        }
+        if p.replan_interval_secs == 0 {
+            return Err(bad("predict", "replan_interval_secs", "must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&p.budget_available_fraction) {
+            return Err(bad("predict", "budget_available_fraction", format!("{} is not in [0, 1]", p.budget_available_fraction)));
+        }
+        if !(0.0..=100.0).contains(&p.pressure_stop_percent) {
+            return Err(bad("predict", "pressure_stop_percent", format!("{} is not in [0, 100]", p.pressure_stop_percent)));
+        }
+        if !(500_000..=10_000_000).contains(&p.pressure_window_us) {
+            return Err(bad("predict", "pressure_window_us", format!("{} is not in [500000, 10000000]", p.pressure_window_us)));
+        }
+        if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
+            return Err(bad("predict", "pressure_trigger_us", format!("{} is not in [1, pressure_window_us]", p.pressure_trigger_us)));
+        }
+        for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
+            if !v.is_absolute() {
+                return Err(bad("daemon", key, format!("{} is not an absolute path", v.display())));
+            }
+        }
+        Ok(())
+    }
+
+    /// The learning settings.
+    pub fn learn_settings(&self) -> LearnSettings {
+        LearnSettings {
+            decay: self.learn.decay,
+            drop_after_launches: self.learn.drop_after_launches,
+            replay_threshold: self.learn.replay_threshold,
+            max_ranges_per_app: self.learn.max_ranges_per_app,
+            max_apps: self.learn.max_apps,
+        }
+    }
+
+    /// What the state keeps.
+    pub fn state_limits(&self) -> StateLimits {
+        StateLimits { learn: self.learn_settings(), max_launch_records: self.learn.recent_launches, ..StateLimits::default() }
+    }
+
+    /// Longest launch window.
+    pub fn window_max(&self) -> Duration {
+        Duration::from_secs_f64(self.launch.window_max_secs)
+    }
+
+    /// Quiet time that ends a launch window.
+    pub fn quiet(&self) -> Duration {
+        Duration::from_millis(self.launch.quiet_ms)
+    }
+}
+
+/// 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// Line where `section.key` is set, from the parser's spans.
+fn key_line(text: &str, section: &str, key: &str) -> Option<usize> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    let table = doc.get_ref().get(section)?;
+    let toml::de::DeValue::Table(t) = table.get_ref() else { return None };
+    let (k, _) = t.get_key_value(key)?;
+    Some(line_of(text, k.span().start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("/etc/augur/config.toml"))
+    }
+
+    fn line(text: &str) -> Option<usize> {
+        match parse(text) {
+            Err(Error::Config { line, .. }) => line,
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_file_means_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+        assert_eq!(Config::default().launch.window_max_secs, 15.0);
+    }
+
+    #[test]
+    fn shipped_file_is_the_defaults() {
+        let shipped = include_str!("../../../packaging/config.toml");
+        assert_eq!(parse(shipped).unwrap(), Config::default());
+        // Uncommenting every key gives the defaults too: the comments tell the truth.
+        let uncommented: String = shipped
+            .lines()
+            .map(|l| if l.starts_with("# ") && l.contains(" = ") { &l[2..] } else { l })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert_eq!(parse(&uncommented).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn every_key_is_documented() {
+        let doc = include_str!("../../../docs/config.md");
+        let shipped = include_str!("../../../packaging/config.toml");
+        let value = toml::Value::try_from(Config::default()).unwrap();
+        for (section, table) in value.as_table().unwrap() {
+            assert!(doc.contains(&format!("[{section}]")), "[{section}] undocumented");
+            for key in table.as_table().unwrap().keys() {
+                assert!(doc.contains(&format!("`{key}`")), "{section}.{key} missing from docs/config.md");
+                assert!(shipped.contains(&format!("# {key} = ")), "{section}.{key} missing from packaging/config.toml");
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_read() {
+        let c = parse("[launch]\nwindow_max_secs = 5\nreplay_io_priority = \"idle\"\n[predict]\nenabled = true\n").unwrap();
+        assert_eq!(c.launch.window_max_secs, 5.0);
+        assert_eq!(c.launch.replay_io_priority, ReplayPriority::Idle);
+        assert!(c.predict.enabled);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_their_line() {
+        assert_eq!(line("[launch]\nquiet_ms = 500\nwindow_secs = 3\n"), Some(3));
+        assert_eq!(line("\n\n[nonsense]\nx = 1\n"), Some(3));
+    }
+
+    #[test]
+    fn bad_types_and_syntax_name_their_line() {
+        assert_eq!(line("[learn]\n\ndecay = \"fast\"\n"), Some(3));
+        assert_eq!(line("[daemon]\nlog_level = \"loud\"\n"), Some(2));
+        assert_eq!(line("[daemon]\nstate_path = \n"), Some(2));
+    }
+
+    #[test]
+    fn out_of_range_values_name_their_line() {
+        assert_eq!(line("[learn]\nmax_apps = 10\n# comment\ndecay = 1.5\n"), Some(4));
+        assert_eq!(line("[launch]\nwindow_max_secs = 0\n"), Some(2));
+        assert_eq!(line("[predict]\n\n\npredictor = \"oracle\"\n"), Some(4));
+        assert_eq!(line("[daemon]\nsocket_path = \"rel.sock\"\n"), Some(2));
+        let e = parse("[learn]\ndecay = 0\n").unwrap_err();
+        assert_eq!(e.exit_code(), augur_core::error::exit::CONFIG);
+        assert!(e.to_string().starts_with("/etc/augur/config.toml:2: learn.decay"), "{e}");
+    }
+}

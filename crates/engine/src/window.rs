@@ -1,0 +1,779 @@
+//! Launch windows: from an application's exec until its page accesses go quiet (capped), which
+//! processes belong to the launch (the launching process and its descendants), which launches are
+//! followed (traced: their processes are the kernel's pid filter), which page events are the
+//! launch's, and the launch's honest hit-rate counters.
+//!
+//! Syscall-free and clock-free: every call is given the monotonic time in nanoseconds, so it is
+//! tested without root. The daemon's event loop feeds it and acts on what it returns.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use augur_core::model::app::AppIdentity;
+use augur_core::model::profile::{InodeKey, TraceMode, UsedRange, WorkingSetBuilder};
+use augur_core::model::range::PageRange;
+
+/// Identifies a launch for the daemon's lifetime.
+pub type LaunchId = u64;
+
+/// Page events seen up to this long before the exec event was processed still count (the kernel
+/// reads the executable's first pages inside execve, before the exec is reported).
+const EXEC_LOOKBEHIND_NS: u64 = 200_000_000;
+/// After the last process of a launch exits, events still in flight get this long to arrive.
+const EXIT_GRACE_NS: u64 = 100_000_000;
+/// Page events of processes outside every launch kept for the look-behind.
+const BACKLOG_MAX: usize = 65_536;
+/// A followed launch's novelty (the share of its page events that used a page new to it) is
+/// judged over spans of this much event time.
+const SETTLE_SPAN_NS: u64 = 1_000_000_000;
+/// Fewest page events in a span for its novelty to say anything (a start waiting on the disk
+/// produces fewer, and is never judged settled).
+const SETTLE_MIN_EVENTS: u64 = 2_000;
+/// A span in which fewer than one event in this many used a new page: the launch has settled
+/// into re-using what it already loaded (a build running one compiler after another), so
+/// following it longer costs the traced work without teaching anything about its start.
+const SETTLE_EVENTS_PER_NOVEL: u64 = 50;
+/// Inodes one launch records as read from disk, at most (a launch that reads more is walking a
+/// tree, not starting).
+const MAX_INODE_LOADS: usize = 1_024;
+/// A followed launch whose pid reached the kernel's filter this long after its exec, and after
+/// more than a quarter of its window, was traced from its middle (a short start while the daemon
+/// was busy): learning it would teach that the pages it used before were not needed.
+const LATE_TRACE_MIN_NS: u64 = 5_000_000;
+
+/// Whether a page event is an access (fires on hits) or an insertion (a read from disk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageKind {
+    /// The page was used (get_pages, map_pages, fault).
+    Access,
+    /// The page entered the page cache: it was read from disk.
+    Insertion,
+}
+
+/// Knobs of launch windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowSettings {
+    /// Longest window.
+    pub max_ns: u64,
+    /// Quiet time that ends a window.
+    pub quiet_ns: u64,
+    /// Events the daemon traces (decides whether insertions or accesses build the profile).
+    pub mode: TraceMode,
+    /// A launch stops being followed once it used this many pages (a bulk reader).
+    pub max_pages: u64,
+}
+
+/// A launch in progress.
+pub struct ActiveLaunch {
+    /// The launch's id.
+    pub id: LaunchId,
+    /// The application.
+    pub app: AppIdentity,
+    /// Command line at exec.
+    pub argv: Vec<String>,
+    /// The process that exec'd.
+    pub root: u32,
+    /// Processes (tgids) of the launch still alive.
+    pub live: HashSet<u32>,
+    /// Exec time, monotonic ns.
+    pub started_ns: u64,
+    /// Last page event, monotonic ns.
+    pub last_event_ns: u64,
+    /// When the last process exited, if all did.
+    pub all_exited_ns: Option<u64>,
+    /// Pages used, first-use ordered.
+    pub used: WorkingSetBuilder,
+    /// Pages read from disk for the launch during the window.
+    pub pages_read_from_disk: u64,
+    /// Pages the replayed profile expected (0 for a new application).
+    pub pages_expected: u64,
+    /// Of those, pages resident when the replay checked.
+    pub pages_resident_at_exec: u64,
+    /// Pages the replay loaded.
+    pub pages_prefetched: u64,
+    /// Bytes the replay loaded.
+    pub bytes_prefetched: u64,
+    /// Page events attributed to the launch.
+    pub page_events: u64,
+    /// Whether the launch is traced and learned; an unfollowed launch only groups its processes
+    /// (so its helpers are not launches of their own) and closes when they exit or at the cap.
+    pub followed: bool,
+    /// Why it stopped being followed before its window closed, if it did; what it used until
+    /// then is learned.
+    pub stopped: Option<FollowStop>,
+    /// The lookups of the launcher's `PATH` search that found the program, learned at exec.
+    pub exec_lookups: Vec<augur_core::model::profile::Lookup>,
+    /// Inodes the launch needed from disk (ext4 read their inode-table blocks), in first-need
+    /// order, each once, at most [`MAX_INODE_LOADS`].
+    pub inodes_loaded: Vec<InodeKey>,
+    /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
+    span: NoveltySpan,
+}
+
+/// Why a launch stopped being followed before its window closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FollowStop {
+    /// It used `max_pages` pages (a bulk reader).
+    PageCap,
+    /// Its page events stopped using new pages (see [`SETTLE_EVENTS_PER_NOVEL`]), this long (ms)
+    /// after its start.
+    Settled { after_ms: u64 },
+}
+
+/// Page events of one span of a followed launch, and how many of them used a new page.
+#[derive(Clone, Copy, Debug, Default)]
+struct NoveltySpan {
+    start_ns: Option<u64>,
+    events: u64,
+    novel: u64,
+}
+
+impl NoveltySpan {
+    /// Counts one event at `ts_ns`; true when a span just ended with the launch settled.
+    fn count(&mut self, ts_ns: u64, novel: bool) -> bool {
+        let start = *self.start_ns.get_or_insert(ts_ns);
+        self.events += 1;
+        self.novel += u64::from(novel);
+        if ts_ns.saturating_sub(start) < SETTLE_SPAN_NS {
+            return false;
+        }
+        let settled = self.events >= SETTLE_MIN_EVENTS && self.novel.saturating_mul(SETTLE_EVENTS_PER_NOVEL) < self.events;
+        *self = NoveltySpan { start_ns: Some(ts_ns), events: 0, novel: 0 };
+        settled
+    }
+}
+
+/// A launch whose window closed.
+pub struct FinishedLaunch {
+    /// Everything the launch accumulated.
+    pub launch: ActiveLaunch,
+    /// Window length in milliseconds.
+    pub window_ms: u64,
+    /// Inodes in first-use order with their ranges.
+    pub working_set: Vec<(InodeKey, Vec<UsedRange>)>,
+}
+
+impl FinishedLaunch {
+    /// For a launch traced from its middle, its pid in force in the kernel's filter since
+    /// `in_force_since_ns`: how long after its exec (ms) its trace began. Its working set is
+    /// partial, not to be learned (see [`LATE_TRACE_MIN_NS`]).
+    pub fn traced_late_ms(&self, in_force_since_ns: u64) -> Option<u64> {
+        let late = self.traced_from_ns(in_force_since_ns);
+        let window = self.window_ms.saturating_mul(1_000_000);
+        (late >= LATE_TRACE_MIN_NS && late.saturating_mul(4) > window).then_some(late / 1_000_000)
+    }
+
+    /// How long after its exec (ns) the launch was traced from, its pid in force in the kernel's
+    /// filter since `in_force_since_ns`.
+    pub fn traced_from_ns(&self, in_force_since_ns: u64) -> u64 {
+        in_force_since_ns.saturating_sub(self.launch.started_ns)
+    }
+}
+
+/// What an exec meant.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ExecOutcome {
+    /// A new launch started (replay its profile).
+    Started(LaunchId),
+    /// The launch's root process exec'd again (`env python3 x.py`): the launch is now of the new
+    /// application (replay that one).
+    Relabelled(LaunchId),
+    /// A process of a launch in progress exec'd a helper: part of that launch.
+    Joined(LaunchId),
+}
+
+/// An event of process `tgid` at `ts_ns`, backlogged while the process is not (yet) known to
+/// belong to a launch: its exec or fork may be reported after the events it caused were read.
+#[derive(Debug, Clone, Copy)]
+struct TaskEvent {
+    tgid: u32,
+    ts_ns: u64,
+    event: LaunchEvent,
+}
+
+/// What a launch learns from: a page used, or an inode read from disk.
+#[derive(Debug, Clone, Copy)]
+enum LaunchEvent {
+    Page { kind: PageKind, inode: InodeKey, pages: PageRange },
+    InodeLoad(InodeKey),
+}
+
+/// All launches in progress.
+pub struct LaunchTracker {
+    settings: WindowSettings,
+    active: Vec<ActiveLaunch>,
+    owner: HashMap<u32, LaunchId>,
+    backlog: VecDeque<TaskEvent>,
+    next_id: LaunchId,
+    /// Live processes of launches that stopped being followed, not yet taken by the daemon.
+    unfollowed: Vec<u32>,
+    /// Unattributed events dropped from the full backlog (diagnostics).
+    pub backlog_dropped: u64,
+}
+
+impl LaunchTracker {
+    /// No launch in progress.
+    pub fn new(settings: WindowSettings) -> Self {
+        LaunchTracker {
+            settings,
+            active: Vec::new(),
+            owner: HashMap::new(),
+            backlog: VecDeque::new(),
+            next_id: 1,
+            unfollowed: Vec::new(),
+            backlog_dropped: 0,
+        }
+    }
+
+    /// Changes the settings (config reload); windows in progress keep their start.
+    pub fn set_settings(&mut self, settings: WindowSettings) {
+        self.settings = settings;
+    }
+
+    /// Launches in progress.
+    pub fn active(&self) -> &[ActiveLaunch] {
+        &self.active
+    }
+
+    /// The launch in progress `id`.
+    pub fn get_mut(&mut self, id: LaunchId) -> Option<&mut ActiveLaunch> {
+        self.active.iter_mut().find(|l| l.id == id)
+    }
+
+    /// True when nothing is in progress (the daemon then arms no timer).
+    pub fn is_idle(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// True when a launch in progress is followed (its page events and opened paths are wanted).
+    pub fn is_following(&self) -> bool {
+        self.active.iter().any(|l| l.followed)
+    }
+
+    /// Process `tgid` exec'd the application `app` at `now_ns`. `follow` says whether a new
+    /// launch of `app` (or the relabelled one) is traced; it is asked only then, not for a helper
+    /// joining a launch in progress (the common exec under `make`).
+    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
+        if let Some(&id) = self.owner.get(&tgid)
+            && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+            && l.live.contains(&tgid)
+        {
+            if l.root == tgid {
+                let follow = l.stopped.is_none() && follow(&app);
+                l.app = app;
+                l.argv = argv;
+                if l.followed && !follow {
+                    self.unfollowed.extend(l.live.iter().copied());
+                }
+                l.followed = follow;
+                return ExecOutcome::Relabelled(id);
+            }
+            return ExecOutcome::Joined(id);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let follow = follow(&app);
+        let mut launch = ActiveLaunch {
+            id,
+            app,
+            argv,
+            root: tgid,
+            live: HashSet::from([tgid]),
+            started_ns: now_ns,
+            last_event_ns: now_ns,
+            all_exited_ns: None,
+            used: WorkingSetBuilder::new(),
+            pages_read_from_disk: 0,
+            pages_expected: 0,
+            pages_resident_at_exec: 0,
+            pages_prefetched: 0,
+            bytes_prefetched: 0,
+            page_events: 0,
+            followed: follow,
+            stopped: None,
+            exec_lookups: Vec::new(),
+            inodes_loaded: Vec::new(),
+            span: NoveltySpan::default(),
+        };
+        // Events of this process read before its exec was reported.
+        adopt_backlog(&mut self.backlog, &mut launch, self.settings, tgid);
+        self.owner.insert(tgid, id);
+        self.active.push(launch);
+        ExecOutcome::Started(id)
+    }
+
+    /// Process `parent` created process `child`.
+    pub fn on_fork(&mut self, parent: u32, child: u32) {
+        if let Some(&id) = self.owner.get(&parent)
+            && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+        {
+            l.live.insert(child);
+            self.owner.insert(child, id);
+            // The child may have run (and its events been read) before its fork was reported.
+            adopt_backlog(&mut self.backlog, l, self.settings, child);
+        }
+    }
+
+    /// Task `tgid` exited. It stays mapped to its launch until the window closes: its last page
+    /// events may still be unread in the trace pipe when the exit is reported.
+    pub fn on_exit(&mut self, tgid: u32, now_ns: u64) {
+        if let Some(&id) = self.owner.get(&tgid)
+            && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
+            && l.live.contains(&tgid)
+        {
+            l.live.remove(&tgid);
+            if l.live.is_empty() {
+                l.all_exited_ns = Some(now_ns);
+            }
+        }
+    }
+
+    /// A page event of process `tgid` at `ts_ns`; attributed to its launch if it has one.
+    pub fn on_page(&mut self, tgid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange) {
+        self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::Page { kind, inode, pages } });
+    }
+
+    /// An inode process `tgid` needed from disk at `ts_ns`; kept by its launch while the launch is
+    /// followed. Backlogged like page events: a child's first lookups (the loader's, before
+    /// `main`) are often read before its fork is reported.
+    pub fn on_inode_load(&mut self, tgid: u32, ts_ns: u64, inode: InodeKey) {
+        self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::InodeLoad(inode) });
+    }
+
+    /// Gives an event to its process's launch, or backlogs it while the process has none.
+    fn on_event(&mut self, e: TaskEvent) {
+        let settings = self.settings;
+        match self.owner.get(&e.tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
+            Some(l) if e.ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
+                if attribute(l, settings, e.ts_ns, e.event) {
+                    self.unfollowed.extend(l.live.iter().copied());
+                }
+            }
+            Some(_) => {}
+            None => self.push_backlog(e),
+        }
+    }
+
+    /// Keeps an unattributed event for the look-behind before the newest one, at most
+    /// [`BACKLOG_MAX`] of them.
+    fn push_backlog(&mut self, event: TaskEvent) {
+        let since = event.ts_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+        while self.backlog.front().is_some_and(|b| b.ts_ns < since) {
+            self.backlog.pop_front();
+        }
+        if self.backlog.len() >= BACKLOG_MAX {
+            self.backlog.pop_front();
+            self.backlog_dropped += 1;
+        }
+        self.backlog.push_back(event);
+    }
+
+    /// Forgets backlogged events older than the look-behind (called before sleeping).
+    pub fn trim_backlog(&mut self, now_ns: u64) {
+        let since = now_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+        self.backlog.retain(|b| b.ts_ns >= since);
+    }
+
+    /// Live processes (and threads) of launches that stopped being followed since the last call:
+    /// a launch closed, reached the page cap, or was relabelled to an application not followed.
+    pub fn take_unfollowed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.unfollowed)
+    }
+
+    fn deadline_of(&self, l: &ActiveLaunch) -> u64 {
+        // An unfollowed launch has no events to go quiet on: it lasts while its processes do.
+        let quiet = if l.followed {
+            l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns)
+        } else {
+            u64::MAX
+        };
+        let cap = l.started_ns.saturating_add(self.settings.max_ns);
+        let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
+        quiet.min(cap).min(exited)
+    }
+
+    /// When the earliest window closes (monotonic ns), if any is open.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.active.iter().map(|l| self.deadline_of(l)).min()
+    }
+
+    /// Closes every window whose time is up at `now_ns`.
+    pub fn expire(&mut self, now_ns: u64) -> Vec<FinishedLaunch> {
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < self.active.len() {
+            if self.deadline_of(&self.active[i]) <= now_ns {
+                let l = self.active.swap_remove(i);
+                done.push(self.finish(l, now_ns));
+            } else {
+                i += 1;
+            }
+        }
+        done
+    }
+
+    /// Closes every window now (shutdown).
+    pub fn close_all(&mut self, now_ns: u64) -> Vec<FinishedLaunch> {
+        let all: Vec<ActiveLaunch> = self.active.drain(..).collect();
+        all.into_iter().map(|l| self.finish(l, now_ns)).collect()
+    }
+
+    fn finish(&mut self, mut l: ActiveLaunch, now_ns: u64) -> FinishedLaunch {
+        self.owner.retain(|_, id| *id != l.id);
+        if l.followed {
+            self.unfollowed.extend(l.live.iter().copied());
+        }
+        let end = now_ns.min(l.started_ns.saturating_add(self.settings.max_ns)).min(l.last_event_ns.max(l.started_ns));
+        let window_ms = end.saturating_sub(l.started_ns) / 1_000_000;
+        let used = std::mem::take(&mut l.used);
+        FinishedLaunch { launch: l, window_ms, working_set: used.finish() }
+    }
+}
+
+/// Which launches are followed: every launch of an application until a few were learned, then
+/// one in a while, so a settled profile stays current without tracing every launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowPolicy {
+    /// Launches followed before sampling starts.
+    pub first_launches: u64,
+    /// Then one launch in this long (milliseconds) is followed.
+    pub refollow_after_ms: u64,
+}
+
+impl FollowPolicy {
+    /// Whether a launch at `now_ms` of an application with `learned` launches so far, the latest
+    /// learned at `last_learned_ms` (Unix ms), is followed.
+    pub fn follows(&self, learned: u64, last_learned_ms: u64, now_ms: u64) -> bool {
+        // A clock set back re-follows at once instead of waiting for it to catch up.
+        learned < self.first_launches || now_ms < last_learned_ms || now_ms - last_learned_ms >= self.refollow_after_ms
+    }
+}
+
+/// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
+fn adopt_backlog(backlog: &mut VecDeque<TaskEvent>, launch: &mut ActiveLaunch, settings: WindowSettings, tgid: u32) {
+    let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
+    backlog.retain(|b| {
+        if b.tgid == tgid && b.ts_ns >= since {
+            attribute(launch, settings, b.ts_ns, b.event);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+/// Adds one event to its launch; true when that made the launch stop being followed.
+fn attribute(l: &mut ActiveLaunch, settings: WindowSettings, ts_ns: u64, event: LaunchEvent) -> bool {
+    match event {
+        LaunchEvent::Page { kind, inode, pages } => apply(l, settings, kind, inode, pages, ts_ns),
+        LaunchEvent::InodeLoad(inode) => {
+            keep_inode_load(l, inode);
+            false
+        }
+    }
+}
+
+/// Keeps an inode a followed launch needed from disk, once, at most [`MAX_INODE_LOADS`].
+fn keep_inode_load(l: &mut ActiveLaunch, inode: InodeKey) {
+    if l.followed && l.stopped.is_none() && l.inodes_loaded.len() < MAX_INODE_LOADS && !l.inodes_loaded.contains(&inode) {
+        l.inodes_loaded.push(inode);
+    }
+}
+
+/// Adds one page event to a followed launch; true when that made it stop being followed (it reached
+/// the page cap or settled).
+fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
+    if !l.followed {
+        return false;
+    }
+    let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
+    let before = l.used.page_count();
+    let builds = match kind {
+        PageKind::Insertion => {
+            l.pages_read_from_disk += pages.len;
+            settings.mode != TraceMode::Access
+        }
+        PageKind::Access => true,
+    };
+    if builds {
+        l.used.touch(inode, pages, at_us);
+    }
+    l.last_event_ns = l.last_event_ns.max(ts_ns);
+    l.page_events += 1;
+    let stop = if l.used.page_count() >= settings.max_pages {
+        Some(FollowStop::PageCap)
+    } else if builds && l.span.count(ts_ns, l.used.page_count() > before) {
+        Some(FollowStop::Settled { after_ms: ts_ns.saturating_sub(l.started_ns) / 1_000_000 })
+    } else {
+        None
+    };
+    if stop.is_some() {
+        l.followed = false;
+        l.stopped = stop;
+    }
+    stop.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_core::model::app::identify;
+
+    const MS: u64 = 1_000_000;
+    const F: InodeKey = InodeKey { dev: 1, ino: 5 };
+
+    fn tracker() -> LaunchTracker {
+        LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 1 << 20 })
+    }
+
+    fn app(exe: &str) -> AppIdentity {
+        identify(exe, &[exe.to_string()], None)
+    }
+
+    #[test]
+    fn descendants_are_attributed_and_strangers_are_not() {
+        let mut t = tracker();
+        let base = 10_000 * MS;
+        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base, |_| true), ExecOutcome::Started(1));
+        t.on_fork(100, 101);
+        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS, |_| true), ExecOutcome::Joined(1));
+        t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
+        t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
+        t.on_page(555, base + 2 * MS, PageKind::Access, F, PageRange::new(50, 4));
+        let done = t.expire(base + 2000 * MS);
+        assert_eq!(done.len(), 1);
+        let d = &done[0];
+        assert_eq!(d.launch.app.key, "/bin/app");
+        assert_eq!(d.working_set, vec![(F, vec![UsedRange { range: PageRange::new(0, 4), first_use_us: 2000 }])]);
+        assert_eq!(d.launch.pages_read_from_disk, 4);
+        assert!(t.is_idle());
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_launch_traced_from_its_middle_says_so() {
+        let finished = |last_ms: u64| {
+            let mut t = tracker();
+            t.on_exec(9, app("/bin/java"), vec![], 1000 * MS, |_| true);
+            t.on_page(9, (1000 + last_ms) * MS, PageKind::Access, F, PageRange::new(0, 1));
+            t.expire((1000 + last_ms) * MS + 2000 * MS).remove(0)
+        };
+        // A 36 ms warm start whose pid reached the filter after 30 ms.
+        assert_eq!(finished(36).traced_late_ms(1030 * MS), Some(30));
+        // In force from its first milliseconds, however short or long the launch.
+        assert_eq!(finished(36).traced_late_ms(1001 * MS), None);
+        assert_eq!(finished(6).traced_late_ms(1004 * MS), None);
+        // Late, but early in a long start (or in force before the exec was reported).
+        assert_eq!(finished(1500).traced_late_ms(1040 * MS), None);
+        assert_eq!(finished(36).traced_late_ms(999 * MS), None);
+    }
+
+    #[test]
+    fn window_ends_when_quiet_or_at_the_cap() {
+        let mut t = tracker();
+        t.on_exec(1, app("/bin/a"), vec![], 0, |_| true);
+        assert_eq!(t.next_deadline(), Some(1000 * MS));
+        // Busy for 20 s: the cap closes it at 15 s.
+        for i in 1..20_000u64 {
+            t.on_page(1, i * MS, PageKind::Access, F, PageRange::new(i, 1));
+            assert!(t.expire(i * MS).is_empty() || i >= 15_000);
+            if t.is_idle() {
+                assert_eq!(i, 15_000);
+                return;
+            }
+        }
+        panic!("window never closed");
+    }
+
+    #[test]
+    fn all_exited_closes_after_a_grace() {
+        let mut t = tracker();
+        t.on_exec(7, app("/bin/a"), vec![], 0, |_| true);
+        t.on_page(7, 10 * MS, PageKind::Access, F, PageRange::new(0, 1));
+        t.on_exit(7, 20 * MS);
+        assert_eq!(t.next_deadline(), Some(20 * MS + EXIT_GRACE_NS));
+        assert_eq!(t.expire(200 * MS).len(), 1);
+    }
+
+    #[test]
+    fn root_reexec_relabels_and_lookbehind_catches_execve_reads() {
+        let mut t = tracker();
+        t.on_page(9, 5 * MS, PageKind::Insertion, F, PageRange::new(0, 2));
+        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS, |_| true);
+        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, |_| true), ExecOutcome::Relabelled(1));
+        let done = t.close_all(8 * MS);
+        assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
+        assert_eq!(done[0].launch.pages_read_from_disk, 2);
+    }
+
+    #[test]
+    fn inodes_a_followed_launch_loaded_are_kept_once_each_in_order() {
+        let mut t = tracker();
+        let (a, b) = (InodeKey { dev: 1, ino: 10 }, InodeKey { dev: 1, ino: 11 });
+        let c = InodeKey { dev: 1, ino: 12 };
+        t.on_inode_load(50, 0, c); // before the look-behind of the exec: not its
+        t.on_inode_load(50, 300 * MS, a); // its execve's path walk, read before the exec
+        t.on_exec(50, app("/bin/a"), vec![], 400 * MS, |_| true);
+        t.on_inode_load(50, 402 * MS, b);
+        t.on_inode_load(50, 403 * MS, a);
+        t.on_inode_load(50, 404 * MS, b);
+        t.on_exec(60, app("/bin/quiet"), vec![], 400 * MS, |_| false);
+        t.on_inode_load(60, 402 * MS, a);
+        let done = t.close_all(410 * MS);
+        let of = |key: &str| done.iter().find(|d| d.launch.app.key == key).unwrap().launch.inodes_loaded.clone();
+        assert_eq!(of("/bin/a"), vec![a, b]);
+        assert!(of("/bin/quiet").is_empty());
+    }
+
+    #[test]
+    fn events_of_a_child_read_before_its_fork_was_reported_are_kept() {
+        let mut t = tracker();
+        let lib = InodeKey { dev: 1, ino: 77 };
+        t.on_exec(20, app("/bin/sh"), vec![], 0, |_| true);
+        t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
+        t.on_inode_load(21, 6 * MS, lib);
+        t.on_fork(20, 21);
+        let done = t.close_all(10 * MS);
+        assert_eq!(done[0].launch.inodes_loaded, vec![lib]);
+        assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(0, 3));
+    }
+
+    #[test]
+    fn events_read_after_the_exit_was_reported_still_count() {
+        let mut t = tracker();
+        t.on_exec(30, app("/bin/a"), vec![], 0, |_| true);
+        t.on_exit(30, 5 * MS);
+        t.on_page(30, 4 * MS, PageKind::Access, F, PageRange::new(0, 9));
+        let done = t.expire(5 * MS + EXIT_GRACE_NS);
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(0, 9));
+    }
+
+    #[test]
+    fn an_unfollowed_launch_groups_its_processes_learns_nothing_and_lasts_until_they_exit() {
+        let mut t = tracker();
+        assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, |_| false), ExecOutcome::Started(1));
+        t.on_fork(40, 41);
+        assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!("a helper joining a launch is not asked about")), ExecOutcome::Joined(1));
+        t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
+        assert!(!t.is_following() && !t.is_idle());
+        // No events to go quiet on: still open long after the quiet time.
+        assert!(t.expire(5000 * MS).is_empty());
+        t.on_exit(41, 5000 * MS);
+        t.on_exit(40, 6000 * MS);
+        let done = t.expire(6000 * MS + EXIT_GRACE_NS);
+        assert_eq!(done.len(), 1);
+        assert!(done[0].working_set.is_empty());
+        assert_eq!(done[0].launch.page_events, 0);
+        assert!(t.take_unfollowed().is_empty(), "it was never followed");
+    }
+
+    #[test]
+    fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 100 });
+        t.on_exec(50, app("/usr/bin/cat"), vec![], 0, |_| true);
+        t.on_fork(50, 51);
+        t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
+        assert!(t.take_unfollowed().is_empty());
+        t.on_page(50, 2 * MS, PageKind::Access, F, PageRange::new(60, 60));
+        let mut gone = t.take_unfollowed();
+        gone.sort_unstable();
+        assert_eq!(gone, vec![50, 51]);
+        assert!(!t.is_following());
+        t.on_page(50, 3 * MS, PageKind::Access, F, PageRange::new(500, 60));
+        t.on_exit(51, 4 * MS);
+        t.on_exit(50, 4 * MS);
+        let done = t.expire(4 * MS + EXIT_GRACE_NS);
+        assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap));
+        // The first 120 pages (the event that crossed the cap counts), nothing after it.
+        assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
+    }
+
+    #[test]
+    fn a_launch_that_keeps_reusing_its_pages_settles_and_stops_being_followed() {
+        // A build: every compile maps the same compiler pages again; one new source page each.
+        let mut t = tracker();
+        t.on_exec(80, app("/usr/bin/make"), vec![], 0, |_| true);
+        t.on_fork(80, 81);
+        let mut ts = 0;
+        let mut stopped_at = None;
+        for compile in 0..200u64 {
+            for page in 0..100 {
+                ts += 100_000; // 10,000 events a second
+                t.on_page(81, ts, PageKind::Access, F, PageRange::new(page, 1));
+            }
+            t.on_page(81, ts, PageKind::Access, InodeKey { dev: 1, ino: 100 + compile }, PageRange::new(0, 1));
+            if stopped_at.is_none() && !t.is_following() {
+                stopped_at = Some(ts);
+            }
+        }
+        let stopped_at = stopped_at.expect("the build settled");
+        assert!((SETTLE_SPAN_NS..=2 * SETTLE_SPAN_NS + MS).contains(&stopped_at), "stopped at {stopped_at} ns");
+        let mut gone = t.take_unfollowed();
+        gone.sort_unstable();
+        assert_eq!(gone, vec![80, 81]);
+        let done = t.close_all(ts);
+        let Some(FollowStop::Settled { after_ms }) = done[0].launch.stopped else { panic!("{:?}", done[0].launch.stopped) };
+        assert!(after_ms <= stopped_at / MS && after_ms + 11 >= stopped_at / MS, "{after_ms} ms, noticed at {stopped_at} ns");
+        // What it used until then is learned: the compiler's pages and the first sources.
+        assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 100);
+        assert!(done[0].working_set.len() > 50);
+    }
+
+    #[test]
+    fn a_start_that_loads_new_pages_or_waits_on_the_disk_is_never_judged_settled() {
+        let mut t = tracker();
+        // Fast and all new: 20,000 events a second, each a new page.
+        t.on_exec(90, app("/bin/new"), vec![], 0, |_| true);
+        for i in 0..60_000u64 {
+            t.on_page(90, i * 50_000, PageKind::Access, F, PageRange::new(i, 1));
+        }
+        // Slow and repetitive: a cold start waiting on the disk re-reads pages, but only a few
+        // hundred events a second.
+        t.on_exec(91, app("/bin/slow"), vec![], 0, |_| true);
+        for i in 0..3_000u64 {
+            t.on_page(91, i * 3 * MS, PageKind::Access, InodeKey { dev: 1, ino: 6 }, PageRange::new(i % 10, 1));
+        }
+        assert_eq!(t.active().iter().filter(|l| l.followed).count(), 2);
+        assert!(t.take_unfollowed().is_empty());
+    }
+
+    #[test]
+    fn the_live_processes_of_a_launch_no_longer_followed_are_handed_back() {
+        let mut t = tracker();
+        t.on_exec(60, app("/bin/a"), vec![], 0, |_| true);
+        t.on_fork(60, 61);
+        t.on_exec(70, app("/bin/b"), vec![], 0, |_| true);
+        // 61 exited; 60 keeps running after its window went quiet; 70 is still busy.
+        t.on_exit(61, MS);
+        t.on_page(70, 500 * MS, PageKind::Access, F, PageRange::new(5, 1));
+        t.expire(1000 * MS);
+        assert_eq!(t.take_unfollowed(), vec![60], "only live processes: a dead pid may be reused");
+        assert!(t.take_unfollowed().is_empty());
+        // Relabelled to an application that is not followed.
+        t.on_page(70, 1500 * MS, PageKind::Access, F, PageRange::new(0, 1));
+        t.on_exec(70, app("/bin/c"), vec![], 1600 * MS, |_| false);
+        assert_eq!(t.take_unfollowed(), vec![70]);
+        assert!(!t.is_following());
+    }
+
+    #[test]
+    fn the_first_launches_are_followed_then_one_in_a_while() {
+        let p = FollowPolicy { first_launches: 3, refollow_after_ms: 3_600_000 };
+        let now = 10_000_000_000;
+        assert!(p.follows(0, 0, now));
+        assert!(p.follows(2, now - 1, now));
+        assert!(!p.follows(3, now - 1, now));
+        assert!(!p.follows(50, now - 3_599_999, now));
+        assert!(p.follows(50, now - 3_600_000, now));
+        assert!(p.follows(50, now + 5, now), "the clock was set back");
+    }
+
+    #[test]
+    fn insertion_mode_learns_from_insertions() {
+        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion, max_pages: 1 << 20 });
+        t.on_exec(3, app("/bin/a"), vec![], 0, |_| true);
+        t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
+        let done = t.close_all(2 * MS);
+        assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(8, 2));
+    }
+}

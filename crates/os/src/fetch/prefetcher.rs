@@ -1,0 +1,693 @@
+//! The prefetcher: loads a [`FetchPlan`] into the page cache to completion, skipping what is
+//! resident, and reports what happened, verified page by page afterwards.
+//!
+//! Owns the run: opening (with the refusal rules of [`super::open`]), the residency survey, the
+//! order, the chunked and windowed I/O, cancellation between chunks, verification, and the I/O
+//! priority for the duration. It decides nothing about *what* to fetch.
+
+use std::collections::VecDeque;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use augur_core::model::range::{PageRange, RangeSet};
+
+use super::device::{DeviceInfo, DeviceTable, physical_offset};
+use super::load::{CompletionMethod, advise, complete, disable_readahead};
+use super::open::{OpenedFile, Refusal, open_profiled};
+use super::priority::{IoPriority, PriorityGuard};
+use super::request::{FetchPlan, Order, OrderPolicy, Request, order_by_first_use, order_by_location};
+use super::residency::{ResidencyProbe, mincore_reports_page_cache, pages_in};
+use super::schedule::{Chunk, MAX_CHUNK_BYTES, Step, WindowSchedule, chunk_pages, split_requests};
+
+/// How a fetch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchOptions {
+    /// I/O class for the duration of the fetch (restored afterwards).
+    pub priority: IoPriority,
+    /// Request order.
+    pub order: OrderPolicy,
+    /// Largest chunk per call, capped at 2 MiB and at the device's readahead limit.
+    pub max_chunk_bytes: u64,
+    /// Bytes advised ahead of the synchronous cursor at most.
+    pub window_bytes: u64,
+    /// Files kept open at once at most.
+    pub max_open_files: usize,
+    /// Wait while other processes read from the disks (a fetch for later; see
+    /// [`super::foreground`]).
+    pub yield_to_foreground: bool,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        FetchOptions {
+            priority: IoPriority::Idle,
+            order: OrderPolicy::Auto,
+            max_chunk_bytes: MAX_CHUNK_BYTES,
+            window_bytes: 32 << 20,
+            max_open_files: 256,
+            yield_to_foreground: false,
+        }
+    }
+}
+
+/// Tells a running fetch to stop. It is checked between chunks, so a fetch stops within the
+/// time one chunk (at most 2 MiB) takes to read.
+#[derive(Clone, Debug, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// A flag that is not raised.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raises the flag.
+    pub fn cancel(&self) {
+        self.0.store(true, AtomicOrdering::Relaxed);
+    }
+
+    /// True once raised.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(AtomicOrdering::Relaxed)
+    }
+}
+
+/// Page counts of a fetch.
+/// `wanted = already_resident + loaded + unverified + failed + skipped + not_attempted`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCounts {
+    /// Pages the plan asked for.
+    pub wanted: u64,
+    /// Already in the cache before the fetch.
+    pub already_resident: u64,
+    /// Brought in by the fetch and found resident when verified.
+    pub loaded: u64,
+    /// Read, but the kernel would not say whether they are resident (an unprivileged caller and
+    /// a file it does not own; see [`super::residency`]).
+    pub unverified: u64,
+    /// Attempted but not resident when verified (read errors, beyond end of file, evicted).
+    pub failed: u64,
+    /// In files that were refused (stale, missing, not regular, unreadable).
+    pub skipped: u64,
+    /// Not attempted because the fetch was cancelled.
+    pub not_attempted: u64,
+}
+
+/// File counts of a fetch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileCounts {
+    /// Files the plan named.
+    pub wanted: u64,
+    /// Opened and fetched.
+    pub fetched: u64,
+    /// Changed since traced: skipped, never read.
+    pub stale: u64,
+    /// No longer there.
+    pub missing: u64,
+    /// Not regular files: never opened for reading.
+    pub not_regular: u64,
+    /// Could not be opened (permissions, I/O error).
+    pub unreadable: u64,
+    /// Fetched without a way to verify residency (not owned by an unprivileged caller).
+    pub unverified: u64,
+    /// Opened, but reading failed part-way or the file changed during the fetch (counted in
+    /// `fetched` too).
+    pub read_errors: u64,
+}
+
+/// Why one file was not (fully) fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemKind {
+    /// Identity changed since the trace.
+    Stale,
+    /// Gone.
+    Missing,
+    /// Not a regular file.
+    NotRegular,
+    /// Not openable.
+    Unreadable,
+    /// Reading failed part-way.
+    ReadError,
+}
+
+/// One file that was refused or failed, with the reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileProblem {
+    /// Path as the profile names it.
+    pub path: PathBuf,
+    /// The class of problem.
+    pub kind: ProblemKind,
+    /// Details for people.
+    pub detail: String,
+}
+
+/// What a fetch did, verified afterwards with `mincore`/`cachestat`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FetchReport {
+    /// Page size of every page count.
+    pub page_size: u64,
+    /// Order the requests were issued in.
+    pub order: Order,
+    /// I/O class asked for.
+    pub priority: IoPriority,
+    /// Whether that class could be set.
+    pub priority_applied: bool,
+    /// Pages.
+    pub pages: PageCounts,
+    /// Files.
+    pub files: FileCounts,
+    /// Bytes brought into the cache (loaded pages × page size).
+    pub bytes_read: u64,
+    /// The fetch was stopped by its [`CancelFlag`].
+    pub cancelled: bool,
+    /// Wall-clock time the fetch took, in milliseconds.
+    pub elapsed_ms: f64,
+    /// Files refused or failed, with reasons.
+    pub problems: Vec<FileProblem>,
+    /// Path lookups of the plan repeated before loading (stat'ed or listed).
+    #[serde(default)]
+    pub lookups_replayed: u64,
+    /// Milliseconds spent waiting for other processes' reads to end.
+    #[serde(default)]
+    pub foreground_wait_ms: f64,
+}
+
+impl FetchReport {
+    /// Share of the wanted pages resident after the fetch (`already_resident + loaded`), 0..=1.
+    pub fn resident_share(&self) -> f64 {
+        if self.pages.wanted == 0 {
+            1.0
+        } else {
+            (self.pages.already_resident + self.pages.loaded) as f64 / self.pages.wanted as f64
+        }
+    }
+}
+
+struct FileState {
+    opened: Option<OpenedFile>,
+    usable: bool,
+    missing: RangeSet,
+    attempted: RangeSet,
+    remaining_chunks: usize,
+    device: DeviceInfo,
+    verified: bool,
+    unverifiable: bool,
+}
+
+thread_local! {
+    /// This thread's watch on others' reads, kept between fetches (see `yield_to_foreground`).
+    static FOREGROUND: std::cell::RefCell<Option<super::foreground::ForegroundReads>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Loads plans into the page cache. Cheap to create; one fetch at a time per thread (the I/O
+/// priority is the calling thread's).
+#[derive(Clone, Debug, Default)]
+pub struct Prefetcher {
+    options: FetchOptions,
+}
+
+struct Run<'p> {
+    plan: &'p FetchPlan,
+    ps: u64,
+    states: Vec<FileState>,
+    open_queue: VecDeque<usize>,
+    open_count: usize,
+    max_open: usize,
+    report: FetchReport,
+    completion: CompletionMethod,
+    scratch: Vec<u8>,
+}
+
+impl Prefetcher {
+    /// A prefetcher with `options`.
+    pub fn new(options: FetchOptions) -> Self {
+        Prefetcher { options }
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &FetchOptions {
+        &self.options
+    }
+
+    /// Loads every page of `plan` that is not resident, then verifies. Never fails as a whole:
+    /// files that cannot be fetched are counted and listed in the report.
+    pub fn fetch(&self, plan: &FetchPlan, cancel: &CancelFlag) -> FetchReport {
+        let started = Instant::now();
+        let guard = PriorityGuard::set(self.options.priority);
+        let priority_applied = guard.is_ok();
+        if let Err(e) = &guard {
+            tracing::warn!("could not set I/O priority {}: {e}", self.options.priority.name());
+        }
+        let ps = plan.page_size();
+        let mut run = Run {
+            plan,
+            ps,
+            states: Vec::with_capacity(plan.files().len()),
+            open_queue: VecDeque::new(),
+            open_count: 0,
+            max_open: self.options.max_open_files.max(1),
+            report: FetchReport {
+                page_size: ps,
+                order: Order::FirstUse,
+                priority: self.options.priority,
+                priority_applied,
+                pages: PageCounts { wanted: plan.page_count(), ..Default::default() },
+                files: FileCounts { wanted: plan.files().len() as u64, ..Default::default() },
+                bytes_read: 0,
+                cancelled: false,
+                elapsed_ms: 0.0,
+                problems: Vec::new(),
+                lookups_replayed: 0,
+                foreground_wait_ms: 0.0,
+            },
+            completion: CompletionMethod::Populate,
+            scratch: Vec::new(),
+        };
+        // The walks first: opening the files below then finds their dentries cached, and the
+        // program's failed probes find their negative dentries.
+        run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
+        let mut devices = DeviceTable::new();
+        let (mut requests, locations, any_rotational) = run.survey(&mut devices, self.options.order, cancel);
+        let order = match self.options.order {
+            OrderPolicy::FirstUse => Order::FirstUse,
+            OrderPolicy::Physical => Order::Physical,
+            OrderPolicy::Auto if any_rotational => Order::Physical,
+            OrderPolicy::Auto => Order::FirstUse,
+        };
+        run.report.order = order;
+        match order {
+            Order::FirstUse => order_by_first_use(&mut requests),
+            Order::Physical => {
+                order_by_location(&mut requests, |r| locations.get(&(r.file, r.range.start)).copied().flatten())
+            }
+        }
+        let max_chunk = self.options.max_chunk_bytes;
+        let chunks =
+            split_requests(&requests, |f| chunk_pages(max_chunk, run.states[f].device.readahead_limit, ps));
+        for c in &chunks {
+            run.states[c.file].remaining_chunks += 1;
+        }
+        // The watch lives on the fetching thread, so a fetch that replaces another goes on from
+        // what the last one saw (and had in flight) instead of starting blind.
+        let mut foreground = if self.options.yield_to_foreground {
+            FOREGROUND.with(|f| f.borrow_mut().take()).or_else(super::foreground::ForegroundReads::start)
+        } else {
+            None
+        };
+        run.load(&chunks, self.options.window_bytes, cancel, foreground.as_mut());
+        if let Some(f) = foreground {
+            FOREGROUND.with(|slot| *slot.borrow_mut() = Some(f));
+        }
+        run.finish();
+        drop(guard);
+        let mut report = run.report;
+        report.bytes_read = report.pages.loaded * ps;
+        report.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        report
+    }
+}
+
+type Locations = std::collections::HashMap<(usize, u64), Option<(u64, u64)>>;
+
+impl Run<'_> {
+    fn problem(&mut self, file: usize, kind: ProblemKind, detail: String) {
+        self.report.problems.push(FileProblem { path: self.plan.files()[file].path.clone(), kind, detail });
+    }
+
+    fn refuse(&mut self, file: usize, refusal: Refusal) {
+        let (kind, detail) = match &refusal {
+            Refusal::Missing => {
+                self.report.files.missing += 1;
+                (ProblemKind::Missing, "no such file".to_string())
+            }
+            Refusal::NotRegular(t) => {
+                self.report.files.not_regular += 1;
+                (ProblemKind::NotRegular, format!("not a regular file ({t})"))
+            }
+            Refusal::Stale(why) => {
+                self.report.files.stale += 1;
+                (ProblemKind::Stale, why.clone())
+            }
+            Refusal::Unreadable(why) => {
+                self.report.files.unreadable += 1;
+                (ProblemKind::Unreadable, why.clone())
+            }
+        };
+        self.problem(file, kind, detail);
+    }
+
+    /// Opens every file, counts what is resident, and lists the requests for the rest.
+    fn survey(
+        &mut self,
+        devices: &mut DeviceTable,
+        policy: OrderPolicy,
+        cancel: &CancelFlag,
+    ) -> (Vec<Request>, Locations, bool) {
+        let mut requests = Vec::new();
+        let mut locations = Locations::new();
+        let mut any_rotational = false;
+        for (i, pf) in self.plan.files().iter().enumerate() {
+            let mut state = FileState {
+                opened: None,
+                usable: false,
+                missing: RangeSet::new(),
+                attempted: RangeSet::new(),
+                remaining_chunks: 0,
+                device: DeviceInfo::unknown(),
+                verified: false,
+                unverifiable: false,
+            };
+            if cancel.is_cancelled() {
+                self.report.pages.not_attempted += pf.page_count();
+                state.verified = true;
+                self.states.push(state);
+                continue;
+            }
+            let opened = match open_profiled(&pf.path, &pf.identity) {
+                Ok(o) => o,
+                Err(refusal) => {
+                    self.report.pages.skipped += pf.page_count();
+                    self.refuse(i, refusal);
+                    state.verified = true;
+                    self.states.push(state);
+                    continue;
+                }
+            };
+            self.report.files.fetched += 1;
+            let wanted_all = pf.page_set();
+            let mut wanted = wanted_all.clone();
+            wanted.remove(PageRange::from_bounds(pages_in(opened.identity.size, self.ps), u64::MAX));
+            // Pages beyond the end of the (unchanged) file cannot be cached.
+            self.report.pages.failed += wanted_all.page_count() - wanted.page_count();
+            let probe = ResidencyProbe::new(opened.fd.as_fd(), self.ps, mincore_reports_page_cache(opened.owner_uid));
+            state.unverifiable = !probe.is_available();
+            if state.unverifiable {
+                self.report.files.unverified += 1;
+            }
+            let resident = match probe.resident_of(&wanted) {
+                Ok(r) => r,
+                Err(_) if state.unverifiable => RangeSet::new(),
+                Err(e) => {
+                    tracing::debug!("{}: residency unknown ({e}); fetching all of it", pf.path.display());
+                    RangeSet::new()
+                }
+            };
+            let resident_count = resident.page_count();
+            self.report.pages.already_resident += resident_count;
+            let mut missing = wanted;
+            for r in resident.ranges() {
+                missing.remove(*r);
+            }
+            state.device = devices.info(opened.identity.dev);
+            state.usable = true;
+            if missing.is_empty() {
+                state.verified = true;
+                self.states.push(state);
+                continue;
+            }
+            let _ = disable_readahead(opened.fd.as_fd());
+            let locate = policy == OrderPolicy::Physical || (policy == OrderPolicy::Auto && state.device.rotational);
+            any_rotational |= state.device.rotational;
+            for used in &pf.ranges {
+                for piece in missing.ranges().iter().filter_map(|m| m.intersect(&used.range)) {
+                    let req = Request { file: i, range: piece, first_use_us: used.first_use_us };
+                    if locate {
+                        let loc = physical_offset(opened.fd.as_fd(), piece.start * self.ps, piece.len * self.ps)
+                            .ok()
+                            .flatten()
+                            .map(|phys| (opened.identity.dev, phys));
+                        locations.insert((i, piece.start), loc);
+                    }
+                    requests.push(req);
+                }
+            }
+            state.missing = missing;
+            if self.open_count < self.max_open {
+                state.opened = Some(opened);
+                self.open_count += 1;
+                self.open_queue.push_back(i);
+            }
+            self.states.push(state);
+        }
+        (requests, locations, any_rotational)
+    }
+
+    /// Makes sure file `i` is open, reopening (and rechecking its identity) if it was closed to
+    /// stay within the open-file budget. False when it cannot be used any more.
+    fn ensure_open(&mut self, i: usize) -> bool {
+        if !self.states[i].usable {
+            return false;
+        }
+        if self.states[i].opened.is_some() {
+            return true;
+        }
+        while self.open_count >= self.max_open {
+            let Some(victim) = self.open_queue.pop_front() else { break };
+            if victim != i && self.states[victim].opened.take().is_some() {
+                self.open_count -= 1;
+            }
+        }
+        let pf = &self.plan.files()[i];
+        match open_profiled(&pf.path, &pf.identity) {
+            Ok(o) => {
+                let _ = disable_readahead(o.fd.as_fd());
+                self.states[i].opened = Some(o);
+                self.open_count += 1;
+                self.open_queue.push_back(i);
+                true
+            }
+            Err(refusal) => {
+                // Changed while we were fetching: what was not loaded yet fails, nothing is read.
+                self.states[i].usable = false;
+                self.problem(i, ProblemKind::ReadError, format!("changed during the fetch: {refusal}"));
+                false
+            }
+        }
+    }
+
+    fn close(&mut self, i: usize) {
+        if self.states[i].opened.take().is_some() {
+            self.open_count -= 1;
+        }
+    }
+
+    fn load(&mut self, chunks: &[Chunk], window: u64, cancel: &CancelFlag, mut foreground: Option<&mut super::foreground::ForegroundReads>) {
+        let sizes = chunks.iter().map(|c| c.range.len * self.ps).collect();
+        let mut schedule = WindowSchedule::new(sizes, window);
+        loop {
+            // Until the watch trusts the disks to be quiet, one chunk at a time: what it queues
+            // before it notices a reader is what it takes from that reader.
+            if let Some(f) = foreground.as_deref() {
+                schedule.set_window(if f.trusted() { window } else { 0 });
+            }
+            let Some(step) = schedule.next() else { break };
+            match step {
+                Step::Advise(k) => {
+                    let c = chunks[k];
+                    if let Some(f) = foreground.as_deref_mut() {
+                        // What is in flight besides this chunk may land while it watches.
+                        let waited = f.wait_turn(cancel, schedule.in_flight() - c.range.len * self.ps);
+                        self.report.foreground_wait_ms += waited.as_secs_f64() * 1000.0;
+                        if cancel.is_cancelled() {
+                            self.report.cancelled = true;
+                            return;
+                        }
+                    }
+                    if self.ensure_open(c.file) {
+                        if let Some(o) = &self.states[c.file].opened {
+                            let _ = advise(o.fd.as_fd(), c.range, self.ps);
+                        }
+                    }
+                }
+                Step::Complete(k) => {
+                    if cancel.is_cancelled() {
+                        self.report.cancelled = true;
+                        return;
+                    }
+                    let c = chunks[k];
+                    if self.ensure_open(c.file) {
+                        if let Some(o) = &self.states[c.file].opened {
+                            if let Err(e) =
+                                complete(o.fd.as_fd(), c.range, self.ps, &mut self.completion, &mut self.scratch)
+                            {
+                                let detail = format!("reading pages {}..{}: {e}", c.range.start, c.range.end());
+                                self.problem(c.file, ProblemKind::ReadError, detail);
+                            }
+                        }
+                    }
+                    let state = &mut self.states[c.file];
+                    state.attempted.insert(c.range);
+                    state.remaining_chunks -= 1;
+                    if state.remaining_chunks == 0 {
+                        self.verify(c.file);
+                        self.close(c.file);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts, for file `i`, which missing pages are now resident.
+    fn verify(&mut self, i: usize) {
+        if self.states[i].verified {
+            return;
+        }
+        self.states[i].verified = true;
+        let missing = std::mem::take(&mut self.states[i].missing);
+        if self.states[i].unverifiable {
+            let attempted = self.states[i].attempted.clone();
+            let tried: u64 = missing.ranges().iter().map(|r| attempted.overlap_count(*r)).sum();
+            self.report.pages.unverified += tried;
+            let untried = missing.page_count() - tried;
+            if self.report.cancelled {
+                self.report.pages.not_attempted += untried;
+            } else {
+                self.report.pages.failed += untried;
+            }
+            return;
+        }
+        let now_resident = if self.ensure_open(i) {
+            let o = self.states[i].opened.as_ref().map(|o| (o.fd.as_fd(), o.owner_uid));
+            o.and_then(|(fd, owner)| {
+                ResidencyProbe::new(fd, self.ps, mincore_reports_page_cache(owner)).resident_of(&missing).ok()
+            })
+            .unwrap_or_default()
+        } else {
+            RangeSet::new()
+        };
+        let loaded = now_resident.page_count();
+        let attempted = &self.states[i].attempted;
+        let mut not_loaded_attempted = 0;
+        let mut not_loaded_unattempted = 0;
+        for r in missing.ranges() {
+            for gap in now_resident.missing_from(*r) {
+                let tried = attempted.overlap_count(gap);
+                not_loaded_attempted += tried;
+                not_loaded_unattempted += gap.len - tried;
+            }
+        }
+        self.report.pages.loaded += loaded;
+        self.report.pages.failed += not_loaded_attempted;
+        if self.report.cancelled {
+            self.report.pages.not_attempted += not_loaded_unattempted;
+        } else {
+            self.report.pages.failed += not_loaded_unattempted;
+        }
+    }
+
+    fn finish(&mut self) {
+        for i in 0..self.states.len() {
+            if !self.states[i].verified {
+                self.verify(i);
+            }
+            self.close(i);
+        }
+        let read_errors: std::collections::HashSet<&PathBuf> = self
+            .report
+            .problems
+            .iter()
+            .filter(|p| p.kind == ProblemKind::ReadError)
+            .map(|p| &p.path)
+            .collect();
+        self.report.files.read_errors = read_errors.len() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fetch::open::current_identity;
+    use crate::fetch::residency::{evict_file, page_size};
+    use augur_core::model::profile::UsedRange;
+    use std::io::Write;
+
+    fn file_with_plan(pages: u64, ranges: &[(u64, u64)]) -> (tempfile::NamedTempFile, FetchPlan) {
+        let ps = page_size();
+        let mut f = tempfile::NamedTempFile::new_in("/var/tmp").unwrap();
+        f.write_all(&vec![3u8; (pages * ps) as usize]).unwrap();
+        f.as_file().sync_all().unwrap();
+        let id = current_identity(f.path()).unwrap();
+        let used: Vec<UsedRange> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, l))| UsedRange { range: PageRange::new(s, l), first_use_us: i as u64 })
+            .collect();
+        let mut plan = FetchPlan::new(ps);
+        plan.add_file(f.path().to_path_buf(), id, &used, ps);
+        (f, plan)
+    }
+
+    #[test]
+    fn fetch_loads_and_accounts_every_page() {
+        let (f, plan) = file_with_plan(2048, &[(5, 3), (100, 700), (2000, 100)]);
+        evict_file(f.as_file().as_fd()).unwrap();
+        let report = Prefetcher::new(FetchOptions { order: OrderPolicy::FirstUse, ..Default::default() })
+            .fetch(&plan, &CancelFlag::new());
+        let p = report.pages;
+        // 2000..2100 runs past the end of the 2048-page file: 52 pages cannot exist.
+        assert_eq!(p.wanted, 803);
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
+        assert_eq!(p.failed, 52, "{report:?}");
+        assert_eq!(p.already_resident + p.loaded, 751, "{report:?}");
+        assert_eq!(report.files.fetched, 1);
+        // A second fetch finds everything resident and loads nothing.
+        let again = Prefetcher::default().fetch(&plan, &CancelFlag::new());
+        assert_eq!(again.pages.already_resident, 751);
+        assert_eq!(again.pages.loaded, 0);
+    }
+
+    #[test]
+    fn cancel_from_another_thread_stops_between_chunks() {
+        use crate::fetch::residency::cachestat;
+        // 128 MiB: 64 chunks of 2 MiB. Another thread raises the flag once the first pages are
+        // in; if the whole fetch wins that race (a very loaded machine), evict and try again.
+        let (f, plan) = file_with_plan(32768, &[(0, 32768)]);
+        let mut stopped = None;
+        for _ in 0..5 {
+            evict_file(f.as_file().as_fd()).unwrap();
+            let cancel = CancelFlag::new();
+            let done = CancelFlag::new();
+            let watcher = {
+                let (cancel, done) = (cancel.clone(), done.clone());
+                let file = f.reopen().unwrap();
+                std::thread::spawn(move || {
+                    let ps = page_size();
+                    while !done.is_cancelled()
+                        && cachestat(file.as_fd(), PageRange::new(0, 32768), ps).unwrap().unwrap().cached == 0
+                    {
+                        std::thread::yield_now();
+                    }
+                    cancel.cancel();
+                })
+            };
+            let report = Prefetcher::default().fetch(&plan, &cancel);
+            done.cancel();
+            watcher.join().unwrap();
+            if report.cancelled {
+                stopped = Some(report);
+                break;
+            }
+        }
+        let report = stopped.expect("the fetch was never cancelled in 5 attempts");
+        let p = report.pages;
+        assert!(p.not_attempted > 0, "{report:?}");
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
+    }
+
+    #[test]
+    fn cancelled_fetch_attempts_nothing() {
+        let (f, plan) = file_with_plan(64, &[(0, 64)]);
+        evict_file(f.as_file().as_fd()).unwrap();
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        let report = Prefetcher::default().fetch(&plan, &cancel);
+        assert_eq!(report.pages.not_attempted, 64);
+        assert_eq!(report.pages.loaded, 0);
+    }
+}

@@ -1,0 +1,267 @@
+//! The daemon's thin OS layer: signalfd for SIGTERM/SIGINT/SIGHUP, a one-shot timerfd armed only
+//! when something is pending, an eventfd the replay worker wakes the loop with, the monotonic
+//! clock, the daemon's own memory use, and PSI memory-pressure triggers. No policy here.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+
+use augur_core::error::{Error, Result};
+
+pub use crate::sense::monotonic_ns;
+
+/// Wall-clock milliseconds since the epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Local time minus UTC in seconds at `unix_s`, by the C library's time-zone rules (`TZ`,
+/// /etc/localtime); 0 when they cannot say.
+pub fn utc_offset_s(unix_s: i64) -> i32 {
+    let t = unix_s as libc::time_t;
+    // SAFETY: `tm` is plain data that localtime_r fills; both pointers are valid for the call and
+    // localtime_r keeps neither.
+    let (ok, tm) = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        let ok = !libc::localtime_r(&t, &mut tm).is_null();
+        (ok, tm)
+    };
+    if ok { i32::try_from(tm.tm_gmtoff).unwrap_or(0) } else { 0 }
+}
+
+/// Local wall-clock milliseconds: [`unix_ms`] shifted by [`utc_offset_s`] (so that
+/// `ms % 86_400_000` is the local time of day).
+pub fn local_ms() -> u64 {
+    let now = unix_ms();
+    now.saturating_add_signed(i64::from(utc_offset_s((now / 1000) as i64)) * 1000)
+}
+
+/// The system page size in bytes.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 { n as u64 } else { 4096 }
+}
+
+/// Resident set size of this process in bytes (`VmRSS` of /proc/self/status).
+pub fn own_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The signals the daemon handles, delivered through a file descriptor.
+pub struct SignalFd {
+    fd: OwnedFd,
+}
+
+/// A signal the daemon acts on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DaemonSignal {
+    /// SIGTERM or SIGINT: save and exit.
+    Stop,
+    /// SIGHUP: reload the configuration.
+    Reload,
+}
+
+impl SignalFd {
+    /// Blocks SIGTERM, SIGINT and SIGHUP for the process and opens a signalfd for them.
+    pub fn new() -> Result<Self> {
+        // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; sigprocmask and
+        // signalfd get valid pointers; the fd returned is checked and owned below.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::sigaddset(&mut set, s);
+            }
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(Error::io("blocking signals", std::io::Error::last_os_error()));
+            }
+            let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+            if fd < 0 {
+                return Err(Error::io("creating a signalfd", std::io::Error::last_os_error()));
+            }
+            Ok(SignalFd { fd: OwnedFd::from_raw_fd(fd) })
+        }
+    }
+
+    /// Signals received since the last call.
+    pub fn take(&self) -> Vec<DaemonSignal> {
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: signalfd_siginfo is plain data; read(2) fills at most its size.
+            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::signalfd_siginfo>();
+            // SAFETY: the buffer is `info`, of `size` bytes.
+            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
+            if n != size as isize {
+                break;
+            }
+            match info.ssi_signo as i32 {
+                libc::SIGHUP => out.push(DaemonSignal::Reload),
+                libc::SIGTERM | libc::SIGINT => out.push(DaemonSignal::Stop),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+impl AsFd for SignalFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// A one-shot monotonic timer.
+pub struct Timer {
+    fd: OwnedFd,
+    armed_at: Option<u64>,
+}
+
+impl Timer {
+    /// A disarmed timer.
+    pub fn new() -> Result<Self> {
+        let fd = rustix::time::timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK)
+            .map_err(|e| Error::io("creating a timerfd", e.into()))?;
+        Ok(Timer { fd, armed_at: None })
+    }
+
+    /// Arms the timer for the absolute monotonic time `at_ns`, or disarms it with `None`.
+    pub fn set(&mut self, at_ns: Option<u64>) -> Result<()> {
+        if self.armed_at == at_ns {
+            return Ok(());
+        }
+        let value = match at_ns {
+            // An absolute time of 0 would disarm; at least 1 ns.
+            Some(t) => Timespec { tv_sec: (t / 1_000_000_000) as i64, tv_nsec: (t % 1_000_000_000).max(1) as i64 },
+            None => Timespec { tv_sec: 0, tv_nsec: 0 },
+        };
+        let spec = Itimerspec { it_interval: Timespec { tv_sec: 0, tv_nsec: 0 }, it_value: value };
+        rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &spec)
+            .map_err(|e| Error::io("arming the timer", e.into()))?;
+        self.armed_at = at_ns;
+        Ok(())
+    }
+
+    /// Consumes an expiry (after the fd polled readable).
+    pub fn acknowledge(&mut self) {
+        let mut buf = [0u8; 8];
+        if rustix::io::read(&self.fd, &mut buf).is_ok() {
+            self.armed_at = None;
+        }
+    }
+}
+
+impl AsFd for Timer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// An eventfd another thread writes to wake the loop.
+pub struct Wakeup {
+    fd: OwnedFd,
+}
+
+impl Wakeup {
+    /// A fresh eventfd.
+    pub fn new() -> Result<Self> {
+        let fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
+            .map_err(|e| Error::io("creating an eventfd", e.into()))?;
+        Ok(Wakeup { fd })
+    }
+
+    /// A handle for another thread.
+    pub fn handle(&self) -> Result<WakeupHandle> {
+        let fd = self.fd.try_clone().map_err(|e| Error::io("duplicating the eventfd", e))?;
+        Ok(WakeupHandle { fd })
+    }
+
+    /// Clears pending wakeups.
+    pub fn clear(&self) {
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(&self.fd, &mut buf);
+    }
+}
+
+impl AsFd for Wakeup {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// The writing side of a [`Wakeup`].
+pub struct WakeupHandle {
+    fd: OwnedFd,
+}
+
+impl WakeupHandle {
+    /// Wakes the loop.
+    pub fn wake(&self) {
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+}
+
+/// A PSI trigger (Documentation/accounting/psi.rst): the kernel raises `POLLPRI` on the file
+/// descriptor when tasks stalled on memory for at least `stall_us` within a `window_us` window,
+/// at most once per window. Works on /proc/pressure/memory and on a cgroup2 `memory.pressure`.
+pub struct PressureTrigger {
+    fd: OwnedFd,
+    /// The `(stall_us, window_us)` registered.
+    pub spec: (u64, u64),
+}
+
+impl PressureTrigger {
+    /// Opens `path` read-write and registers the trigger `some STALL WINDOW`. A process without
+    /// CAP_SYS_RESOURCE (a sandbox, a container) may only use windows in whole 2 s: then the
+    /// window is rounded up to one and the stall scaled with it. Fails where PSI or triggers are
+    /// unavailable (no file, a kernel before 5.2, `psi=0`).
+    pub fn open(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
+        match Self::register(path, stall_us, window_us) {
+            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) && window_us % 2_000_000 != 0 => {
+                let window = window_us.div_ceil(2_000_000) * 2_000_000;
+                Self::register(path, stall_us.saturating_mul(window) / window_us.max(1), window)
+            }
+            other => other,
+        }
+    }
+
+    fn register(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let fd = rustix::fs::open(path, OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|e| Error::io_at(path, "opening the memory pressure file", e.into()))?;
+        // The kernel reads the specification as a NUL-terminated string (as psi.rst's example).
+        let spec = format!("some {stall_us} {window_us}\0");
+        rustix::io::write(&fd, spec.as_bytes())
+            .map_err(|e| Error::io_at(path, "registering a pressure trigger on", e.into()))?;
+        Ok(PressureTrigger { fd, spec: (stall_us, window_us) })
+    }
+}
+
+impl AsFd for PressureTrigger {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_time_is_within_a_day_of_utc() {
+        for t in [0, 1_767_571_200, 1_782_000_000] {
+            assert!(utc_offset_s(t).abs() <= 14 * 3600, "{}", utc_offset_s(t));
+        }
+        assert!(local_ms().abs_diff(unix_ms()) <= 14 * 3_600_000 + 1000);
+    }
+}

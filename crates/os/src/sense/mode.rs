@@ -1,0 +1,191 @@
+//! Which tracing mode this kernel allows: page access events, page-cache insertions only, or no
+//! tracing at all, and which tracepoints each mode enables.
+//!
+//! It only looks at a tracefs `events` directory (injected, so tests use a fake one) and at the
+//! `AUGUR_FORCE_MODE` override; it does not create instances or read events.
+
+use std::path::Path;
+
+use augur_core::error::{Error, Result};
+use augur_core::model::profile::TraceMode;
+
+/// Environment variable that forces a degraded mode (`insertion` or `file-only`; `access` is
+/// accepted too and then required), so the degraded paths can be exercised on a full kernel.
+pub const FORCE_MODE_ENV: &str = "AUGUR_FORCE_MODE";
+
+/// The page-cache insertion tracepoint, present on every kernel augur supports.
+pub const INSERTION_EVENT: &str = "filemap/mm_filemap_add_to_page_cache";
+/// The access tracepoints (Linux 6.11 and later), which fire on cache hits as well.
+pub const ACCESS_EVENTS: [&str; 3] = ["filemap/mm_filemap_get_pages", "filemap/mm_filemap_map_pages", "filemap/mm_filemap_fault"];
+/// ext4's inode reads: which inodes a launch needed from disk (metadata its page events do not
+/// show). Optional: other file systems, or kernels without it, only lose this.
+pub const INODE_LOAD_EVENT: &str = "ext4/ext4_load_inode";
+/// Process life-cycle tracepoints used to follow descendants and resolve paths.
+pub const PROCESS_EVENTS: [&str; 3] = ["sched/sched_process_exec", "sched/sched_process_fork", "sched/sched_process_exit"];
+
+/// What the kernel offers, as found in an `events` directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelEvents {
+    /// The access events present, in [`ACCESS_EVENTS`] order.
+    pub access: Vec<&'static str>,
+    /// Whether the insertion event is present.
+    pub insertion: bool,
+    /// The process events present.
+    pub process: Vec<&'static str>,
+    /// Whether [`INODE_LOAD_EVENT`] is present.
+    pub inode_load: bool,
+}
+
+impl KernelEvents {
+    /// Probes `events_dir` (a tracefs `events` directory); `None` means no tracefs at all.
+    pub fn probe(events_dir: Option<&Path>) -> Self {
+        let has = |e: &str| events_dir.is_some_and(|d| d.join(e).join("enable").exists());
+        KernelEvents {
+            access: ACCESS_EVENTS.into_iter().filter(|e| has(e)).collect(),
+            insertion: has(INSERTION_EVENT),
+            process: PROCESS_EVENTS.into_iter().filter(|e| has(e)).collect(),
+            inode_load: has(INODE_LOAD_EVENT),
+        }
+    }
+
+    /// The best mode these events allow. Access mode needs at least `get_pages` and `map_pages`
+    /// (reads and mapped hits); `fault` is used when present.
+    pub fn best_mode(&self) -> TraceMode {
+        let has_access = |name: &str| self.access.iter().any(|e| e.ends_with(name));
+        if self.insertion && has_access("mm_filemap_get_pages") && has_access("mm_filemap_map_pages") {
+            TraceMode::Access
+        } else if self.insertion {
+            TraceMode::Insertion
+        } else {
+            TraceMode::FileOnly
+        }
+    }
+
+    /// The tracepoints to enable for `mode` (empty for [`TraceMode::FileOnly`]).
+    pub fn events_for(&self, mode: TraceMode) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        match mode {
+            TraceMode::FileOnly => return out,
+            TraceMode::Access => out.extend(self.access.iter().copied()),
+            TraceMode::Insertion => {}
+        }
+        out.push(INSERTION_EVENT);
+        out.extend(self.process.iter().copied());
+        if self.inode_load {
+            out.push(INODE_LOAD_EVENT);
+        }
+        out
+    }
+}
+
+/// Parses a mode name as the override and the CLI accept it.
+pub fn parse_mode(name: &str) -> Option<TraceMode> {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "access" => Some(TraceMode::Access),
+        "insertion" | "insertions" => Some(TraceMode::Insertion),
+        "file-only" | "fileonly" | "file_only" | "file" => Some(TraceMode::FileOnly),
+        _ => None,
+    }
+}
+
+/// The short name of a mode, as written in profiles and accepted by [`parse_mode`].
+pub fn mode_name(mode: TraceMode) -> &'static str {
+    match mode {
+        TraceMode::Access => "access",
+        TraceMode::Insertion => "insertion",
+        TraceMode::FileOnly => "file-only",
+    }
+}
+
+/// Reads [`FORCE_MODE_ENV`]; an unknown value is a usage error rather than silently ignored.
+pub fn forced_mode_from_env() -> Result<Option<TraceMode>> {
+    match std::env::var(FORCE_MODE_ENV) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => parse_mode(&v)
+            .map(Some)
+            .ok_or_else(|| Error::Usage(format!("{FORCE_MODE_ENV}={v:?}: expected access, insertion or file-only"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Chooses the mode: the best available, or `requested` when given. A request can only degrade:
+/// asking for more than the kernel has fails with [`Error::Kernel`].
+pub fn select_mode(available: TraceMode, requested: Option<TraceMode>) -> Result<TraceMode> {
+    let rank = |m: TraceMode| match m {
+        TraceMode::Access => 2,
+        TraceMode::Insertion => 1,
+        TraceMode::FileOnly => 0,
+    };
+    match requested {
+        None => Ok(available),
+        Some(want) if rank(want) <= rank(available) => Ok(want),
+        Some(want) => Err(Error::Kernel {
+            feature: format!("the tracepoints of {} mode", mode_name(want)),
+            detail: format!("this kernel allows {} mode at best", mode_name(available)),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_events(names: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for n in names {
+            let d = dir.path().join(n);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("enable"), "0\n").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn full_kernel_gets_access_mode_and_all_events() {
+        let mut all: Vec<&str> = ACCESS_EVENTS.to_vec();
+        all.push(INSERTION_EVENT);
+        all.extend(PROCESS_EVENTS);
+        let dir = fake_events(&all);
+        let k = KernelEvents::probe(Some(dir.path()));
+        assert_eq!(k.best_mode(), TraceMode::Access);
+        assert_eq!(k.events_for(TraceMode::Access).len(), 7);
+        assert_eq!(k.events_for(TraceMode::Insertion), vec![INSERTION_EVENT, PROCESS_EVENTS[0], PROCESS_EVENTS[1], PROCESS_EVENTS[2]]);
+        assert!(k.events_for(TraceMode::FileOnly).is_empty());
+        assert!(!k.inode_load);
+    }
+
+    #[test]
+    fn inode_loads_are_traced_where_ext4_offers_them_in_every_tracing_mode() {
+        let dir = fake_events(&[INSERTION_EVENT, INODE_LOAD_EVENT]);
+        let k = KernelEvents::probe(Some(dir.path()));
+        assert!(k.inode_load);
+        assert_eq!(k.events_for(TraceMode::Insertion), vec![INSERTION_EVENT, INODE_LOAD_EVENT]);
+        assert!(k.events_for(TraceMode::FileOnly).is_empty());
+    }
+
+    #[test]
+    fn old_kernel_degrades_to_insertions() {
+        let dir = fake_events(&[INSERTION_EVENT, "filemap/mm_filemap_fault", PROCESS_EVENTS[0]]);
+        let k = KernelEvents::probe(Some(dir.path()));
+        assert_eq!(k.best_mode(), TraceMode::Insertion);
+        assert_eq!(KernelEvents::probe(Some(fake_events(&[]).path())).best_mode(), TraceMode::FileOnly);
+        assert_eq!(KernelEvents::probe(None).best_mode(), TraceMode::FileOnly);
+    }
+
+    #[test]
+    fn overrides_only_degrade() {
+        assert_eq!(select_mode(TraceMode::Access, None).unwrap(), TraceMode::Access);
+        assert_eq!(select_mode(TraceMode::Access, Some(TraceMode::Insertion)).unwrap(), TraceMode::Insertion);
+        assert_eq!(select_mode(TraceMode::Insertion, Some(TraceMode::FileOnly)).unwrap(), TraceMode::FileOnly);
+        let err = select_mode(TraceMode::Insertion, Some(TraceMode::Access)).unwrap_err();
+        assert_eq!(err.exit_code(), augur_core::error::exit::KERNEL);
+    }
+
+    #[test]
+    fn mode_names_round_trip() {
+        for m in [TraceMode::Access, TraceMode::Insertion, TraceMode::FileOnly] {
+            assert_eq!(parse_mode(mode_name(m)), Some(m));
+        }
+        assert_eq!(parse_mode("bogus"), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! What `/proc` says about processes and files: the files a process maps (`/proc/PID/maps`
+//! carries device and inode), the files it holds open (`/proc/PID/fd`), its parent, one of its
+//! environment variables, and the identity (`stat`) of a path.
+//!
+//! Reads only; it never walks a filesystem. Processes vanish at any time, so every reader
+//! returns what it could get rather than failing.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use augur_core::model::profile::{FileIdentity, InodeKey};
+
+use super::event::st_dev_from_parts;
+
+/// A file a process maps or holds open, as `/proc` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcFile {
+    /// Device (in `st_dev` encoding) and inode.
+    pub key: InodeKey,
+    /// The path `/proc` printed.
+    pub path: PathBuf,
+}
+
+/// The value of environment variable `name` that process `pid` started with, if readable.
+pub fn env_var(pid: u32, name: &str) -> Option<std::ffi::OsString> {
+    let raw = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env_var_in(&raw, name)
+}
+
+/// `name`'s value in a NUL-separated `NAME=value` block (the first one, as `getenv` finds it).
+pub fn env_var_in(environ: &[u8], name: &str) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let value = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        Some(std::ffi::OsStr::from_bytes(value).to_os_string())
+    })
+}
+
+/// Parses one `/proc/PID/maps` line; `None` for anonymous, special or deleted mappings.
+///
+/// `7f1c2a000000-7f1c2a022000 r--p 00000000 fe:00 1316915    /usr/lib/x86_64-linux-gnu/libc.so.6`
+pub fn parse_maps_line(line: &str) -> Option<ProcFile> {
+    let mut rest = line;
+    let mut next = || -> Option<&str> {
+        let t = rest.trim_start();
+        let end = t.find(' ').unwrap_or(t.len());
+        let (word, after) = t.split_at(end);
+        rest = after;
+        Some(word).filter(|w| !w.is_empty())
+    };
+    let _range = next()?;
+    let _perms = next()?;
+    let _offset = next()?;
+    let dev = next()?;
+    let ino: u64 = next()?.parse().ok()?;
+    let path = rest.trim_start();
+    if ino == 0 || !path.starts_with('/') || path.ends_with(" (deleted)") {
+        return None;
+    }
+    let (major, minor) = dev.split_once(':')?;
+    let dev = st_dev_from_parts(u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?);
+    Some(ProcFile { key: InodeKey { dev, ino }, path: PathBuf::from(path) })
+}
+
+/// The files `pid` maps, deduplicated, in the order of its maps.
+pub fn mapped_files(pid: u32) -> Vec<ProcFile> {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/maps")) else { return Vec::new() };
+    let mut out: Vec<ProcFile> = Vec::new();
+    for f in text.lines().filter_map(parse_maps_line) {
+        if !out.iter().any(|o| o.key == f.key) {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// The regular files `pid` holds open, with their identity.
+pub fn open_files(pid: u32) -> Vec<(ProcFile, FileIdentity)> {
+    let dir = PathBuf::from(format!("/proc/{pid}/fd"));
+    let Ok(entries) = fs::read_dir(&dir) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let link = entry.path();
+        let Ok(target) = fs::read_link(&link) else { continue };
+        if !target.is_absolute() || target.to_string_lossy().ends_with(" (deleted)") {
+            continue;
+        }
+        // stat through the magic link reaches the open file itself, whatever its path now is.
+        let Some(identity) = identity_of(&link) else { continue };
+        out.push((ProcFile { key: InodeKey { dev: identity.dev, ino: identity.ino }, path: target }, identity));
+    }
+    out
+}
+
+/// The parent pid of `pid`, from `/proc/PID/stat` (the comm field may hold anything, so the
+/// fields are read after its closing parenthesis).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_ppid(&text)
+}
+
+/// Parses the parent pid out of a `/proc/PID/stat` line.
+pub fn parse_stat_ppid(text: &str) -> Option<u32> {
+    let after = &text[text.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace();
+    let _state = fields.next()?;
+    fields.next()?.parse().ok()
+}
+
+/// True when `pid` descends from (or is) `ancestor`, judged from the live process tree.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut cur = pid;
+    for _ in 0..64 {
+        if cur == ancestor {
+            return true;
+        }
+        match parent_of(cur) {
+            Some(p) if p != 0 && p != cur => cur = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The live processes whose parent is `pid` (a scan of `/proc`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter(|&p| parent_of(p) == Some(pid)).collect()
+}
+
+/// The tasks of `pid` and of the processes it started so far, threads included: `pid` first,
+/// then each `/proc/P/task/T` and, through `/proc/P/task/T/children`, each descendant's, at most
+/// `cap` in all. A process that is gone yields `pid` alone.
+pub fn task_tree(pid: u32, cap: usize) -> Vec<u32> {
+    let mut tasks = vec![pid];
+    let mut processes = vec![pid];
+    let mut next = 0;
+    while next < processes.len() && tasks.len() < cap {
+        let process = processes[next];
+        next += 1;
+        let Ok(dir) = fs::read_dir(format!("/proc/{process}/task")) else { continue };
+        for tid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+            if !tasks.contains(&tid) && tasks.len() < cap {
+                tasks.push(tid);
+            }
+            let children = fs::read_to_string(format!("/proc/{process}/task/{tid}/children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|w| w.parse::<u32>().ok()) {
+                if !processes.contains(&child) {
+                    processes.push(child);
+                }
+                if !tasks.contains(&child) && tasks.len() < cap {
+                    tasks.push(child);
+                }
+            }
+        }
+    }
+    tasks
+}
+
+/// True while `/proc/PID` exists.
+pub fn is_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The identity of a regular file at `path` (following symlinks); `None` for anything else or
+/// when it cannot be stat'ed.
+pub fn identity_of(path: &Path) -> Option<FileIdentity> {
+    let m = fs::metadata(path).ok()?;
+    m.file_type().is_file().then(|| identity_from_metadata(&m))
+}
+
+/// A [`FileIdentity`] from metadata already obtained.
+pub fn identity_from_metadata(m: &fs::Metadata) -> FileIdentity {
+    FileIdentity { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_variables_are_found_whole_and_first() {
+        let env = b"XPATH=/no\0PATH=/usr/bin:/bin\0PATH=/late\0EMPTY=\0";
+        assert_eq!(env_var_in(env, "PATH").unwrap(), "/usr/bin:/bin");
+        assert_eq!(env_var_in(env, "EMPTY").unwrap(), "");
+        assert_eq!(env_var_in(env, "PAT"), None);
+        assert_eq!(env_var_in(b"", "PATH"), None);
+        assert!(env_var(std::process::id(), "AUGUR_NO_SUCH_VARIABLE").is_none());
+    }
+
+    #[test]
+    fn a_task_tree_holds_the_threads_and_the_children_started_so_far() {
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let waiter = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(500)));
+        let tree = task_tree(me, 4096);
+        assert_eq!(tree[0], me);
+        let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+        assert!(tree.contains(&tid), "{tree:?} lacks this thread {tid}");
+        assert!(tree.contains(&child.id()), "{tree:?} lacks the child {}", child.id());
+        assert_eq!(task_tree(me, 2).len(), 2);
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = waiter.join();
+        assert_eq!(task_tree(u32::MAX - 1, 10), vec![u32::MAX - 1]);
+    }
+
+    #[test]
+    fn maps_lines() {
+        let f = parse_maps_line("7f1c2a000000-7f1c2a022000 r--p 00000000 fe:00 1316915                    /usr/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        assert_eq!(f.key, InodeKey { dev: 65024, ino: 1316915 });
+        assert_eq!(f.path, PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+        let f = parse_maps_line("7f00-7f01 r--p 00000000 103:02 7   /opt/my app/lib x.so").unwrap();
+        assert_eq!((f.key.dev, f.path.to_str().unwrap()), (libc::makedev(0x103, 2), "/opt/my app/lib x.so"));
+        assert_eq!(parse_maps_line("7ffd-7ffe rw-p 00000000 00:00 0                          [stack]"), None);
+        assert_eq!(parse_maps_line("7f00-7f01 r--p 00000000 fe:00 12 /tmp/gone (deleted)"), None);
+        assert_eq!(parse_maps_line("garbage"), None);
+        assert_eq!(parse_maps_line(""), None);
+    }
+
+    #[test]
+    fn stat_ppid_survives_odd_comms() {
+        assert_eq!(parse_stat_ppid("123 (a) b) c) S 42 123 123 0"), Some(42));
+        assert_eq!(parse_stat_ppid("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(parse_stat_ppid("nonsense"), None);
+    }
+
+    #[test]
+    fn own_process_is_visible() {
+        let me = std::process::id();
+        assert!(is_alive(me));
+        assert!(descends_from(me, me));
+        assert!(descends_from(me, 1) || parent_of(me).is_some());
+        let exe = std::env::current_exe().unwrap();
+        let id = identity_of(&exe).unwrap();
+        assert!(mapped_files(me).iter().any(|f| f.key == InodeKey { dev: id.dev, ino: id.ino }));
+        let file = std::fs::File::open(&exe).unwrap();
+        assert!(open_files(me).iter().any(|(f, _)| f.key.ino == id.ino));
+        drop(file);
+        assert_eq!(identity_of(Path::new("/")), None, "directories are not regular files");
+    }
+}

@@ -1,0 +1,8 @@
+//! What persists: launch profile files and the daemon's state.
+//!
+//! Owns formats, versions and atomicity; it does not decide what is learned.
+#![forbid(unsafe_code)]
+
+pub mod profile_file;
+pub mod state;
+pub mod usage_trace_file;

@@ -1,0 +1,721 @@
+//! The daemon's state in SQLite: learned application models and recent launch records.
+//!
+//! Owns the schema (versioned with `PRAGMA user_version`, forward migrations, a marker in
+//! `PRAGMA application_id` and the `augur_meta` table), file permissions (database, -wal and -shm
+//! 0600, a directory it creates 0700), and atomicity: each launch is learned in ONE transaction, so
+//! a crash at any moment loses at most the launch in progress. A corrupt or foreign file is moved
+//! aside (`state.db.corrupt-<unix time>`) with a warning and a fresh state starts; a file from a
+//! newer augur is refused with a typed error. It does not decide what is learned (`model::learn`).
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+
+use augur_core::error::{Error, Result};
+use augur_core::model::learn::AppModel;
+use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
+use augur_core::model::profile::LaunchProfile;
+
+
+/// The schema version this build writes; older files are migrated forward, newer ones refused.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// `PRAGMA application_id` of augur's state files ("augr").
+pub const APPLICATION_ID: i32 = 0x6175_6772;
+
+/// Forward migrations: entry `i` takes a file from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: the first schema.
+    "CREATE TABLE augur_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+     INSERT INTO augur_meta (name, value) VALUES ('format', 'augur-state');
+     CREATE TABLE apps (
+         key TEXT PRIMARY KEY,
+         exe TEXT NOT NULL,
+         launches INTEGER NOT NULL,
+         last_launch_ms INTEGER NOT NULL,
+         pages INTEGER NOT NULL,
+         replay_pages INTEGER NOT NULL,
+         model TEXT NOT NULL
+     );
+     CREATE INDEX apps_by_last_launch ON apps (last_launch_ms);
+     CREATE TABLE launches (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         app TEXT NOT NULL,
+         started_ms INTEGER NOT NULL,
+         window_ms INTEGER NOT NULL,
+         pages_expected INTEGER NOT NULL,
+         pages_resident_at_exec INTEGER NOT NULL,
+         pages_prefetched INTEGER NOT NULL,
+         bytes_prefetched INTEGER NOT NULL,
+         pages_used INTEGER NOT NULL,
+         pages_read_from_disk INTEGER NOT NULL,
+         files INTEGER NOT NULL
+     );",
+    // 1 -> 2: launches and exits, so that prediction survives a restart (a reboot).
+    "CREATE TABLE activity (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         at_ms INTEGER NOT NULL,
+         local_ms INTEGER NOT NULL,
+         app TEXT NOT NULL,
+         instance INTEGER NOT NULL,
+         launch INTEGER NOT NULL
+     );",
+];
+
+/// How opening went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OpenOutcome {
+    /// An existing state was opened (possibly migrated).
+    Opened,
+    /// No state existed; a fresh one was created.
+    Created,
+    /// The file was corrupt or not augur's; it was moved to the path given and a fresh state made.
+    MovedAside(PathBuf),
+}
+
+/// The open state database.
+pub struct StateStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    match e.sqlite_error_code() {
+        Some(DatabaseCorrupt | NotADatabase) => {
+            Error::Corrupt { path: path.to_path_buf(), what: "state database", detail: e.to_string() }
+        }
+        _ => Error::io(format!("{doing} {}", path.display()), std::io::Error::other(e)),
+    }
+}
+
+/// Why a file cannot be used as augur's state.
+enum Unusable {
+    /// Not augur's or damaged: move aside.
+    Bad(String),
+    /// Something else went wrong (permissions, disk): report it.
+    Fatal(Error),
+}
+
+impl StateStore {
+    /// Opens (creating when needed) the state at `path`, moving a corrupt or foreign file aside.
+    pub fn open(path: &Path) -> Result<(StateStore, OpenOutcome)> {
+        prepare_directory(path)?;
+        let existed = path.exists();
+        match Self::try_open(path) {
+            Ok(store) => Ok((store, if existed { OpenOutcome::Opened } else { OpenOutcome::Created })),
+            Err(Unusable::Fatal(e)) => Err(e),
+            Err(Unusable::Bad(why)) => {
+                let aside = move_aside(path)?;
+                tracing::warn!(
+                    "state {} is unusable ({why}); moved it to {} and starting with a fresh state",
+                    path.display(),
+                    aside.display()
+                );
+                let store = Self::try_open(path).map_err(|u| match u {
+                    Unusable::Fatal(e) => e,
+                    Unusable::Bad(why) => Error::Corrupt {
+                        path: path.to_path_buf(),
+                        what: "state database",
+                        detail: format!("fresh state unusable: {why}"),
+                    },
+                })?;
+                Ok((store, OpenOutcome::MovedAside(aside)))
+            }
+        }
+    }
+
+    fn try_open(path: &Path) -> std::result::Result<StateStore, Unusable> {
+        let fatal = |doing: &str, e: std::io::Error| Unusable::Fatal(Error::io_at(path, doing, e));
+        // Create with 0600 ourselves so SQLite (which copies the database's mode to -wal/-shm)
+        // never makes a world-readable file.
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| fatal("opening state", e))?;
+        let meta = file.metadata().map_err(|e| fatal("inspecting state", e))?;
+        if !meta.is_file() {
+            return Err(Unusable::Fatal(Error::Usage(format!("{}: state path is not a regular file", path.display()))));
+        }
+        if meta.permissions().mode() & 0o777 != 0o600 {
+            fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(|e| fatal("securing state", e))?;
+        }
+        if meta.len() > 0 {
+            let mut header = [0u8; 16];
+            let n = file.read(&mut header).map_err(|e| fatal("reading state", e))?;
+            if n < 16 || &header != b"SQLite format 3\0" {
+                return Err(Unusable::Bad("not an SQLite database".into()));
+            }
+        }
+        drop(file);
+        let bad_or_fatal = |e: rusqlite::Error| match db_error(path, "opening", e) {
+            Error::Corrupt { detail, .. } => Unusable::Bad(detail),
+            other => Unusable::Fatal(other),
+        };
+        let conn = Connection::open(path).map_err(bad_or_fatal)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(bad_or_fatal)?;
+        let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(bad_or_fatal)?;
+        let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(bad_or_fatal)?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(bad_or_fatal)?;
+        if app_id != APPLICATION_ID && !(app_id == 0 && tables == 0) {
+            return Err(Unusable::Bad(format!("SQLite database without augur's marker (application_id {app_id:#x})")));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(Unusable::Fatal(Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                what: "state",
+                found: version,
+                supported: SCHEMA_VERSION,
+            }));
+        }
+        let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(bad_or_fatal)?;
+        if check != "ok" {
+            return Err(Unusable::Bad(format!("integrity check failed: {check}")));
+        }
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(bad_or_fatal)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(bad_or_fatal)?;
+        let mut store = StateStore { conn, path: path.to_path_buf() };
+        store.migrate(version).map_err(|e| match e {
+            Error::Corrupt { detail, .. } => Unusable::Bad(detail),
+            other => Unusable::Fatal(other),
+        })?;
+        if app_id == APPLICATION_ID {
+            let marker: Option<String> = store
+                .conn
+                .query_row("SELECT value FROM augur_meta WHERE name = 'format'", [], |r| r.get(0))
+                .optional()
+                .map_err(|e| Unusable::Bad(e.to_string()))?;
+            if marker.as_deref() != Some("augur-state") {
+                return Err(Unusable::Bad("augur_meta marker missing".into()));
+            }
+        }
+        Ok(store)
+    }
+
+    fn migrate(&mut self, from: u32) -> Result<()> {
+        let path = self.path.clone();
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            let to = i as u32 + 1;
+            let tx = self.conn.transaction().map_err(|e| db_error(&path, "migrating", e))?;
+            tx.execute_batch(sql).map_err(|e| db_error(&path, "migrating", e))?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(|e| db_error(&path, "migrating", e))?;
+            tx.pragma_update(None, "user_version", to).map_err(|e| db_error(&path, "migrating", e))?;
+            tx.commit().map_err(|e| db_error(&path, "migrating", e))?;
+            tracing::debug!("state {} migrated to schema {to}", path.display());
+        }
+        Ok(())
+    }
+
+    /// Where the state lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, doing: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
+        let doing = doing.to_string();
+        move |e| db_error(&self.path, &doing, e)
+    }
+
+    /// The learned model of `app`, if any. A row that no longer decodes is treated as unknown.
+    pub fn load_app(&self, app: &str) -> Result<Option<AppModel>> {
+        let text: Option<String> = self
+            .conn
+            .query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0))
+            .optional()
+            .map_err(self.err("reading"))?;
+        Ok(text.and_then(|t| match serde_json::from_str(&t) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!("state: model of {app} does not decode ({e}); relearning it");
+                None
+            }
+        }))
+    }
+
+    /// Learns one launch of `app` in ONE transaction: merges `launch` into its model, stores the
+    /// launch record, trims old records and evicts the least recently launched applications beyond
+    /// the cap. Returns the updated model.
+    pub fn learn_launch(
+        &mut self,
+        app: &str,
+        exe: &str,
+        launch: &LaunchProfile,
+        record: &LaunchRecord,
+        limits: &StateLimits,
+    ) -> Result<AppModel> {
+        let path = self.path.clone();
+        let e = |doing: &'static str| {
+            let path = path.clone();
+            move |err: rusqlite::Error| db_error(&path, doing, err)
+        };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e("learning in"))?;
+        let old: Option<String> = tx
+            .query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0))
+            .optional()
+            .map_err(e("learning in"))?;
+        let mut model = old
+            .and_then(|t| serde_json::from_str::<AppModel>(&t).ok())
+            .unwrap_or_else(|| AppModel::new(launch.page_size));
+        model.record_launch(launch, &limits.learn);
+        let text = serde_json::to_string(&model)
+            .map_err(|err| Error::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
+        let replay_pages = model.replay_profile(&limits.learn).page_count();
+        tx.execute(
+            "INSERT INTO apps (key, exe, launches, last_launch_ms, pages, replay_pages, model)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (key) DO UPDATE SET exe = ?2, launches = ?3, last_launch_ms = ?4, pages = ?5,
+                 replay_pages = ?6, model = ?7",
+            params![app, exe, model.launches as i64, record.started_ms as i64, model.page_count() as i64,
+                    replay_pages as i64, text],
+        )
+        .map_err(e("learning in"))?;
+        insert_record(&tx, record).map_err(e("learning in"))?;
+        trim(&tx, limits).map_err(e("learning in"))?;
+        tx.commit().map_err(e("committing to"))?;
+        Ok(model)
+    }
+
+    /// How many launches of `app` were learned and when the latest started (Unix ms), if any was.
+    pub fn learned_launches(&self, app: &str) -> Result<Option<(u64, u64)>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT launches, last_launch_ms FROM apps WHERE key = ?1")
+            .map_err(self.err("reading"))?;
+        st.query_row([app], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
+            .optional()
+            .map_err(self.err("reading"))
+    }
+
+    /// Stores a launch record without learning (a launch too short or too empty to learn from).
+    pub fn add_launch_record(&mut self, record: &LaunchRecord, limits: &StateLimits) -> Result<()> {
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "recording in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        insert_record(&tx, record).map_err(&e)?;
+        trim(&tx, limits).map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
+    /// Appends launches and exits (in the order given) and drops the oldest beyond the limit.
+    pub fn add_activity(&mut self, records: &[ActivityRecord], limits: &StateLimits) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "recording activity in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        {
+            let mut st = tx
+                .prepare_cached("INSERT INTO activity (at_ms, local_ms, app, instance, launch) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(&e)?;
+            for r in records {
+                st.execute(params![r.at_ms as i64, r.local_ms as i64, r.app, r.instance as i64, r.launch])
+                    .map_err(&e)?;
+            }
+        }
+        tx.execute(
+            "DELETE FROM activity WHERE id <= (SELECT id FROM activity ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+            [limits.max_activity_records as i64],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
+    /// The `limit` most recent launches and exits, oldest first (the order to replay them in).
+    pub fn recent_activity(&self, limit: usize) -> Result<Vec<ActivityRecord>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT at_ms, local_ms, app, instance, launch FROM
+                   (SELECT * FROM activity ORDER BY id DESC LIMIT ?1) ORDER BY id",
+            )
+            .map_err(self.err("reading"))?;
+        let rows = st
+            .query_map([limit.min(i64::MAX as usize) as i64], |r| {
+                Ok(ActivityRecord {
+                    at_ms: r.get::<_, i64>(0)? as u64,
+                    local_ms: r.get::<_, i64>(1)? as u64,
+                    app: r.get(2)?,
+                    instance: r.get::<_, i64>(3)? as u64,
+                    launch: r.get(4)?,
+                })
+            })
+            .map_err(self.err("reading"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
+    }
+
+    /// Learned applications, most recently launched first.
+    pub fn apps(&self) -> Result<Vec<AppSummary>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT key, exe, launches, last_launch_ms, pages, replay_pages FROM apps
+                 ORDER BY last_launch_ms DESC, key",
+            )
+            .map_err(self.err("reading"))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(AppSummary {
+                    key: r.get(0)?,
+                    exe: r.get(1)?,
+                    launches: r.get::<_, i64>(2)? as u64,
+                    last_launch_ms: r.get::<_, i64>(3)? as u64,
+                    pages: r.get::<_, i64>(4)? as u64,
+                    replay_pages: r.get::<_, i64>(5)? as u64,
+                })
+            })
+            .map_err(self.err("reading"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
+    }
+
+    /// Number of applications learned.
+    pub fn app_count(&self) -> Result<u64> {
+        self.conn
+            .query_row("SELECT count(*) FROM apps", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(self.err("reading"))
+    }
+
+    /// The `limit` most recent launch records, newest first.
+    pub fn recent_launches(&self, limit: usize) -> Result<Vec<LaunchRecord>> {
+        self.query_launches(None, limit)
+    }
+
+    /// The `limit` most recent launch records of `app`, newest first.
+    pub fn launches_of(&self, app: &str, limit: usize) -> Result<Vec<LaunchRecord>> {
+        self.query_launches(Some(app), limit)
+    }
+
+    fn query_launches(&self, app: Option<&str>, limit: usize) -> Result<Vec<LaunchRecord>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT app, started_ms, window_ms, pages_expected, pages_resident_at_exec, pages_prefetched,
+                        bytes_prefetched, pages_used, pages_read_from_disk, files
+                 FROM launches WHERE ?1 IS NULL OR app = ?1 ORDER BY id DESC LIMIT ?2",
+            )
+            .map_err(self.err("reading"))?;
+        let rows = st
+            .query_map(params![app, limit.min(i64::MAX as usize) as i64], |r| {
+                let u = |i: usize| r.get::<_, i64>(i).map(|v| v as u64);
+                Ok(LaunchRecord {
+                    app: r.get(0)?,
+                    started_ms: u(1)?,
+                    window_ms: u(2)?,
+                    pages_expected: u(3)?,
+                    pages_resident_at_exec: u(4)?,
+                    pages_prefetched: u(5)?,
+                    bytes_prefetched: u(6)?,
+                    pages_used: u(7)?,
+                    pages_read_from_disk: u(8)?,
+                    files: u(9)?,
+                })
+            })
+            .map_err(self.err("reading"))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
+    }
+
+    /// Forgets one application (its model and launch records); true when it was known.
+    pub fn forget(&mut self, app: &str) -> Result<bool> {
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "forgetting in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        let n = tx.execute("DELETE FROM apps WHERE key = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM launches WHERE app = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM activity WHERE app = ?1", [app]).map_err(&e)?;
+        tx.commit().map_err(&e)?;
+        Ok(n > 0)
+    }
+
+    /// Forgets everything learned; returns how many applications were forgotten.
+    pub fn forget_all(&mut self) -> Result<u64> {
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "forgetting in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        let n = tx.execute("DELETE FROM apps", []).map_err(&e)?;
+        tx.execute("DELETE FROM launches", []).map_err(&e)?;
+        tx.execute("DELETE FROM activity", []).map_err(&e)?;
+        tx.commit().map_err(&e)?;
+        Ok(n as u64)
+    }
+
+    /// Runs SQLite's full integrity check; `Ok` only when it says "ok".
+    pub fn integrity_check(&self) -> Result<()> {
+        let out: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(self.err("checking"))?;
+        if out == "ok" {
+            Ok(())
+        } else {
+            Err(Error::Corrupt { path: self.path.clone(), what: "state database", detail: out })
+        }
+    }
+
+    /// Writes the WAL back into the database file (on clean shutdown).
+    pub fn checkpoint(&self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(self.err("checkpointing"))
+    }
+}
+
+fn insert_record(tx: &rusqlite::Transaction<'_>, r: &LaunchRecord) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO launches (app, started_ms, window_ms, pages_expected, pages_resident_at_exec,
+             pages_prefetched, bytes_prefetched, pages_used, pages_read_from_disk, files)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        params![
+            r.app,
+            r.started_ms as i64,
+            r.window_ms as i64,
+            r.pages_expected as i64,
+            r.pages_resident_at_exec as i64,
+            r.pages_prefetched as i64,
+            r.bytes_prefetched as i64,
+            r.pages_used as i64,
+            r.pages_read_from_disk as i64,
+            r.files as i64
+        ],
+    )
+    .map(|_| ())
+}
+
+fn trim(tx: &rusqlite::Transaction<'_>, limits: &StateLimits) -> rusqlite::Result<()> {
+    tx.execute(
+        "DELETE FROM launches WHERE id <= (SELECT id FROM launches ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+        [limits.max_launch_records as i64],
+    )?;
+    tx.execute(
+        "DELETE FROM apps WHERE key IN (
+             SELECT key FROM apps ORDER BY last_launch_ms DESC, key LIMIT -1 OFFSET ?1)",
+        [limits.learn.max_apps.max(1) as i64],
+    )?;
+    Ok(())
+}
+
+/// Creates the state's directory (0700) when it does not exist.
+fn prepare_directory(path: &Path) -> Result<()> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if dir.exists() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io_at(dir, "creating state directory", e))
+}
+
+/// Renames `path` (and any -wal/-shm beside it) to `<path>.corrupt-<unix time>`.
+fn move_aside(path: &Path) -> Result<PathBuf> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut aside = PathBuf::from(format!("{}.corrupt-{now}", path.display()));
+    let mut n = 1;
+    while aside.exists() {
+        aside = PathBuf::from(format!("{}.corrupt-{now}.{n}", path.display()));
+        n += 1;
+    }
+    fs::rename(path, &aside).map_err(|e| Error::io_at(path, "moving aside", e))?;
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        if side.exists() {
+            let to = PathBuf::from(format!("{}{suffix}", aside.display()));
+            fs::rename(&side, &to).map_err(|e| Error::io_at(&side, "moving aside", e))?;
+        }
+    }
+    Ok(aside)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur_core::model::learn::LearnSettings;
+    use augur_core::model::profile::{FileIdentity, FileProfile, TraceMode, Unresolved, UsedRange};
+    use augur_core::model::range::PageRange;
+
+    pub(crate) fn launch(n: u64) -> LaunchProfile {
+        LaunchProfile {
+            command: vec!["app".into()],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 10,
+            files: vec![FileProfile {
+                path: "/usr/lib/libx.so".into(),
+                identity: FileIdentity { dev: 1, ino: 2, size: 3, mtime_ns: 4 },
+                ranges: vec![UsedRange { range: PageRange::new(n % 7, 3), first_use_us: 0 }],
+            }],
+            unresolved: Unresolved::default(),
+            lookups: Vec::new(),
+        }
+    }
+
+    fn record(app: &str, t: u64) -> LaunchRecord {
+        LaunchRecord { app: app.into(), started_ms: t, pages_used: 10, pages_read_from_disk: 2, ..Default::default() }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn fresh_state_is_created_private_and_keeps_what_it_learns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/state.db");
+        let (mut s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Created);
+        let limits = StateLimits::default();
+        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(0), &record("/usr/bin/x", 5), &limits).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        for side in ["-wal", "-shm"] {
+            let p = PathBuf::from(format!("{}{side}", path.display()));
+            assert_eq!(mode(&p), 0o600, "{side}");
+        }
+        drop(s);
+        let (s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        let apps = s.apps().unwrap();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0].launches, 1);
+        assert_eq!(s.load_app("/usr/bin/x").unwrap().unwrap().launches, 1);
+        assert_eq!(s.recent_launches(10).unwrap()[0].pages_read_from_disk, 2);
+        s.integrity_check().unwrap();
+    }
+
+    #[test]
+    fn foreign_and_garbage_files_are_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        fs::write(&path, b"this is not a database at all, just some text\n").unwrap();
+        let (s, outcome) = StateStore::open(&path).unwrap();
+        let OpenOutcome::MovedAside(aside) = outcome else { panic!("not moved aside: {outcome:?}") };
+        assert!(aside.to_str().unwrap().contains("state.db.corrupt-"));
+        assert_eq!(fs::read(&aside).unwrap(), b"this is not a database at all, just some text\n");
+        assert_eq!(s.app_count().unwrap(), 0);
+        drop(s);
+
+        fs::remove_file(&path).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("CREATE TABLE songs (title TEXT); INSERT INTO songs VALUES ('x');").unwrap();
+        drop(other);
+        let (_, outcome) = StateStore::open(&path).unwrap();
+        assert!(matches!(outcome, OpenOutcome::MovedAside(_)), "{outcome:?}");
+    }
+
+    #[test]
+    fn a_damaged_database_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let (mut s, _) = StateStore::open(&path).unwrap();
+        let limits = StateLimits::default();
+        for i in 0..50 {
+            s.learn_launch(&format!("/bin/app{i}"), "/bin/x", &launch(i), &record("a", i), &limits).unwrap();
+        }
+        s.checkpoint().unwrap();
+        drop(s);
+        // Keep the header, smash pages in the middle.
+        let mut bytes = fs::read(&path).unwrap();
+        assert!(bytes.len() > 3 * 4096);
+        for b in &mut bytes[4096..3 * 4096] {
+            *b = 0xA5;
+        }
+        fs::write(&path, &bytes).unwrap();
+        let (s, outcome) = StateStore::open(&path).unwrap();
+        assert!(matches!(outcome, OpenOutcome::MovedAside(_)), "{outcome:?}");
+        assert_eq!(s.app_count().unwrap(), 0);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        drop(StateStore::open(&path).unwrap());
+        let c = Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        drop(c);
+        let err = StateStore::open(&path).err().unwrap();
+        assert!(matches!(err, Error::UnsupportedVersion { found, .. } if found == SCHEMA_VERSION + 1), "{err}");
+        assert_eq!(err.exit_code(), augur_core::error::exit::UNSUPPORTED_VERSION);
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn caps_on_apps_and_records_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let (mut s, _) = StateStore::open(&path).unwrap();
+        let limits =
+            StateLimits { learn: LearnSettings { max_apps: 3, ..Default::default() }, max_launch_records: 4, max_activity_records: 5 };
+        for i in 0..10u64 {
+            let app = format!("/bin/a{i}");
+            s.learn_launch(&app, &app, &launch(i), &record(&app, 100 + i), &limits).unwrap();
+        }
+        let keys: Vec<String> = s.apps().unwrap().into_iter().map(|a| a.key).collect();
+        assert_eq!(keys, vec!["/bin/a9", "/bin/a8", "/bin/a7"]);
+        assert_eq!(s.recent_launches(100).unwrap().len(), 4);
+        let acts: Vec<ActivityRecord> = (0..8u64)
+            .map(|i| ActivityRecord { at_ms: i, local_ms: i + 1, app: format!("/bin/a{}", i / 2), instance: i / 2, launch: i % 2 == 0 })
+            .collect();
+        s.add_activity(&acts[..3], &limits).unwrap();
+        s.add_activity(&acts[3..], &limits).unwrap();
+        assert_eq!(s.recent_activity(100).unwrap(), acts[3..].to_vec(), "the newest five, oldest first");
+        assert_eq!(s.recent_activity(2).unwrap(), acts[6..].to_vec());
+    }
+
+    #[test]
+    fn a_first_schema_file_is_migrated_and_keeps_what_it_learned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute(
+            "INSERT INTO launches (app, started_ms, window_ms, pages_expected, pages_resident_at_exec, pages_prefetched,
+                 bytes_prefetched, pages_used, pages_read_from_disk, files) VALUES ('/bin/old', 5, 1, 0, 0, 0, 0, 3, 3, 1)",
+            [],
+        )
+        .unwrap();
+        drop(c);
+        let (mut s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        assert_eq!(s.recent_launches(10).unwrap()[0].app, "/bin/old");
+        let a = ActivityRecord { at_ms: 1, local_ms: 2, app: "/bin/x".into(), instance: 9, launch: true };
+        s.add_activity(std::slice::from_ref(&a), &StateLimits::default()).unwrap();
+        assert_eq!(s.recent_activity(10).unwrap(), vec![a]);
+        s.forget("/bin/x").unwrap();
+        assert!(s.recent_activity(10).unwrap().is_empty(), "forgetting an application forgets its launches too");
+    }
+
+    #[test]
+    fn forget_one_and_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = StateStore::open(&dir.path().join("s.db")).unwrap();
+        let limits = StateLimits::default();
+        for app in ["/a", "/b", "/c"] {
+            s.learn_launch(app, app, &launch(1), &record(app, 1), &limits).unwrap();
+        }
+        assert!(s.forget("/b").unwrap());
+        assert!(!s.forget("/b").unwrap());
+        assert_eq!(s.app_count().unwrap(), 2);
+        assert!(s.recent_launches(10).unwrap().iter().all(|r| r.app != "/b"));
+        assert!(s.launches_of("/b", 10).unwrap().is_empty());
+        assert_eq!(s.launches_of("/a", 10).unwrap().len(), 1);
+        assert_eq!(s.forget_all().unwrap(), 2);
+        assert_eq!(s.app_count().unwrap(), 0);
+    }
+}
