@@ -2,7 +2,7 @@
 //! panic, and every page event it yields must be a non-empty range that does not overflow.
 #![no_main]
 
-use augur_os::sense::event::{parse_line, EventKind, LineStats, TraceLine};
+use augur_os::sense::event::{EventKind, LineStats, TraceLine, parse_line};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -14,10 +14,6 @@ use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app}
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 
-
-
-
-
 #[test]
 fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     // Every launch followed: the repeats below must each be recorded.
@@ -125,7 +121,10 @@ fn a_launch_that_keeps_reusing_its_pages_stops_being_followed_and_is_learned() {
     let script = appdir.path().join("build.sh");
     std::fs::write(
         &script,
-        format!("#!/bin/sh\nend=$(( $(date +%s) + 6 ))\nwhile [ $(date +%s) -lt $end ]; do cat {} > /dev/null; done\n", data.display()),
+        format!(
+            "#!/bin/sh\nend=$(( $(date +%s) + 6 ))\nwhile [ $(date +%s) -lt $end ]; do cat {} > /dev/null; done\n",
+            data.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -164,7 +163,8 @@ fn what_a_cold_launch_needed_beyond_its_pages_is_learned_as_lookups() {
     let data = appdir.path().join("data");
     std::fs::write(&data, vec![7u8; 1 << 20]).unwrap();
     let script = appdir.path().join("lister.sh");
-    std::fs::write(&script, format!("#!/bin/sh\nls -lR {} > /dev/null\ncat {} > /dev/null\n", tree.display(), data.display())).unwrap();
+    std::fs::write(&script, format!("#!/bin/sh\nls -lR {} > /dev/null\ncat {} > /dev/null\n", tree.display(), data.display()))
+        .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let key = script.to_string_lossy().into_owned();
     drop_caches();
@@ -273,13 +273,8 @@ fn forget_works_through_the_daemon_and_without_it() {
     d.signal(libc::SIGTERM);
     d.wait_exit(Duration::from_secs(5)).unwrap();
     // Daemon stopped: forget edits the state directly.
-    let out = Command::new(AUGUR)
-        .args(["forget", "--all", "--socket"])
-        .arg(d.socket())
-        .arg("--state")
-        .arg(d.state())
-        .output()
-        .unwrap();
+    let out =
+        Command::new(AUGUR).args(["forget", "--all", "--socket"]).arg(d.socket()).arg("--state").arg(d.state()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (store, _) = augur_store::state::StateStore::open(&d.state()).unwrap();
     assert_eq!(store.app_count().unwrap(), 0);

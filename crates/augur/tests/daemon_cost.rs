@@ -15,7 +15,6 @@ use augur_core::model::range::PageRange;
 use augur_core::model::record::{LaunchRecord, StateLimits};
 use augur_store::state::StateStore;
 
-
 struct Daemon {
     child: Child,
     socket: PathBuf,
@@ -41,7 +40,9 @@ impl Daemon {
         for task in std::fs::read_dir(format!("/proc/{}/task", self.child.id())).unwrap() {
             let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap_or_default();
             for line in status.lines() {
-                if let Some(v) = line.strip_prefix("voluntary_ctxt_switches:").or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:")) {
+                if let Some(v) =
+                    line.strip_prefix("voluntary_ctxt_switches:").or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+                {
                     total += v.trim().parse::<u64>().unwrap();
                 }
             }
@@ -88,7 +89,8 @@ fn rss_stays_under_32_mib_with_500_learned_applications() {
         for app in 0..500u64 {
             let key = format!("/opt/app{app}/bin/app");
             for run in 0..2 {
-                let record = LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
+                let record =
+                    LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
                 store.learn_launch(&key, &key, &launch(app), &record, &limits).unwrap();
             }
         }
@@ -151,4 +153,3 @@ fn idle_daemon_wakes_at_most_a_handful_of_times_in_60_s() {
     }
     panic!("the machine was never idle for a minute (processes created per minute: {busy:?})");
 }
-

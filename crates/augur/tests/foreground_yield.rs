@@ -19,10 +19,7 @@ const MIB: u64 = 1 << 20;
 
 /// The milliseconds of the daemon's logged fetches that waited for others' reads.
 fn waits(log: &str) -> Vec<f64> {
-    log.lines()
-        .filter_map(|l| l.split("; waited ").nth(1))
-        .filter_map(|rest| rest.split(" ms").next()?.parse().ok())
-        .collect()
+    log.lines().filter_map(|l| l.split("; waited ").nth(1)).filter_map(|rest| rest.split(" ms").next()?.parse().ok()).collect()
 }
 
 #[test]
@@ -48,16 +45,10 @@ fn the_prediction_fetch_waits_while_another_process_reads_the_disk() {
     }
     let disk = augur_bench::throttle::root_disk().unwrap();
     let fetch_throttle = Cgroup::create("blkio", "yield-fetch", false);
-    fetch_throttle.set(
-        "blkio.throttle.read_bps_device",
-        &format!("{disk} {}", 4 * MIB),
-    );
+    fetch_throttle.set("blkio.throttle.read_bps_device", &format!("{disk} {}", 4 * MIB));
     fetch_throttle.set("tasks", &thread_named(d.pid(), "augur-predict").to_string());
     let reader_throttle = Cgroup::create("blkio", "yield-reader", true);
-    reader_throttle.set(
-        "blkio.throttle.read_bps_device",
-        &format!("{disk} {}", 64 * MIB),
-    );
+    reader_throttle.set("blkio.throttle.read_bps_device", &format!("{disk} {}", 64 * MIB));
     drop_caches();
     let wanted = 32 * MIB / augur_os::fetch::page_size();
     assert!(resident_pages(&data) < wanted / 10);
@@ -81,8 +72,7 @@ fn the_prediction_fetch_waits_while_another_process_reads_the_disk() {
 
     // Afterwards the fetch goes on and says it waited.
     let until = Instant::now() + Duration::from_secs(60);
-    while resident_pages(&data) < wanted * 9 / 10 || !waits(&d.log()).iter().any(|&ms| ms >= 100.0)
-    {
+    while resident_pages(&data) < wanted * 9 / 10 || !waits(&d.log()).iter().any(|&ms| ms >= 100.0) {
         assert!(
             Instant::now() < until,
             "after the foreground read, the application was not fetched ({} of {wanted} pages) or no fetch logged a wait of 100 ms or more: {}",

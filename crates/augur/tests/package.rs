@@ -74,11 +74,8 @@ fn package() -> &'static Path {
     DEB.get_or_init(|| {
         ensure_tool("dpkg-deb", "dpkg");
         let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("deb");
-        let deb = stdout(
-            Command::new(Path::new(REPO).join("scripts/build-deb"))
-                .env("AUGUR_BIN", BIN)
-                .env("AUGUR_DEB_DIR", &out_dir),
-        );
+        let deb =
+            stdout(Command::new(Path::new(REPO).join("scripts/build-deb")).env("AUGUR_BIN", BIN).env("AUGUR_DEB_DIR", &out_dir));
         let deb = PathBuf::from(deb.trim());
         assert!(deb.starts_with(&out_dir) && deb.is_file(), "{deb:?}");
         deb
@@ -146,14 +143,9 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
 fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
     let _serial = serial();
     let unit = fs::read_to_string(Path::new(REPO).join("packaging/augur.service")).unwrap();
-    let keys: Vec<(&str, &str)> = unit
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.contains('='))
-        .filter_map(|l| l.split_once('='))
-        .collect();
-    let value = |k: &str| -> Vec<&str> {
-        keys.iter().filter(|(key, _)| *key == k).map(|(_, v)| *v).collect()
-    };
+    let keys: Vec<(&str, &str)> =
+        unit.lines().filter(|l| !l.starts_with('#') && l.contains('=')).filter_map(|l| l.split_once('=')).collect();
+    let value = |k: &str| -> Vec<&str> { keys.iter().filter(|(key, _)| *key == k).map(|(_, v)| *v).collect() };
     for (k, v) in [
         ("Type", "notify"),
         ("ExecStart", "/usr/bin/augur daemon"),
@@ -178,10 +170,7 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
         assert_eq!(value(k), vec![v], "{k}");
     }
     let caps: Vec<&str> = value("CapabilityBoundingSet")[0].split_whitespace().collect();
-    assert_eq!(
-        caps,
-        ["CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN", "CAP_NET_ADMIN"]
-    );
+    assert_eq!(caps, ["CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN", "CAP_NET_ADMIN"]);
     // Each capability kept is explained in the unit and in the README.
     let readme = fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
     for cap in caps {
@@ -327,10 +316,8 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     }
 
     // The bash completion loads, directly and through bash-completion's on-demand loader.
-    let complete = stdout(Command::new("bash").args([
-        "-c",
-        "source /usr/share/bash-completion/completions/augur && complete -p augur",
-    ]));
+    let complete =
+        stdout(Command::new("bash").args(["-c", "source /usr/share/bash-completion/completions/augur && complete -p augur"]));
     assert!(complete.contains("-F _augur") && complete.trim_end().ends_with(" augur"), "{complete}");
     let words = stdout(Command::new("bash").args([
         "-c",
@@ -340,10 +327,10 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     ]));
     assert_eq!(words.split_whitespace().collect::<Vec<_>>(), ["status"], "{words}");
     ensure_tool_file("/usr/share/bash-completion/bash_completion", "bash-completion");
-    let loaded = stdout(Command::new("bash").args([
-        "-c",
-        "source /usr/share/bash-completion/bash_completion; _completion_loader augur; complete -p augur",
-    ]));
+    let loaded = stdout(
+        Command::new("bash")
+            .args(["-c", "source /usr/share/bash-completion/bash_completion; _completion_loader augur; complete -p augur"]),
+    );
     assert!(loaded.contains("-F _augur"), "{loaded}");
 
     // What augur learned lives in /var/lib/augur; purge must remove it with the configuration.

@@ -10,17 +10,13 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, resident_pages, run_app};
 
-
-
-
-
-
-
 #[test]
 fn b_predicted_after_a_reads_90_percent_fewer_pages_than_cold() {
     // Exec-time replay off: whatever B finds resident was fetched because it was predicted. The
     // budget (40 MiB) holds one application, so the planner has to choose B over A.
-    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nfollow_first_launches = 100\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nfollow_first_launches = 100\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n",
+    );
     let root = tempfile::tempdir_in("/var/tmp").unwrap();
     let (adir, bdir) = (root.path().join("a"), root.path().join("b"));
     let (a, b) = (make_app(&adir), make_app(&bdir));
@@ -77,7 +73,9 @@ fn prediction_survives_a_restart_and_plans_before_any_launch() {
     // As after a reboot: the daemon learns A → B → A → B …, stops, the caches are dropped, and a
     // new daemon on the same state loads A (what came after B every time) before anything is
     // launched. Exec-time replay is off; the budget (40 MiB) holds one application.
-    let mut d = TestDaemon::start("[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nfollow_first_launches = 100\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n");
+    let mut d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nreplay_on_exec = false\nfollow_first_launches = 100\n[predict]\nenabled = true\npredictor = \"augur\"\nbudget_bytes = 41943040\n",
+    );
     let root = tempfile::tempdir_in("/var/tmp").unwrap();
     let (adir, bdir) = (root.path().join("a"), root.path().join("b"));
     let (a, b) = (make_app(&adir), make_app(&bdir));
@@ -132,7 +130,11 @@ fn record_writes_a_trace_of_launches_that_simulate_accepts() {
     for app in ["/usr/bin/sleep", script_key.as_str()] {
         let launches = parsed.events.iter().filter(|e| matches!(e, augur_core::model::usage_trace::UsageEvent::Activity { app: a, transition: augur_core::model::usage_trace::Transition::Launch, .. } if a == app)).count();
         let exits = parsed.events.iter().filter(|e| matches!(e, augur_core::model::usage_trace::UsageEvent::Activity { app: a, transition: augur_core::model::usage_trace::Transition::Exit, .. } if a == app)).count();
-        assert!(launches >= 1 && exits >= 1, "{app}: {launches} launches, {exits} exits in {}", std::fs::read_to_string(&trace).unwrap());
+        assert!(
+            launches >= 1 && exits >= 1,
+            "{app}: {launches} launches, {exits} exits in {}",
+            std::fs::read_to_string(&trace).unwrap()
+        );
     }
     let sim = Command::new(AUGUR).args(["simulate", "--trace"]).arg(&trace).output().unwrap();
     assert!(sim.status.success(), "simulate refused the recorded trace: {}", String::from_utf8_lossy(&sim.stderr));
@@ -140,7 +142,8 @@ fn record_writes_a_trace_of_launches_that_simulate_accepts() {
 
     // With --duration only what happens from now on is recorded.
     let later = dir.path().join("later.jsonl");
-    let rec = Command::new(AUGUR).args(["record", "--duration", "2", "--output"]).arg(&later).arg("--socket").arg(d.socket()).spawn();
+    let rec =
+        Command::new(AUGUR).args(["record", "--duration", "2", "--output"]).arg(&later).arg("--socket").arg(d.socket()).spawn();
     let mut rec = rec.unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert!(Command::new("sh").arg(&script).status().unwrap().success());
@@ -149,7 +152,13 @@ fn record_writes_a_trace_of_launches_that_simulate_accepts() {
     assert!(later.header.start_unix_ms >= parsed.header.start_unix_ms + parsed.duration_ms(), "{later:?}");
     assert!(later.events.iter().any(|e| e.app() == script_key), "{later:?}");
 
-    let none = Command::new(AUGUR).args(["record", "--output"]).arg(dir.path().join("x")).arg("--socket").arg(dir.path().join("none.sock")).output().unwrap();
+    let none = Command::new(AUGUR)
+        .args(["record", "--output"])
+        .arg(dir.path().join("x"))
+        .arg("--socket")
+        .arg(dir.path().join("none.sock"))
+        .output()
+        .unwrap();
     assert_eq!(none.status.code(), Some(9), "{}", String::from_utf8_lossy(&none.stderr));
 }
 
@@ -173,4 +182,3 @@ fn explain_asks_the_running_daemon_and_says_so_in_one_line_without_one() {
     assert_eq!(none.status.code(), Some(9), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
-

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use augur_os::fetch::open::current_identity;
-use augur_os::fetch::{ResidencyProbe, evict_file, page_size};
 use augur_core::model::profile::{FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::{PageRange, RangeSet};
+use augur_os::fetch::open::current_identity;
+use augur_os::fetch::{ResidencyProbe, evict_file, page_size};
 use augur_store::profile_file;
 
 fn augur() -> Command {

@@ -25,9 +25,6 @@ const MIB: u64 = 1 << 20;
 const STALL_US: u64 = 150_000;
 const WINDOW_US: u64 = 2_000_000;
 
-
-
-
 fn monotonic_ns() -> u64 {
     augur_os::loop_io::monotonic_ns()
 }
@@ -43,7 +40,6 @@ fn write_file(path: &Path, bytes: u64) {
     }
     f.sync_all().unwrap();
 }
-
 
 /// The monotonic times the daemon logged for stopped prediction fetches.
 fn fetch_stops(log: &str) -> Vec<u64> {
@@ -112,7 +108,10 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     let rise = monotonic_ns();
     let pressure = std::fs::read_to_string("/proc/pressure/memory").unwrap();
     let resident_at_rise = resident_pages(&data);
-    assert!(n == 1 && pfd.revents & libc::POLLPRI != 0, "the hog raised no memory stall of {STALL_US} µs per {WINDOW_US} µs in 30 s: {pressure}");
+    assert!(
+        n == 1 && pfd.revents & libc::POLLPRI != 0,
+        "the hog raised no memory stall of {STALL_US} µs per {WINDOW_US} µs in 30 s: {pressure}"
+    );
 
     // The daemon's fetch stop, as it logged it.
     let until = Instant::now() + Duration::from_secs(5);

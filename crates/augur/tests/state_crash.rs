@@ -17,7 +17,11 @@ use augur_store::state::{OpenOutcome, StateStore};
 const CHILD_ENV: &str = "AUGUR_CRASH_CHILD_STATE";
 
 fn limits() -> StateLimits {
-    StateLimits { learn: LearnSettings { max_apps: 1000, ..Default::default() }, max_launch_records: 1_000_000, ..StateLimits::default() }
+    StateLimits {
+        learn: LearnSettings { max_apps: 1000, ..Default::default() },
+        max_launch_records: 1_000_000,
+        ..StateLimits::default()
+    }
 }
 
 /// A heavy launch: 40 files of 50 scattered ranges each, varying with `n`.
@@ -117,7 +121,12 @@ fn state_survives_sigkill_at_random_moments() {
             assert_eq!(app.launches, recs);
         }
         // At most the launch in progress was lost beyond what was reported.
-        assert!(stored.len() as u64 <= committed.len() as u64 + round as u64 + 1, "round {round}: {} stored, {} reported", stored.len(), committed.len());
+        assert!(
+            stored.len() as u64 <= committed.len() as u64 + round as u64 + 1,
+            "round {round}: {} stored, {} reported",
+            stored.len(),
+            committed.len()
+        );
     }
     assert!(committed.len() > kills, "the child barely wrote anything: {} launches", committed.len());
     println!("{kills} kills, {} launches committed and kept", committed.len());

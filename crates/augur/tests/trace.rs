@@ -107,7 +107,8 @@ fn trace_reader(name: &str, extra: &[&str], envs: &[(&str, &str)]) -> (LaunchPro
 }
 
 fn pages_of(profile: &LaunchProfile, path: &Path) -> u64 {
-    let f = profile.files.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("{} missing from the profile", path.display()));
+    let f =
+        profile.files.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("{} missing from the profile", path.display()));
     f.page_set().page_count()
 }
 
@@ -117,7 +118,12 @@ fn our_instances_left() -> Vec<String> {
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.starts_with("augur-"))
-        .filter(|n| n.rsplit('-').next().and_then(|p| p.parse::<u32>().ok()).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()))
+        .filter(|n| {
+            n.rsplit('-')
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
         .collect()
 }
 
@@ -382,7 +388,10 @@ fn files_read_through_an_overlay_are_resolved() {
     assert!(st.success(), "mounting an overlay");
     let merged_data = base.join("merged/data.bin");
     let out_path = fx.dir.join("overlay.profile.json");
-    let out = augur(&["trace", "-o", out_path.to_str().unwrap(), "--", fx.reader.to_str().unwrap(), merged_data.to_str().unwrap()], &[]);
+    let out = augur(
+        &["trace", "-o", out_path.to_str().unwrap(), "--", fx.reader.to_str().unwrap(), merged_data.to_str().unwrap()],
+        &[],
+    );
     let umount = Command::new("umount").arg(base.join("merged")).status().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(umount.success());
@@ -404,7 +413,10 @@ fn without_tracefs_trace_fails_with_exit_8_unless_file_only() {
         reader = fx.reader.display(),
         data = fx.data.display()
     );
-    let out = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).output().expect("unshare (util-linux) is needed");
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare (util-linux) is needed");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stdout.lines().collect::<Vec<_>>(), vec!["rc=8", "rc=0"], "{stderr}");

@@ -46,15 +46,34 @@ fn traced_pages_are_resident_after_drop_caches_and_prefetch() {
     let dir = tempfile::tempdir().unwrap();
     let profile_path = dir.path().join("python3.profile.json");
     let out = Command::new(AUGUR)
-        .args(["trace", "--output", profile_path.to_str().unwrap(), "--", "python3", "-c", "import asyncio, email, json, http.client"])
+        .args([
+            "trace",
+            "--output",
+            profile_path.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            "import asyncio, email, json, http.client",
+        ])
         .env_remove("AUGUR_FORCE_MODE")
         .output()
         .unwrap();
     assert!(out.status.success(), "trace: {}", String::from_utf8_lossy(&out.stderr));
     let profile = profile_file::load(&profile_path).unwrap();
     assert_eq!(profile.mode, TraceMode::Access);
-    assert!(profile.files.len() > 20 && profile.page_count() > 500, "a python start touches many files: {} files, {} pages", profile.files.len(), profile.page_count());
-    assert!(profile.files.iter().any(|f| f.path.to_string_lossy().ends_with("json/__init__.py") || f.path.to_string_lossy().contains("json/__pycache__")));
+    assert!(
+        profile.files.len() > 20 && profile.page_count() > 500,
+        "a python start touches many files: {} files, {} pages",
+        profile.files.len(),
+        profile.page_count()
+    );
+    assert!(
+        profile
+            .files
+            .iter()
+            .any(|f| f.path.to_string_lossy().ends_with("json/__init__.py")
+                || f.path.to_string_lossy().contains("json/__pycache__"))
+    );
 
     // Drop every clean page-cache page.
     assert!(Command::new("sync").status().unwrap().success());
@@ -77,7 +96,12 @@ fn traced_pages_are_resident_after_drop_caches_and_prefetch() {
     worst.reverse();
     let share = resident as f64 / wanted as f64;
     eprintln!("{resident} of {wanted} profiled pages resident after prefetch ({:.2} %)", share * 100.0);
-    assert!(share >= 0.99, "only {resident} of {wanted} profiled pages resident ({:.1} %); most missing: {:?}", share * 100.0, &worst[..worst.len().min(5)]);
+    assert!(
+        share >= 0.99,
+        "only {resident} of {wanted} profiled pages resident ({:.1} %); most missing: {:?}",
+        share * 100.0,
+        &worst[..worst.len().min(5)]
+    );
     assert!(Path::new(&profile_path).exists());
 }
 
@@ -111,7 +135,11 @@ fn failed_lookups_and_listed_directories_are_recorded_and_replayed() {
     assert_eq!(kind_of("/usr/share/doc"), Some(LookupKind::Dir), "{:?}", profile.lookups);
     assert_eq!(kind_of("/nonexistent/augur-lookup-test/x"), Some(LookupKind::Missing), "{:?}", profile.lookups);
     // The wrapper's own binary is not part of the command's working set.
-    assert!(!profile.files.iter().any(|f| f.path.ends_with("strace")), "{:?}", profile.files.iter().map(|f| &f.path).collect::<Vec<_>>());
+    assert!(
+        !profile.files.iter().any(|f| f.path.ends_with("strace")),
+        "{:?}",
+        profile.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+    );
     assert!(profile.files.iter().any(|f| f.path.ends_with("ls")));
 
     fs::write("/proc/sys/vm/drop_caches", "3").unwrap();

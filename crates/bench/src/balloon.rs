@@ -37,46 +37,26 @@ impl Balloon {
     pub fn inflate(leave_available: u64) -> Result<Balloon> {
         let exe = std::env::current_exe().context(|| "finding the augur-bench executable".into())?;
         let mut child = Command::new(&exe)
-            .args([
-                SUBCOMMAND,
-                "--leave",
-                &leave_available.to_string(),
-                "--owner",
-            ])
+            .args([SUBCOMMAND, "--leave", &leave_available.to_string(), "--owner"])
             .arg(std::process::id().to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .context(|| {
-                format!(
-                    "starting the memory balloon ({} {SUBCOMMAND})",
-                    exe.display()
-                )
-            })?;
+            .context(|| format!("starting the memory balloon ({} {SUBCOMMAND})", exe.display()))?;
         let Some(stdout) = child.stdout.take() else {
             let _ = child.kill();
-            return Err(Error::Command {
-                command: SUBCOMMAND.into(),
-                detail: "no stdout".into(),
-            });
+            return Err(Error::Command { command: SUBCOMMAND.into(), detail: "no stdout".into() });
         };
         let mut line = String::new();
         let read = BufReader::new(stdout).read_line(&mut line);
         let parsed = read.ok().and_then(|_| parse_ready(&line));
         match parsed {
-            Some((locked_bytes, available_after)) => Ok(Balloon {
-                child,
-                locked_bytes,
-                available_after,
-            }),
+            Some((locked_bytes, available_after)) => Ok(Balloon { child, locked_bytes, available_after }),
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(Error::Command {
-                    command: "memory balloon".into(),
-                    detail: format!("did not inflate: {}", line.trim()),
-                })
+                Err(Error::Command { command: "memory balloon".into(), detail: format!("did not inflate: {}", line.trim()) })
             }
         }
     }
@@ -87,9 +67,7 @@ impl Balloon {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(Error::Command {
                 command: "memory balloon".into(),
-                detail: format!(
-                    "died ({status}), probably chosen by the OOM killer: leave more memory available"
-                ),
+                detail: format!("died ({status}), probably chosen by the OOM killer: leave more memory available"),
             }),
             Err(e) => Err(Error::io("checking the memory balloon", e)),
         }
@@ -141,16 +119,11 @@ pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
         let excess = available.saturating_sub(leave_available);
         if excess < FINE_CHUNK as u64 {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "ready locked={locked} available={available}")
-                .context(|| "balloon stdout".into())?;
+            writeln!(out, "ready locked={locked} available={available}").context(|| "balloon stdout".into())?;
             out.flush().context(|| "balloon stdout".into())?;
             break;
         }
-        let size = if excess > 2 * CHUNK as u64 {
-            CHUNK
-        } else {
-            FINE_CHUNK
-        };
+        let size = if excess > 2 * CHUNK as u64 { CHUNK } else { FINE_CHUNK };
         // Writing every byte makes the pages real (not the shared zero page).
         held.push(vec![0xa5u8; size]);
         locked += size as u64;
@@ -171,11 +144,7 @@ pub fn kill_leftovers() -> usize {
         if args.get(1).map(String::as_str) != Some(SUBCOMMAND) {
             continue;
         }
-        let owner = args
-            .iter()
-            .position(|a| a == "--owner")
-            .and_then(|i| args.get(i + 1))
-            .and_then(|o| o.parse::<u32>().ok());
+        let owner = args.iter().position(|a| a == "--owner").and_then(|i| args.get(i + 1)).and_then(|o| o.parse::<u32>().ok());
         if owner.is_some_and(procfs::alive) {
             continue;
         }
@@ -190,10 +159,7 @@ pub fn kill_leftovers() -> usize {
 
 /// Every balloon process alive now (for checks that cleanup worked).
 pub fn running() -> Vec<u32> {
-    procfs::all_pids()
-        .into_iter()
-        .filter(|&p| procfs::cmdline(p).get(1).map(String::as_str) == Some(SUBCOMMAND))
-        .collect()
+    procfs::all_pids().into_iter().filter(|&p| procfs::cmdline(p).get(1).map(String::as_str) == Some(SUBCOMMAND)).collect()
 }
 
 #[cfg(test)]
@@ -202,10 +168,7 @@ mod tests {
 
     #[test]
     fn ready_line() {
-        assert_eq!(
-            parse_ready("ready locked=100 available=7\n"),
-            Some((100, 7))
-        );
+        assert_eq!(parse_ready("ready locked=100 available=7\n"), Some((100, 7)));
         assert_eq!(parse_ready("error: no\n"), None);
         assert_eq!(parse_ready(""), None);
     }

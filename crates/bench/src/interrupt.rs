@@ -22,16 +22,11 @@ pub fn install() -> Result<()> {
         return Ok(());
     }
     let flag = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         // Order matters: the conditional shutdown fires only if the flag is already set.
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))
             .map_err(|e| Error::io("installing the signal handler", e))?;
-        signal_hook::flag::register(sig, Arc::clone(&flag))
-            .map_err(|e| Error::io("installing the signal handler", e))?;
+        signal_hook::flag::register(sig, Arc::clone(&flag)).map_err(|e| Error::io("installing the signal handler", e))?;
     }
     let _ = FLAG.set(flag);
     Ok(())
@@ -44,19 +39,12 @@ pub fn requested() -> bool {
 
 /// The error every check point returns once interrupted.
 pub fn interrupted_error() -> Error {
-    Error::Command {
-        command: "augur bench".into(),
-        detail: "interrupted; cleaned up".into(),
-    }
+    Error::Command { command: "augur bench".into(), detail: "interrupted; cleaned up".into() }
 }
 
 /// Fails if a terminating signal has arrived.
 pub fn check() -> Result<()> {
-    if requested() {
-        Err(interrupted_error())
-    } else {
-        Ok(())
-    }
+    if requested() { Err(interrupted_error()) } else { Ok(()) }
 }
 
 /// Sleeps for `d`, waking every 50 ms to check for a signal.

@@ -87,36 +87,18 @@ impl LaunchEnv {
 
     fn command(&self, w: &Workload) -> Result<Command> {
         let work = self.work_dir(w);
-        let args: Vec<String> = w
-            .command
-            .iter()
-            .map(|a| a.replace("{work}", &work.to_string_lossy()))
-            .collect();
+        let args: Vec<String> = w.command.iter().map(|a| a.replace("{work}", &work.to_string_lossy())).collect();
         let mut cmd = Command::new(&args[0]);
-        cmd.args(&args[1..])
-            .current_dir(&work)
-            .envs(&self.vars)
-            .envs(&w.env)
-            .stdin(Stdio::null());
+        cmd.args(&args[1..]).current_dir(&work).envs(&self.vars).envs(&w.env).stdin(Stdio::null());
         let log = self.log_handle()?;
-        let log2 = log
-            .try_clone()
-            .context(|| "cloning the log handle".into())?;
+        let log2 = log.try_clone().context(|| "cloning the log handle".into())?;
         cmd.stdout(log).stderr(log2).process_group(0);
         Ok(cmd)
     }
 }
 
 fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
 /// A workload that is running (a desktop application after its window appeared). Dropping it
@@ -157,9 +139,7 @@ impl Running {
 
     /// Whether it is still running.
     pub fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     /// The workload's name.
@@ -195,11 +175,7 @@ pub struct Launched {
 }
 
 /// Launches `w` and times it to ready. `watcher` is needed for window workloads.
-pub fn launch(
-    env: &LaunchEnv,
-    w: &Workload,
-    watcher: Option<&mut WindowWatcher>,
-) -> Result<Launched> {
+pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>) -> Result<Launched> {
     interrupt::check()?;
     let mut cmd = env.command(w)?;
     let timeout = Duration::from_secs(w.timeout_secs);
@@ -207,15 +183,9 @@ pub fn launch(
         Ready::Exit => {
             let start = Instant::now();
             let mut child = cmd.spawn().map_err(|e| spawn_error(w, e))?;
-            let mut guard = Running {
-                child: None,
-                name: w.name.clone(),
-            };
+            let mut guard = Running { child: None, name: w.name.clone() };
             loop {
-                if let Some(status) = child
-                    .try_wait()
-                    .context(|| format!("waiting for {}", w.name))?
-                {
+                if let Some(status) = child.try_wait().context(|| format!("waiting for {}", w.name))? {
                     let secs = start.elapsed().as_secs_f64();
                     if !status.success() {
                         return Err(Error::Command {
@@ -223,10 +193,7 @@ pub fn launch(
                             detail: format!("{status} (output in {})", env.log.display()),
                         });
                     }
-                    return Ok(Launched {
-                        secs,
-                        running: None,
-                    });
+                    return Ok(Launched { secs, running: None });
                 }
                 if start.elapsed() > timeout || interrupt::requested() {
                     guard.child = Some(child);
@@ -241,50 +208,31 @@ pub fn launch(
             }
         }
         Ready::Window => {
-            let watcher = watcher.ok_or_else(|| {
-                Error::Usage(format!("{}: a window workload needs the X server", w.name))
-            })?;
+            let watcher = watcher.ok_or_else(|| Error::Usage(format!("{}: a window workload needs the X server", w.name)))?;
             watcher.drain()?;
             let start = Instant::now();
             let child = cmd.spawn().map_err(|e| spawn_error(w, e))?;
-            let mut running = Running {
-                child: Some(child),
-                name: w.name.clone(),
-            };
+            let mut running = Running { child: Some(child), name: w.name.clone() };
             let command = w.command.join(" ");
             let log = env.log.clone();
             let seen = watcher.wait_for_window(start + timeout, || {
                 (!running.alive()).then(|| Error::Command {
                     command: command.clone(),
-                    detail: format!(
-                        "exited before showing a window (output in {})",
-                        log.display()
-                    ),
+                    detail: format!("exited before showing a window (output in {})", log.display()),
                 })
             })?;
-            Ok(Launched {
-                secs: seen.duration_since(start).as_secs_f64(),
-                running: Some(running),
-            })
+            Ok(Launched { secs: seen.duration_since(start).as_secs_f64(), running: Some(running) })
         }
     }
 }
 
 fn spawn_error(w: &Workload, e: std::io::Error) -> Error {
-    Error::Command {
-        command: w.command.join(" "),
-        detail: format!("cannot start: {e}"),
-    }
+    Error::Command { command: w.command.join(" "), detail: format!("cannot start: {e}") }
 }
 
 /// Runs `w` again and again for `secs` (commands) or keeps it open that long (windows), so that a
 /// prefetcher sees it. Returns the number of launches.
-pub fn train(
-    env: &LaunchEnv,
-    w: &Workload,
-    secs: u64,
-    mut watcher: Option<&mut WindowWatcher>,
-) -> Result<u32> {
+pub fn train(env: &LaunchEnv, w: &Workload, secs: u64, mut watcher: Option<&mut WindowWatcher>) -> Result<u32> {
     let end = Instant::now() + Duration::from_secs(secs);
     let mut launches = 0;
     loop {
@@ -305,7 +253,5 @@ pub fn command_exists(program: &str) -> bool {
     if program.contains('/') {
         return Path::new(program).exists();
     }
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
+    std::env::var_os("PATH").map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file())).unwrap_or(false)
 }

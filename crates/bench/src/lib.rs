@@ -44,8 +44,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use augur_core::error::Result;
-use augur_os::privilege::require_root;
 use augur_os::fetch::{FetchPlan, page_size};
+use augur_os::privilege::require_root;
 
 use condition::standard_conditions;
 use measure::{Workload, run_to_exit};
@@ -111,8 +111,6 @@ pub fn bench_command(
     events(BenchEvent::ProfileReady(&info));
     let plan = FetchPlan::from_profiles([&launch_profile], page_size());
     let mut conditions = standard_conditions(plan);
-    let session = run_interleaved(workload, &mut conditions, rounds, &mut run_to_exit, &mut |p| {
-        events(BenchEvent::Session(p))
-    })?;
+    let session = run_interleaved(workload, &mut conditions, rounds, &mut run_to_exit, &mut |p| events(BenchEvent::Session(p)))?;
     Ok(BenchReport { machine: Machine::current(), profile: info, session })
 }

@@ -32,12 +32,7 @@ pub enum MachineProfile {
 
 impl MachineProfile {
     /// Every profile, in the order they are documented.
-    pub const ALL: [MachineProfile; 4] = [
-        Self::AsIs,
-        Self::SmallMemory,
-        Self::SlowDisk,
-        Self::SmallMemorySlowDisk,
-    ];
+    pub const ALL: [MachineProfile; 4] = [Self::AsIs, Self::SmallMemory, Self::SlowDisk, Self::SmallMemorySlowDisk];
 
     /// The profile's name on the command line and in outputs.
     pub fn name(self) -> &'static str {
@@ -69,16 +64,10 @@ impl fmt::Display for MachineProfile {
 impl FromStr for MachineProfile {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Self::ALL.iter().map(|p| p.name()).collect();
-                format!(
-                    "unknown machine profile `{s}` (expected one of: {})",
-                    names.join(", ")
-                )
-            })
+        Self::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown machine profile `{s}` (expected one of: {})", names.join(", "))
+        })
     }
 }
 
@@ -93,10 +82,7 @@ pub struct MachineSettings {
 
 impl Default for MachineSettings {
     fn default() -> Self {
-        MachineSettings {
-            leave_available: 2 << 30,
-            throttle: DiskThrottle::default(),
-        }
+        MachineSettings { leave_available: 2 << 30, throttle: DiskThrottle::default() }
     }
 }
 
@@ -172,12 +158,8 @@ impl ActiveMachine {
             active.record.throttled_device = Some(cgroup.device.clone());
             active.record.throttle = Some(cgroup.limits);
             active.record.throttle_read_back = Some(cgroup.read_back());
-            active.record.cgroup_version = Some(
-                serde_json::to_value(cgroup.version)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default(),
-            );
+            active.record.cgroup_version =
+                Some(serde_json::to_value(cgroup.version).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
             active.cgroup = Some(cgroup);
         }
         if profile.small_memory() {
@@ -236,9 +218,8 @@ pub fn clean_leftovers() -> Option<String> {
     let balloons = balloon::kill_leftovers();
     let cgroups = throttle::remove_leftovers();
     let reporting = if page_reporting::restore_leftover() { ", free page reporting resumed" } else { "" };
-    (balloons + cgroups > 0 || !reporting.is_empty()).then(|| {
-        format!("removed leftovers of an earlier run: {balloons} balloon(s), {cgroups} cgroup(s){reporting}")
-    })
+    (balloons + cgroups > 0 || !reporting.is_empty())
+        .then(|| format!("removed leftovers of an earlier run: {balloons} balloon(s), {cgroups} cgroup(s){reporting}"))
 }
 
 #[cfg(test)]

@@ -40,8 +40,7 @@ impl Workload {
 
 /// Quotes `arg` for a POSIX shell when it holds anything but plain word characters.
 pub fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
     if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
 }
 

@@ -79,10 +79,7 @@ pub fn wait_until_unchanged(quiet: Duration, limit: Duration, mut counter: impl 
 /// Makes `path` a file of exactly `bytes` non-zero bytes if it is not one already (so a file
 /// system cannot store it sparse or compressed).
 pub fn ensure_file(path: &Path, bytes: u64) -> Result<()> {
-    if fs::metadata(path)
-        .map(|m| m.len() == bytes)
-        .unwrap_or(false)
-    {
+    if fs::metadata(path).map(|m| m.len() == bytes).unwrap_or(false) {
         return Ok(());
     }
     if let Some(dir) = path.parent() {
@@ -95,19 +92,15 @@ pub fn ensure_file(path: &Path, bytes: u64) -> Result<()> {
     let mut written = 0;
     while written < bytes {
         for chunk in block.chunks_mut(8) {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let n = chunk.len();
             chunk.copy_from_slice(&state.to_le_bytes()[..n]);
         }
         let n = (bytes - written).min(block.len() as u64) as usize;
-        f.write_all(&block[..n])
-            .context(|| format!("writing {}", tmp.display()))?;
+        f.write_all(&block[..n]).context(|| format!("writing {}", tmp.display()))?;
         written += n as u64;
     }
-    f.sync_all()
-        .context(|| format!("syncing {}", tmp.display()))?;
+    f.sync_all().context(|| format!("syncing {}", tmp.display()))?;
     fs::rename(&tmp, path).context(|| format!("renaming {}", tmp.display()))
 }
 
@@ -117,9 +110,7 @@ pub fn read_whole(path: &Path) -> Result<u64> {
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0;
     loop {
-        let n = f
-            .read(&mut buf)
-            .context(|| format!("reading {}", path.display()))?;
+        let n = f.read(&mut buf).context(|| format!("reading {}", path.display()))?;
         if n == 0 {
             return Ok(total);
         }

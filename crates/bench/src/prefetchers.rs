@@ -47,11 +47,7 @@ pub fn augur_beside_me() -> Result<PathBuf> {
     }
     let me = std::env::current_exe().map_err(|e| Error::io("finding the augur-bench executable", e))?;
     let augur = me.with_file_name("augur");
-    if augur.is_file() {
-        Ok(augur)
-    } else {
-        Err(Error::NotFound { path: augur })
-    }
+    if augur.is_file() { Ok(augur) } else { Err(Error::NotFound { path: augur }) }
 }
 
 /// Where the daemons keep their files during a suite.
@@ -86,17 +82,8 @@ impl DaemonFiles {
         self.dir.join("augur.sock")
     }
     fn augur_config(&self, predict: bool) -> Result<PathBuf> {
-        let path = self.dir.join(if predict {
-            "augur-predict.toml"
-        } else {
-            "augur-replay.toml"
-        });
-        let text = augur_config_text(
-            &self.augur_state(),
-            &self.augur_socket(),
-            predict,
-            self.cycle_secs,
-        );
+        let path = self.dir.join(if predict { "augur-predict.toml" } else { "augur-replay.toml" });
+        let text = augur_config_text(&self.augur_state(), &self.augur_socket(), predict, self.cycle_secs);
         fs::write(&path, text).context(|| format!("writing {}", path.display()))?;
         Ok(path)
     }
@@ -133,12 +120,7 @@ impl RunningDaemon {
         let (mut cmd, log) = match kind {
             Prefetcher::Preload => {
                 let mut c = Command::new("preload");
-                c.arg("-f")
-                    .arg("-s")
-                    .arg(files.preload_state())
-                    .arg("-l")
-                    .arg(files.preload_log())
-                    .args(["-V", "10"]);
+                c.arg("-f").arg("-s").arg(files.preload_state()).arg("-l").arg(files.preload_log()).args(["-V", "10"]);
                 (c, files.preload_log())
             }
             Prefetcher::AugurReplay | Prefetcher::AugurPredict => {
@@ -150,11 +132,7 @@ impl RunningDaemon {
             }
         };
         let log_start = fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-        let out = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .context(|| format!("opening {}", log.display()))?;
+        let out = fs::OpenOptions::new().create(true).append(true).open(&log).context(|| format!("opening {}", log.display()))?;
         let err = out.try_clone().context(|| "cloning a log handle".into())?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
         let child = cmd.spawn().map_err(|e| Error::Command {
@@ -182,21 +160,14 @@ impl RunningDaemon {
     /// Fails (with the last line of its log) if the daemon has exited.
     pub fn check_alive(&mut self) -> Result<()> {
         let Some(child) = self.child.as_mut() else {
-            return Err(Error::Command {
-                command: self.kind.name().into(),
-                detail: "stopped".into(),
-            });
+            return Err(Error::Command { command: self.kind.name().into(), detail: "stopped".into() });
         };
         match child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => {
                 let tail = self.log_since_start();
                 // The first error line says why (clap, augur: ...), else the last line.
-                let lines: Vec<&str> = tail
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .collect();
+                let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
                 let last = lines
                     .iter()
                     .find(|l| l.to_ascii_lowercase().contains("error"))
@@ -204,10 +175,7 @@ impl RunningDaemon {
                     .copied()
                     .unwrap_or("")
                     .to_string();
-                Err(Error::Command {
-                    command: self.kind.name().into(),
-                    detail: format!("exited ({status}): {last}"),
-                })
+                Err(Error::Command { command: self.kind.name().into(), detail: format!("exited ({status}): {last}") })
             }
             Err(e) => Err(Error::io("checking a daemon", e)),
         }
@@ -225,10 +193,7 @@ impl RunningDaemon {
             self.check_alive()?;
             let ready = match self.kind {
                 Prefetcher::Preload => self.log_since_start().contains("state predicting end"),
-                _ => {
-                    self.log_since_start().contains("daemon ready")
-                        || socket_exists(&self.log, self)
-                }
+                _ => self.log_since_start().contains("daemon ready") || socket_exists(&self.log, self),
             };
             if ready {
                 return Ok(());
@@ -236,11 +201,7 @@ impl RunningDaemon {
             if Instant::now() >= deadline {
                 return Err(Error::Command {
                     command: self.kind.name().into(),
-                    detail: format!(
-                        "not ready after {} s (log: {})",
-                        limit.as_secs(),
-                        self.log.display()
-                    ),
+                    detail: format!("not ready after {} s (log: {})", limit.as_secs(), self.log.display()),
                 });
             }
             interrupt::sleep(Duration::from_millis(50))?;
@@ -292,13 +253,8 @@ impl RunningDaemon {
         // Done when the daemon has read nothing for a while: on a throttled disk a prefetch of
         // small scattered ranges fills the cache too slowly for "the cache stopped growing" to
         // mean "the prefetch is over". Both daemons' reads count to their own process.
-        self.wait_until_reads_stop(
-            READS_QUIET,
-            limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)),
-        )?;
-        let left = limit
-            .saturating_sub(start.elapsed())
-            .max(Duration::from_secs(1));
+        self.wait_until_reads_stop(READS_QUIET, limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)))?;
+        let left = limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
         page_cache::wait_until_quiet(Duration::from_millis(700), 2 << 20, left)?;
         // Reads a block throttle still holds back are part of the prefetch: wait for the disk.
         if let Ok(disk) = crate::throttle::root_disk() {
@@ -347,10 +303,7 @@ impl RunningDaemon {
         }
         let _ = child.kill();
         let _ = child.wait();
-        tracing::warn!(
-            "{} did not stop within 20 s of SIGTERM; killed",
-            self.kind.name()
-        );
+        tracing::warn!("{} did not stop within 20 s of SIGTERM; killed", self.kind.name());
         Ok(())
     }
 }
@@ -363,10 +316,7 @@ impl Drop for RunningDaemon {
 
 fn socket_exists(log: &Path, d: &RunningDaemon) -> bool {
     let _ = log;
-    d.kind != Prefetcher::Preload
-        && log
-            .parent()
-            .is_some_and(|dir| dir.join("augur.sock").exists())
+    d.kind != Prefetcher::Preload && log.parent().is_some_and(|dir| dir.join("augur.sock").exists())
 }
 
 /// How long a prefetcher must have read nothing for its round to count as finished.
@@ -385,9 +335,7 @@ pub fn preload_using_kb(log: &str) -> Option<u64> {
 /// Whether preload's state file lists an executable whose path is `exe` (preload learned it).
 pub fn preload_knows(state_text: &str, exe: &Path) -> bool {
     let want = format!("file://{}", exe.display());
-    state_text
-        .lines()
-        .any(|l| l.starts_with("EXE") && l.split_whitespace().last() == Some(want.as_str()))
+    state_text.lines().any(|l| l.starts_with("EXE") && l.split_whitespace().last() == Some(want.as_str()))
 }
 
 /// Resolves a command name to the executable the kernel runs (PATH, then symlinks).
@@ -396,9 +344,7 @@ pub fn resolve_exe(program: &str) -> Option<PathBuf> {
         PathBuf::from(program)
     } else {
         let paths = std::env::var_os("PATH")?;
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())?
+        std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file())?
     };
     fs::canonicalize(p).ok()
 }
@@ -409,7 +355,8 @@ mod tests {
 
     #[test]
     fn preload_log_decision() {
-        let log = "[x] 8323630kb available for preloading, using 0kb of it\n[y] 900kb available for preloading, using 512kb of it\n";
+        let log =
+            "[x] 8323630kb available for preloading, using 0kb of it\n[y] 900kb available for preloading, using 512kb of it\n";
         assert_eq!(preload_using_kb(log), Some(512));
         assert_eq!(preload_using_kb("nothing"), None);
     }

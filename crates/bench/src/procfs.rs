@@ -17,10 +17,8 @@ pub const TICKS_PER_SEC: f64 = 100.0;
 /// One field of /proc/meminfo, in bytes.
 pub fn meminfo(field: &str) -> Result<u64> {
     let text = fs::read_to_string("/proc/meminfo").context(|| "reading /proc/meminfo".into())?;
-    parse_meminfo(&text, field).ok_or_else(|| Error::Kernel {
-        feature: format!("/proc/meminfo field {field}"),
-        detail: "absent".into(),
-    })
+    parse_meminfo(&text, field)
+        .ok_or_else(|| Error::Kernel { feature: format!("/proc/meminfo field {field}"), detail: "absent".into() })
 }
 
 /// Finds `field` (e.g. `MemAvailable`) in meminfo text; values are in kB.
@@ -51,14 +49,10 @@ pub struct ProcessSample {
 /// Samples process `pid`. Fails if it is gone.
 pub fn sample(pid: u32) -> Result<ProcessSample> {
     let base = format!("/proc/{pid}");
-    let stat =
-        fs::read_to_string(format!("{base}/stat")).context(|| format!("reading {base}/stat"))?;
-    let (utime, stime) = parse_stat_times(&stat).ok_or_else(|| Error::Kernel {
-        feature: "/proc/PID/stat".into(),
-        detail: format!("unparsable: {stat}"),
-    })?;
-    let status = fs::read_to_string(format!("{base}/status"))
-        .context(|| format!("reading {base}/status"))?;
+    let stat = fs::read_to_string(format!("{base}/stat")).context(|| format!("reading {base}/stat"))?;
+    let (utime, stime) = parse_stat_times(&stat)
+        .ok_or_else(|| Error::Kernel { feature: "/proc/PID/stat".into(), detail: format!("unparsable: {stat}") })?;
+    let status = fs::read_to_string(format!("{base}/status")).context(|| format!("reading {base}/status"))?;
     let rss_bytes = parse_status_kb(&status, "VmRSS").unwrap_or(0);
     let mut context_switches = 0;
     if let Ok(tasks) = fs::read_dir(format!("{base}/task")) {
@@ -69,16 +63,8 @@ pub fn sample(pid: u32) -> Result<ProcessSample> {
             }
         }
     }
-    let read_bytes = fs::read_to_string(format!("{base}/io"))
-        .ok()
-        .and_then(|io| parse_io_read_bytes(&io))
-        .unwrap_or(0);
-    Ok(ProcessSample {
-        cpu_secs: (utime + stime) as f64 / TICKS_PER_SEC,
-        rss_bytes,
-        context_switches,
-        read_bytes,
-    })
+    let read_bytes = fs::read_to_string(format!("{base}/io")).ok().and_then(|io| parse_io_read_bytes(&io)).unwrap_or(0);
+    Ok(ProcessSample { cpu_secs: (utime + stime) as f64 / TICKS_PER_SEC, rss_bytes, context_switches, read_bytes })
 }
 
 fn stat_fields_after_comm(stat: &str) -> Option<Vec<&str>> {
@@ -115,24 +101,13 @@ fn parse_status_count(status: &str, field: &str) -> Option<u64> {
 /// The command line of process `pid` as its arguments (empty if gone or a kernel thread).
 pub fn cmdline(pid: u32) -> Vec<String> {
     fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|c| *c == 0)
-                .filter(|s| !s.is_empty())
-                .map(|s| String::from_utf8_lossy(s).into_owned())
-                .collect()
-        })
+        .map(|b| b.split(|c| *c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect())
         .unwrap_or_default()
 }
 
 /// Every process id currently in /proc.
 pub fn all_pids() -> Vec<u32> {
-    fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()).unwrap_or_default()
 }
 
 /// Whether process `pid` exists (and is not a zombie).
@@ -190,14 +165,8 @@ mod tests {
 
     #[test]
     fn io_and_status_fields() {
-        assert_eq!(
-            parse_io_read_bytes("rchar: 5\nread_bytes: 4096\n"),
-            Some(4096)
-        );
-        assert_eq!(
-            parse_status_kb("VmRSS:\t  1200 kB\n", "VmRSS"),
-            Some(1200 * 1024)
-        );
+        assert_eq!(parse_io_read_bytes("rchar: 5\nread_bytes: 4096\n"), Some(4096));
+        assert_eq!(parse_status_kb("VmRSS:\t  1200 kB\n", "VmRSS"), Some(1200 * 1024));
     }
 
     #[test]

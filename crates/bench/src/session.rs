@@ -201,13 +201,9 @@ mod tests {
             Ok(RunSample { elapsed_ms: e, user_ms: 10.0, sys_ms: 5.0, io_wait_ms: e - 15.0, major_faults: 0, blocks_in: 0 })
         };
         let mut events = Vec::new();
-        let result = run_interleaved(
-            &Workload::new(vec!["x".into()]),
-            &mut conditions,
-            3,
-            &mut measure,
-            &mut |p| events.push(format!("{p:?}").chars().take(8).collect::<String>()),
-        )
+        let result = run_interleaved(&Workload::new(vec!["x".into()]), &mut conditions, 3, &mut measure, &mut |p| {
+            events.push(format!("{p:?}").chars().take(8).collect::<String>())
+        })
         .unwrap();
         assert_eq!(*measured.borrow(), 1 + 9, "one warm-up plus three rounds of three");
         assert_eq!(state.borrow().0, ["cold", "warm", "prefetched"].repeat(3));

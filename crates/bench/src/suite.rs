@@ -21,14 +21,13 @@ use crate::page_cache;
 use crate::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon};
 use crate::suite_file::{Condition, Ready, Suite, Workload};
 use crate::suite_report::{
-    ConditionReport, ConditionStatus, DaemonCost, PrefetcherStatus, ProfileReport, SuiteReport,
-    TrainingRecord, WorkloadReport,
+    ConditionReport, ConditionStatus, DaemonCost, PrefetcherStatus, ProfileReport, SuiteReport, TrainingRecord, WorkloadReport,
 };
 use crate::xdisplay::{WindowWatcher, XServer};
 use crate::{suite_chart, suite_markdown};
 use augur_core::error::{Error, IoContext, Result};
-use augur_os::privilege::require_root;
 use augur_os::fetch::drop_all_caches;
+use augur_os::privilege::require_root;
 
 /// What to run and where to write.
 #[derive(Debug, Clone)]
@@ -73,15 +72,8 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
     require_root("augur bench --suite")?;
     let mut suite = Suite::load(&opts.suite_path)?;
     if !opts.only.is_empty() {
-        if let Some(unknown) = opts
-            .only
-            .iter()
-            .find(|o| !suite.workloads.iter().any(|w| &&w.name == o))
-        {
-            return Err(Error::Usage(format!(
-                "--only: no workload named `{unknown}` in {}",
-                opts.suite_path.display()
-            )));
+        if let Some(unknown) = opts.only.iter().find(|o| !suite.workloads.iter().any(|w| &&w.name == o)) {
+            return Err(Error::Usage(format!("--only: no workload named `{unknown}` in {}", opts.suite_path.display())));
         }
         suite.workloads.retain(|w| opts.only.contains(&w.name));
     }
@@ -98,10 +90,8 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
     if let Some(msg) = machine::clean_leftovers() {
         progress(&msg);
     }
-    fs::create_dir_all(&opts.output_dir)
-        .context(|| format!("creating {}", opts.output_dir.display()))?;
-    fs::create_dir_all(&opts.cache_dir)
-        .context(|| format!("creating {}", opts.cache_dir.display()))?;
+    fs::create_dir_all(&opts.output_dir).context(|| format!("creating {}", opts.output_dir.display()))?;
+    fs::create_dir_all(&opts.cache_dir).context(|| format!("creating {}", opts.cache_dir.display()))?;
     let mut report = SuiteReport {
         version: crate::suite_report::REPORT_VERSION,
         augur_version: env!("CARGO_PKG_VERSION").into(),
@@ -126,13 +116,10 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
 
 /// Writes suite.json, suite.md and suite.svg into `dir`.
 pub fn write_outputs(report: &SuiteReport, dir: &Path) -> Result<()> {
-    let json = serde_json::to_string_pretty(report)
-        .map_err(|e| Error::io("serialising the report", e.into()))?;
-    for (name, text) in [
-        ("suite.json", json + "\n"),
-        ("suite.md", suite_markdown::render(report)),
-        ("suite.svg", suite_chart::render(report)),
-    ] {
+    let json = serde_json::to_string_pretty(report).map_err(|e| Error::io("serialising the report", e.into()))?;
+    for (name, text) in
+        [("suite.json", json + "\n"), ("suite.md", suite_markdown::render(report)), ("suite.svg", suite_chart::render(report))]
+    {
         let p = dir.join(name);
         fs::write(&p, text).context(|| format!("writing {}", p.display()))?;
     }
@@ -149,12 +136,7 @@ struct Session<'a> {
     progress: Progress<'a>,
 }
 
-fn run_profile(
-    suite: &Suite,
-    opts: &SuiteOptions,
-    profile: MachineProfile,
-    progress: Progress<'_>,
-) -> Result<ProfileReport> {
+fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, progress: Progress<'_>) -> Result<ProfileReport> {
     let started = Instant::now();
     let check_file = opts.cache_dir.join("read-check.bin");
     page_cache::ensure_file(&check_file, CHECK_FILE_BYTES)?;
@@ -167,56 +149,31 @@ fn run_profile(
         machine.record.mem_available_before >> 20,
         machine.record.balloon_locked_bytes >> 20,
         bps / 1e6,
-        machine
-            .record
-            .throttle_read_back
-            .as_ref()
-            .map(|t| format!("; throttle {t}"))
-            .unwrap_or_default(),
-        machine
-            .record
-            .free_memory_backed
-            .as_ref()
-            .map(|b| format!("; {b}"))
-            .unwrap_or_default()
+        machine.record.throttle_read_back.as_ref().map(|t| format!("; throttle {t}")).unwrap_or_default(),
+        machine.record.free_memory_backed.as_ref().map(|b| format!("; {b}")).unwrap_or_default()
     ));
-    let mut report = ProfileReport {
-        machine: machine.record.clone(),
-        ..Default::default()
-    };
+    let mut report = ProfileReport { machine: machine.record.clone(), ..Default::default() };
     if opts.check_profiles_only {
         report.elapsed_secs = started.elapsed().as_secs_f64();
         return Ok(report);
     }
 
-    let session_dir = opts
-        .output_dir
-        .join(format!("session-{}", profile.name().replace('+', "-")));
+    let session_dir = opts.output_dir.join(format!("session-{}", profile.name().replace('+', "-")));
     if session_dir.exists() {
-        fs::remove_dir_all(&session_dir)
-            .context(|| format!("clearing {}", session_dir.display()))?;
+        fs::remove_dir_all(&session_dir).context(|| format!("clearing {}", session_dir.display()))?;
     }
     fs::create_dir_all(&session_dir).context(|| format!("creating {}", session_dir.display()))?;
     let needs_x = suite.workloads.iter().any(|w| w.ready == Ready::Window);
-    let xserver = if needs_x {
-        Some(XServer::start()?)
-    } else {
-        None
-    };
+    let xserver = if needs_x { Some(XServer::start()?) } else { None };
     let mut env = LaunchEnv::new(opts.cache_dir.join("work"), session_dir.join("workloads.log"));
     let home = opts.cache_dir.join("home");
     let runtime = session_dir.join("xdg-runtime");
     for d in [&home, &runtime] {
         fs::create_dir_all(d).context(|| format!("creating {}", d.display()))?;
     }
-    let _ = fs::set_permissions(
-        &runtime,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    );
-    env.vars
-        .insert("HOME".into(), home.to_string_lossy().into());
-    env.vars
-        .insert("XDG_RUNTIME_DIR".into(), runtime.to_string_lossy().into());
+    let _ = fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    env.vars.insert("HOME".into(), home.to_string_lossy().into());
+    env.vars.insert("XDG_RUNTIME_DIR".into(), runtime.to_string_lossy().into());
     env.vars.insert("NO_AT_BRIDGE".into(), "1".into());
     if let Some(x) = &xserver {
         env.vars.insert("DISPLAY".into(), x.display_name());
@@ -226,35 +183,14 @@ fn run_profile(
         Some(x) => Some(WindowWatcher::connect(x.display)?),
         None => None,
     };
-    let files = DaemonFiles {
-        dir: session_dir.join("daemons"),
-        augur_exe: opts.augur_exe.clone(),
-        cycle_secs: 20,
-    };
-    let mut s = Session {
-        suite,
-        env,
-        watcher,
-        files,
-        available: Vec::new(),
-        progress,
-    };
+    let files = DaemonFiles { dir: session_dir.join("daemons"), augur_exe: opts.augur_exe.clone(), cycle_secs: 20 };
+    let mut s = Session { suite, env, watcher, files, available: Vec::new(), progress };
 
     let cost_here = !opts.skip_cost
-        && suite.cost.as_ref().is_some_and(|c| {
-            c.profiles.is_empty() || c.profiles.iter().any(|p| p == profile.name())
-        });
+        && suite.cost.as_ref().is_some_and(|c| c.profiles.is_empty() || c.profiles.iter().any(|p| p == profile.name()));
     // Which prefetchers can run here.
-    let wanted: Vec<Prefetcher> = suite
-        .conditions
-        .iter()
-        .filter_map(|c| prefetcher_of(*c))
-        .collect();
-    for kind in [
-        Prefetcher::Preload,
-        Prefetcher::AugurReplay,
-        Prefetcher::AugurPredict,
-    ] {
+    let wanted: Vec<Prefetcher> = suite.conditions.iter().filter_map(|c| prefetcher_of(*c)).collect();
+    for kind in [Prefetcher::Preload, Prefetcher::AugurReplay, Prefetcher::AugurPredict] {
         if !wanted.contains(&kind) && !cost_here {
             continue;
         }
@@ -262,11 +198,7 @@ fn run_profile(
         if status.available {
             s.available.push(kind);
         } else {
-            progress(&format!(
-                "{}: unavailable: {}",
-                kind.name(),
-                status.reason.clone().unwrap_or_default()
-            ));
+            progress(&format!("{}: unavailable: {}", kind.name(), status.reason.clone().unwrap_or_default()));
         }
         report.prefetchers.push(status);
     }
@@ -287,10 +219,7 @@ fn run_profile(
             }
         }
         learning = daemons;
-        report.cost = Some(crate::suite_report::CostReport {
-            daemons: learning.clone(),
-            slowdowns: Vec::new(),
-        });
+        report.cost = Some(crate::suite_report::CostReport { daemons: learning.clone(), slowdowns: Vec::new() });
     }
 
     // The interleaved measurements.
@@ -301,11 +230,7 @@ fn run_profile(
             name: w.name.clone(),
             command: w.command.clone(),
             ready: w.ready,
-            conditions: suite
-                .conditions
-                .iter()
-                .map(|c| ConditionReport::new(*c))
-                .collect(),
+            conditions: suite.conditions.iter().map(|c| ConditionReport::new(*c)).collect(),
         })
         .collect();
     for (wi, w) in suite.workloads.iter().enumerate() {
@@ -313,13 +238,8 @@ fn run_profile(
             if let Some(kind) = prefetcher_of(c.condition) {
                 if !s.available.contains(&kind) {
                     c.status = ConditionStatus::Unavailable;
-                    let why = report
-                        .prefetchers
-                        .iter()
-                        .find(|p| p.name == kind.name())
-                        .and_then(|p| p.reason.clone());
-                    c.reasons
-                        .push(why.unwrap_or_else(|| "not available".into()));
+                    let why = report.prefetchers.iter().find(|p| p.name == kind.name()).and_then(|p| p.reason.clone());
+                    c.reasons.push(why.unwrap_or_else(|| "not available".into()));
                 }
             }
         }
@@ -339,13 +259,7 @@ fn run_profile(
                 }
                 match measure(&mut s, w, cond, warm_now) {
                     Ok(m) => {
-                        progress(&format!(
-                            "{profile} run {run}/{}: {} {}: {:.3} s",
-                            suite.runs,
-                            w.name,
-                            cond.name(),
-                            m.secs
-                        ));
+                        progress(&format!("{profile} run {run}/{}: {} {}: {:.3} s", suite.runs, w.name, cond.name(), m.secs));
                         slot.samples.push(m.secs);
                         slot.prefetch_read_bytes.extend(m.prefetch_read);
                         slot.cache_growth_bytes.extend(m.cache_growth);
@@ -354,12 +268,7 @@ fn run_profile(
                     }
                     Err(e) => {
                         interrupt::check()?;
-                        progress(&format!(
-                            "{profile} run {run}/{}: {} {}: failed: {e}",
-                            suite.runs,
-                            w.name,
-                            cond.name()
-                        ));
+                        progress(&format!("{profile} run {run}/{}: {} {}: failed: {e}", suite.runs, w.name, cond.name()));
                         slot.reasons.push(e.to_string());
                         warm_now = false;
                     }
@@ -425,10 +334,7 @@ pub fn prefetcher_of(c: Condition) -> Option<Prefetcher> {
 fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
     let result = (|| -> Result<()> {
         if kind == Prefetcher::Preload && !launch::command_exists("preload") {
-            return Err(Error::Command {
-                command: "preload".into(),
-                detail: "not installed (run scripts/bench-setup)".into(),
-            });
+            return Err(Error::Command { command: "preload".into(), detail: "not installed (run scripts/bench-setup)".into() });
         }
         let mut d = RunningDaemon::start(kind, files)?;
         d.wait_ready(Duration::from_secs(30))?;
@@ -437,11 +343,7 @@ fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
         }
         d.stop()
     })();
-    PrefetcherStatus {
-        name: kind.name().into(),
-        available: result.is_ok(),
-        reason: result.err().map(|e| e.to_string()),
-    }
+    PrefetcherStatus { name: kind.name().into(), available: result.is_ok(), reason: result.err().map(|e| e.to_string()) }
 }
 
 /// One successful measurement.
@@ -453,12 +355,7 @@ struct Measured {
 }
 
 fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -> Result<Measured> {
-    let mut m = Measured {
-        secs: 0.0,
-        prefetch_read: None,
-        cache_growth: None,
-        preload_decision: None,
-    };
+    let mut m = Measured { secs: 0.0, prefetch_read: None, cache_growth: None, preload_decision: None };
     match cond {
         Condition::Cold => {
             drop_all_caches()?;
@@ -481,8 +378,7 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
             // Replay happens at exec; there is nothing to wait for but the daemon itself.
             d.wait_ready(limit)?;
         } else {
-            m.preload_decision =
-                d.wait_first_cycle(limit, Duration::from_secs(s.files.cycle_secs))?;
+            m.preload_decision = d.wait_first_cycle(limit, Duration::from_secs(s.files.cycle_secs))?;
         }
         m.prefetch_read = Some(d.sample()?.read_bytes);
         m.cache_growth = Some(page_cache::cached_bytes()?.saturating_sub(cached0));
@@ -507,9 +403,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
         .available
         .iter()
         .copied()
-        .filter(|k| {
-            *k != Prefetcher::AugurReplay || !s.available.contains(&Prefetcher::AugurPredict)
-        })
+        .filter(|k| *k != Prefetcher::AugurReplay || !s.available.contains(&Prefetcher::AugurPredict))
         .collect();
     if kinds.is_empty() || s.suite.training_secs == 0 {
         return Ok(Vec::new());
@@ -528,15 +422,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
             "training: {} for {} s ({} watching)",
             w.name,
             s.suite.training_secs,
-            kinds
-                .iter()
-                .map(|k| if *k == Prefetcher::Preload {
-                    "preload"
-                } else {
-                    "augur"
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
+            kinds.iter().map(|k| if *k == Prefetcher::Preload { "preload" } else { "augur" }).collect::<Vec<_>>().join(", ")
         ));
         let t = Instant::now();
         let launches = match launch::train(&s.env, w, s.suite.training_secs, s.watcher.as_mut()) {
@@ -563,11 +449,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
     for (i, d) in daemons.into_iter().enumerate() {
         let end = d.sample()?;
         costs.push(DaemonCost {
-            prefetcher: if d.kind == Prefetcher::Preload {
-                "preload".into()
-            } else {
-                "augur".into()
-            },
+            prefetcher: if d.kind == Prefetcher::Preload { "preload".into() } else { "augur".into() },
             learning_secs: secs,
             learning_cpu_secs: end.cpu_secs - d.at_start.cpu_secs,
             learning_peak_rss_bytes: peak[i].max(end.rss_bytes),
@@ -579,8 +461,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
     if s.available.contains(&Prefetcher::Preload) {
         let state = fs::read_to_string(s.files.preload_state()).unwrap_or_default();
         for (t, w) in report.training.iter_mut().zip(&s.suite.workloads) {
-            t.preload_learned = prefetchers::resolve_exe(&w.command[0])
-                .map(|exe| prefetchers::preload_knows(&state, &exe));
+            t.preload_learned = prefetchers::resolve_exe(&w.command[0]).map(|exe| prefetchers::preload_knows(&state, &exe));
         }
     }
     Ok(costs)
@@ -593,9 +474,7 @@ fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
         .available
         .iter()
         .copied()
-        .filter(|k| {
-            *k != Prefetcher::AugurReplay || !s.available.contains(&Prefetcher::AugurPredict)
-        })
+        .filter(|k| *k != Prefetcher::AugurReplay || !s.available.contains(&Prefetcher::AugurPredict))
         .collect();
     let mut daemons = Vec::new();
     for k in &kinds {
@@ -616,11 +495,7 @@ fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
     for (d, b) in daemons.into_iter().zip(before) {
         let after = d.sample()?;
         let mut c = DaemonCost {
-            prefetcher: if d.kind == Prefetcher::Preload {
-                "preload".into()
-            } else {
-                "augur".into()
-            },
+            prefetcher: if d.kind == Prefetcher::Preload { "preload".into() } else { "augur".into() },
             ..DaemonCost::default()
         };
         c.set_idle(&b, &after, secs);
@@ -631,38 +506,24 @@ fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
 }
 
 fn kernel_release() -> String {
-    fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 fn machine_description() -> String {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_string()))
         .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let mem = crate::procfs::meminfo("MemTotal").unwrap_or(0);
     let disk = crate::throttle::root_disk().unwrap_or_default();
-    format!(
-        "{cpus} × {model}, {:.1} GiB memory, root disk {disk}",
-        mem as f64 / (1u64 << 30) as f64
-    )
+    format!("{cpus} × {model}, {:.1} GiB memory, root disk {disk}", mem as f64 / (1u64 << 30) as f64)
 }
 
 /// Now as RFC 3339 UTC, from the system clock (no date crate: days from civil).
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     format_utc(secs)
 }
 
@@ -680,12 +541,7 @@ pub fn format_utc(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]

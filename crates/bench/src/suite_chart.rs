@@ -27,10 +27,7 @@ fn color(c: Condition) -> &'static str {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Renders the chart; a report without measurements gives a chart that says so.
@@ -97,12 +94,8 @@ pub fn render(report: &SuiteReport) -> String {
                             mid - 4.0,
                             mid + 4.0
                         );
-                        let _ = writeln!(
-                            body,
-                            r#"<text x="{:.1}" y="{label_y:.1}">{} s</text>"#,
-                            wr.max(x1) + 5.0,
-                            secs(s.median)
-                        );
+                        let _ =
+                            writeln!(body, r#"<text x="{:.1}" y="{label_y:.1}">{} s</text>"#, wr.max(x1) + 5.0, secs(s.median));
                     }
                     None => {
                         let _ = writeln!(
@@ -111,8 +104,7 @@ pub fn render(report: &SuiteReport) -> String {
                             LEFT + 4.0,
                             c.condition.name(),
                             match c.status {
-                                crate::suite_report::ConditionStatus::Unavailable =>
-                                    "unavailable",
+                                crate::suite_report::ConditionStatus::Unavailable => "unavailable",
                                 _ => "failed",
                             }
                         );
@@ -124,21 +116,13 @@ pub fn render(report: &SuiteReport) -> String {
         }
     }
     if groups == 0 {
-        let _ = writeln!(
-            body,
-            r#"<text x="{LEFT}" y="{y}">no workload was measured cold</text>"#
-        );
+        let _ = writeln!(body, r#"<text x="{LEFT}" y="{y}">no workload was measured cold</text>"#);
         y += 30.0;
     }
     // Axis: ticks every 0.25 of cold.
     let mut axis = String::new();
     let axis_y = y + 4.0;
-    let _ = writeln!(
-        axis,
-        r##"<path d="M{LEFT},{:.1}H{:.1}" stroke="#222"/>"##,
-        axis_y,
-        LEFT + PLOT
-    );
+    let _ = writeln!(axis, r##"<path d="M{LEFT},{:.1}H{:.1}" stroke="#222"/>"##, axis_y, LEFT + PLOT);
     let mut t = 0.0;
     while t <= max_ratio + 1e-9 {
         let x = x_of(t);
@@ -173,10 +157,7 @@ pub fn render(report: &SuiteReport) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {WIDTH:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
          <text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>\n{legend}\n<g>\n{axis}</g>\n<g>\n{body}</g>\n</svg>\n",
-        esc(&format!(
-            "augur bench --suite: launch times (kernel {})",
-            report.kernel
-        ))
+        esc(&format!("augur bench --suite: launch times (kernel {})", report.kernel))
     )
 }
 
@@ -193,37 +174,19 @@ mod tests {
 
     #[test]
     fn bars_whiskers_and_labels() {
-        let mut w = WorkloadReport {
-            name: "a<b".into(),
-            command: vec![],
-            ready: Ready::Exit,
-            conditions: vec![],
-        };
-        for (c, s) in [
-            (Condition::Cold, vec![2.0, 2.0]),
-            (Condition::Warm, vec![1.0, 1.0]),
-            (Condition::AugurPredict, vec![]),
-        ] {
+        let mut w = WorkloadReport { name: "a<b".into(), command: vec![], ready: Ready::Exit, conditions: vec![] };
+        for (c, s) in [(Condition::Cold, vec![2.0, 2.0]), (Condition::Warm, vec![1.0, 1.0]), (Condition::AugurPredict, vec![])] {
             let mut r = ConditionReport::new(c);
             r.samples = s;
             w.conditions.push(r);
         }
         w.finish();
-        let report = SuiteReport {
-            profiles: vec![ProfileReport {
-                workloads: vec![w],
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let report =
+            SuiteReport { profiles: vec![ProfileReport { workloads: vec![w], ..Default::default() }], ..Default::default() };
         let svg = render(&report);
         assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(svg.trim_end().ends_with("</svg>"));
-        assert_eq!(
-            svg.matches("<rect x=").count(),
-            2 + Condition::ALL.len(),
-            "{svg}"
-        );
+        assert_eq!(svg.matches("<rect x=").count(), 2 + Condition::ALL.len(), "{svg}");
         assert!(svg.contains("a&lt;b"));
         assert!(svg.contains("augur-predict: failed"));
         assert!(svg.contains("2.00 s") && svg.contains("1.00 s"));

@@ -34,9 +34,7 @@ pub enum Ready {
 }
 
 /// The conditions a workload is measured under.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Condition {
     /// All caches dropped, no prefetcher.
@@ -53,13 +51,7 @@ pub enum Condition {
 
 impl Condition {
     /// Every condition, in the order they run within a run.
-    pub const ALL: [Condition; 5] = [
-        Self::Cold,
-        Self::Warm,
-        Self::Preload,
-        Self::AugurReplay,
-        Self::AugurPredict,
-    ];
+    pub const ALL: [Condition; 5] = [Self::Cold, Self::Warm, Self::Preload, Self::AugurReplay, Self::AugurPredict];
 
     /// The name used in the suite file and the outputs.
     pub fn name(self) -> &'static str {
@@ -267,13 +259,9 @@ fn de_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u64, 
 /// without B... decimal for kB/MB/GB).
 pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (like 2GiB or 40MB)"))?;
+    let value: f64 = num.parse().map_err(|_| format!("`{s}` is not a size (like 2GiB or 40MB)"))?;
     let mult: f64 = match unit.trim() {
         "" | "B" => 1.0,
         "k" | "K" | "KiB" => 1024.0,
@@ -283,9 +271,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
         "MB" => 1e6,
         "GB" => 1e9,
         other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{s}` (use KiB, MiB, GiB, kB, MB, GB)"
-            ));
+            return Err(format!("unknown size unit `{other}` in `{s}` (use KiB, MiB, GiB, kB, MB, GB)"));
         }
     };
     Ok((value * mult).round() as u64)
@@ -294,8 +280,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 impl Suite {
     /// Reads and checks a suite file.
     pub fn load(path: &Path) -> Result<Suite> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| Error::io_at(path, "reading suite", e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io_at(path, "reading suite", e))?;
         Self::parse(&text, path)
     }
 
@@ -306,19 +291,12 @@ impl Suite {
             line: e.span().map(|s| line_of(text, s.start)),
             detail: e.message().to_string(),
         })?;
-        let fail = |line: Option<usize>, detail: String| Error::Config {
-            path: path.to_path_buf(),
-            line,
-            detail,
-        };
+        let fail = |line: Option<usize>, detail: String| Error::Config { path: path.to_path_buf(), line, detail };
         if suite.workloads.is_empty() {
             return Err(fail(None, "no [[workload]] defined".into()));
         }
         if suite.runs == 0 {
-            return Err(fail(
-                find_line(text, "runs"),
-                "runs must be at least 1".into(),
-            ));
+            return Err(fail(find_line(text, "runs"), "runs must be at least 1".into()));
         }
         let mut names = std::collections::HashSet::new();
         for w in &suite.workloads {
@@ -327,50 +305,24 @@ impl Suite {
                 return Err(fail(line, "a workload has an empty name".into()));
             }
             if w.command.is_empty() || w.command[0].is_empty() {
-                return Err(fail(
-                    line,
-                    format!("workload `{}` has an empty command", w.name),
-                ));
+                return Err(fail(line, format!("workload `{}` has an empty command", w.name)));
             }
             if !names.insert(w.name.clone()) {
-                return Err(fail(
-                    line,
-                    format!("workload `{}` is defined twice", w.name),
-                ));
+                return Err(fail(line, format!("workload `{}` is defined twice", w.name)));
             }
-            if let Some(bad) = w
-                .files
-                .keys()
-                .find(|k| k.contains('/') || k.starts_with('.'))
-            {
-                return Err(fail(
-                    line,
-                    format!(
-                        "workload `{}`: file name `{bad}` must be a plain name",
-                        w.name
-                    ),
-                ));
+            if let Some(bad) = w.files.keys().find(|k| k.contains('/') || k.starts_with('.')) {
+                return Err(fail(line, format!("workload `{}`: file name `{bad}` must be a plain name", w.name)));
             }
         }
         if let Some(day) = suite.day.as_mut() {
             let line = find_line(text, "[day]");
             for (app, workload) in &day.apps {
                 if !names.contains(workload) {
-                    return Err(fail(
-                        line,
-                        format!("[day] maps `{app}` to unknown workload `{workload}`"),
-                    ));
+                    return Err(fail(line, format!("[day] maps `{app}` to unknown workload `{workload}`")));
                 }
             }
-            if day.time_scale.is_nan()
-                || day.time_scale <= 0.0
-                || day.gap_secs[0] < 0.0
-                || day.gap_secs[1] < day.gap_secs[0]
-            {
-                return Err(fail(
-                    line,
-                    "[day] needs time_scale > 0 and 0 <= gap_secs[0] <= gap_secs[1]".into(),
-                ));
+            if day.time_scale.is_nan() || day.time_scale <= 0.0 || day.gap_secs[0] < 0.0 || day.gap_secs[1] < day.gap_secs[0] {
+                return Err(fail(line, "[day] needs time_scale > 0 and 0 <= gap_secs[0] <= gap_secs[1]".into()));
             }
             if day.trace.is_relative() {
                 if let Some(dir) = path.parent() {
@@ -381,10 +333,7 @@ impl Suite {
         if let Some(cost) = &suite.cost {
             for p in &cost.profiles {
                 if let Err(e) = p.parse::<crate::machine::MachineProfile>() {
-                    return Err(fail(
-                        find_line(text, "profiles"),
-                        format!("[cost] profiles: {e}"),
-                    ));
+                    return Err(fail(find_line(text, "profiles"), format!("[cost] profiles: {e}")));
                 }
             }
         }
@@ -396,19 +345,12 @@ impl Suite {
 
 /// 1-based line number of byte offset `at` in `text`.
 pub fn line_of(text: &str, at: usize) -> usize {
-    text.get(..at.min(text.len()))
-        .map_or(1, |t| t.matches('\n').count() + 1)
+    text.get(..at.min(text.len())).map_or(1, |t| t.matches('\n').count() + 1)
 }
 
 /// Line of the first occurrence of `needle` outside comments, if any.
 fn find_line(text: &str, needle: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            l.split('#')
-                .next()
-                .is_some_and(|code| code.contains(needle))
-        })
-        .map(|i| i + 1)
+    text.lines().position(|l| l.split('#').next().is_some_and(|code| code.contains(needle))).map(|i| i + 1)
 }
 
 #[cfg(test)]
@@ -421,8 +363,7 @@ mod tests {
 
     #[test]
     fn minimal_suite_gets_defaults() {
-        let s =
-            parse("[[workload]]\nname = \"java\"\ncommand = [\"java\", \"-version\"]\n").unwrap();
+        let s = parse("[[workload]]\nname = \"java\"\ncommand = [\"java\", \"-version\"]\n").unwrap();
         assert_eq!(s.runs, 5);
         assert_eq!(s.conditions, Condition::ALL.to_vec());
         assert_eq!(s.workloads[0].ready, Ready::Exit);
@@ -454,10 +395,7 @@ tree_bytes = "1.5GiB"
         assert_eq!(s.conditions.len(), 3);
         assert_eq!(s.workloads[0].ready, Ready::Window);
         assert_eq!(s.day.as_ref().unwrap().trace, PathBuf::from("/x/day.jsonl"));
-        assert_eq!(
-            s.cost.as_ref().unwrap().tree_bytes,
-            (1.5 * (1u64 << 30) as f64) as u64
-        );
+        assert_eq!(s.cost.as_ref().unwrap().tree_bytes, (1.5 * (1u64 << 30) as f64) as u64);
     }
 
     #[test]
@@ -471,8 +409,7 @@ tree_bytes = "1.5GiB"
 
     #[test]
     fn bad_value_names_its_line() {
-        let e =
-            parse("[[workload]]\nname = \"a\"\ncommand = [\"a\"]\nready = \"soon\"\n").unwrap_err();
+        let e = parse("[[workload]]\nname = \"a\"\ncommand = [\"a\"]\nready = \"soon\"\n").unwrap_err();
         assert!(e.to_string().starts_with("/x/suite.toml:4: "), "{e}");
     }
 
@@ -480,18 +417,12 @@ tree_bytes = "1.5GiB"
     fn semantic_errors_name_their_line() {
         let e = parse("[[workload]]\nname = \"a\"\ncommand = []\n").unwrap_err();
         assert!(e.to_string().starts_with("/x/suite.toml:2: "), "{e}");
-        let e = parse("[[workload]]\nname = \"a\"\ncommand = [\"a\"]\n[[workload]]\nname = \"a\"\ncommand = [\"b\"]\n")
-            .unwrap_err();
+        let e =
+            parse("[[workload]]\nname = \"a\"\ncommand = [\"a\"]\n[[workload]]\nname = \"a\"\ncommand = [\"b\"]\n").unwrap_err();
         assert!(e.to_string().contains("defined twice"), "{e}");
-        let e = parse("[[workload]]\nname = \"a\"\ncommand = [\"a\"]\n[day]\ntrace = \"t\"\napps = { x = \"b\" }\n")
-            .unwrap_err();
+        let e = parse("[[workload]]\nname = \"a\"\ncommand = [\"a\"]\n[day]\ntrace = \"t\"\napps = { x = \"b\" }\n").unwrap_err();
         assert!(e.to_string().starts_with("/x/suite.toml:4: "), "{e}");
-        assert!(
-            parse("runs = 1\n")
-                .unwrap_err()
-                .to_string()
-                .contains("no [[workload]]")
-        );
+        assert!(parse("runs = 1\n").unwrap_err().to_string().contains("no [[workload]]"));
     }
 
     #[test]
@@ -507,10 +438,7 @@ tree_bytes = "1.5GiB"
     fn sizes() {
         assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_bytes("40MB").unwrap(), 40_000_000);
-        assert_eq!(
-            parse_bytes("1.4G").unwrap(),
-            (1.4 * (1u64 << 30) as f64).round() as u64
-        );
+        assert_eq!(parse_bytes("1.4G").unwrap(), (1.4 * (1u64 << 30) as f64).round() as u64);
         assert_eq!(parse_bytes("512").unwrap(), 512);
         assert!(parse_bytes("lots").is_err());
         assert!(parse_bytes("3 parsecs").is_err());
@@ -520,12 +448,6 @@ tree_bytes = "1.5GiB"
     fn the_repository_example_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suite.toml");
         let s = Suite::load(&path).unwrap();
-        assert!(
-            s.workloads
-                .iter()
-                .filter(|w| w.ready == Ready::Window)
-                .count()
-                >= 3
-        );
+        assert!(s.workloads.iter().filter(|w| w.ready == Ready::Window).count() >= 3);
     }
 }

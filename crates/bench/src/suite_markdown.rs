@@ -12,11 +12,7 @@ pub fn render(report: &SuiteReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# augur benchmark suite\n");
     let _ = writeln!(out, "- command: `{}`", report.command);
-    let _ = writeln!(
-        out,
-        "- augur {}, kernel {}, {}",
-        report.augur_version, report.kernel, report.machine
-    );
+    let _ = writeln!(out, "- augur {}, kernel {}, {}", report.augur_version, report.kernel, report.machine);
     let _ = writeln!(out, "- started {}\n", report.started_utc);
     for p in &report.profiles {
         render_profile(&mut out, p);
@@ -46,22 +42,12 @@ pub fn secs(s: f64) -> String {
 fn render_profile(out: &mut String, p: &ProfileReport) {
     let m = &p.machine;
     let _ = writeln!(out, "## Profile `{}`\n", m.profile);
-    let _ = write!(
-        out,
-        "MemAvailable {} of {} MemTotal",
-        gib(m.mem_available_after),
-        gib(m.mem_total)
-    );
+    let _ = write!(out, "MemAvailable {} of {} MemTotal", gib(m.mem_available_after), gib(m.mem_total));
     if m.balloon_locked_bytes > 0 {
         let _ = write!(out, " (balloon locked {})", gib(m.balloon_locked_bytes));
     }
     if let (Some(dev), Some(t)) = (&m.throttled_device, &m.throttle) {
-        let _ = write!(
-            out,
-            "; reads from {dev} throttled to {} IOPS, {:.0} MB/s",
-            t.read_iops,
-            t.read_bps as f64 / 1e6
-        );
+        let _ = write!(out, "; reads from {dev} throttled to {} IOPS, {:.0} MB/s", t.read_iops, t.read_bps as f64 / 1e6);
     }
     if let Some(bps) = m.cold_read_bytes_per_sec {
         let _ = write!(out, "; a cold sequential read ran at {:.1} MB/s", bps / 1e6);
@@ -75,27 +61,15 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
     let _ = writeln!(out, ". Took {:.0} min.\n", p.elapsed_secs / 60.0);
     let mut notes: Vec<String> = Vec::new();
     for s in p.prefetchers.iter().filter(|s| !s.available) {
-        notes.push(format!(
-            "{} unavailable: {}",
-            s.name,
-            s.reason.clone().unwrap_or_default()
-        ));
+        notes.push(format!("{} unavailable: {}", s.name, s.reason.clone().unwrap_or_default()));
     }
 
-    let conds: Vec<Condition> = Condition::ALL
-        .into_iter()
-        .filter(|c| p.workloads.iter().any(|w| w.condition(*c).is_some()))
-        .collect();
-    let prefetch_conds: Vec<Condition> = conds
-        .iter()
-        .copied()
-        .filter(|c| !matches!(c, Condition::Cold | Condition::Warm))
-        .collect();
+    let conds: Vec<Condition> =
+        Condition::ALL.into_iter().filter(|c| p.workloads.iter().any(|w| w.condition(*c).is_some())).collect();
+    let prefetch_conds: Vec<Condition> =
+        conds.iter().copied().filter(|c| !matches!(c, Condition::Cold | Condition::Warm)).collect();
     if !p.workloads.is_empty() {
-        let _ = writeln!(
-            out,
-            "Launch time, seconds: median (min–max) of the runs; gap closed = (cold − x) / (cold − warm).\n"
-        );
+        let _ = writeln!(out, "Launch time, seconds: median (min–max) of the runs; gap closed = (cold − x) / (cold − warm).\n");
         let mut head = String::from("| workload |");
         let mut rule = String::from("|---|");
         for c in &conds {
@@ -122,9 +96,7 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                 };
                 let _ = write!(out, " {cell} |");
                 if let Some(r) = w.condition(*c) {
-                    if r.status == ConditionStatus::Failed
-                        || (!r.reasons.is_empty() && r.status == ConditionStatus::Measured)
-                    {
+                    if r.status == ConditionStatus::Failed || (!r.reasons.is_empty() && r.status == ConditionStatus::Measured) {
                         if let Some(reason) = r.reasons.first() {
                             notes.push(format!("{} / {}: {}", w.name, c.name(), reason));
                         }
@@ -132,10 +104,8 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                 }
             }
             for c in &prefetch_conds {
-                let cell = w
-                    .condition(*c)
-                    .and_then(|r| r.gap_closed)
-                    .map_or("–".to_string(), |g| format!("{:.0} %", g * 100.0));
+                let cell =
+                    w.condition(*c).and_then(|r| r.gap_closed).map_or("–".to_string(), |g| format!("{:.0} %", g * 100.0));
                 let _ = write!(out, " {cell} |");
             }
             let _ = writeln!(out);
@@ -154,11 +124,8 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                         v.sort_unstable();
                         v.get(v.len() / 2).copied().unwrap_or(0)
                     };
-                    let decision = if r.preload_decision_bytes.is_empty() {
-                        "–".to_string()
-                    } else {
-                        mib(med(&r.preload_decision_bytes))
-                    };
+                    let decision =
+                        if r.preload_decision_bytes.is_empty() { "–".to_string() } else { mib(med(&r.preload_decision_bytes)) };
                     let _ = writeln!(
                         rows,
                         "| {} | {} | {} | {} | {} |",
@@ -186,25 +153,14 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         let learned: Vec<String> = p
             .training
             .iter()
-            .filter_map(|t| {
-                t.preload_learned
-                    .map(|l| format!("{} {}", t.workload, if l { "yes" } else { "no" }))
-            })
+            .filter_map(|t| t.preload_learned.map(|l| format!("{} {}", t.workload, if l { "yes" } else { "no" })))
             .collect();
         if !learned.is_empty() {
-            let _ = writeln!(
-                out,
-                "preload learned the executable after training: {}.\n",
-                learned.join(", ")
-            );
+            let _ = writeln!(out, "preload learned the executable after training: {}.\n", learned.join(", "));
         }
     }
     if let Some(day) = &p.day {
-        let _ = writeln!(
-            out,
-            "### Usage day\n\n{} launches replayed from `{}`.\n",
-            day.launches, day.trace
-        );
+        let _ = writeln!(out, "### Usage day\n\n{} launches replayed from `{}`.\n", day.launches, day.trace);
         let _ = writeln!(
             out,
             "| prefetcher | median launch | 90th percentile | max | failed | read from disk |\n|---|---:|---:|---:|---:|---:|"
@@ -228,12 +184,7 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                     );
                 }
                 (None, None) => {
-                    let _ = writeln!(
-                        out,
-                        "| {} | failed | | | {} | |",
-                        r.prefetcher,
-                        r.failures.len()
-                    );
+                    let _ = writeln!(out, "| {} | failed | | | {} | |", r.prefetcher, r.failures.len());
                 }
             }
         }
@@ -275,17 +226,11 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
             );
             for s in &cost.slowdowns {
                 if let Some(why) = &s.unavailable {
-                    let _ = writeln!(
-                        out,
-                        "| {} | {} | unavailable | | | | | | |",
-                        s.workload, s.prefetcher
-                    );
+                    let _ = writeln!(out, "| {} | {} | unavailable | | | | | | |", s.workload, s.prefetcher);
                     notes.push(format!("{} / {}: {why}", s.workload, s.prefetcher));
                     continue;
                 }
-                let med = |v: &[f64]| {
-                    crate::stats::Summary::of(v).map_or("–".into(), |d| secs(d.median))
-                };
+                let med = |v: &[f64]| crate::stats::Summary::of(v).map_or("–".into(), |d| secs(d.median));
                 let _ = writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -321,12 +266,7 @@ mod tests {
     use crate::suite_report::{ConditionReport, PrefetcherStatus, WorkloadReport};
 
     fn report() -> SuiteReport {
-        let mut w = WorkloadReport {
-            name: "java".into(),
-            command: vec!["java".into()],
-            ready: Ready::Exit,
-            conditions: vec![],
-        };
+        let mut w = WorkloadReport { name: "java".into(), command: vec!["java".into()], ready: Ready::Exit, conditions: vec![] };
         for (c, s) in [
             (Condition::Cold, vec![2.0, 2.2, 2.1]),
             (Condition::Warm, vec![0.5, 0.5, 0.6]),
@@ -338,8 +278,7 @@ mod tests {
         }
         let mut u = ConditionReport::new(Condition::AugurPredict);
         u.status = ConditionStatus::Unavailable;
-        u.reasons
-            .push("augur daemon is not implemented in this build".into());
+        u.reasons.push("augur daemon is not implemented in this build".into());
         w.conditions.push(u);
         w.finish();
         SuiteReport {
@@ -366,12 +305,12 @@ mod tests {
     #[test]
     fn table_has_medians_ranges_gaps_and_notes() {
         let md = render(&report());
-        assert!(md.contains("| workload | cold | warm | preload | augur-predict | gap closed: preload | gap closed: augur-predict |"), "{md}");
-        assert!(md.contains("| java | 2.10 (2.00–2.20) | 0.50 (0.50–0.60) | 2.00 (2.00–2.10) | unavailable | 6 % | – |"), "{md}");
         assert!(
-            md.contains("augur-predict unavailable: not implemented"),
+            md.contains("| workload | cold | warm | preload | augur-predict | gap closed: preload | gap closed: augur-predict |"),
             "{md}"
         );
+        assert!(md.contains("| java | 2.10 (2.00–2.20) | 0.50 (0.50–0.60) | 2.00 (2.00–2.10) | unavailable | 6 % | – |"), "{md}");
+        assert!(md.contains("augur-predict unavailable: not implemented"), "{md}");
         assert!(md.contains("`augur bench --suite bench/suite.toml`"));
     }
 

@@ -148,19 +148,12 @@ impl WorkloadReport {
                 c.status = ConditionStatus::Failed;
             }
         }
-        let median = |cond: Condition| {
-            self.conditions
-                .iter()
-                .find(|c| c.condition == cond)
-                .and_then(|c| c.summary)
-                .map(|s| s.median)
-        };
+        let median =
+            |cond: Condition| self.conditions.iter().find(|c| c.condition == cond).and_then(|c| c.summary).map(|s| s.median);
         let (cold, warm) = (median(Condition::Cold), median(Condition::Warm));
         for c in &mut self.conditions {
             c.gap_closed = match (cold, warm, c.summary) {
-                (Some(cold), Some(warm), Some(s))
-                    if c.condition != Condition::Cold && c.condition != Condition::Warm =>
-                {
+                (Some(cold), Some(warm), Some(s)) if c.condition != Condition::Cold && c.condition != Condition::Warm => {
                     gap_closed(cold, warm, s.median)
                 }
                 _ => None,
@@ -251,14 +244,8 @@ impl DaemonCost {
     pub fn set_idle(&mut self, before: &ProcessSample, after: &ProcessSample, secs: f64) {
         self.idle_secs = secs;
         self.idle_cpu_secs = (after.cpu_secs - before.cpu_secs).max(0.0);
-        let switches = after
-            .context_switches
-            .saturating_sub(before.context_switches) as f64;
-        self.idle_wakeups_per_min = if secs > 0.0 {
-            switches * 60.0 / secs
-        } else {
-            0.0
-        };
+        let switches = after.context_switches.saturating_sub(before.context_switches) as f64;
+        self.idle_wakeups_per_min = if secs > 0.0 { switches * 60.0 / secs } else { 0.0 };
         self.idle_rss_bytes = after.rss_bytes;
     }
 }
@@ -308,12 +295,7 @@ mod tests {
     use super::*;
 
     pub(crate) fn workload(samples: &[(Condition, &[f64])]) -> WorkloadReport {
-        let mut w = WorkloadReport {
-            name: "w".into(),
-            command: vec!["w".into()],
-            ready: Ready::Exit,
-            conditions: vec![],
-        };
+        let mut w = WorkloadReport { name: "w".into(), command: vec!["w".into()], ready: Ready::Exit, conditions: vec![] };
         for (c, s) in samples {
             let mut r = ConditionReport::new(*c);
             r.samples = s.to_vec();
@@ -334,19 +316,12 @@ mod tests {
         let p = w.condition(Condition::Preload).unwrap();
         assert!((p.gap_closed.unwrap() - 0.5).abs() < 1e-9);
         assert_eq!(w.condition(Condition::Cold).unwrap().gap_closed, None);
-        assert_eq!(
-            w.condition(Condition::AugurPredict).unwrap().status,
-            ConditionStatus::Failed
-        );
+        assert_eq!(w.condition(Condition::AugurPredict).unwrap().status, ConditionStatus::Failed);
     }
 
     #[test]
     fn slowdown_ratio() {
-        let mut s = Slowdown {
-            off: vec![10.0, 10.0],
-            on: vec![10.2, 10.4],
-            ..Slowdown::default()
-        };
+        let mut s = Slowdown { off: vec![10.0, 10.0], on: vec![10.2, 10.4], ..Slowdown::default() };
         s.finish();
         assert!((s.ratio.unwrap() - 1.03).abs() < 1e-9);
     }

@@ -28,10 +28,7 @@ pub struct DiskThrottle {
 impl Default for DiskThrottle {
     /// A spinning disk: 200 read IOPS, 40 MB/s.
     fn default() -> Self {
-        DiskThrottle {
-            read_iops: 200,
-            read_bps: 40_000_000,
-        }
+        DiskThrottle { read_iops: 200, read_bps: 40_000_000 }
     }
 }
 
@@ -71,32 +68,14 @@ impl ThrottledCgroup {
             fs::create_dir(&dir).context(|| format!("creating cgroup {}", dir.display()))?;
         }
         // From here on, Drop removes the directory again whatever fails.
-        let cgroup = ThrottledCgroup {
-            dir,
-            origin,
-            version,
-            device: device.clone(),
-            limits,
-        };
+        let cgroup = ThrottledCgroup { dir, origin, version, device: device.clone(), limits };
         match version {
             CgroupVersion::V1Blkio => {
-                cgroup.write(
-                    "blkio.throttle.read_iops_device",
-                    &format!("{device} {}", limits.read_iops),
-                )?;
-                cgroup.write(
-                    "blkio.throttle.read_bps_device",
-                    &format!("{device} {}", limits.read_bps),
-                )?;
+                cgroup.write("blkio.throttle.read_iops_device", &format!("{device} {}", limits.read_iops))?;
+                cgroup.write("blkio.throttle.read_bps_device", &format!("{device} {}", limits.read_bps))?;
             }
             CgroupVersion::V2Io => {
-                cgroup.write(
-                    "io.max",
-                    &format!(
-                        "{device} riops={} rbps={}",
-                        limits.read_iops, limits.read_bps
-                    ),
-                )?;
+                cgroup.write("io.max", &format!("{device} riops={} rbps={}", limits.read_iops, limits.read_bps))?;
             }
         }
         cgroup.write("cgroup.procs", &std::process::id().to_string())?;
@@ -116,20 +95,12 @@ impl ThrottledCgroup {
     /// The limits as the kernel reports them back (proof that they are set).
     pub fn read_back(&self) -> String {
         let files: &[&str] = match self.version {
-            CgroupVersion::V1Blkio => &[
-                "blkio.throttle.read_iops_device",
-                "blkio.throttle.read_bps_device",
-            ],
+            CgroupVersion::V1Blkio => &["blkio.throttle.read_iops_device", "blkio.throttle.read_bps_device"],
             CgroupVersion::V2Io => &["io.max"],
         };
         files
             .iter()
-            .map(|f| {
-                fs::read_to_string(self.dir.join(f))
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string()
-            })
+            .map(|f| fs::read_to_string(self.dir.join(f)).unwrap_or_default().trim().to_string())
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -165,9 +136,7 @@ pub fn remove_leftovers() -> usize {
     let Ok((version, hierarchy)) = find_hierarchy() else {
         return 0;
     };
-    let origin = own_cgroup(version)
-        .map(|c| hierarchy.join(c.trim_start_matches('/')))
-        .unwrap_or(hierarchy.clone());
+    let origin = own_cgroup(version).map(|c| hierarchy.join(c.trim_start_matches('/'))).unwrap_or(hierarchy.clone());
     let mut removed = 0;
     for dir in leftover_candidates(&hierarchy) {
         let owner = dir
@@ -198,11 +167,7 @@ fn leftover_candidates(hierarchy: &Path) -> Vec<PathBuf> {
     fs::read_dir(hierarchy)
         .map(|d| {
             d.flatten()
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with(CGROUP_PREFIX))
-                })
+                .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(CGROUP_PREFIX)))
                 .map(|e| e.path())
                 .collect()
         })
@@ -211,18 +176,13 @@ fn leftover_candidates(hierarchy: &Path) -> Vec<PathBuf> {
 
 /// The cgroup hierarchy to use: a mounted v1 blkio controller, else v2 with `io` available.
 fn find_hierarchy() -> Result<(CgroupVersion, PathBuf)> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo")
-        .context(|| "reading /proc/self/mountinfo".into())?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").context(|| "reading /proc/self/mountinfo".into())?;
     let mounts = parse_cgroup_mounts(&mountinfo);
-    if let Some((_, path)) = mounts
-        .iter()
-        .find(|(opts, _)| opts.split(',').any(|o| o == "blkio"))
-    {
+    if let Some((_, path)) = mounts.iter().find(|(opts, _)| opts.split(',').any(|o| o == "blkio")) {
         return Ok((CgroupVersion::V1Blkio, PathBuf::from(path)));
     }
     if let Some((_, path)) = mounts.iter().find(|(opts, _)| opts == "cgroup2") {
-        let controllers =
-            fs::read_to_string(Path::new(path).join("cgroup.controllers")).unwrap_or_default();
+        let controllers = fs::read_to_string(Path::new(path).join("cgroup.controllers")).unwrap_or_default();
         if controllers.split_whitespace().any(|c| c == "io") {
             let _ = fs::write(Path::new(path).join("cgroup.subtree_control"), "+io");
             return Ok((CgroupVersion::V2Io, PathBuf::from(path)));
@@ -230,8 +190,7 @@ fn find_hierarchy() -> Result<(CgroupVersion, PathBuf)> {
     }
     Err(Error::Kernel {
         feature: "a block-I/O cgroup controller".into(),
-        detail: "neither cgroup v1 blkio nor cgroup v2 io is available for the slow-disk profile"
-            .into(),
+        detail: "neither cgroup v1 blkio nor cgroup v2 io is available for the slow-disk profile".into(),
     })
 }
 
@@ -257,8 +216,7 @@ pub fn parse_cgroup_mounts(mountinfo: &str) -> Vec<(String, String)> {
 
 /// This process's cgroup path in the given hierarchy (from /proc/self/cgroup).
 fn own_cgroup(version: CgroupVersion) -> Result<String> {
-    let text =
-        fs::read_to_string("/proc/self/cgroup").context(|| "reading /proc/self/cgroup".into())?;
+    let text = fs::read_to_string("/proc/self/cgroup").context(|| "reading /proc/self/cgroup".into())?;
     text.lines()
         .find_map(|line| {
             let mut parts = line.splitn(3, ':');
@@ -269,10 +227,7 @@ fn own_cgroup(version: CgroupVersion) -> Result<String> {
             };
             matches.then(|| path.to_string())
         })
-        .ok_or_else(|| Error::Kernel {
-            feature: "/proc/self/cgroup".into(),
-            detail: "no entry for the io controller".into(),
-        })
+        .ok_or_else(|| Error::Kernel { feature: "/proc/self/cgroup".into(), detail: "no entry for the io controller".into() })
 }
 
 /// "MAJ:MIN" of the whole disk under the root filesystem (a partition is mapped to its disk,
@@ -289,9 +244,7 @@ pub fn root_disk() -> Result<String> {
     if !sys.exists() {
         return Err(Error::Kernel {
             feature: "a block device under /".into(),
-            detail: format!(
-                "/ is on device {major}:{minor}, which is not a block device (tmpfs, overlay?)"
-            ),
+            detail: format!("/ is on device {major}:{minor}, which is not a block device (tmpfs, overlay?)"),
         });
     }
     Ok(format!("{major}:{minor}"))
@@ -308,10 +261,7 @@ mod tests {
                     22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n";
         let m = parse_cgroup_mounts(text);
         assert_eq!(m.len(), 2);
-        assert_eq!(
-            m[0],
-            ("rw,blkio".to_string(), "/sys/fs/cgroup/blkio".to_string())
-        );
+        assert_eq!(m[0], ("rw,blkio".to_string(), "/sys/fs/cgroup/blkio".to_string()));
         assert_eq!(m[1].0, "cgroup2");
     }
 }

@@ -16,8 +16,8 @@ use crate::suite_file::{DaySpec, Ready, Workload};
 use crate::suite_report::{DayReport, DayRun};
 use crate::xdisplay::WindowWatcher;
 use augur_core::error::Result;
-use augur_os::fetch::drop_all_caches;
 use augur_core::model::usage_trace::{Transition, UsageEvent, UsageTrace};
+use augur_os::fetch::drop_all_caches;
 
 /// After the caches are dropped for a long idle time, the day waits at least a prefetcher cycle
 /// and this much more before the next launch.
@@ -48,12 +48,7 @@ pub fn activities(trace: &UsageTrace) -> Vec<TraceActivity> {
         .events
         .iter()
         .filter_map(|e| match e {
-            UsageEvent::Activity {
-                t_ms,
-                app,
-                instance,
-                transition,
-            } => Some(TraceActivity {
+            UsageEvent::Activity { t_ms, app, instance, transition } => Some(TraceActivity {
                 t_ms: *t_ms,
                 app: app.clone(),
                 instance: *instance,
@@ -101,13 +96,9 @@ pub fn plan(acts: &[TraceActivity], workloads: &[Workload], spec: &DaySpec) -> V
         if let Some(p) = prev_t {
             let gap_trace = (a.t_ms - p) as f64 / 1000.0;
             if gap_trace > 0.0 {
-                pending_wait +=
-                    (gap_trace * spec.time_scale).clamp(spec.gap_secs[0], spec.gap_secs[1]);
+                pending_wait += (gap_trace * spec.time_scale).clamp(spec.gap_secs[0], spec.gap_secs[1]);
             }
-            if spec.drop_caches_after_idle_secs > 0.0
-                && gap_trace >= spec.drop_caches_after_idle_secs
-                && open.is_empty()
-            {
+            if spec.drop_caches_after_idle_secs > 0.0 && gap_trace >= spec.drop_caches_after_idle_secs && open.is_empty() {
                 pending_drop = true;
             }
         }
@@ -130,13 +121,7 @@ pub fn plan(acts: &[TraceActivity], workloads: &[Workload], spec: &DaySpec) -> V
         } else {
             open.remove(&key);
         }
-        steps.push(Step {
-            wait_secs: pending_wait,
-            drop_caches: pending_drop,
-            workload: w,
-            instance: key,
-            launch: a.launch,
-        });
+        steps.push(Step { wait_secs: pending_wait, drop_caches: pending_drop, workload: w, instance: key, launch: a.launch });
         pending_wait = 0.0;
         pending_drop = false;
     }
@@ -166,24 +151,15 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
     let acts = read_trace(&spec.trace)?;
     let steps = plan(&acts, ctx.workloads, spec);
     let launches = steps.iter().filter(|s| s.launch).count();
-    let mut report = DayReport {
-        trace: spec.trace.display().to_string(),
-        launches,
-        runs: Vec::new(),
-    };
+    let mut report = DayReport { trace: spec.trace.display().to_string(), launches, runs: Vec::new() };
     let watchers: Vec<Prefetcher> = ctx
         .available
         .iter()
         .copied()
-        .filter(|k| {
-            *k != Prefetcher::AugurReplay || !ctx.available.contains(&Prefetcher::AugurPredict)
-        })
+        .filter(|k| *k != Prefetcher::AugurReplay || !ctx.available.contains(&Prefetcher::AugurPredict))
         .collect();
     for day in 1..=spec.training_days {
-        (ctx.progress)(&format!(
-            "usage day: training day {day}/{} ({launches} launches)",
-            spec.training_days
-        ));
+        (ctx.progress)(&format!("usage day: training day {day}/{} ({launches} launches)", spec.training_days));
         let mut daemons = Vec::new();
         for k in &watchers {
             let mut d = RunningDaemon::start(*k, ctx.files)?;
@@ -196,14 +172,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
         }
     }
     let mut kinds: Vec<Option<Prefetcher>> = vec![None];
-    kinds.extend(
-        [
-            Prefetcher::Preload,
-            Prefetcher::AugurReplay,
-            Prefetcher::AugurPredict,
-        ]
-        .map(Some),
-    );
+    kinds.extend([Prefetcher::Preload, Prefetcher::AugurReplay, Prefetcher::AugurPredict].map(Some));
     for kind in kinds {
         let name = kind.map_or("none", Prefetcher::name).to_string();
         if let Some(k) = kind {
@@ -232,10 +201,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
             None => None,
         };
         let (latencies, failures) = replay(ctx, &steps, &name)?;
-        let read = daemon
-            .as_ref()
-            .and_then(|d| d.sample().ok())
-            .map_or(0, |s| s.read_bytes);
+        let read = daemon.as_ref().and_then(|d| d.sample().ok()).map_or(0, |s| s.read_bytes);
         if let Some(d) = daemon.take() {
             d.stop()?;
         }
@@ -255,11 +221,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
 
 /// Executes the steps; returns launch latencies and failures. Every application still open at
 /// the end is closed.
-fn replay(
-    ctx: &mut DayContext<'_>,
-    steps: &[Step],
-    label: &str,
-) -> Result<(Vec<f64>, Vec<String>)> {
+fn replay(ctx: &mut DayContext<'_>, steps: &[Step], label: &str) -> Result<(Vec<f64>, Vec<String>)> {
     let mut open: BTreeMap<(String, u64), Running> = BTreeMap::new();
     let mut latencies = Vec::new();
     let mut failures = Vec::new();
@@ -281,13 +243,7 @@ fn replay(
             match launch::launch(ctx.env, w, ctx.watcher.as_deref_mut()) {
                 Ok(l) => {
                     latencies.push(l.secs);
-                    (ctx.progress)(&format!(
-                        "usage day ({label}) step {}/{}: {} {:.3} s",
-                        i + 1,
-                        steps.len(),
-                        w.name,
-                        l.secs
-                    ));
+                    (ctx.progress)(&format!("usage day ({label}) step {}/{}: {} {:.3} s", i + 1, steps.len(), w.name, l.secs));
                     if let Some(r) = l.running {
                         if w.ready == Ready::Window {
                             open.insert(step.instance.clone(), r);

@@ -26,17 +26,7 @@ impl XServer {
     /// Starts `Xvfb` on a free display (chosen by the server itself with `-displayfd`).
     pub fn start() -> Result<XServer> {
         let mut child = Command::new("Xvfb")
-            .args([
-                "-displayfd",
-                "1",
-                "-screen",
-                "0",
-                "1280x1024x24",
-                "-nolisten",
-                "tcp",
-                "-ac",
-                "-noreset",
-            ])
+            .args(["-displayfd", "1", "-screen", "0", "1280x1024x24", "-nolisten", "tcp", "-ac", "-noreset"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -45,10 +35,7 @@ impl XServer {
                 command: "Xvfb".into(),
                 detail: format!("{e} (install it with scripts/bench-setup)"),
             })?;
-        let mut out = child.stdout.take().ok_or_else(|| Error::Command {
-            command: "Xvfb".into(),
-            detail: "no stdout".into(),
-        })?;
+        let mut out = child.stdout.take().ok_or_else(|| Error::Command { command: "Xvfb".into(), detail: "no stdout".into() })?;
         let mut text = String::new();
         let mut buf = [0u8; 16];
         while !text.contains('\n') {
@@ -62,10 +49,7 @@ impl XServer {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(Error::Command {
-                    command: "Xvfb".into(),
-                    detail: "did not report a display".into(),
-                });
+                return Err(Error::Command { command: "Xvfb".into(), detail: "did not report a display".into() });
             }
         };
         let server = XServer { child, display };
@@ -107,26 +91,16 @@ impl WindowWatcher {
     /// Connects to display `:display` and selects SubstructureNotify on its root window.
     pub fn connect(display: u32) -> Result<WindowWatcher> {
         let path = PathBuf::from(format!("/tmp/.X11-unix/X{display}"));
-        let mut stream = UnixStream::connect(&path)
-            .context(|| format!("connecting to the X server at {}", path.display()))?;
-        let bad = |detail: &str| Error::Command {
-            command: format!("X display :{display}"),
-            detail: detail.into(),
-        };
+        let mut stream = UnixStream::connect(&path).context(|| format!("connecting to the X server at {}", path.display()))?;
+        let bad = |detail: &str| Error::Command { command: format!("X display :{display}"), detail: detail.into() };
         // Connection setup: little-endian, protocol 11.0, no authorisation (the server runs -ac).
         let setup: [u8; 12] = [b'l', 0, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        stream
-            .write_all(&setup)
-            .context(|| "X connection setup".into())?;
+        stream.write_all(&setup).context(|| "X connection setup".into())?;
         let mut head = [0u8; 8];
-        stream
-            .read_exact(&mut head)
-            .context(|| "X connection setup reply".into())?;
+        stream.read_exact(&mut head).context(|| "X connection setup reply".into())?;
         let extra_len = u16::from_le_bytes([head[6], head[7]]) as usize * 4;
         let mut extra = vec![0u8; extra_len];
-        stream
-            .read_exact(&mut extra)
-            .context(|| "X connection setup reply".into())?;
+        stream.read_exact(&mut extra).context(|| "X connection setup reply".into())?;
         if head[0] != 1 {
             return Err(bad("the X server refused the connection"));
         }
@@ -138,17 +112,13 @@ impl WindowWatcher {
         req.extend_from_slice(&root.to_le_bytes());
         req.extend_from_slice(&CW_EVENT_MASK.to_le_bytes());
         req.extend_from_slice(&SUBSTRUCTURE_NOTIFY_MASK.to_le_bytes());
-        stream
-            .write_all(&req)
-            .context(|| "selecting X events".into())?;
+        stream.write_all(&req).context(|| "selecting X events".into())?;
         Ok(WindowWatcher { stream })
     }
 
     /// Discards events received so far.
     pub fn drain(&mut self) -> Result<()> {
-        self.stream
-            .set_nonblocking(true)
-            .context(|| "X socket".into())?;
+        self.stream.set_nonblocking(true).context(|| "X socket".into())?;
         let mut buf = [0u8; 4096];
         loop {
             match self.stream.read(&mut buf) {
@@ -158,31 +128,20 @@ impl WindowWatcher {
                 Err(e) => return Err(Error::io("reading X events", e)),
             }
         }
-        self.stream
-            .set_nonblocking(false)
-            .context(|| "X socket".into())
+        self.stream.set_nonblocking(false).context(|| "X socket".into())
     }
 
     /// Waits for the next top-level window (not override-redirect) to be mapped; returns when it
     /// was seen. `give_up` is asked every 50 ms whether to stop waiting (with its error).
-    pub fn wait_for_window(
-        &mut self,
-        deadline: Instant,
-        mut give_up: impl FnMut() -> Option<Error>,
-    ) -> Result<Instant> {
-        self.stream
-            .set_read_timeout(Some(Duration::from_millis(50)))
-            .context(|| "X socket".into())?;
+    pub fn wait_for_window(&mut self, deadline: Instant, mut give_up: impl FnMut() -> Option<Error>) -> Result<Instant> {
+        self.stream.set_read_timeout(Some(Duration::from_millis(50))).context(|| "X socket".into())?;
         let mut event = [0u8; 32];
         let mut filled = 0;
         loop {
             interrupt::check()?;
             match self.stream.read(&mut event[filled..]) {
                 Ok(0) => {
-                    return Err(Error::Command {
-                        command: "X server".into(),
-                        detail: "connection closed".into(),
-                    });
+                    return Err(Error::Command { command: "X server".into(), detail: "connection closed".into() });
                 }
                 Ok(n) => {
                     filled += n;
@@ -201,10 +160,7 @@ impl WindowWatcher {
                 return Err(err);
             }
             if Instant::now() >= deadline {
-                return Err(Error::Command {
-                    command: "X window".into(),
-                    detail: "no window appeared in time".into(),
-                });
+                return Err(Error::Command { command: "X window".into(), detail: "no window appeared in time".into() });
             }
         }
     }

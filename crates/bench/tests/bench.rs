@@ -31,7 +31,12 @@ fn one_round_traced_and_timed_with_json() {
     for c in report["conditions"].as_array().unwrap() {
         assert_eq!(c["elapsed_ms"]["n"], 1, "{c}");
         let run = &c["runs"][0];
-        let (e, u, s, w) = (run["elapsed_ms"].as_f64().unwrap(), run["user_ms"].as_f64().unwrap(), run["sys_ms"].as_f64().unwrap(), run["io_wait_ms"].as_f64().unwrap());
+        let (e, u, s, w) = (
+            run["elapsed_ms"].as_f64().unwrap(),
+            run["user_ms"].as_f64().unwrap(),
+            run["sys_ms"].as_f64().unwrap(),
+            run["io_wait_ms"].as_f64().unwrap(),
+        );
         assert!(e > 0.0 && w >= 0.0 && w <= e, "{run}");
         assert!((w - (e - u - s).max(0.0)).abs() < 1.0, "io wait is elapsed - cpu: {run}");
     }

@@ -14,17 +14,13 @@ fn augur() -> &'static str {
 
 /// Throttle cgroups and balloons owned by suite process `owner`.
 fn leftovers(owner: u32) -> (Vec<String>, Vec<String>) {
-    let cgroups: Vec<String> = [
-        "/sys/fs/cgroup/blkio",
-        "/sys/fs/cgroup/unified",
-        "/sys/fs/cgroup",
-    ]
-    .iter()
-    .filter_map(|d| std::fs::read_dir(d).ok())
-    .flat_map(|d| d.flatten())
-    .map(|e| e.file_name().to_string_lossy().into_owned())
-    .filter(|n| n == &format!("augur-bench-{owner}"))
-    .collect();
+    let cgroups: Vec<String> = ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|d| d.flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n == &format!("augur-bench-{owner}"))
+        .collect();
     let balloons: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -37,16 +33,8 @@ fn leftovers(owner: u32) -> (Vec<String>, Vec<String>) {
 
 fn mem_available() -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))
-        .unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        * 1024
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
 }
 
 /// Bytes locked (VmLck) by the balloon of suite process `owner`.
@@ -68,7 +56,9 @@ fn write_suite(dir: &Path, command: &str) -> std::path::PathBuf {
     let suite = dir.join("suite.toml");
     std::fs::write(
         &suite,
-        format!("runs = 1\ntraining_secs = 0\nconditions = [\"cold\", \"warm\"]\n[[workload]]\nname = \"tiny\"\ncommand = {command}\n"),
+        format!(
+            "runs = 1\ntraining_secs = 0\nconditions = [\"cold\", \"warm\"]\n[[workload]]\nname = \"tiny\"\ncommand = {command}\n"
+        ),
     )
     .unwrap();
     suite
@@ -82,15 +72,7 @@ fn tiny_suite_as_is_and_slow_disk_end_to_end() {
     let mut child = Command::new(augur())
         .args(["--suite"])
         .arg(&suite)
-        .args([
-            "--machine",
-            "as-is",
-            "--machine",
-            "slow-disk",
-            "--skip-day",
-            "--skip-cost",
-            "--output-dir",
-        ])
+        .args(["--machine", "as-is", "--machine", "slow-disk", "--skip-day", "--skip-cost", "--output-dir"])
         .arg(&out)
         .arg("--cache-dir")
         .arg(dir.path().join("cache"))
@@ -100,19 +82,13 @@ fn tiny_suite_as_is_and_slow_disk_end_to_end() {
     let pid = child.id();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
     let profiles = json["profiles"].as_array().unwrap();
     assert_eq!(profiles.len(), 2);
     assert_eq!(profiles[0]["machine"]["profile"], "as-is");
     assert_eq!(profiles[1]["machine"]["profile"], "slow-disk");
-    let read_back = profiles[1]["machine"]["throttle_read_back"]
-        .as_str()
-        .unwrap();
-    assert!(
-        read_back.contains(" 200") && read_back.contains(" 40000000"),
-        "{read_back}"
-    );
+    let read_back = profiles[1]["machine"]["throttle_read_back"].as_str().unwrap();
+    assert!(read_back.contains(" 200") && read_back.contains(" 40000000"), "{read_back}");
     for p in profiles {
         let conds = p["workloads"][0]["conditions"].as_array().unwrap();
         assert_eq!(conds.len(), 2);
@@ -122,17 +98,10 @@ fn tiny_suite_as_is_and_slow_disk_end_to_end() {
         }
     }
     let md = std::fs::read_to_string(out.join("suite.md")).unwrap();
-    assert!(
-        md.contains("## Profile `slow-disk`") && md.contains("| tiny |"),
-        "{md}"
-    );
+    assert!(md.contains("## Profile `slow-disk`") && md.contains("| tiny |"), "{md}");
     let svg = std::fs::read_to_string(out.join("suite.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("tiny"));
-    assert_eq!(
-        leftovers(pid),
-        (vec![], vec![]),
-        "cgroup or balloon left behind"
-    );
+    assert_eq!(leftovers(pid), (vec![], vec![]), "cgroup or balloon left behind");
 }
 
 #[test]
@@ -145,15 +114,7 @@ fn interrupted_small_memory_slow_disk_run_cleans_up() {
     let mut child = Command::new(augur())
         .args(["--suite"])
         .arg(&suite)
-        .args([
-            "--machine",
-            "small-memory+slow-disk",
-            "--runs",
-            "5",
-            "--skip-day",
-            "--skip-cost",
-            "--leave-available",
-        ])
+        .args(["--machine", "small-memory+slow-disk", "--runs", "5", "--skip-day", "--skip-cost", "--leave-available"])
         .arg(leave.to_string())
         .arg("--output-dir")
         .arg(dir.path().join("out"))
@@ -182,15 +143,9 @@ fn interrupted_small_memory_slow_disk_run_cleans_up() {
     let (cgroups, balloons) = leftovers(pid);
     assert_eq!(balloons.len(), 1, "{balloons:?}");
     assert_eq!(cgroups.len(), 1, "{cgroups:?}");
-    assert!(
-        locked_by_balloon(pid) >= 256 << 20,
-        "the balloon holds no locked memory"
-    );
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
-        rustix::process::Signal::INT,
-    )
-    .unwrap();
+    assert!(locked_by_balloon(pid) >= 256 << 20, "the balloon holds no locked memory");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(child.id() as i32).unwrap(), rustix::process::Signal::INT)
+        .unwrap();
     let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
     let status = child.wait().unwrap();
     assert!(!status.success());
@@ -199,24 +154,13 @@ fn interrupted_small_memory_slow_disk_run_cleans_up() {
     while leftovers(pid) != (vec![], vec![]) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(
-        leftovers(pid),
-        (vec![], vec![]),
-        "cgroup or balloon left behind after SIGINT"
-    );
+    assert_eq!(leftovers(pid), (vec![], vec![]), "cgroup or balloon left behind after SIGINT");
 }
 
 #[test]
 fn refuses_non_root_with_one_line_and_exit_7() {
     let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            augur(),
-            "--suite",
-            "/nonexistent.toml",
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", augur(), "--suite", "/nonexistent.toml"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -99,9 +99,7 @@ impl Error {
             Error::NoDaemon { .. } => exit::NO_DAEMON,
             Error::Command { .. } => exit::COMMAND,
             Error::Usage(_) => exit::USAGE,
-            Error::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
-                exit::PERMISSION
-            }
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => exit::PERMISSION,
             Error::Io { .. } => exit::FAILURE,
         }
     }

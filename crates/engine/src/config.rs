@@ -258,7 +258,11 @@ impl Config {
         }
         let p = &self.predict;
         if !PREDICTORS.contains(&p.predictor.as_str()) {
-            return Err(bad("predict", "predictor", format!("unknown predictor {:?} (known: {})", p.predictor, PREDICTORS.join(", "))));
+            return Err(bad(
+                "predict",
+                "predictor",
+                format!("unknown predictor {:?} (known: {})", p.predictor, PREDICTORS.join(", ")),
+            ));
         }
         if p.replan_interval_secs == 0 {
             return Err(bad("predict", "replan_interval_secs", "must be at least 1".into()));
@@ -273,7 +277,11 @@ impl Config {
             return Err(bad("predict", "pressure_window_us", format!("{} is not in [500000, 10000000]", p.pressure_window_us)));
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
-            return Err(bad("predict", "pressure_trigger_us", format!("{} is not in [1, pressure_window_us]", p.pressure_trigger_us)));
+            return Err(bad(
+                "predict",
+                "pressure_trigger_us",
+                format!("{} is not in [1, pressure_window_us]", p.pressure_trigger_us),
+            ));
         }
         for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
             if !v.is_absolute() {

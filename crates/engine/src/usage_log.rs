@@ -118,13 +118,28 @@ impl UsageLog {
                 Logged::Activity { app, instance, transition: Transition::Launch } => {
                     if !running.insert((app.as_str(), *instance)) {
                         // Its exit was missed (a lost process event): end it before it restarts.
-                        events.push(UsageEvent::Activity { t_ms, app: app.clone(), instance: *instance, transition: Transition::Exit });
+                        events.push(UsageEvent::Activity {
+                            t_ms,
+                            app: app.clone(),
+                            instance: *instance,
+                            transition: Transition::Exit,
+                        });
                     }
-                    events.push(UsageEvent::Activity { t_ms, app: app.clone(), instance: *instance, transition: Transition::Launch });
+                    events.push(UsageEvent::Activity {
+                        t_ms,
+                        app: app.clone(),
+                        instance: *instance,
+                        transition: Transition::Launch,
+                    });
                 }
                 Logged::Activity { app, instance, transition: Transition::Exit } => {
                     if running.remove(&(app.as_str(), *instance)) {
-                        events.push(UsageEvent::Activity { t_ms, app: app.clone(), instance: *instance, transition: Transition::Exit });
+                        events.push(UsageEvent::Activity {
+                            t_ms,
+                            app: app.clone(),
+                            instance: *instance,
+                            transition: Transition::Exit,
+                        });
                     }
                 }
             }
@@ -161,7 +176,11 @@ mod tests {
         assert_eq!(trace.launch_count(), 3);
         // b's size known from the state is declared at time zero; a's learned size follows.
         assert_eq!(trace.events[0], UsageEvent::App { t_ms: 0, app: "b".into(), working_set: WorkingSet::Bytes(8192) });
-        assert!(trace.events.contains(&UsageEvent::App { t_ms: 2_100, app: "a".into(), working_set: WorkingSet::Bytes(4096 * 3) }));
+        assert!(trace.events.contains(&UsageEvent::App {
+            t_ms: 2_100,
+            app: "a".into(),
+            working_set: WorkingSet::Bytes(4096 * 3)
+        }));
     }
 
     #[test]

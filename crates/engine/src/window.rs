@@ -252,7 +252,14 @@ impl LaunchTracker {
     /// Process `tgid` exec'd the application `app` at `now_ns`. `follow` says whether a new
     /// launch of `app` (or the relabelled one) is traced; it is asked only then, not for a helper
     /// joining a launch in progress (the common exec under `make`).
-    pub fn on_exec(&mut self, tgid: u32, app: AppIdentity, argv: Vec<String>, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
+    pub fn on_exec(
+        &mut self,
+        tgid: u32,
+        app: AppIdentity,
+        argv: Vec<String>,
+        now_ns: u64,
+        follow: impl FnOnce(&AppIdentity) -> bool,
+    ) -> ExecOutcome {
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
@@ -381,11 +388,7 @@ impl LaunchTracker {
 
     fn deadline_of(&self, l: &ActiveLaunch) -> u64 {
         // An unfollowed launch has no events to go quiet on: it lasts while its processes do.
-        let quiet = if l.followed {
-            l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns)
-        } else {
-            u64::MAX
-        };
+        let quiet = if l.followed { l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns) } else { u64::MAX };
         let cap = l.started_ns.saturating_add(self.settings.max_ns);
         let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
         quiet.min(cap).min(exited)
@@ -522,7 +525,12 @@ mod tests {
     const F: InodeKey = InodeKey { dev: 1, ino: 5 };
 
     fn tracker() -> LaunchTracker {
-        LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 1 << 20 })
+        LaunchTracker::new(WindowSettings {
+            max_ns: 15_000 * MS,
+            quiet_ns: 1000 * MS,
+            mode: TraceMode::Access,
+            max_pages: 1 << 20,
+        })
     }
 
     fn app(exe: &str) -> AppIdentity {
@@ -653,7 +661,10 @@ mod tests {
         let mut t = tracker();
         assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, |_| false), ExecOutcome::Started(1));
         t.on_fork(40, 41);
-        assert_eq!(t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!("a helper joining a launch is not asked about")), ExecOutcome::Joined(1));
+        assert_eq!(
+            t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!("a helper joining a launch is not asked about")),
+            ExecOutcome::Joined(1)
+        );
         t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
         assert!(!t.is_following() && !t.is_idle());
         // No events to go quiet on: still open long after the quiet time.
@@ -669,7 +680,12 @@ mod tests {
 
     #[test]
     fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
-        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Access, max_pages: 100 });
+        let mut t = LaunchTracker::new(WindowSettings {
+            max_ns: 15_000 * MS,
+            quiet_ns: 1000 * MS,
+            mode: TraceMode::Access,
+            max_pages: 100,
+        });
         t.on_exec(50, app("/usr/bin/cat"), vec![], 0, |_| true);
         t.on_fork(50, 51);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
@@ -770,7 +786,12 @@ mod tests {
 
     #[test]
     fn insertion_mode_learns_from_insertions() {
-        let mut t = LaunchTracker::new(WindowSettings { max_ns: 15_000 * MS, quiet_ns: 1000 * MS, mode: TraceMode::Insertion, max_pages: 1 << 20 });
+        let mut t = LaunchTracker::new(WindowSettings {
+            max_ns: 15_000 * MS,
+            quiet_ns: 1000 * MS,
+            mode: TraceMode::Insertion,
+            max_pages: 1 << 20,
+        });
         t.on_exec(3, app("/bin/a"), vec![], 0, |_| true);
         t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
         let done = t.close_all(2 * MS);

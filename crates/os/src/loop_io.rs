@@ -12,9 +12,7 @@ pub use crate::sense::monotonic_ns;
 
 /// Wall-clock milliseconds since the epoch.
 pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Local time minus UTC in seconds at `unix_s`, by the C library's time-zone rules (`TZ`,
@@ -241,8 +239,7 @@ impl PressureTrigger {
             .map_err(|e| Error::io_at(path, "opening the memory pressure file", e.into()))?;
         // The kernel reads the specification as a NUL-terminated string (as psi.rst's example).
         let spec = format!("some {stall_us} {window_us}\0");
-        rustix::io::write(&fd, spec.as_bytes())
-            .map_err(|e| Error::io_at(path, "registering a pressure trigger on", e.into()))?;
+        rustix::io::write(&fd, spec.as_bytes()).map_err(|e| Error::io_at(path, "registering a pressure trigger on", e.into()))?;
         Ok(PressureTrigger { fd, spec: (stall_us, window_us) })
     }
 }

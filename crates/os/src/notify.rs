@@ -46,8 +46,7 @@ impl Notifier {
             }
         }
         .map_err(|e| Error::io(format!("NOTIFY_SOCKET={}", name.to_string_lossy()), e))?;
-        let socket = UnixDatagram::unbound()
-            .map_err(|e| Error::io("creating the notification socket", e))?;
+        let socket = UnixDatagram::unbound().map_err(|e| Error::io("creating the notification socket", e))?;
         Ok(Notifier { target: Some((socket, addr)) })
     }
 
@@ -59,10 +58,7 @@ impl Notifier {
     /// Sends raw `KEY=value` lines (newline-separated). No-op when inactive.
     pub fn send(&self, state: &str) -> Result<()> {
         let Some((socket, addr)) = &self.target else { return Ok(()) };
-        socket
-            .send_to_addr(state.as_bytes(), addr)
-            .map(|_| ())
-            .map_err(|e| Error::io("notifying the service manager", e))
+        socket.send_to_addr(state.as_bytes(), addr).map(|_| ()).map_err(|e| Error::io("notifying the service manager", e))
     }
 
     /// `READY=1`: tracing and state are up; systemd finishes `systemctl start` here.

@@ -5,9 +5,5 @@ use augur_core::error::{Error, Result};
 
 /// Fails with [`Error::NotRoot`] unless the effective user is root.
 pub fn require_root(action: &str) -> Result<()> {
-    if rustix::process::geteuid().is_root() {
-        Ok(())
-    } else {
-        Err(Error::NotRoot { action: action.to_string() })
-    }
+    if rustix::process::geteuid().is_root() { Ok(()) } else { Err(Error::NotRoot { action: action.to_string() }) }
 }

@@ -12,7 +12,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use augur_core::error::{Error, Result};
-use augur_core::model::profile::{FileIdentity, FileProfile, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange};
+use augur_core::model::profile::{
+    FileIdentity, FileProfile, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
+};
 use augur_core::model::range::PageRange;
 
 /// The `format` field every profile carries.

@@ -15,12 +15,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-
 use augur_core::error::{Error, Result};
 use augur_core::model::learn::AppModel;
-use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 use augur_core::model::profile::LaunchProfile;
-
+use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -165,9 +163,7 @@ impl StateStore {
         conn.busy_timeout(Duration::from_secs(5)).map_err(bad_or_fatal)?;
         let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(bad_or_fatal)?;
         let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(bad_or_fatal)?;
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-            .map_err(bad_or_fatal)?;
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(bad_or_fatal)?;
         if app_id != APPLICATION_ID && !(app_id == 0 && tables == 0) {
             return Err(Unusable::Bad(format!("SQLite database without augur's marker (application_id {app_id:#x})")));
         }
@@ -260,13 +256,10 @@ impl StateStore {
             move |err: rusqlite::Error| db_error(&path, doing, err)
         };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e("learning in"))?;
-        let old: Option<String> = tx
-            .query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0))
-            .optional()
-            .map_err(e("learning in"))?;
-        let mut model = old
-            .and_then(|t| serde_json::from_str::<AppModel>(&t).ok())
-            .unwrap_or_else(|| AppModel::new(launch.page_size));
+        let old: Option<String> =
+            tx.query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0)).optional().map_err(e("learning in"))?;
+        let mut model =
+            old.and_then(|t| serde_json::from_str::<AppModel>(&t).ok()).unwrap_or_else(|| AppModel::new(launch.page_size));
         model.record_launch(launch, &limits.learn);
         let text = serde_json::to_string(&model)
             .map_err(|err| Error::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
@@ -276,8 +269,15 @@ impl StateStore {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT (key) DO UPDATE SET exe = ?2, launches = ?3, last_launch_ms = ?4, pages = ?5,
                  replay_pages = ?6, model = ?7",
-            params![app, exe, model.launches as i64, record.started_ms as i64, model.page_count() as i64,
-                    replay_pages as i64, text],
+            params![
+                app,
+                exe,
+                model.launches as i64,
+                record.started_ms as i64,
+                model.page_count() as i64,
+                replay_pages as i64,
+                text
+            ],
         )
         .map_err(e("learning in"))?;
         insert_record(&tx, record).map_err(e("learning in"))?;
@@ -288,10 +288,8 @@ impl StateStore {
 
     /// How many launches of `app` were learned and when the latest started (Unix ms), if any was.
     pub fn learned_launches(&self, app: &str) -> Result<Option<(u64, u64)>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT launches, last_launch_ms FROM apps WHERE key = ?1")
-            .map_err(self.err("reading"))?;
+        let mut st =
+            self.conn.prepare_cached("SELECT launches, last_launch_ms FROM apps WHERE key = ?1").map_err(self.err("reading"))?;
         st.query_row([app], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
             .optional()
             .map_err(self.err("reading"))
@@ -320,8 +318,7 @@ impl StateStore {
                 .prepare_cached("INSERT INTO activity (at_ms, local_ms, app, instance, launch) VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(&e)?;
             for r in records {
-                st.execute(params![r.at_ms as i64, r.local_ms as i64, r.app, r.instance as i64, r.launch])
-                    .map_err(&e)?;
+                st.execute(params![r.at_ms as i64, r.local_ms as i64, r.app, r.instance as i64, r.launch]).map_err(&e)?;
             }
         }
         tx.execute(
@@ -453,18 +450,12 @@ impl StateStore {
     /// Runs SQLite's full integrity check; `Ok` only when it says "ok".
     pub fn integrity_check(&self) -> Result<()> {
         let out: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(self.err("checking"))?;
-        if out == "ok" {
-            Ok(())
-        } else {
-            Err(Error::Corrupt { path: self.path.clone(), what: "state database", detail: out })
-        }
+        if out == "ok" { Ok(()) } else { Err(Error::Corrupt { path: self.path.clone(), what: "state database", detail: out }) }
     }
 
     /// Writes the WAL back into the database file (on clean shutdown).
     pub fn checkpoint(&self) -> Result<()> {
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(self.err("checkpointing"))
+        self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(self.err("checkpointing"))
     }
 }
 
@@ -510,18 +501,12 @@ fn prepare_directory(path: &Path) -> Result<()> {
     if dir.exists() {
         return Ok(());
     }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::io_at(dir, "creating state directory", e))
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| Error::io_at(dir, "creating state directory", e))
 }
 
 /// Renames `path` (and any -wal/-shm beside it) to `<path>.corrupt-<unix time>`.
 fn move_aside(path: &Path) -> Result<PathBuf> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut aside = PathBuf::from(format!("{}.corrupt-{now}", path.display()));
     let mut n = 1;
     while aside.exists() {
@@ -658,8 +643,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         let (mut s, _) = StateStore::open(&path).unwrap();
-        let limits =
-            StateLimits { learn: LearnSettings { max_apps: 3, ..Default::default() }, max_launch_records: 4, max_activity_records: 5 };
+        let limits = StateLimits {
+            learn: LearnSettings { max_apps: 3, ..Default::default() },
+            max_launch_records: 4,
+            max_activity_records: 5,
+        };
         for i in 0..10u64 {
             let app = format!("/bin/a{i}");
             s.learn_launch(&app, &app, &launch(i), &record(&app, 100 + i), &limits).unwrap();
@@ -668,7 +656,13 @@ mod tests {
         assert_eq!(keys, vec!["/bin/a9", "/bin/a8", "/bin/a7"]);
         assert_eq!(s.recent_launches(100).unwrap().len(), 4);
         let acts: Vec<ActivityRecord> = (0..8u64)
-            .map(|i| ActivityRecord { at_ms: i, local_ms: i + 1, app: format!("/bin/a{}", i / 2), instance: i / 2, launch: i % 2 == 0 })
+            .map(|i| ActivityRecord {
+                at_ms: i,
+                local_ms: i + 1,
+                app: format!("/bin/a{}", i / 2),
+                instance: i / 2,
+                launch: i % 2 == 0,
+            })
             .collect();
         s.add_activity(&acts[..3], &limits).unwrap();
         s.add_activity(&acts[3..], &limits).unwrap();

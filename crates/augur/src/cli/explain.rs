@@ -63,9 +63,8 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
             other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
         };
     };
-    let mut predictor = predict::by_name(&args.predictor).ok_or_else(|| {
-        Error::Usage(format!("unknown predictor {:?} (known: {})", args.predictor, PREDICTOR_NAMES.join(", ")))
-    })?;
+    let mut predictor = predict::by_name(&args.predictor)
+        .ok_or_else(|| Error::Usage(format!("unknown predictor {:?} (known: {})", args.predictor, PREDICTOR_NAMES.join(", "))))?;
     let trace = augur_store::usage_trace_file::load(path)?;
     let until = args.at_ms.unwrap_or(u64::MAX);
     let mut last = 0;
@@ -75,7 +74,12 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
         }
         last = e.t_ms();
         if let UsageEvent::Activity { t_ms, app, instance, transition } = e {
-            predictor.observe(&Observation { at: LocalTime(trace.header.local_ms(*t_ms)), app, instance: *instance, transition: *transition });
+            predictor.observe(&Observation {
+                at: LocalTime(trace.header.local_ms(*t_ms)),
+                app,
+                instance: *instance,
+                transition: *transition,
+            });
         }
     }
     let at = LocalTime(trace.header.local_ms(args.at_ms.unwrap_or(last)));

@@ -42,7 +42,9 @@ pub fn run(args: ForgetArgs) -> Result<ExitCode> {
     let forgotten = match control::request(&socket, &request) {
         Ok(Response::Forgot { apps }) => apps,
         Ok(Response::Error { message }) => return Err(Error::Command { command: "augur daemon".into(), detail: message }),
-        Ok(other) => return Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+        Ok(other) => {
+            return Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") });
+        }
         Err(Error::NoDaemon { .. }) => {
             let path = args.state.clone().unwrap_or(config.daemon.state_path.clone());
             if !path.exists() {
@@ -62,9 +64,7 @@ pub fn run(args: ForgetArgs) -> Result<ExitCode> {
         Err(e) => return Err(e),
     };
     match (&request, forgotten) {
-        (Request::Forget { app }, 0) => {
-            Err(Error::Usage(format!("augur has not learned {app:?} (see `augur apps`)")))
-        }
+        (Request::Forget { app }, 0) => Err(Error::Usage(format!("augur has not learned {app:?} (see `augur apps`)"))),
         _ => {
             println!("forgot {forgotten} application(s)");
             Ok(ExitCode::SUCCESS)

@@ -117,9 +117,9 @@ fn write_man_page(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) ->
 fn root_page_sections(subcommand_pages: &[String]) -> String {
     use clap_mangen::roff::{Roff, bold, roman};
 
-    use augur_engine::config::{DEFAULT_CONFIG_PATH, DEFAULT_SOCKET_PATH};
     use augur_core::error::exit;
     use augur_engine::config::DEFAULT_STATE_PATH;
+    use augur_engine::config::{DEFAULT_CONFIG_PATH, DEFAULT_SOCKET_PATH};
 
     let files = [
         (DEFAULT_CONFIG_PATH, "The daemon's configuration (TOML; every key optional)."),
@@ -168,13 +168,9 @@ mod tests {
     fn one_man_page_per_visible_command_and_none_for_hidden_ones() {
         let dir = tempfile::tempdir().unwrap();
         let written = write_man_pages(dir.path()).unwrap();
-        let names: Vec<String> =
-            written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert!(names.contains(&"augur.1".to_string()));
-        let visible = Cli::command()
-            .get_subcommands()
-            .filter(|s| !s.is_hide_set())
-            .count();
+        let visible = Cli::command().get_subcommands().filter(|s| !s.is_hide_set()).count();
         assert_eq!(names.len(), visible + 1, "{names:?}");
         for sub in ["trace", "daemon", "status", "forget"] {
             assert!(names.contains(&format!("augur-{sub}.1")), "{names:?}");
@@ -184,8 +180,11 @@ mod tests {
         assert!(page.contains(".TH augur-daemon"), "{page}");
         let root = fs::read_to_string(dir.path().join("augur.1")).unwrap();
         for section in ["FILES", "EXIT STATUS", "SEE ALSO"] {
-            assert_eq!(root.matches(&format!(".SH \"{section}\"")).count()
-                + root.matches(&format!(".SH {section}\n")).count(), 1, "{section} in\n{root}");
+            assert_eq!(
+                root.matches(&format!(".SH \"{section}\"")).count() + root.matches(&format!(".SH {section}\n")).count(),
+                1,
+                "{section} in\n{root}"
+            );
         }
         assert!(root.contains("/etc/augur/config.toml") && root.contains("augur\\-daemon(1)"), "{root}");
         assert!(!page.contains("EXIT STATUS"), "only augur.1 carries the extra sections");

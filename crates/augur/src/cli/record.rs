@@ -45,9 +45,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
         Some(secs) => {
             // Fail at once when no daemon answers, not after the duration.
             control::request(&args.socket, &Request::Status)?;
-            let since = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
+            let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
             std::thread::sleep(Duration::from_secs(secs));
             ask(&args, Some(since))?
         }

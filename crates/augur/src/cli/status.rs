@@ -54,9 +54,7 @@ pub fn human_bytes(bytes: u64) -> String {
 
 /// Age of a millisecond timestamp, for people.
 pub fn ago(then_ms: u64) -> String {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let s = now_ms.saturating_sub(then_ms) / 1000;
     match s {
         0..=59 => format!("{s}s ago"),
@@ -71,7 +69,12 @@ fn render(r: &StatusReport) -> String {
     let up = r.uptime_secs;
     out.push_str(&format!(
         "augur daemon {}: running, pid {}, up {}h{:02}m{:02}s, health: {}\n",
-        r.version, r.pid, up / 3600, up / 60 % 60, up % 60, r.health
+        r.version,
+        r.pid,
+        up / 3600,
+        up / 60 % 60,
+        up % 60,
+        r.health
     ));
     out.push_str(&format!("mode: {} ({})\n", r.mode, r.mode_description));
     if !r.tracepoints.is_empty() {
@@ -79,7 +82,9 @@ fn render(r: &StatusReport) -> String {
     }
     out.push_str(&format!(
         "applications learned: {}; launches in progress: {}; memory: {} resident\n",
-        r.apps_learned, r.launches_in_progress, human_bytes(r.rss_bytes)
+        r.apps_learned,
+        r.launches_in_progress,
+        human_bytes(r.rss_bytes)
     ));
     out.push_str(&format!(
         "replay on exec: {}; prediction: {}; state: {}\n",
@@ -123,7 +128,10 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
     match control::request(&socket, &Request::Status)? {
         Response::Status(report) => {
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::io("encoding", std::io::Error::other(e)))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).map_err(|e| Error::io("encoding", std::io::Error::other(e)))?
+                );
             } else {
                 print!("{}", render(&report));
             }

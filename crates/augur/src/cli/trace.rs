@@ -11,16 +11,19 @@ use std::time::Duration;
 use clap::Args;
 
 use augur_core::error::{Error, Result};
-use augur_os::privilege::require_root;
 use augur_core::model::profile::{LaunchProfile, LookupKind};
-use augur_os::sense::mode::{mode_name, parse_mode, FORCE_MODE_ENV};
-use augur_os::sense::trace_session::{describe_status, trace_command, TraceReport, TraceRequest, DEFAULT_WINDOW};
+use augur_os::privilege::require_root;
+use augur_os::sense::mode::{FORCE_MODE_ENV, mode_name, parse_mode};
+use augur_os::sense::trace_session::{DEFAULT_WINDOW, TraceReport, TraceRequest, describe_status, trace_command};
 use augur_store::profile_file;
 
 /// Arguments of `augur trace`.
 #[derive(Debug, Args)]
-#[command(override_usage = "augur trace [OPTIONS] -- <CMD> [ARGS]...", after_help = "The command's own output passes through. The summary goes to stderr. \
-The profile is written even when the command fails or the trace is interrupted (Ctrl-C).")]
+#[command(
+    override_usage = "augur trace [OPTIONS] -- <CMD> [ARGS]...",
+    after_help = "The command's own output passes through. The summary goes to stderr. \
+The profile is written even when the command fails or the trace is interrupted (Ctrl-C)."
+)]
 pub struct TraceArgs {
     /// Stop recording after this many seconds even if the command still runs (default and
     /// maximum: 60). Without it, recording stops when the command exits.
@@ -113,7 +116,12 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
     }
     require_root("augur trace")?;
     let output = args.output.clone().unwrap_or_else(|| default_output(&args.command));
-    let request = TraceRequest { command: args.command.clone(), window: args.window.unwrap_or(DEFAULT_WINDOW), mode: args.mode, lookups: !args.no_lookups };
+    let request = TraceRequest {
+        command: args.command.clone(),
+        window: args.window.unwrap_or(DEFAULT_WINDOW),
+        mode: args.mode,
+        lookups: !args.no_lookups,
+    };
     let mut report = trace_command(&request).map_err(|e| match e {
         Error::Kernel { feature, detail } if request.mode.is_none() => {
             Error::Kernel { feature, detail: format!("{detail} (--mode file-only records whole files without tracing)") }

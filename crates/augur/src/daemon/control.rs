@@ -122,12 +122,7 @@ pub enum Response {
 pub fn request(socket: &Path, request: &Request) -> Result<Response> {
     let mut stream = match UnixStream::connect(socket) {
         Ok(s) => s,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) =>
-        {
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
             return Err(Error::NoDaemon { socket: socket.to_path_buf() });
         }
         Err(e) => return Err(Error::io_at(socket, "connecting to the daemon at", e)),
@@ -167,8 +162,7 @@ pub fn listen(socket: &Path) -> Result<UnixListener> {
         std::fs::remove_file(socket).map_err(|e| Error::io_at(socket, "removing stale socket", e))?;
     }
     let listener = UnixListener::bind(socket).map_err(|e| Error::io_at(socket, "listening on", e))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io_at(socket, "securing", e))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io_at(socket, "securing", e))?;
     listener.set_nonblocking(true).context(|| format!("configuring {}", socket.display()))?;
     Ok(listener)
 }
@@ -205,7 +199,14 @@ mod tests {
 
     #[test]
     fn protocol_round_trips() {
-        for r in [Request::Status, Request::Apps, Request::Forget { app: "/usr/bin/x".into() }, Request::ForgetAll, Request::Record { since_unix_ms: Some(5) }, Request::Explain { app: "a".into() }] {
+        for r in [
+            Request::Status,
+            Request::Apps,
+            Request::Forget { app: "/usr/bin/x".into() },
+            Request::ForgetAll,
+            Request::Record { since_unix_ms: Some(5) },
+            Request::Explain { app: "a".into() },
+        ] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), r);
         }

@@ -19,17 +19,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
 
-use augur_engine::config::Config;
-use augur_os::loop_io::{self, PressureTrigger};
 use super::run::{PlanContext, PlanStep, PlanTrigger};
 use augur_core::error::{Error, Result};
-use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
-use augur_os::fetch::request::FetchPlan;
-use augur_os::fetch::IoPriority;
 use augur_core::model::predict::{self, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig, RangeUse, plan};
+use augur_engine::config::Config;
+use augur_os::fetch::IoPriority;
+use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
+use augur_os::fetch::request::FetchPlan;
+use augur_os::loop_io::{self, PressureTrigger};
 
 /// Applications considered per round at most (the likeliest), to bound state reads.
 const MAX_CANDIDATES: usize = 32;
@@ -79,7 +79,12 @@ impl PressureWatch {
 
 /// Runs one fetch; with `watch`, a companion thread reads the pressure file every
 /// [`PRESSURE_POLL`] and cancels the fetch when pressure is high.
-fn fetch_watched(plan: &FetchPlan, cancel: &CancelFlag, pressure: &CancelFlag, watch: Option<&PressureWatch>) -> augur_os::fetch::FetchReport {
+fn fetch_watched(
+    plan: &FetchPlan,
+    cancel: &CancelFlag,
+    pressure: &CancelFlag,
+    watch: Option<&PressureWatch>,
+) -> augur_os::fetch::FetchReport {
     let fetcher = Prefetcher::new(FetchOptions {
         priority: IoPriority::Idle,
         window_bytes: FETCH_WINDOW_BYTES,
@@ -191,16 +196,18 @@ impl PredictionStep {
             })
             .map_err(|e| Error::io("starting the prediction worker", e))?;
         let sources = MemorySources::default();
-        let trigger = match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us) {
-            Ok(t) => {
-                tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
-                Some(t)
-            }
-            Err(e) => {
-                tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
-                None
-            }
-        };
+        let trigger =
+            match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us)
+            {
+                Ok(t) => {
+                    tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
+                    Some(t)
+                }
+                Err(e) => {
+                    tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
+                    None
+                }
+            };
         Ok(PredictionStep {
             predictor,
             jobs: Some(tx),
@@ -308,10 +315,8 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
     for f in &profile.files {
         for r in &f.ranges {
-            ranges.push((
-                r.first_use_us,
-                RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0 },
-            ));
+            ranges
+                .push((r.first_use_us, RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0 }));
         }
     }
     ranges.sort_by_key(|(t, _)| *t);
@@ -324,7 +329,11 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
 /// plan per application keeps a disk-order sort (rotational disks) inside each application, so
 /// the likeliest one is complete first even when the round is cut short by a launch. Each plan
 /// carries its application's lookups, repeated before its pages.
-pub fn fetch_plans_of(planned: &augur_core::plan::Plan, profiles: &BTreeMap<String, LaunchProfile>, page_size: u64) -> Vec<(String, FetchPlan)> {
+pub fn fetch_plans_of(
+    planned: &augur_core::plan::Plan,
+    profiles: &BTreeMap<String, LaunchProfile>,
+    page_size: u64,
+) -> Vec<(String, FetchPlan)> {
     let mut apps: Vec<&str> = Vec::new();
     let mut plans: Vec<FetchPlan> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
@@ -343,7 +352,12 @@ pub fn fetch_plans_of(planned: &augur_core::plan::Plan, profiles: &BTreeMap<Stri
                 plans.len() - 1
             }
         };
-        plans[i].add_file(file.path.clone(), file.identity, &[UsedRange { range: r.range, first_use_us: order as u64 }], profile.page_size);
+        plans[i].add_file(
+            file.path.clone(),
+            file.identity,
+            &[UsedRange { range: r.range, first_use_us: order as u64 }],
+            profile.page_size,
+        );
     }
     apps.into_iter().map(String::from).zip(plans).collect()
 }
@@ -411,7 +425,9 @@ impl PlanStep for PredictionStep {
             self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
             return Ok(());
         }
-        if !matches!(trigger, PlanTrigger::Start) && self.last_round_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS)) {
+        if !matches!(trigger, PlanTrigger::Start)
+            && self.last_round_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(MIN_ROUND_GAP_MS))
+        {
             self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
             return Ok(());
         }
@@ -481,9 +497,13 @@ impl PlanStep for PredictionStep {
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
         if let Some(tx) = &self.jobs {
-            let watch = self.trigger.is_none().then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
+            let watch = self
+                .trigger
+                .is_none()
+                .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
             let plans = fetch.into_iter().map(|(_, p)| p).collect();
-            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err() {
+            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err()
+            {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
@@ -528,7 +548,11 @@ mod tests {
     fn fixture() -> (tempfile::TempDir, MemorySources, augur_store::state::StateStore) {
         let dir = tempfile::tempdir().unwrap();
         let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
-        std::fs::write(&sources.meminfo, "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n").unwrap();
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n",
+        )
+        .unwrap();
         let (state, _) = augur_store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
         (dir, sources, state)
     }
@@ -539,7 +563,9 @@ mod tests {
         let config = Config::default();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
         let ctx = PlanContext { state: &state, config: &config, now_ms: 1_000, local_ms: 1_000, launching: false };
-        let psi = |avg10: f64| format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+        let psi = |avg10: f64| {
+            format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+        };
 
         std::fs::write(&sources.pressure, psi(0.5)).unwrap();
         step.plan(&PlanTrigger::LaunchStarted { app: "a".into(), instance: 1 }, &ctx).unwrap();
@@ -563,17 +589,20 @@ mod tests {
         assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS - 3_000));
 
         // While an application starts, nothing is fetched for later; afterwards planning resumes.
-        let launching = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
+        let launching =
+            PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
         step.plan(&PlanTrigger::Interval, &launching).unwrap();
         assert_eq!(step.jobs_sent(), 1);
-        assert_eq!(
-            step.round_owed_in_ms(),
-            Some(MIN_ROUND_GAP_MS),
-            "a round is owed for after the start"
-        );
+        assert_eq!(step.round_owed_in_ms(), Some(MIN_ROUND_GAP_MS), "a round is owed for after the start");
 
         // It stays low: planning resumes once the hold is over.
-        let later = PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000 + PRESSURE_HOLD_MS, launching: false };
+        let later = PlanContext {
+            state: &state,
+            config: &config,
+            now_ms: 1_000 + PRESSURE_HOLD_MS,
+            local_ms: 1_000 + PRESSURE_HOLD_MS,
+            launching: false,
+        };
         step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());
@@ -595,7 +624,10 @@ mod tests {
         step.plan(&PlanTrigger::Interval, &at(11_000)).unwrap();
         assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (2, None));
         let explained = step.explain("/bin/p2", 11_000).unwrap();
-        assert!(explained.reasons.iter().any(|r| r.contains("running now")), "launches in the burst were observed: {explained:?}");
+        assert!(
+            explained.reasons.iter().any(|r| r.contains("running now")),
+            "launches in the burst were observed: {explained:?}"
+        );
     }
 
     #[test]
@@ -621,7 +653,13 @@ mod tests {
         for i in 0..30u64 {
             let app = apps[(i % 3) as usize];
             history.push(ActivityRecord { at_ms: i * 1000, local_ms: i * 1000, app: app.into(), instance: i, launch: true });
-            history.push(ActivityRecord { at_ms: i * 1000 + 500, local_ms: i * 1000 + 500, app: app.into(), instance: i, launch: false });
+            history.push(ActivityRecord {
+                at_ms: i * 1000 + 500,
+                local_ms: i * 1000 + 500,
+                app: app.into(),
+                instance: i,
+                launch: false,
+            });
         }
         // The daemon stopped while an instance of /bin/a ran: its exit was never recorded.
         history.push(ActivityRecord { at_ms: 40_000, local_ms: 40_000, app: "/bin/a".into(), instance: 99, launch: true });
@@ -644,10 +682,8 @@ mod tests {
     fn each_application_gets_its_own_fetch_in_the_planners_order() {
         let a = profile(&[("/usr/lib/shared.so", &[(0, 4, 1)]), ("/usr/bin/a", &[(0, 4, 2)])]);
         let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
-        let probs = vec![
-            AppProbability { app: "a".into(), probability: 0.2 },
-            AppProbability { app: "b".into(), probability: 0.7 },
-        ];
+        let probs =
+            vec![AppProbability { app: "a".into(), probability: 0.2 }, AppProbability { app: "b".into(), probability: 0.7 }];
         let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
         let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
         let profiles = BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
@@ -665,10 +701,8 @@ mod tests {
         let mut a = profile(&[("/usr/bin/a", &[(0, 4, 1)])]);
         a.lookups = vec![Lookup { path: "/usr/share/a".into(), kind: LookupKind::Dir }];
         let b = profile(&[("/usr/bin/b", &[(0, 4, 1)])]);
-        let probs = vec![
-            AppProbability { app: "a".into(), probability: 0.9 },
-            AppProbability { app: "b".into(), probability: 0.5 },
-        ];
+        let probs =
+            vec![AppProbability { app: "a".into(), probability: 0.9 }, AppProbability { app: "b".into(), probability: 0.5 }];
         let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
         let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
         let profiles = BTreeMap::from([("a".to_string(), a.clone()), ("b".to_string(), b)]);

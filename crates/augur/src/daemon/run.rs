@@ -18,18 +18,21 @@ use std::time::Instant;
 
 use rustix::event::epoll;
 
-use augur_engine::config::{Config, ReplayPriority};
 use super::control::{self, EventCounts, Request, Response, StatusReport};
-use augur_os::notify::Notifier;
-use augur_os::loop_io::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
-use augur_engine::running::{InstanceChange, RunningInstances};
-use augur_engine::usage_log::UsageLog;
-use augur_engine::window::{ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings};
 use augur_core::error::{Error, Result};
-use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use augur_core::model::app::{self, AppIdentity};
 use augur_core::model::profile::{LaunchProfile, Lookup, LookupKind, TraceMode};
+use augur_core::model::record::{ActivityRecord, LaunchRecord};
 use augur_core::model::usage_trace::Transition;
+use augur_engine::config::{Config, ReplayPriority};
+use augur_engine::running::{InstanceChange, RunningInstances};
+use augur_engine::usage_log::UsageLog;
+use augur_engine::window::{
+    ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings,
+};
+use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
+use augur_os::loop_io::{self, DaemonSignal, SignalFd, Timer, Wakeup, WakeupHandle};
+use augur_os::notify::Notifier;
 use augur_os::sense::event::{EventKind, PageEventKind};
 use augur_os::sense::fanotify::OpenWatcher;
 use augur_os::sense::inode_name::InodeNamer;
@@ -41,7 +44,6 @@ use augur_os::sense::resolve::{PathResolver, assemble_files};
 use augur_os::sense::trace_session::PROFILE_PAGE_SIZE;
 use augur_os::sense::tracefs::InstanceOptions;
 use augur_os::sense::watch::{ModeChoice, PageWatch, WatchScope};
-use augur_core::model::record::{ActivityRecord, LaunchRecord};
 use augur_store::state::{OpenOutcome, StateStore};
 
 /// Paths known to the resolver beyond which it is cleared while no launch is in progress.
@@ -401,7 +403,9 @@ impl Daemon {
     fn flush_activity(&mut self, force: bool) {
         let now = loop_io::monotonic_ns();
         if self.pending_activity.is_empty()
-            || !(force || self.pending_activity.len() >= ACTIVITY_BATCH || now.saturating_sub(self.activity_flushed_ns) >= ACTIVITY_FLUSH_NS)
+            || !(force
+                || self.pending_activity.len() >= ACTIVITY_BATCH
+                || now.saturating_sub(self.activity_flushed_ns) >= ACTIVITY_FLUSH_NS)
         {
             return;
         }
@@ -433,9 +437,7 @@ impl Daemon {
                 now_ms: loop_io::unix_ms(),
                 local_ms: loop_io::local_ms(),
                 launching: !self.replays_in_flight.is_empty()
-                    || self
-                        .last_launch_ns
-                        .is_some_and(|t| loop_io::monotonic_ns() < t.saturating_add(LAUNCH_SETTLE_NS)),
+                    || self.last_launch_ns.is_some_and(|t| loop_io::monotonic_ns() < t.saturating_add(LAUNCH_SETTLE_NS)),
             };
             if let Err(e) = step.plan(&trigger, &ctx) {
                 tracing::warn!("planning round ({trigger:?}) failed: {e}");
@@ -467,9 +469,9 @@ impl Daemon {
         if self.config.predict.enabled
             && let Some(step) = self.plan_step.as_mut()
         {
-            let watched = step.pressure_trigger().map(|fd| {
-                epoll::add(&ep, fd, epoll::EventData::new_u64(TOKEN_PRESSURE), epoll::EventFlags::PRI)
-            });
+            let watched = step
+                .pressure_trigger()
+                .map(|fd| epoll::add(&ep, fd, epoll::EventData::new_u64(TOKEN_PRESSURE), epoll::EventFlags::PRI));
             match watched {
                 Some(Ok(())) => tracing::info!("memory pressure trigger armed"),
                 Some(Err(e)) => {
@@ -680,10 +682,7 @@ impl Daemon {
         }
         let how = if follow { "followed" } else { "replayed only" };
         tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
-        if self.config.launch.replay_on_exec
-            && !self.replays_in_flight.contains_key(&id)
-            && self.replay(id, &key)
-        {
+        if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) && self.replay(id, &key) {
             // A start augur serves: prediction leaves it the machine for a moment. Other execs
             // (a shell loop's, a build's) do not hold prediction off.
             self.last_launch_ns = Some(loop_io::monotonic_ns());
@@ -707,7 +706,13 @@ impl Daemon {
             InstanceChange::Exited { app, instance } => (app, *instance, false),
         };
         self.usage_log.activity(now, app, instance, if launch { Transition::Launch } else { Transition::Exit });
-        self.pending_activity.push(ActivityRecord { at_ms: now, local_ms: loop_io::local_ms(), app: app.clone(), instance, launch });
+        self.pending_activity.push(ActivityRecord {
+            at_ms: now,
+            local_ms: loop_io::local_ms(),
+            app: app.clone(),
+            instance,
+            launch,
+        });
         let trigger = match change {
             InstanceChange::Launched { app, instance } => PlanTrigger::LaunchStarted { app, instance },
             InstanceChange::Exited { app, instance } => PlanTrigger::AppExited { app, instance },
@@ -1035,7 +1040,12 @@ impl Daemon {
                     None
                 };
                 match explained {
-                    Some(e) => Response::Explanation { predictor: e.predictor, app: e.app, probability: e.probability, reasons: e.reasons },
+                    Some(e) => Response::Explanation {
+                        predictor: e.predictor,
+                        app: e.app,
+                        probability: e.probability,
+                        reasons: e.reasons,
+                    },
                     None => Response::Error { message: "prediction is off in this daemon ([predict] enabled = false)".into() },
                 }
             }
@@ -1043,7 +1053,13 @@ impl Daemon {
                 Ok(apps) => {
                     let known = apps.into_iter().map(|a| (a.key, a.pages.saturating_mul(PROFILE_PAGE_SIZE))).collect();
                     let source = format!("augur record (daemon pid {})", self.own_pid);
-                    let trace = self.usage_log.trace(since_unix_ms, loop_io::utc_offset_s((loop_io::unix_ms() / 1000) as i64), PROFILE_PAGE_SIZE, &source, &known);
+                    let trace = self.usage_log.trace(
+                        since_unix_ms,
+                        loop_io::utc_offset_s((loop_io::unix_ms() / 1000) as i64),
+                        PROFILE_PAGE_SIZE,
+                        &source,
+                        &known,
+                    );
                     Response::Trace { text: trace.to_text() }
                 }
                 Err(e) => fail(e),

@@ -64,7 +64,8 @@ fn progress(event: BenchEvent<'_>) {
             let replay = preparation
                 .replay
                 .map(|r| {
-                    let lookups = if r.lookups_replayed > 0 { format!(" and {} path lookups", r.lookups_replayed) } else { String::new() };
+                    let lookups =
+                        if r.lookups_replayed > 0 { format!(" and {} path lookups", r.lookups_replayed) } else { String::new() };
                     format!(", replayed {} of {} pages{lookups} first", r.already_resident + r.loaded, r.wanted)
                 })
                 .unwrap_or_default();
@@ -151,7 +152,11 @@ pub fn render_table(workload: &Workload, r: &BenchReport) -> String {
     let _ = writeln!(s);
     match r.session.condition(PREFETCHED).and_then(|c| c.gap_closed) {
         Some(g) => {
-            let _ = writeln!(s, "prefetching closes {:.0} % of the cold-to-warm gap ((cold - prefetched) / (cold - warm), medians).", g * 100.0);
+            let _ = writeln!(
+                s,
+                "prefetching closes {:.0} % of the cold-to-warm gap ((cold - prefetched) / (cold - warm), medians).",
+                g * 100.0
+            );
         }
         None => {
             let _ = writeln!(s, "no cold-to-warm gap to close: warm was not faster than cold.");

@@ -47,11 +47,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 /// Entry point of the binary: parse, run, render any error as one line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _ = tracing_subscriber::fmt()
-        .without_time()
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let _ = tracing_subscriber::fmt().without_time().with_target(false).with_writer(std::io::stderr).try_init();
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {

@@ -50,21 +50,11 @@ pub struct SuiteArgs {
     #[arg(long, requires = "suite")]
     pub check_profiles: bool,
     /// Where suite.json, suite.md, suite.svg and the logs are written.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "bench-results",
-        requires = "suite"
-    )]
+    #[arg(long, value_name = "DIR", default_value = "bench-results", requires = "suite")]
     pub output_dir: PathBuf,
     /// Where generated inputs (file tree, C project, the applications' HOME) are kept between
     /// runs.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "/var/cache/augur-bench",
-        requires = "suite"
-    )]
+    #[arg(long, value_name = "DIR", default_value = "/var/cache/augur-bench", requires = "suite")]
     pub cache_dir: PathBuf,
 }
 
@@ -80,17 +70,10 @@ pub fn run(args: SuiteArgs, runs: Option<u32>) -> Result<ExitCode> {
     let augur_exe = augur_bench::prefetchers::augur_beside_me()?;
     let opts = SuiteOptions {
         suite_path,
-        profiles: if args.profiles.is_empty() {
-            vec![MachineProfile::AsIs]
-        } else {
-            args.profiles
-        },
+        profiles: if args.profiles.is_empty() { vec![MachineProfile::AsIs] } else { args.profiles },
         settings: MachineSettings {
             leave_available: args.leave_available,
-            throttle: DiskThrottle {
-                read_iops: args.read_iops,
-                read_bps: args.read_bps,
-            },
+            throttle: DiskThrottle { read_iops: args.read_iops, read_bps: args.read_bps },
         },
         runs,
         training_secs: args.training_secs,
@@ -106,9 +89,6 @@ pub fn run(args: SuiteArgs, runs: Option<u32>) -> Result<ExitCode> {
     let progress = |line: &str| eprintln!("augur-bench: {line}");
     let report = suite::run(&opts, &progress)?;
     print!("{}", augur_bench::suite_markdown::render(&report));
-    eprintln!(
-        "augur-bench: wrote {0}/suite.json, {0}/suite.md, {0}/suite.svg",
-        opts.output_dir.display()
-    );
+    eprintln!("augur-bench: wrote {0}/suite.json, {0}/suite.md, {0}/suite.svg", opts.output_dir.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -60,10 +60,7 @@ enum Interpreter {
 /// Recognises an interpreter from the executable's file name (`python3.12`, `perl5.36`, `nodejs`).
 fn interpreter_of(exe: &Path) -> Option<Interpreter> {
     let name = exe.file_name()?.to_str()?;
-    let versioned = |base: &str| {
-        name.strip_prefix(base)
-            .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit() || c == '.'))
-    };
+    let versioned = |base: &str| name.strip_prefix(base).is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit() || c == '.'));
     if versioned("python") || versioned("pypy") || versioned("pypy3") {
         Some(Interpreter::Python)
     } else if versioned("perl") {
@@ -185,9 +182,19 @@ fn parse_generic(args: &[String], inline: &[&str], with_value: &[&str]) -> Parse
 
 /// Java: `-jar FILE`, `-m MODULE`, otherwise the main class after the options.
 fn parse_java(args: &[String]) -> Parsed {
-    const WITH_VALUE: &[&str] =
-        &["-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-modules", "--add-opens",
-          "--add-exports", "--add-reads", "--limit-modules", "--upgrade-module-path"];
+    const WITH_VALUE: &[&str] = &[
+        "-cp",
+        "-classpath",
+        "--class-path",
+        "-p",
+        "--module-path",
+        "--add-modules",
+        "--add-opens",
+        "--add-exports",
+        "--add-reads",
+        "--limit-modules",
+        "--upgrade-module-path",
+    ];
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {

@@ -38,13 +38,7 @@ pub struct LearnSettings {
 
 impl Default for LearnSettings {
     fn default() -> Self {
-        LearnSettings {
-            decay: 0.75,
-            drop_after_launches: 4,
-            replay_threshold: 0.2,
-            max_ranges_per_app: 8192,
-            max_apps: 1000,
-        }
+        LearnSettings { decay: 0.75, drop_after_launches: 4, replay_threshold: 0.2, max_ranges_per_app: 8192, max_apps: 1000 }
     }
 }
 
@@ -418,7 +412,10 @@ mod tests {
         m.record_launch(&launch(&[("/b", ident(2), &[(10, 5), (0, 2)]), ("/a", ident(1), &[(0, 1)])]), &s);
         let p = m.replay_profile(&s);
         assert_eq!(p.files.iter().map(|f| f.path.to_str().unwrap()).collect::<Vec<_>>(), vec!["/b", "/a"]);
-        assert_eq!(p.files[0].ranges.iter().map(|u| u.range).collect::<Vec<_>>(), vec![PageRange::new(10, 5), PageRange::new(0, 2)]);
+        assert_eq!(
+            p.files[0].ranges.iter().map(|u| u.range).collect::<Vec<_>>(),
+            vec![PageRange::new(10, 5), PageRange::new(0, 2)]
+        );
         assert_eq!(p.page_count(), 8);
     }
 
@@ -505,11 +502,7 @@ mod tests {
 
     fn arb_launch() -> impl Strategy<Value = LaunchProfile> {
         // Up to 4 files, identity from a small set so changes happen, ranges in a small space.
-        prop::collection::vec(
-            (0u8..4, 0u64..2, prop::collection::vec((0u64..200, 1u64..20), 0..6)),
-            0..5,
-        )
-        .prop_map(|files| {
+        prop::collection::vec((0u8..4, 0u64..2, prop::collection::vec((0u64..200, 1u64..20), 0..6)), 0..5).prop_map(|files| {
             let mut seen = std::collections::BTreeSet::new();
             let files = files
                 .into_iter()

@@ -298,10 +298,7 @@ mod tests {
         let got = l.finish();
         assert_eq!(
             got,
-            vec![
-                Lookup { path: "/a".into(), kind: LookupKind::Dir },
-                Lookup { path: "/b/x".into(), kind: LookupKind::Missing },
-            ]
+            vec![Lookup { path: "/a".into(), kind: LookupKind::Dir }, Lookup { path: "/b/x".into(), kind: LookupKind::Missing },]
         );
     }
 

@@ -50,9 +50,7 @@ impl PageRange {
     /// Splits into consecutive pieces of at most `max_pages` pages each.
     pub fn chunks(&self, max_pages: u64) -> impl Iterator<Item = PageRange> + '_ {
         let step = max_pages.max(1);
-        (self.start..self.end())
-            .step_by(step as usize)
-            .map(move |s| PageRange::from_bounds(s, (s + step).min(self.end())))
+        (self.start..self.end()).step_by(step as usize).map(move |s| PageRange::from_bounds(s, (s + step).min(self.end())))
     }
 }
 
@@ -155,12 +153,7 @@ impl RangeSet {
     /// Number of pages of `range` that are in the set.
     pub fn overlap_count(&self, range: PageRange) -> u64 {
         let lo = self.ranges.partition_point(|r| r.end() <= range.start);
-        self.ranges[lo..]
-            .iter()
-            .take_while(|r| r.start < range.end())
-            .filter_map(|r| r.intersect(&range))
-            .map(|r| r.len)
-            .sum()
+        self.ranges[lo..].iter().take_while(|r| r.start < range.end()).filter_map(|r| r.intersect(&range)).map(|r| r.len).sum()
     }
 
     /// Adds every page of `other`.
@@ -206,8 +199,7 @@ mod tests {
 
     #[test]
     fn insert_bridging_many() {
-        let mut set: RangeSet =
-            [PageRange::new(0, 1), PageRange::new(4, 1), PageRange::new(8, 1)].into_iter().collect();
+        let mut set: RangeSet = [PageRange::new(0, 1), PageRange::new(4, 1), PageRange::new(8, 1)].into_iter().collect();
         set.insert(PageRange::new(1, 7));
         assert_eq!(set.ranges(), &[PageRange::new(0, 9)]);
     }

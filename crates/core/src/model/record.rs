@@ -89,4 +89,3 @@ impl Default for StateLimits {
         StateLimits { learn: LearnSettings::default(), max_launch_records: 500, max_activity_records: 20_000 }
     }
 }
-

@@ -162,10 +162,7 @@ impl UsageTrace {
 
     /// Number of launch events.
     pub fn launch_count(&self) -> usize {
-        self.events
-            .iter()
-            .filter(|e| matches!(e, UsageEvent::Activity { transition: Transition::Launch, .. }))
-            .count()
+        self.events.iter().filter(|e| matches!(e, UsageEvent::Activity { transition: Transition::Launch, .. })).count()
     }
 
     /// The trace as text in the current format.
@@ -327,8 +324,7 @@ pub fn parse(text: &[u8]) -> std::result::Result<UsageTrace, TraceError> {
 }
 
 fn parse_header(line: &str) -> std::result::Result<TraceHeader, TraceError> {
-    let probe: VersionProbe =
-        serde_json::from_str(line).map_err(|e| TraceError::NotATrace(e.to_string()))?;
+    let probe: VersionProbe = serde_json::from_str(line).map_err(|e| TraceError::NotATrace(e.to_string()))?;
     if probe.format != FORMAT_NAME {
         return Err(TraceError::NotATrace(format!("format {:?}", probe.format)));
     }
@@ -338,13 +334,10 @@ fn parse_header(line: &str) -> std::result::Result<TraceHeader, TraceError> {
     if probe.version == 0 {
         return Err(TraceError::CorruptLine { line: 1, detail: "version 0 does not exist".into() });
     }
-    let header: TraceHeader = serde_json::from_str(line)
-        .map_err(|e| TraceError::CorruptLine { line: 1, detail: e.to_string() })?;
+    let header: TraceHeader =
+        serde_json::from_str(line).map_err(|e| TraceError::CorruptLine { line: 1, detail: e.to_string() })?;
     if header.page_size == 0 || !header.page_size.is_power_of_two() {
-        return Err(TraceError::CorruptLine {
-            line: 1,
-            detail: format!("page size {} is not a power of two", header.page_size),
-        });
+        return Err(TraceError::CorruptLine { line: 1, detail: format!("page size {} is not a power of two", header.page_size) });
     }
     Ok(header)
 }
@@ -381,7 +374,10 @@ mod tests {
                 UsageEvent::App {
                     t_ms: 0,
                     app: "web".into(),
-                    working_set: WorkingSet::Files(vec![FileRanges { path: "/usr/lib/libgtk".into(), ranges: vec![(0, 10), (20, 5)] }]),
+                    working_set: WorkingSet::Files(vec![FileRanges {
+                        path: "/usr/lib/libgtk".into(),
+                        ranges: vec![(0, 10), (20, 5)],
+                    }]),
                 },
                 UsageEvent::Activity { t_ms: 10, app: "mail".into(), instance: 1, transition: Transition::Launch },
                 UsageEvent::Activity { t_ms: 20, app: "web".into(), instance: 2, transition: Transition::Launch },

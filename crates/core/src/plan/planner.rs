@@ -220,7 +220,10 @@ mod tests {
     fn fp(app: &str, ranges: &[(&str, u64, u64)]) -> AppFootprint {
         AppFootprint {
             app: app.into(),
-            ranges: ranges.iter().map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0 }).collect(),
+            ranges: ranges
+                .iter()
+                .map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0 })
+                .collect(),
         }
     }
 
@@ -283,7 +286,11 @@ mod tests {
         let m = p.missing(&resident);
         assert_eq!(
             m,
-            vec![("/f".to_string(), PageRange::new(0, 2)), ("/f".into(), PageRange::new(4, 6)), ("/f".into(), PageRange::new(10, 5))]
+            vec![
+                ("/f".to_string(), PageRange::new(0, 2)),
+                ("/f".into(), PageRange::new(4, 6)),
+                ("/f".into(), PageRange::new(10, 5))
+            ]
         );
         assert_eq!(p.missing_bytes(&resident), 13 * 4096);
     }

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::page_cache::{BlockId, PageCache};
 use crate::model::predict::{
-    AppProbability, AugurConfig, AugurPredictor, LocalTime, NaivePredictor, Observation, PreloadConfig, PreloadPredictor,
-    Predictor, Transition,
+    AppProbability, AugurConfig, AugurPredictor, LocalTime, NaivePredictor, Observation, Predictor, PreloadConfig,
+    PreloadPredictor, Transition,
 };
 use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};

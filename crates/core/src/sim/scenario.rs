@@ -48,10 +48,10 @@ const MIB_PAGES: u64 = 256; // 4 KiB pages per MiB
 
 /// Shared file groups: libraries several applications map.
 const GROUPS: &[(&str, u64)] = &[
-    ("base", 12),       // libc, libstdc++, ld.so, locale
-    ("gtk", 55),        // GTK, GLib, Pango, Cairo
-    ("qt", 70),         // Qt and KDE Frameworks
-    ("lo-core", 170),   // LibreOffice's shared core
+    ("base", 12),     // libc, libstdc++, ld.so, locale
+    ("gtk", 55),      // GTK, GLib, Pango, Cairo
+    ("qt", 70),       // Qt and KDE Frameworks
+    ("lo-core", 170), // LibreOffice's shared core
     ("chromium-core", 90),
 ];
 
@@ -146,7 +146,13 @@ fn single_user() -> UserSpec {
         ("gnome-terminal", "gedit", 3.0),
         ("libreoffice-calc", "gnome-calculator", 1.0),
     ];
-    let play_menu = vec![("supertuxkart", 3.0, 50.0), ("aisleriot", 2.0, 20.0), ("eog", 1.0, 6.0), ("gimp", 0.8, 40.0), ("nautilus", 0.6, 5.0)];
+    let play_menu = vec![
+        ("supertuxkart", 3.0, 50.0),
+        ("aisleriot", 2.0, 20.0),
+        ("eog", 1.0, 6.0),
+        ("gimp", 0.8, 40.0),
+        ("nautilus", 0.6, 5.0),
+    ];
     let play_follows = vec![("rhythmbox", "supertuxkart", 2.0), ("nautilus", "eog", 3.0), ("eog", "gimp", 1.5)];
     UserSpec {
         shell: Some("gnome-shell"),
@@ -208,7 +214,12 @@ fn changed_user() -> UserSpec {
         ("nautilus", 1.0, 6.0),
         ("gnome-calculator", 0.5, 3.0),
     ];
-    let work_follows = vec![("geary", "evince", 3.0), ("code", "gnome-terminal", 3.0), ("gnome-terminal", "code", 1.5), ("nautilus", "code", 1.5)];
+    let work_follows = vec![
+        ("geary", "evince", 3.0),
+        ("code", "gnome-terminal", 3.0),
+        ("gnome-terminal", "code", 1.5),
+        ("nautilus", "code", 1.5),
+    ];
     let play_menu = vec![("0ad", 3.0, 60.0), ("code", 1.5, 40.0), ("gimp", 1.0, 40.0), ("eog", 0.8, 5.0)];
     let play_follows = vec![("eog", "gimp", 2.0), ("code", "gnome-terminal", 2.0)];
     UserSpec {
@@ -262,7 +273,12 @@ fn gnome_user() -> UserSpec {
         ("rhythmbox", 0.8, 0.0),
         ("nautilus", 1.2, 6.0),
     ];
-    let follows = vec![("evolution", "evince", 3.0), ("gnome-terminal", "gedit", 3.0), ("nautilus", "eog", 3.0), ("evince", "libreoffice-writer", 1.5)];
+    let follows = vec![
+        ("evolution", "evince", 3.0),
+        ("gnome-terminal", "gedit", 3.0),
+        ("nautilus", "eog", 3.0),
+        ("evince", "libreoffice-writer", 1.5),
+    ];
     let session = |days, start_h, length_h, openers: Vec<(&'static str, f64)>| SessionSpec {
         days,
         start_h,
@@ -295,7 +311,8 @@ fn kde_user() -> UserSpec {
         ("kpat", 1.0, 20.0),
         ("elisa", 0.8, 0.0),
     ];
-    let follows = vec![("kmail", "okular", 3.0), ("konsole", "kate", 3.0), ("gwenview", "krita", 2.5), ("okular", "calligrawords", 1.5)];
+    let follows =
+        vec![("kmail", "okular", 3.0), ("konsole", "kate", 3.0), ("gwenview", "krita", 2.5), ("okular", "calligrawords", 1.5)];
     let session = |days, start_h, length_h, openers: Vec<(&'static str, f64)>| SessionSpec {
         days,
         start_h,
@@ -385,13 +402,15 @@ impl Generator {
         let mut running: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new(); // app -> (instance, exit time or MAX)
         let mut t = start;
         let mut last: Option<&'static str> = None;
-        let launch = |g: &mut Generator, app: &'static str, t: u64, stay_ms: u64, running: &mut BTreeMap<&'static str, (u64, u64)>| {
-            g.instance += 1;
-            let inst = g.instance;
-            g.push(t, app, inst, Transition::Launch);
-            let until = if stay_ms == u64::MAX { u64::MAX } else { (t + stay_ms).min(end.saturating_sub(1000)).max(t + 1000) };
-            running.insert(app, (inst, until));
-        };
+        let launch =
+            |g: &mut Generator, app: &'static str, t: u64, stay_ms: u64, running: &mut BTreeMap<&'static str, (u64, u64)>| {
+                g.instance += 1;
+                let inst = g.instance;
+                g.push(t, app, inst, Transition::Launch);
+                let until =
+                    if stay_ms == u64::MAX { u64::MAX } else { (t + stay_ms).min(end.saturating_sub(1000)).max(t + 1000) };
+                running.insert(app, (inst, until));
+            };
         if let Some(shell) = user.shell {
             launch(self, shell, t, u64::MAX, &mut running);
             t += self.rng.range(4_000, 12_000);
@@ -455,11 +474,8 @@ pub fn generate(scenario: Scenario, seed: u64, days: u32) -> UsageTrace {
     let mut g = Generator { rng: SeededRng::new(seed), events: Vec::new(), seq: 0, instance: 0 };
     let day_ms = 86_400_000u64;
     for day in 0..u64::from(days) {
-        let users_today: Vec<UserSpec> = if scenario == Scenario::ChangingHabits && day >= u64::from(days) / 2 {
-            vec![changed_user()]
-        } else {
-            users.clone()
-        };
+        let users_today: Vec<UserSpec> =
+            if scenario == Scenario::ChangingHabits && day >= u64::from(days) / 2 { vec![changed_user()] } else { users.clone() };
         let weekend = (day % 7) >= 5; // day 0 is a Monday
         // Every session of every user today, placed so that sessions never overlap.
         let mut planned: Vec<(u64, u64, usize, usize)> = Vec::new();
@@ -496,12 +512,21 @@ pub fn generate(scenario: Scenario, seed: u64, days: u32) -> UsageTrace {
     let mut events: Vec<UsageEvent> = APPS
         .iter()
         .filter(|(name, _, _)| used.contains(*name))
-        .map(|&(name, mib, groups)| UsageEvent::App { t_ms: 0, app: name.to_string(), working_set: working_set(name, mib, groups) })
+        .map(|&(name, mib, groups)| UsageEvent::App {
+            t_ms: 0,
+            app: name.to_string(),
+            working_set: working_set(name, mib, groups),
+        })
         .collect();
     g.events.sort_by_key(|(t, seq, _)| (*t, *seq));
     events.extend(g.events.into_iter().map(|(_, _, e)| e));
     UsageTrace {
-        header: TraceHeader::new(GENERATED_START_UNIX_MS, 0, 4096, format!("augur gen-trace --scenario {} --seed {seed} --days {days}", scenario.name())),
+        header: TraceHeader::new(
+            GENERATED_START_UNIX_MS,
+            0,
+            4096,
+            format!("augur gen-trace --scenario {} --seed {seed} --days {days}", scenario.name()),
+        ),
         events,
     }
 }

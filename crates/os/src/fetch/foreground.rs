@@ -97,7 +97,12 @@ impl ForegroundReads {
         if disks.is_empty() {
             return None;
         }
-        let mut reads = ForegroundReads { disks, span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 }, trusted: false, still_busy: false };
+        let mut reads = ForegroundReads {
+            disks,
+            span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 },
+            trusted: false,
+            still_busy: false,
+        };
         reads.span.start = reads.sample()?;
         Some(reads)
     }
@@ -165,7 +170,11 @@ impl ForegroundReads {
         self.begin_span(last, own_left);
         self.still_busy = quiet < QUIET_POLLS;
         let waited = started.elapsed();
-        tracing::debug!("fetch waited {} ms for others' reads{}", waited.as_millis(), if cancel.is_cancelled() { " (cancelled)" } else { "" });
+        tracing::debug!(
+            "fetch waited {} ms for others' reads{}",
+            waited.as_millis(),
+            if cancel.is_cancelled() { " (cancelled)" } else { "" }
+        );
         waited
     }
 }

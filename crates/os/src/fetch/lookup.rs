@@ -8,7 +8,7 @@
 //! guarantees that), never writes, never executes. It does not choose which lookups to replay
 //! (the plan does).
 
-use rustix::fs::{statat, AtFlags, Dir, Mode, OFlags, CWD};
+use rustix::fs::{AtFlags, CWD, Dir, Mode, OFlags, statat};
 
 use augur_core::model::profile::{Lookup, LookupKind};
 

@@ -23,4 +23,4 @@ pub mod schedule;
 pub use prefetcher::{CancelFlag, FetchOptions, FetchReport, FileCounts, FileProblem, PageCounts, Prefetcher, ProblemKind};
 pub use priority::IoPriority;
 pub use request::{FetchPlan, Order, OrderPolicy, PlannedFile};
-pub use residency::{drop_all_caches, evict_file, page_size, ResidencyProbe};
+pub use residency::{ResidencyProbe, drop_all_caches, evict_file, page_size};

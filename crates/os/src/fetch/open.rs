@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType, Mode, OFlags, Stat, CWD};
+use rustix::fs::{CWD, FileType, Mode, OFlags, Stat};
 
 use augur_core::model::profile::FileIdentity;
 

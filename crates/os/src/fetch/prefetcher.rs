@@ -283,13 +283,10 @@ impl Prefetcher {
         run.report.order = order;
         match order {
             Order::FirstUse => order_by_first_use(&mut requests),
-            Order::Physical => {
-                order_by_location(&mut requests, |r| locations.get(&(r.file, r.range.start)).copied().flatten())
-            }
+            Order::Physical => order_by_location(&mut requests, |r| locations.get(&(r.file, r.range.start)).copied().flatten()),
         }
         let max_chunk = self.options.max_chunk_bytes;
-        let chunks =
-            split_requests(&requests, |f| chunk_pages(max_chunk, run.states[f].device.readahead_limit, ps));
+        let chunks = split_requests(&requests, |f| chunk_pages(max_chunk, run.states[f].device.readahead_limit, ps));
         for c in &chunks {
             run.states[c.file].remaining_chunks += 1;
         }
@@ -343,12 +340,7 @@ impl Run<'_> {
     }
 
     /// Opens every file, counts what is resident, and lists the requests for the rest.
-    fn survey(
-        &mut self,
-        devices: &mut DeviceTable,
-        policy: OrderPolicy,
-        cancel: &CancelFlag,
-    ) -> (Vec<Request>, Locations, bool) {
+    fn survey(&mut self, devices: &mut DeviceTable, policy: OrderPolicy, cancel: &CancelFlag) -> (Vec<Request>, Locations, bool) {
         let mut requests = Vec::new();
         let mut locations = Locations::new();
         let mut any_rotational = false;
@@ -477,7 +469,13 @@ impl Run<'_> {
         }
     }
 
-    fn load(&mut self, chunks: &[Chunk], window: u64, cancel: &CancelFlag, mut foreground: Option<&mut super::foreground::ForegroundReads>) {
+    fn load(
+        &mut self,
+        chunks: &[Chunk],
+        window: u64,
+        cancel: &CancelFlag,
+        mut foreground: Option<&mut super::foreground::ForegroundReads>,
+    ) {
         let sizes = chunks.iter().map(|c| c.range.len * self.ps).collect();
         let mut schedule = WindowSchedule::new(sizes, window);
         loop {
@@ -513,9 +511,7 @@ impl Run<'_> {
                     let c = chunks[k];
                     if self.ensure_open(c.file) {
                         if let Some(o) = &self.states[c.file].opened {
-                            if let Err(e) =
-                                complete(o.fd.as_fd(), c.range, self.ps, &mut self.completion, &mut self.scratch)
-                            {
+                            if let Err(e) = complete(o.fd.as_fd(), c.range, self.ps, &mut self.completion, &mut self.scratch) {
                                 let detail = format!("reading pages {}..{}: {e}", c.range.start, c.range.end());
                                 self.problem(c.file, ProblemKind::ReadError, detail);
                             }
@@ -588,13 +584,8 @@ impl Run<'_> {
             }
             self.close(i);
         }
-        let read_errors: std::collections::HashSet<&PathBuf> = self
-            .report
-            .problems
-            .iter()
-            .filter(|p| p.kind == ProblemKind::ReadError)
-            .map(|p| &p.path)
-            .collect();
+        let read_errors: std::collections::HashSet<&PathBuf> =
+            self.report.problems.iter().filter(|p| p.kind == ProblemKind::ReadError).map(|p| &p.path).collect();
         self.report.files.read_errors = read_errors.len() as u64;
     }
 }
@@ -627,8 +618,8 @@ mod tests {
     fn fetch_loads_and_accounts_every_page() {
         let (f, plan) = file_with_plan(2048, &[(5, 3), (100, 700), (2000, 100)]);
         evict_file(f.as_file().as_fd()).unwrap();
-        let report = Prefetcher::new(FetchOptions { order: OrderPolicy::FirstUse, ..Default::default() })
-            .fetch(&plan, &CancelFlag::new());
+        let report =
+            Prefetcher::new(FetchOptions { order: OrderPolicy::FirstUse, ..Default::default() }).fetch(&plan, &CancelFlag::new());
         let p = report.pages;
         // 2000..2100 runs past the end of the 2048-page file: 52 pages cannot exist.
         assert_eq!(p.wanted, 803);

@@ -245,12 +245,11 @@ mod tests {
     fn lookups_of_profiles_merge_once_per_path_and_listing_wins() {
         use augur_core::model::profile::{Lookup, LookupKind};
         let mut a = profile(vec![], 4096);
-        a.lookups = vec![
-            Lookup { path: "/x".into(), kind: LookupKind::Stat },
-            Lookup { path: "/y".into(), kind: LookupKind::Missing },
-        ];
+        a.lookups =
+            vec![Lookup { path: "/x".into(), kind: LookupKind::Stat }, Lookup { path: "/y".into(), kind: LookupKind::Missing }];
         let mut b = profile(vec![], 4096);
-        b.lookups = vec![Lookup { path: "/x".into(), kind: LookupKind::Dir }, Lookup { path: "/z".into(), kind: LookupKind::Stat }];
+        b.lookups =
+            vec![Lookup { path: "/x".into(), kind: LookupKind::Dir }, Lookup { path: "/z".into(), kind: LookupKind::Stat }];
         let plan = FetchPlan::from_profiles([&a, &b], 4096);
         let got: Vec<(String, LookupKind)> = plan.lookups().iter().map(|l| (l.path.display().to_string(), l.kind)).collect();
         assert_eq!(

@@ -75,15 +75,8 @@ pub fn cachestat(fd: BorrowedFd<'_>, range: PageRange, page_size: u64) -> io::Re
     // SAFETY: both pointers refer to live, properly aligned #[repr(C)] structs laid out as the
     // kernel's struct cachestat_range and struct cachestat; the kernel reads one and writes the
     // other and keeps neither after returning. flags must be 0.
-    let rc = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd.as_raw_fd(),
-            &span as *const CachestatRange,
-            &mut out as *mut Cachestat,
-            0u32,
-        )
-    };
+    let rc =
+        unsafe { libc::syscall(SYS_CACHESTAT, fd.as_raw_fd(), &span as *const CachestatRange, &mut out as *mut Cachestat, 0u32) };
     if rc == 0 {
         return Ok(Some(CacheCounts {
             cached: out.nr_cache,
@@ -118,9 +111,8 @@ impl ProbeMapping {
         // replaced; the offset is a multiple of the page size; the mapping is PROT_READ and we
         // never form a reference to it, so truncation of the file cannot cause a fault in Rust
         // code (mincore and madvise report errors instead of faulting).
-        let addr = unsafe {
-            rustix::mm::mmap(ptr::null_mut(), len, ProtFlags::READ, MapFlags::SHARED, fd, range.start * page_size)
-        }?;
+        let addr =
+            unsafe { rustix::mm::mmap(ptr::null_mut(), len, ProtFlags::READ, MapFlags::SHARED, fd, range.start * page_size) }?;
         Ok(ProbeMapping { addr, len })
     }
 

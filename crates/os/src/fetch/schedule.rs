@@ -123,10 +123,7 @@ mod tests {
     fn window_keeps_advice_ahead() {
         let steps: Vec<Step> = WindowSchedule::new(vec![4, 4, 4, 4], 8).collect();
         use Step::*;
-        assert_eq!(
-            steps,
-            vec![Advise(0), Advise(1), Complete(0), Advise(2), Complete(1), Advise(3), Complete(2), Complete(3)]
-        );
+        assert_eq!(steps, vec![Advise(0), Advise(1), Complete(0), Advise(2), Complete(1), Advise(3), Complete(2), Complete(3)]);
     }
 
     proptest! {

@@ -433,16 +433,25 @@ mod tests {
 
     #[test]
     fn insertion_covers_its_folio_order() {
-        let p = page("              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=16384 order=0");
-        assert_eq!((p.kind, p.inode, p.pages), (PageEventKind::Insertion, InodeKey { dev: ROOT_DEV, ino: 0x3c520 }, PageRange::new(4, 1)));
-        let p = page("              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=65536 order=2");
+        let p = page(
+            "              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=16384 order=0",
+        );
+        assert_eq!(
+            (p.kind, p.inode, p.pages),
+            (PageEventKind::Insertion, InodeKey { dev: ROOT_DEV, ino: 0x3c520 }, PageRange::new(4, 1))
+        );
+        let p = page(
+            "              sh-6338    [001] .....   349.590964: mm_filemap_add_to_page_cache: dev 254:0 ino 3c520 pfn=0x114cc2 ofs=65536 order=2",
+        );
         assert_eq!(p.pages, PageRange::new(16, 4));
         assert!(!p.kind.is_access());
     }
 
     #[test]
     fn block_device_metadata_pages_parse_with_their_pseudo_device() {
-        let p = page("              sh-6338    [000] .....   349.589358: mm_filemap_add_to_page_cache: dev 0:3 ino fe00000 pfn=0x132238 ofs=756658176 order=0");
+        let p = page(
+            "              sh-6338    [000] .....   349.589358: mm_filemap_add_to_page_cache: dev 0:3 ino fe00000 pfn=0x132238 ofs=756658176 order=0",
+        );
         assert_eq!(p.inode, InodeKey { dev: libc::makedev(0, 3), ino: 0xfe00000 });
     }
 
@@ -467,11 +476,17 @@ mod tests {
 
     #[test]
     fn process_events() {
-        let e = event("              sh-6338    [001] .....   349.590037: sched_process_exec: filename=/usr/bin/sh pid=6338 old_pid=6338");
+        let e = event(
+            "              sh-6338    [001] .....   349.590037: sched_process_exec: filename=/usr/bin/sh pid=6338 old_pid=6338",
+        );
         assert_eq!(e.kind, EventKind::Exec { filename: "/usr/bin/sh".into(), pid: 6338, old_pid: 6338 });
-        let e = event("            bash-6335    [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338");
+        let e = event(
+            "            bash-6335    [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338",
+        );
         assert_eq!(e.kind, EventKind::Fork { parent_pid: 6335, child_pid: 6338, child_comm: "bash".into() });
-        let e = event("             cat-6339    [001] .....   349.592745: sched_process_exit: comm=cat pid=6339 prio=120 group_dead=true");
+        let e = event(
+            "             cat-6339    [001] .....   349.592745: sched_process_exit: comm=cat pid=6339 prio=120 group_dead=true",
+        );
         assert_eq!(e.kind, EventKind::Exit { pid: 6339, comm: "cat".into(), group_dead: Some(true) });
         let e = event("             cat-6339    [001] d..2.   349.592745: sched_process_exit: comm=cat pid=6339 prio=120");
         assert_eq!(e.kind, EventKind::Exit { pid: 6339, comm: "cat".into(), group_dead: None });
@@ -479,9 +494,13 @@ mod tests {
 
     #[test]
     fn record_tgid_column() {
-        let e = event("            bash-6335    (   6335) [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338");
+        let e = event(
+            "            bash-6335    (   6335) [001] .....   349.586241: sched_process_fork: comm=bash pid=6335 child_comm=bash child_pid=6338",
+        );
         assert_eq!(e.tgid, Some(6335));
-        let e = event("              sh-6338    (-------) [000] .....   349.589178: mm_filemap_map_pages: dev=254:0 ino=4fa7d ofs=811008-876543");
+        let e = event(
+            "              sh-6338    (-------) [000] .....   349.589178: mm_filemap_map_pages: dev=254:0 ino=4fa7d ofs=811008-876543",
+        );
         assert_eq!((e.pid, e.tgid), (6338, None));
     }
 
@@ -489,7 +508,9 @@ mod tests {
     fn comms_with_spaces_and_dashes() {
         let e = event("  Web Content-12-4711    [001] .....   10.000001: mm_filemap_fault: dev=254:0 ino=1 ofs=0");
         assert_eq!((e.pid, e.ts_us), (4711, 10_000_001));
-        let e = event("<...>-99 [000] ..... 5.5: sched_process_fork: comm=a b pid=9 c pid=99 child_comm=x child_pid=7 y child_pid=100");
+        let e = event(
+            "<...>-99 [000] ..... 5.5: sched_process_fork: comm=a b pid=9 c pid=99 child_comm=x child_pid=7 y child_pid=100",
+        );
         assert_eq!(e.kind, EventKind::Fork { parent_pid: 99, child_pid: 100, child_comm: "x child_pid=7 y".into() });
         assert_eq!(e.ts_us, 5_500_000);
         let e = event("  my-prog-1-2-33 [1] 1.000001: sched_process_exec: filename=/opt/a pid=1 b pid=33 old_pid=33");

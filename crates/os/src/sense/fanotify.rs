@@ -96,7 +96,8 @@ pub fn overlay_filesystems(mountinfo: &str) -> Vec<OverlayFs> {
             let Some((key, value)) = opt.split_once('=') else { continue };
             match key {
                 "upperdir" | "lowerdir" | "lowerdir+" | "datadir+" => {
-                    layer_dirs.extend(split_unescaped(value, ':', false).into_iter().filter(|d| d.starts_with('/')).map(PathBuf::from));
+                    layer_dirs
+                        .extend(split_unescaped(value, ':', false).into_iter().filter(|d| d.starts_with('/')).map(PathBuf::from));
                 }
                 _ => {}
             }
@@ -208,7 +209,12 @@ impl OpenWatcher {
         // Files read through an overlay are cached (and traced) as the layer's inode, which
         // opens on the layer's own filesystem do not report: watch the overlay itself too.
         for ovl in overlay_filesystems(&mountinfo) {
-            let layer_devs: Vec<u64> = ovl.layer_dirs.iter().filter_map(|d| fs::metadata(d).ok()).map(|m| std::os::unix::fs::MetadataExt::dev(&m)).collect();
+            let layer_devs: Vec<u64> = ovl
+                .layer_dirs
+                .iter()
+                .filter_map(|d| fs::metadata(d).ok())
+                .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
+                .collect();
             let fs = MountedFs { dev: ovl.dev, mount_point: ovl.mount_point, fstype: "overlay".into() };
             match watcher.mark(&fs) {
                 Ok(()) => watcher.watched.push(fs),
@@ -220,7 +226,10 @@ impl OpenWatcher {
             watcher.layers.push((super::event::st_dev_from_parts(ovl.dev.0, ovl.dev.1), devs));
         }
         if watcher.watched.is_empty() {
-            return Err(Error::Kernel { feature: "fanotify marks".into(), detail: "no block-backed filesystem could be marked".into() });
+            return Err(Error::Kernel {
+                feature: "fanotify marks".into(),
+                detail: "no block-backed filesystem could be marked".into(),
+            });
         }
         Ok(watcher)
     }
@@ -231,7 +240,9 @@ impl OpenWatcher {
         for how in [libc::FAN_MARK_FILESYSTEM, libc::FAN_MARK_MOUNT] {
             for _ in 0..2 {
                 // SAFETY: the fd is our fanotify group, `path` a valid NUL-terminated string.
-                let rc = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), libc::FAN_MARK_ADD | how, mask, libc::AT_FDCWD, path.as_ptr()) };
+                let rc = unsafe {
+                    libc::fanotify_mark(self.fd.as_raw_fd(), libc::FAN_MARK_ADD | how, mask, libc::AT_FDCWD, path.as_ptr())
+                };
                 if rc == 0 {
                     return Ok(());
                 }

@@ -108,7 +108,8 @@ mod tests {
         let meta = std::fs::metadata("/usr/bin").unwrap();
         let mut namer = InodeNamer::new();
         let fs = std::fs::read_to_string("/proc/self/mounts").unwrap();
-        let root_is_ext = fs.lines().any(|l| l.split(' ').nth(1) == Some("/") && l.split(' ').nth(2).is_some_and(|t| t.starts_with("ext")));
+        let root_is_ext =
+            fs.lines().any(|l| l.split(' ').nth(1) == Some("/") && l.split(' ').nth(2).is_some_and(|t| t.starts_with("ext")));
         let got = namer.name(InodeKey { dev: meta.dev(), ino: meta.ino() });
         if is_root() && root_is_ext {
             let got = got.expect("a name");

@@ -364,7 +364,11 @@ mod tests {
     fn a_path_search_probes_each_directory_before_the_programs() {
         let found = |p: &Path| p == Path::new("/usr/bin/xterm");
         let got = path_search_lookups(OsStr::new("xterm"), OsStr::new("/usr/local/bin:rel:/usr/sbin:/usr/bin:/bin"), found);
-        let want = [("/usr/local/bin/xterm", LookupKind::Missing), ("/usr/sbin/xterm", LookupKind::Missing), ("/usr/bin/xterm", LookupKind::Stat)];
+        let want = [
+            ("/usr/local/bin/xterm", LookupKind::Missing),
+            ("/usr/sbin/xterm", LookupKind::Missing),
+            ("/usr/bin/xterm", LookupKind::Stat),
+        ];
         assert_eq!(got.iter().map(|l| (l.path.to_str().unwrap(), l.kind)).collect::<Vec<_>>(), want);
         assert!(path_search_lookups(OsStr::new("./xterm"), OsStr::new("/usr/bin"), |_| true).is_empty());
         assert!(path_search_lookups(OsStr::new("xterm"), OsStr::new("/opt:/srv"), found).is_empty());
@@ -453,7 +457,17 @@ mod tests {
 
     #[test]
     fn arbitrary_text_never_panics() {
-        for s in ["", "(", ") = ", "1 a(\"\\x", "1 a(\"\\", "x(<) = 0", "getdents64() = 0", "<... a resumed>", "1 <... a resumed>) = 0"] {
+        for s in [
+            "",
+            "(",
+            ") = ",
+            "1 a(\"\\x",
+            "1 a(\"\\",
+            "x(<) = 0",
+            "getdents64() = 0",
+            "<... a resumed>",
+            "1 <... a resumed>) = 0",
+        ] {
             parse(s);
         }
     }

@@ -149,7 +149,10 @@ mod tests {
         let k = KernelEvents::probe(Some(dir.path()));
         assert_eq!(k.best_mode(), TraceMode::Access);
         assert_eq!(k.events_for(TraceMode::Access).len(), 7);
-        assert_eq!(k.events_for(TraceMode::Insertion), vec![INSERTION_EVENT, PROCESS_EVENTS[0], PROCESS_EVENTS[1], PROCESS_EVENTS[2]]);
+        assert_eq!(
+            k.events_for(TraceMode::Insertion),
+            vec![INSERTION_EVENT, PROCESS_EVENTS[0], PROCESS_EVENTS[1], PROCESS_EVENTS[2]]
+        );
         assert!(k.events_for(TraceMode::FileOnly).is_empty());
         assert!(!k.inode_load);
     }

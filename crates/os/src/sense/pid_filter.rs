@@ -24,8 +24,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use augur_core::error::{Error, Result};
 use crate::sense::monotonic_ns;
+use augur_core::error::{Error, Result};
 
 /// At most this many tasks are written for one process to follow (its threads and descendants).
 const MAX_TASKS_PER_PID: usize = 512;

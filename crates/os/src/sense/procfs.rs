@@ -172,7 +172,12 @@ pub fn identity_of(path: &Path) -> Option<FileIdentity> {
 
 /// A [`FileIdentity`] from metadata already obtained.
 pub fn identity_from_metadata(m: &fs::Metadata) -> FileIdentity {
-    FileIdentity { dev: m.dev(), ino: m.ino(), size: m.size(), mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()) }
+    FileIdentity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec()),
+    }
 }
 
 #[cfg(test)]
@@ -208,7 +213,10 @@ mod tests {
 
     #[test]
     fn maps_lines() {
-        let f = parse_maps_line("7f1c2a000000-7f1c2a022000 r--p 00000000 fe:00 1316915                    /usr/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        let f = parse_maps_line(
+            "7f1c2a000000-7f1c2a022000 r--p 00000000 fe:00 1316915                    /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
         assert_eq!(f.key, InodeKey { dev: 65024, ino: 1316915 });
         assert_eq!(f.path, PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6"));
         let f = parse_maps_line("7f00-7f01 r--p 00000000 103:02 7   /opt/my app/lib x.so").unwrap();

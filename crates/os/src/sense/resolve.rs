@@ -135,7 +135,8 @@ pub fn clamp_to_size(ranges: &[UsedRange], file_pages: u64) -> Vec<UsedRange> {
         .iter()
         .filter_map(|r| {
             let end = r.range.end().min(file_pages);
-            (end > r.range.start).then(|| UsedRange { range: PageRange::from_bounds(r.range.start, end), first_use_us: r.first_use_us })
+            (end > r.range.start)
+                .then(|| UsedRange { range: PageRange::from_bounds(r.range.start, end), first_use_us: r.first_use_us })
         })
         .collect()
 }
@@ -230,7 +231,8 @@ mod tests {
     fn overlay_paths_verify_layer_inodes() {
         const OVL_DEV: u64 = 39;
         let layer_key = InodeKey { dev: 65024, ino: 5 };
-        let through_overlay = |p: &Path| (p == Path::new("/ovl/f")).then_some(FileIdentity { dev: OVL_DEV, ino: 5, size: 1, mtime_ns: 0 });
+        let through_overlay =
+            |p: &Path| (p == Path::new("/ovl/f")).then_some(FileIdentity { dev: OVL_DEV, ino: 5, size: 1, mtime_ns: 0 });
         let mut r = PathResolver::new();
         r.learn(layer_key, "/ovl/f");
         assert_eq!(r.resolve(layer_key, through_overlay), Resolution::Moved, "unknown overlay: device differs");
@@ -256,8 +258,8 @@ mod tests {
         r.learn(K1, "/a");
         r.learn(K2, "/b-new");
         let ws = vec![
-            (K2, vec![used(0, 32, 1)]),               // 4097 bytes: 2 pages
-            (META, vec![used(100, 3, 2)]),            // block-device metadata: never resolvable
+            (K2, vec![used(0, 32, 1)]),    // 4097 bytes: 2 pages
+            (META, vec![used(100, 3, 2)]), // block-device metadata: never resolvable
             (K1, vec![used(8, 4, 3), used(0, 2, 4), used(20, 1, 5)]),
             (InodeKey { dev: 65024, ino: 77 }, vec![used(0, 1, 6)]),
         ];

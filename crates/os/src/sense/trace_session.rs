@@ -15,18 +15,18 @@ use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use rustix::event::{poll, PollFd, PollFlags};
-use rustix::time::{clock_gettime, ClockId, Timespec};
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::time::{ClockId, Timespec, clock_gettime};
 
 use augur_core::error::{Error, Result};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
-use super::event::{EventKind, TraceEvent, TRACE_PAGE_SHIFT};
+use super::event::{EventKind, TRACE_PAGE_SHIFT, TraceEvent};
 use super::fanotify::{OpenWatcher, OpenedFile};
 use super::lookups::LookupSource;
 use super::procfs;
-use super::resolve::{assemble_files, pages_in, PathResolver};
+use super::resolve::{PathResolver, assemble_files, pages_in};
 use super::tracefs::InstanceOptions;
 use super::watch::{ModeChoice, PageWatch, WatchScope};
 
@@ -267,7 +267,10 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let mut resolver = PathResolver::new();
     resolver.learn_overlays(&opens);
     if let Some(sig) = signals.take().first() {
-        return Err(Error::Command { command: command_name, detail: format!("not started: interrupted by signal {sig} while setting up") });
+        return Err(Error::Command {
+            command: command_name,
+            detail: format!("not started: interrupted by signal {sig} while setting up"),
+        });
     }
 
     watch.start()?;
@@ -447,7 +450,11 @@ fn whole_files(c: &Collector) -> (Vec<FileProfile>, augur_core::model::profile::
             super::resolve::Resolution::Resolved { path, identity } => {
                 let pages = pages_in(identity.size, PROFILE_PAGE_SIZE);
                 if pages > 0 {
-                    files.push(FileProfile { path, identity, ranges: vec![UsedRange { range: PageRange::new(0, pages), first_use_us: *at }] });
+                    files.push(FileProfile {
+                        path,
+                        identity,
+                        ranges: vec![UsedRange { range: PageRange::new(0, pages), first_use_us: *at }],
+                    });
                 }
             }
             _ => unresolved.inodes += 1,

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use augur_core::error::{Error, IoContext, Result};
 
-use super::event::{parse_line, LineStats, TraceLine};
+use super::event::{LineStats, TraceLine, parse_line};
 
 /// Prefix of every instance augur creates.
 pub const INSTANCE_PREFIX: &str = "augur-";
@@ -147,7 +147,6 @@ fn write_file(path: &Path, value: &str) -> io::Result<()> {
     f.write_all(value.as_bytes())
 }
 
-
 static NEXT_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// How to set up an instance.
@@ -191,7 +190,11 @@ impl TraceInstance {
         let purpose: String = purpose.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         let (name, dir) = loop {
             let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
-            let name = if seq == 0 { format!("{INSTANCE_PREFIX}{purpose}-{pid}") } else { format!("{INSTANCE_PREFIX}{purpose}.{seq}-{pid}") };
+            let name = if seq == 0 {
+                format!("{INSTANCE_PREFIX}{purpose}-{pid}")
+            } else {
+                format!("{INSTANCE_PREFIX}{purpose}.{seq}-{pid}")
+            };
             let dir = instances.join(&name);
             match fs::create_dir(&dir) {
                 Ok(()) => break (name, dir),
@@ -256,7 +259,9 @@ impl TraceInstance {
     pub fn enable_event(&self, event: &str) -> Result<()> {
         let path = self.dir.join("events").join(event).join("enable");
         write_file(&path, "1").map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => Error::Kernel { feature: format!("tracepoint {event}"), detail: "not in this kernel's tracefs".into() },
+            io::ErrorKind::NotFound => {
+                Error::Kernel { feature: format!("tracepoint {event}"), detail: "not in this kernel's tracefs".into() }
+            }
             _ => Error::io(format!("enabling {event} in {}", self.dir.display()), e),
         })
     }
@@ -268,7 +273,6 @@ impl TraceInstance {
         let list: Vec<String> = pids.iter().map(u32::to_string).collect();
         self.write("set_event_pid", &list.join(" "))
     }
-
 
     /// The path of the pid filter file, for a child that adds itself before `exec`.
     pub fn pid_filter_path(&self) -> PathBuf {

@@ -11,7 +11,7 @@ use augur_core::error::Result;
 use augur_core::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
-use super::mode::{forced_mode_from_env, mode_name, select_mode, KernelEvents};
+use super::mode::{KernelEvents, forced_mode_from_env, mode_name, select_mode};
 use super::pid_filter::{FilterFiles, PidFilterWriter};
 use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 
@@ -63,7 +63,8 @@ impl PageWatch {
             None => forced_mode_from_env()?,
         };
         let own_pid = std::process::id();
-        let file_only = |own_pid| PageWatch { filter: None, instance: None, mode: TraceMode::FileOnly, events: Vec::new(), own_pid };
+        let file_only =
+            |own_pid| PageWatch { filter: None, instance: None, mode: TraceMode::FileOnly, events: Vec::new(), own_pid };
         if requested == Some(TraceMode::FileOnly) {
             return Ok(file_only(own_pid));
         }

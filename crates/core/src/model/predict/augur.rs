@@ -111,7 +111,12 @@ struct Memory {
 
 impl Memory {
     fn new(decay: f64, order: usize, partition: usize) -> Self {
-        Memory { decay, model: ContextModel::new(order, partition, decay), buckets: vec![Bucket::default(); BUCKETS], launches: 0 }
+        Memory {
+            decay,
+            model: ContextModel::new(order, partition, decay),
+            buckets: vec![Bucket::default(); BUCKETS],
+            launches: 0,
+        }
     }
 
     fn bucket_factor(&self, b: usize) -> f64 {
@@ -153,7 +158,14 @@ impl Memory {
     }
 
     /// The normalised next-launch distribution over `alphabet`, with its (sequence, time) parts.
-    fn scores(&self, config: &AugurConfig, context: &[Symbol], order: usize, alphabet: &[Symbol], now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
+    fn scores(
+        &self,
+        config: &AugurConfig,
+        context: &[Symbol],
+        order: usize,
+        alphabet: &[Symbol],
+        now: LocalTime,
+    ) -> BTreeMap<Symbol, (f64, f64, f64)> {
         let q = self.model.distribution(context, alphabet, order, config.prior);
         let base = self.model.distribution(&[], alphabet, 0, config.prior);
         let mut out = BTreeMap::new();
@@ -300,9 +312,8 @@ impl Predictor for AugurPredictor {
             let context = if self.config.sequence || context == [SESSION_START] { context } else { Vec::new() };
             if self.memories.len() > 1 && !self.running.is_running(event.app) {
                 // Reweigh the memories by how likely each found this launch (Bayes, fixed share).
-                let alphabet: Vec<Symbol> = (0..self.names.len() as Symbol)
-                    .filter(|&x| !self.running.is_running(&self.names[x as usize]))
-                    .collect();
+                let alphabet: Vec<Symbol> =
+                    (0..self.names.len() as Symbol).filter(|&x| !self.running.is_running(&self.names[x as usize])).collect();
                 let order = self.use_order(&context);
                 for (i, m) in self.memories.iter().enumerate() {
                     let p = m.scores(&self.config, &context, order, &alphabet, event.at).get(&s).map_or(0.0, |v| v.0);
@@ -368,7 +379,10 @@ impl Predictor for AugurPredictor {
             let lead = &self.memories[self.lead_memory()];
             for ev in lead.model.evidence(&context, s, order).iter().rev() {
                 if ev.order == 0 {
-                    reasons.push(format!("overall: started {:.1} of the last {:.1} launches (counts as remembered)", ev.followed_by, ev.seen));
+                    reasons.push(format!(
+                        "overall: started {:.1} of the last {:.1} launches (counts as remembered)",
+                        ev.followed_by, ev.seen
+                    ));
                 } else {
                     reasons.push(format!(
                         "after {}: followed by {app} {:.1} of {:.1} times (weight {:.2})",
@@ -415,7 +429,15 @@ mod tests {
             for (k, (x, y)) in [("a", "b"), ("c", "d")].iter().enumerate() {
                 let base = d * 86_400 + 9 * 3600 + k as u64 * 4 * 3600;
                 inst += 2;
-                feed(p, &[launch(base, x, inst), launch(base + 60, y, inst + 1), exit(base + 3600, x, inst), exit(base + 3601, y, inst + 1)]);
+                feed(
+                    p,
+                    &[
+                        launch(base, x, inst),
+                        launch(base + 60, y, inst + 1),
+                        exit(base + 3600, x, inst),
+                        exit(base + 3601, y, inst + 1),
+                    ],
+                );
             }
         }
     }
@@ -451,7 +473,10 @@ mod tests {
     #[test]
     fn bare_configuration_is_frequency_only() {
         let mut p = AugurPredictor::new(AugurConfig::bare());
-        feed(&mut p, &[launch(1, "a", 1), exit(2, "a", 1), launch(3, "a", 2), exit(4, "a", 2), launch(5, "b", 3), exit(6, "b", 3)]);
+        feed(
+            &mut p,
+            &[launch(1, "a", 1), exit(2, "a", 1), launch(3, "a", 2), exit(4, "a", 2), launch(5, "b", 3), exit(6, "b", 3)],
+        );
         let ps = p.predict(LocalTime(10_000));
         // (2 + 0.5) / (3 + 1) and (1 + 0.5) / 4.
         assert!((prob(&ps, "a") - 0.625).abs() < 1e-12, "{ps:?}");

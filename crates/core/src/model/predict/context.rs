@@ -115,7 +115,11 @@ impl ContextModel {
         let (n0, c0) = self.node(&[]).unwrap_or_default();
         let denom = n0 + prior * alphabet.len() as f64;
         for &s in alphabet {
-            let v = if denom > 0.0 { (c0.get(&s).copied().unwrap_or(0.0) + prior) / denom } else { 1.0 / alphabet.len().max(1) as f64 };
+            let v = if denom > 0.0 {
+                (c0.get(&s).copied().unwrap_or(0.0) + prior) / denom
+            } else {
+                1.0 / alphabet.len().max(1) as f64
+            };
             q.insert(s, v);
         }
         let longest = history.len().min(self.max_order).min(use_order);

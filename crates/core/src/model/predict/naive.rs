@@ -66,7 +66,15 @@ mod tests {
         let mut p = NaivePredictor::new();
         feed(
             &mut p,
-            &[launch(1, "a", 1), exit(2, "a", 1), launch(3, "a", 2), exit(4, "a", 2), launch(5, "b", 3), exit(6, "b", 3), launch(7, "c", 4)],
+            &[
+                launch(1, "a", 1),
+                exit(2, "a", 1),
+                launch(3, "a", 2),
+                exit(4, "a", 2),
+                launch(5, "b", 3),
+                exit(6, "b", 3),
+                launch(7, "c", 4),
+            ],
         );
         let ps = p.predict(LocalTime(10_000));
         assert!((prob(&ps, "a") - 0.5).abs() < 1e-12);

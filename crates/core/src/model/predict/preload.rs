@@ -169,11 +169,8 @@ impl PreloadPredictor {
         let mut new_running = Vec::new();
         self.state_changed_exes.clear();
         self.new_exes.clear();
-        let running: Vec<(String, u64)> = self
-            .truth
-            .apps()
-            .map(|a| (a.to_string(), self.truth.first_instance(a).unwrap_or(0)))
-            .collect();
+        let running: Vec<(String, u64)> =
+            self.truth.apps().map(|a| (a.to_string(), self.truth.first_instance(a).unwrap_or(0))).collect();
         for (name, instance) in running {
             match self.by_name.get(&name) {
                 Some(&e) => {
@@ -247,15 +244,7 @@ impl PreloadPredictor {
 
     /// `preload_markov_new(a, b, TRUE)` for an existing `a` and a just-registered `b`.
     fn markov_new(&mut self, a: usize, b: usize) {
-        let mut m = Markov {
-            a,
-            b,
-            state: 0,
-            change_timestamp: self.time,
-            time: 0,
-            time_to_leave: [0.0; 4],
-            weight: [[0; 4]; 4],
-        };
+        let mut m = Markov { a, b, state: 0, change_timestamp: self.time, time: 0, time_to_leave: [0.0; 4], weight: [[0; 4]; 4] };
         m.state = self.markov_state(&m);
         let (ta, tb) = (self.exes[a].change_timestamp, self.exes[b].change_timestamp);
         if ta > 0 && tb > 0 {
@@ -406,7 +395,10 @@ impl Predictor for PreloadPredictor {
                     ));
                 }
                 if bids.is_empty() {
-                    reasons.push("no pair bid for it at the last scan (no chain has left its current state before, or zero correlation)".into());
+                    reasons.push(
+                        "no pair bid for it at the last scan (no chain has left its current state before, or zero correlation)"
+                            .into(),
+                    );
                 }
                 reasons.push(format!("ln P(not needed) = {:.4} summed over {} bids", self.exes[e].lnprob, bids.len()));
                 self.probability(e)
