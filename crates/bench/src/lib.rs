@@ -15,6 +15,8 @@
 //! daemon, [`usage_day`] and [`cost`] the day and the costs, [`suite_report`] holds the results
 //! and [`suite_markdown`] / [`suite_chart`] render them.
 
+#![forbid(unsafe_code)]
+
 pub mod condition;
 pub mod measure;
 pub mod profile;
