@@ -112,7 +112,7 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
     expect(UNIT, "-rw-r--r--");
     expect("/etc/augur/config.toml", "-rw-r--r--");
     expect("/usr/share/man/man1/augur.1.gz", "-rw-r--r--");
-    for cmd in ["trace", "prefetch", "bench", "daemon", "status", "apps", "forget", "explain"] {
+    for cmd in ["trace", "prefetch", "daemon", "status", "apps", "forget", "explain"] {
         expect(&format!("/usr/share/man/man1/augur-{cmd}.1.gz"), "-rw-r--r--");
     }
     expect("/usr/share/bash-completion/completions/augur", "-rw-r--r--");
@@ -120,6 +120,8 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
     expect("/usr/share/fish/vendor_completions.d/augur.fish", "-rw-r--r--");
     expect("/usr/share/doc/augur/copyright", "-rw-r--r--");
     expect("/usr/share/doc/augur/changelog.gz", "-rw-r--r--");
+    // The benchmarks are their own crate and binary, never shipped.
+    assert!(!files.keys().any(|p| p.contains("bench")), "benchmark files in the package: {files:#?}");
     for (path, (mode, _)) in &files {
         if mode.starts_with('d') {
             assert_eq!(mode, "drwxr-xr-x", "{path}");
