@@ -39,7 +39,7 @@ pub fn requested() -> bool {
 
 /// The error every check point returns once interrupted.
 pub fn interrupted_error() -> Error {
-    Error::Command { command: "augur bench".into(), detail: "interrupted; cleaned up".into() }
+    Error::Command { command: "augur-bench".into(), detail: "interrupted; cleaned up".into() }
 }
 
 /// Fails if a terminating signal has arrived.

@@ -7,9 +7,9 @@
 //! [`condition::Condition`] trait is the extension point for the suite's preload and daemon
 //! conditions); [`session`] interleaves conditions round by round and summarises; [`stats`] is
 //! the pure arithmetic; [`profile`] finds the workload's launch profile. [`bench_command`] is the
-//! whole of `augur bench -- CMD`.
+//! whole of `augur-bench -- CMD`.
 //!
-//! The suite (`augur bench --suite`, [`suite`]) builds on these: [`suite_file`] parses it,
+//! The suite (`augur-bench --suite`, [`suite`]) builds on these: [`suite_file`] parses it,
 //! [`machine`] applies the machine profiles ([`balloon`], [`throttle`]), [`launch`] times a
 //! workload to its exit or first window ([`xdisplay`]), [`prefetchers`] runs preload and the augur
 //! daemon, [`usage_day`] and [`cost`] the day and the costs, [`suite_report`] holds the results
@@ -71,7 +71,7 @@ impl Machine {
     }
 }
 
-/// Result of `augur bench -- CMD`, as printed with `--json`.
+/// Result of `augur-bench -- CMD`, as printed with `--json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
     /// Where it ran.
@@ -94,7 +94,7 @@ pub enum BenchEvent<'a> {
     Session(Progress<'a>),
 }
 
-/// `augur bench -- CMD`: gets the profile (from `profile`, or by tracing the workload), then runs
+/// `augur-bench -- CMD`: gets the profile (from `profile`, or by tracing the workload), then runs
 /// `rounds` interleaved rounds of cold, warm and prefetched. Needs root (it drops caches).
 pub fn bench_command(
     workload: &Workload,
@@ -102,7 +102,7 @@ pub fn bench_command(
     rounds: usize,
     events: &mut dyn FnMut(BenchEvent<'_>),
 ) -> Result<BenchReport> {
-    require_root("augur bench")?;
+    require_root("augur-bench")?;
     let (launch_profile, info) = match profile {
         Some(path) => load_profile(path)?,
         None => {

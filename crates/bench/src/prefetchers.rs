@@ -93,7 +93,7 @@ impl DaemonFiles {
 /// debug logging, prediction on or off, re-planning every preload cycle.
 pub fn augur_config_text(state: &Path, socket: &Path, predict: bool, cycle_secs: u64) -> String {
     format!(
-        "# Written by augur bench --suite.\n[daemon]\nstate_path = {state:?}\nsocket_path = {socket:?}\nlog_level = \"debug\"\n\n\
+        "# Written by augur-bench --suite.\n[daemon]\nstate_path = {state:?}\nsocket_path = {socket:?}\nlog_level = \"debug\"\n\n\
          [launch]\nreplay_on_exec = true\n\n[predict]\nenabled = {predict}\nreplan_interval_secs = {cycle_secs}\n"
     )
 }

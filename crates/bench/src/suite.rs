@@ -1,4 +1,4 @@
-//! `augur bench --suite`: runs a suite file under one or more machine profiles. Per profile:
+//! `augur-bench --suite`: runs a suite file under one or more machine profiles. Per profile:
 //! apply the profile, prove it bites (a cold read's throughput), start the X server when desktop
 //! workloads need one, train the prefetchers (preload and augur watch every workload for
 //! `training_secs`), then, interleaved run by run, time each workload cold, warm, under preload,
@@ -69,7 +69,7 @@ const CHECK_FILE_BYTES: u64 = 128 << 20;
 
 /// Runs the suite; returns the report, also written to the output directory.
 pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
-    require_root("augur bench --suite")?;
+    require_root("augur-bench --suite")?;
     let mut suite = Suite::load(&opts.suite_path)?;
     if !opts.only.is_empty() {
         if let Some(unknown) = opts.only.iter().find(|o| !suite.workloads.iter().any(|w| &&w.name == o)) {

@@ -157,7 +157,7 @@ pub fn render(report: &SuiteReport) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {WIDTH:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"11\">\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
          <text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>\n{legend}\n<g>\n{axis}</g>\n<g>\n{body}</g>\n</svg>\n",
-        esc(&format!("augur bench --suite: launch times (kernel {})", report.kernel))
+        esc(&format!("augur-bench --suite: launch times (kernel {})", report.kernel))
     )
 }
 

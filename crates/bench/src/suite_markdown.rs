@@ -282,7 +282,7 @@ mod tests {
         w.conditions.push(u);
         w.finish();
         SuiteReport {
-            command: "augur bench --suite bench/suite.toml".into(),
+            command: "augur-bench --suite bench/suite.toml".into(),
             profiles: vec![ProfileReport {
                 machine: MachineRecord {
                     profile: "as-is".into(),
@@ -311,7 +311,7 @@ mod tests {
         );
         assert!(md.contains("| java | 2.10 (2.00–2.20) | 0.50 (0.50–0.60) | 2.00 (2.00–2.10) | unavailable | 6 % | – |"), "{md}");
         assert!(md.contains("augur-predict unavailable: not implemented"), "{md}");
-        assert!(md.contains("`augur bench --suite bench/suite.toml`"));
+        assert!(md.contains("`augur-bench --suite bench/suite.toml`"));
     }
 
     #[test]

@@ -21,7 +21,7 @@ fn one_round_traced_and_timed_with_json() {
     cmd.args(["--runs", "1", "--json", "--", "sh", "-c", "echo noise; cat /etc/os-release"]);
     let out = output(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "augur bench failed: {stderr}");
+    assert!(out.status.success(), "augur-bench failed: {stderr}");
     // The command's own output went to /dev/null: stdout is exactly the JSON.
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON only");
     assert_eq!(report["profile"]["source"], "traced");
