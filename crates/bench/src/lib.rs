@@ -25,6 +25,7 @@ pub mod stats;
 
 pub mod balloon;
 pub mod cost;
+pub mod error;
 pub mod interrupt;
 pub mod launch;
 pub mod machine;
@@ -45,7 +46,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::Result;
+use crate::error::Result;
 use augur_os::fetch::{FetchPlan, page_size};
 use augur_os::privilege::require_root;
 

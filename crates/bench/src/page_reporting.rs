@@ -17,7 +17,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use augur_core::error::{IoContext, Result};
+use crate::error::{IoContext, Result};
 
 const ORDER_PARAM: &str = "/sys/module/page_reporting/parameters/page_reporting_order";
 const LEFTOVER: &str = "/run/augur-bench-page-reporting-order";

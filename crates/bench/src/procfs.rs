@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::Path;
 
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{BenchError, IoContext, Result};
 use augur_os::fetch::foreground::parse_io_read_bytes;
 
 /// Clock ticks per second for /proc times. Linux fixes USER_HZ at 100 on every architecture
@@ -17,8 +17,7 @@ pub const TICKS_PER_SEC: f64 = 100.0;
 /// One field of /proc/meminfo, in bytes.
 pub fn meminfo(field: &str) -> Result<u64> {
     let text = fs::read_to_string("/proc/meminfo").context(|| "reading /proc/meminfo".into())?;
-    parse_meminfo(&text, field)
-        .ok_or_else(|| Error::Kernel { feature: format!("/proc/meminfo field {field}"), detail: "absent".into() })
+    parse_meminfo(&text, field).ok_or_else(|| BenchError::kernel(format!("/proc/meminfo field {field}"), "absent"))
 }
 
 /// Finds `field` (e.g. `MemAvailable`) in meminfo text; values are in kB.
@@ -50,8 +49,8 @@ pub struct ProcessSample {
 pub fn sample(pid: u32) -> Result<ProcessSample> {
     let base = format!("/proc/{pid}");
     let stat = fs::read_to_string(format!("{base}/stat")).context(|| format!("reading {base}/stat"))?;
-    let (utime, stime) = parse_stat_times(&stat)
-        .ok_or_else(|| Error::Kernel { feature: "/proc/PID/stat".into(), detail: format!("unparsable: {stat}") })?;
+    let (utime, stime) =
+        parse_stat_times(&stat).ok_or_else(|| BenchError::kernel("/proc/PID/stat", format!("unparsable: {stat}")))?;
     let status = fs::read_to_string(format!("{base}/status")).context(|| format!("reading {base}/status"))?;
     let rss_bytes = parse_status_kb(&status, "VmRSS").unwrap_or(0);
     let mut context_switches = 0;

@@ -11,4 +11,4 @@ pub mod model;
 pub mod plan;
 pub mod sim;
 
-pub use error::{Error, Result};
+pub use error::{FormatError, IoContext, IoFailure};

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
 
 /// A handle on the service manager's notification socket, or a no-op when there is none.
 #[derive(Debug)]
@@ -39,14 +39,14 @@ impl Notifier {
             b'/' => SocketAddr::from_pathname(name),
             b'@' => SocketAddr::from_abstract_name(&bytes[1..]),
             _ => {
-                return Err(Error::io(
+                return Err(OsError::io(
                     format!("NOTIFY_SOCKET={}", name.to_string_lossy()),
                     io::Error::new(io::ErrorKind::InvalidInput, "neither a path nor an @abstract name"),
                 ));
             }
         }
-        .map_err(|e| Error::io(format!("NOTIFY_SOCKET={}", name.to_string_lossy()), e))?;
-        let socket = UnixDatagram::unbound().map_err(|e| Error::io("creating the notification socket", e))?;
+        .map_err(|e| OsError::io(format!("NOTIFY_SOCKET={}", name.to_string_lossy()), e))?;
+        let socket = UnixDatagram::unbound().map_err(|e| OsError::io("creating the notification socket", e))?;
         Ok(Notifier { target: Some((socket, addr)) })
     }
 
@@ -58,7 +58,7 @@ impl Notifier {
     /// Sends raw `KEY=value` lines (newline-separated). No-op when inactive.
     pub fn send(&self, state: &str) -> Result<()> {
         let Some((socket, addr)) = &self.target else { return Ok(()) };
-        socket.send_to_addr(state.as_bytes(), addr).map(|_| ()).map_err(|e| Error::io("notifying the service manager", e))
+        socket.send_to_addr(state.as_bytes(), addr).map(|_| ()).map_err(|e| OsError::io("notifying the service manager", e))
     }
 
     /// `READY=1`: tracing and state are up; systemd finishes `systemctl start` here.
