@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::error::{BenchError, IoContext, Result};
-use crate::procfs;
+use augur_os::sense::procfs;
 
 /// The hidden subcommand that runs [`hold`].
 pub const SUBCOMMAND: &str = "balloon";
@@ -102,7 +102,7 @@ pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
     use rustix::process::{Signal, set_parent_process_death_signal};
     set_parent_process_death_signal(Some(Signal::KILL))
         .map_err(|e| BenchError::io("setting the balloon's parent-death signal", e.into()))?;
-    if !procfs::alive(owner) {
+    if !procfs::is_alive(owner) {
         return Ok(());
     }
     // Every mapping from now on is locked and populated as it is made, so nothing of the
@@ -112,7 +112,7 @@ pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
     let mut held: Vec<Vec<u8>> = Vec::new();
     let mut locked: u64 = 0;
     loop {
-        if !procfs::alive(owner) {
+        if !procfs::is_alive(owner) {
             return Ok(());
         }
         let available = procfs::meminfo("MemAvailable")?;
@@ -128,7 +128,7 @@ pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
         held.push(vec![0xa5u8; size]);
         locked += size as u64;
     }
-    while procfs::alive(owner) {
+    while procfs::is_alive(owner) {
         std::thread::sleep(Duration::from_secs(1));
     }
     drop(held);
@@ -145,7 +145,7 @@ pub fn kill_leftovers() -> usize {
             continue;
         }
         let owner = args.iter().position(|a| a == "--owner").and_then(|i| args.get(i + 1)).and_then(|o| o.parse::<u32>().ok());
-        if owner.is_some_and(procfs::alive) {
+        if owner.is_some_and(procfs::is_alive) {
             continue;
         }
         if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, IoContext, Result};
+use crate::interrupt;
 use crate::suite_file::{Ready, Workload};
 use crate::xdisplay::WindowWatcher;
-use crate::{interrupt, procfs};
+use augur_os::sense::procfs;
 
 /// Where and how workloads run.
 #[derive(Debug, Clone)]
@@ -126,7 +127,7 @@ impl Running {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let parent_done = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
-            if parent_done && family.iter().all(|&p| !procfs::alive(p)) {
+            if parent_done && family.iter().all(|&p| !procfs::is_alive(p)) {
                 return Ok(());
             }
             if Instant::now() >= deadline {

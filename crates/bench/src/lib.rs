@@ -32,7 +32,6 @@ pub mod machine;
 pub mod page_cache;
 pub mod page_reporting;
 pub mod prefetchers;
-pub mod procfs;
 pub mod suite;
 pub mod suite_chart;
 pub mod suite_file;

@@ -14,8 +14,8 @@ use std::str::FromStr;
 use crate::balloon::{self, Balloon};
 use crate::error::{BenchError, Result};
 use crate::page_reporting::{self, ReportingPause};
-use crate::procfs;
 use crate::throttle::{self, DiskThrottle, ThrottledCgroup};
+use augur_os::sense::procfs;
 
 /// A machine profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

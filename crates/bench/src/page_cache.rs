@@ -10,8 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, IoContext, Result};
-use crate::{interrupt, procfs};
+use crate::interrupt;
 use augur_os::fetch::drop_all_caches;
+use augur_os::sense::procfs;
 
 /// Bytes of file pages in the page cache now (Cached + Buffers of /proc/meminfo).
 pub fn cached_bytes() -> Result<u64> {

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, IoContext, Result};
-use crate::procfs::{self, ProcessSample};
 use crate::{interrupt, page_cache};
+use augur_os::sense::procfs::{self, ProcessSample};
 
 /// Which prefetcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -279,7 +279,7 @@ impl RunningDaemon {
 
     /// Counters now.
     pub fn sample(&self) -> Result<ProcessSample> {
-        procfs::sample(self.pid())
+        Ok(procfs::sample(self.pid())?)
     }
 
     /// Stops the daemon with SIGTERM (it saves its state), SIGKILL after 20 s.

@@ -519,7 +519,7 @@ fn machine_description() -> String {
         .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_string()))
         .unwrap_or_else(|| "unknown CPU".into());
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let mem = crate::procfs::meminfo("MemTotal").unwrap_or(0);
+    let mem = augur_os::sense::procfs::meminfo("MemTotal").unwrap_or(0);
     let disk = crate::throttle::root_disk().unwrap_or_default();
     format!("{cpus} × {model}, {:.1} GiB memory, root disk {disk}", mem as f64 / (1u64 << 30) as f64)
 }

@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{BenchError, IoContext, Result};
-use crate::procfs;
+use augur_os::sense::procfs;
 
 /// Name prefix of the cgroups this module creates; the suffix is the owning process id.
 pub const CGROUP_PREFIX: &str = "augur-bench-";
@@ -144,7 +144,7 @@ pub fn remove_leftovers() -> usize {
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_prefix(CGROUP_PREFIX))
             .and_then(|p| p.parse::<u32>().ok());
-        if owner.is_some_and(|p| p != std::process::id() && procfs::alive(p)) {
+        if owner.is_some_and(|p| p != std::process::id() && procfs::is_alive(p)) {
             continue;
         }
         release(&dir, &origin);
