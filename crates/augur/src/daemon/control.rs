@@ -168,10 +168,7 @@ pub fn listen(socket: &Path) -> Result<UnixListener> {
 
 /// True when the peer of `stream` is root or runs as the daemon's own user.
 pub fn peer_allowed(stream: &UnixStream) -> bool {
-    match rustix::net::sockopt::socket_peercred(stream) {
-        Ok(cred) => cred.uid.is_root() || cred.uid == rustix::process::geteuid(),
-        Err(_) => false,
-    }
+    augur_os::privilege::peer_is_root_or_same_user(stream)
 }
 
 /// Reads one request from an accepted connection (with a short timeout so a silent client cannot
