@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{BenchError, ConfigError, Result};
+use augur_engine::config::line_of;
 
 /// What a launch is timed to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
@@ -341,11 +342,6 @@ impl Suite {
         suite.conditions.retain(|c| seen.insert(*c));
         Ok(suite)
     }
-}
-
-/// 1-based line number of byte offset `at` in `text`.
-pub fn line_of(text: &str, at: usize) -> usize {
-    text.get(..at.min(text.len())).map_or(1, |t| t.matches('\n').count() + 1)
 }
 
 /// Line of the first occurrence of `needle` outside comments, if any.

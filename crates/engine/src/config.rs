@@ -333,8 +333,9 @@ impl Config {
     }
 }
 
-/// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
+/// 1-based line of byte `offset` in `text` (where a TOML parser's span starts); the suite file's
+/// errors use it too.
+pub fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
