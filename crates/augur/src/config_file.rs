@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use augur_core::error::{Error, Result};
-use augur_engine::config::{Config, DEFAULT_CONFIG_PATH};
+use crate::error::{Error, Result};
+use augur_engine::config::{Config, ConfigError, DEFAULT_CONFIG_PATH};
 
 /// Reads the configuration: `path` when given (it must exist), else the default path, where a
 /// missing file means all defaults.
@@ -14,10 +14,10 @@ pub fn load(path: Option<&Path>) -> Result<Config> {
         None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
     };
     match std::fs::read_to_string(&path) {
-        Ok(text) => Config::parse(&text, &path),
+        Ok(text) => Ok(Config::parse(&text, &path)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(Config::default()),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            Err(Error::Config { path, line: None, detail: "not UTF-8 text".into() })
+            Err(ConfigError { path, line: None, detail: "not UTF-8 text".into() }.into())
         }
         Err(e) => Err(Error::io_at(&path, "reading configuration", e)),
     }

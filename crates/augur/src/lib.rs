@@ -9,3 +9,4 @@
 pub mod cli;
 pub mod config_file;
 pub mod daemon;
+pub mod error;

@@ -158,7 +158,7 @@ fn unit_is_type_notify_restarts_with_back_off_and_is_sandboxed() {
         ("Restart", "on-failure"),
         ("RestartSec", "5s"),
         ("StartLimitBurst", "5"),
-        ("RestartPreventExitStatus", "2 6 7 8"),
+        ("RestartPreventExitStatus", "2 6 7 8 11"),
         ("ProtectSystem", "strict"),
         ("ProtectHome", "read-only"),
         ("NoNewPrivileges", "yes"),

@@ -12,8 +12,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::procfs;
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{BenchError, IoContext, Result};
+use augur_os::sense::procfs;
 
 /// The hidden subcommand that runs [`hold`].
 pub const SUBCOMMAND: &str = "balloon";
@@ -46,7 +46,7 @@ impl Balloon {
             .context(|| format!("starting the memory balloon ({} {SUBCOMMAND})", exe.display()))?;
         let Some(stdout) = child.stdout.take() else {
             let _ = child.kill();
-            return Err(Error::Command { command: SUBCOMMAND.into(), detail: "no stdout".into() });
+            return Err(BenchError::Command { command: SUBCOMMAND.into(), detail: "no stdout".into() });
         };
         let mut line = String::new();
         let read = BufReader::new(stdout).read_line(&mut line);
@@ -56,7 +56,7 @@ impl Balloon {
             None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(Error::Command { command: "memory balloon".into(), detail: format!("did not inflate: {}", line.trim()) })
+                Err(BenchError::Command { command: "memory balloon".into(), detail: format!("did not inflate: {}", line.trim()) })
             }
         }
     }
@@ -65,11 +65,11 @@ impl Balloon {
     pub fn check_alive(&mut self) -> Result<()> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
-            Ok(Some(status)) => Err(Error::Command {
+            Ok(Some(status)) => Err(BenchError::Command {
                 command: "memory balloon".into(),
                 detail: format!("died ({status}), probably chosen by the OOM killer: leave more memory available"),
             }),
-            Err(e) => Err(Error::io("checking the memory balloon", e)),
+            Err(e) => Err(BenchError::io("checking the memory balloon", e)),
         }
     }
 
@@ -101,18 +101,18 @@ fn parse_ready(line: &str) -> Option<(u64, u64)> {
 pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
     use rustix::process::{Signal, set_parent_process_death_signal};
     set_parent_process_death_signal(Some(Signal::KILL))
-        .map_err(|e| Error::io("setting the balloon's parent-death signal", e.into()))?;
-    if !procfs::alive(owner) {
+        .map_err(|e| BenchError::io("setting the balloon's parent-death signal", e.into()))?;
+    if !procfs::is_alive(owner) {
         return Ok(());
     }
     // Every mapping from now on is locked and populated as it is made, so nothing of the
     // balloon can be reclaimed or swapped.
     rustix::mm::mlockall(rustix::mm::MlockAllFlags::CURRENT | rustix::mm::MlockAllFlags::FUTURE)
-        .map_err(|e| Error::io("mlockall for the memory balloon (needs root)", e.into()))?;
+        .map_err(|e| BenchError::io("mlockall for the memory balloon (needs root)", e.into()))?;
     let mut held: Vec<Vec<u8>> = Vec::new();
     let mut locked: u64 = 0;
     loop {
-        if !procfs::alive(owner) {
+        if !procfs::is_alive(owner) {
             return Ok(());
         }
         let available = procfs::meminfo("MemAvailable")?;
@@ -128,7 +128,7 @@ pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
         held.push(vec![0xa5u8; size]);
         locked += size as u64;
     }
-    while procfs::alive(owner) {
+    while procfs::is_alive(owner) {
         std::thread::sleep(Duration::from_secs(1));
     }
     drop(held);
@@ -145,7 +145,7 @@ pub fn kill_leftovers() -> usize {
             continue;
         }
         let owner = args.iter().position(|a| a == "--owner").and_then(|i| args.get(i + 1)).and_then(|o| o.parse::<u32>().ok());
-        if owner.is_some_and(procfs::alive) {
+        if owner.is_some_and(procfs::is_alive) {
             continue;
         }
         if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::Result;
+use crate::error::Result;
 use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, Prefetcher, drop_all_caches};
 
 /// Name of the cold condition; the gap is measured from it.

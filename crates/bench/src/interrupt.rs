@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM during a benchmark: turns them into an [`Error::Interrupted`]-style error
+//! Ctrl-C and SIGTERM during a benchmark: turns them into a [`BenchError::Interrupted`]
 //! at the next check point, so that every guard (balloon, cgroup, daemons, X server) is dropped
 //! and cleans up; a second signal exits at once (the balloon still dies with its parent, and the
 //! next run removes the cgroup left behind).
@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use augur_core::error::{Error, Result};
+use crate::error::{BenchError, Result};
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
@@ -25,8 +25,8 @@ pub fn install() -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         // Order matters: the conditional shutdown fires only if the flag is already set.
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))
-            .map_err(|e| Error::io("installing the signal handler", e))?;
-        signal_hook::flag::register(sig, Arc::clone(&flag)).map_err(|e| Error::io("installing the signal handler", e))?;
+            .map_err(|e| BenchError::io("installing the signal handler", e))?;
+        signal_hook::flag::register(sig, Arc::clone(&flag)).map_err(|e| BenchError::io("installing the signal handler", e))?;
     }
     let _ = FLAG.set(flag);
     Ok(())
@@ -38,8 +38,8 @@ pub fn requested() -> bool {
 }
 
 /// The error every check point returns once interrupted.
-pub fn interrupted_error() -> Error {
-    Error::Command { command: "augur-bench".into(), detail: "interrupted; cleaned up".into() }
+pub fn interrupted_error() -> BenchError {
+    BenchError::Interrupted
 }
 
 /// Fails if a terminating signal has arrived.

@@ -12,10 +12,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::error::{BenchError, IoContext, Result};
+use crate::interrupt;
 use crate::suite_file::{Ready, Workload};
 use crate::xdisplay::WindowWatcher;
-use crate::{interrupt, procfs};
-use augur_core::error::{Error, IoContext, Result};
+use augur_os::sense::procfs;
 
 /// Where and how workloads run.
 #[derive(Debug, Clone)]
@@ -75,14 +76,15 @@ impl LaunchEnv {
 
     /// A new handle of the log, appending.
     fn log_handle(&self) -> Result<fs::File> {
-        match &self.held.log {
-            Some(log) => log.try_clone().context(|| "cloning the log handle".into()),
+        let file = match &self.held.log {
+            Some(log) => log.try_clone().context(|| "cloning the log handle".into())?,
             None => fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&self.log)
-                .context(|| format!("opening {}", self.log.display())),
-        }
+                .context(|| format!("opening {}", self.log.display()))?,
+        };
+        Ok(file)
     }
 
     fn command(&self, w: &Workload) -> Result<Command> {
@@ -125,7 +127,7 @@ impl Running {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let parent_done = matches!(child.try_wait(), Ok(Some(_)) | Err(_));
-            if parent_done && family.iter().all(|&p| !procfs::alive(p)) {
+            if parent_done && family.iter().all(|&p| !procfs::is_alive(p)) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -188,7 +190,7 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
                 if let Some(status) = child.try_wait().context(|| format!("waiting for {}", w.name))? {
                     let secs = start.elapsed().as_secs_f64();
                     if !status.success() {
-                        return Err(Error::Command {
+                        return Err(BenchError::Command {
                             command: w.command.join(" "),
                             detail: format!("{status} (output in {})", env.log.display()),
                         });
@@ -199,7 +201,7 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
                     guard.child = Some(child);
                     drop(guard);
                     interrupt::check()?;
-                    return Err(Error::Command {
+                    return Err(BenchError::Command {
                         command: w.command.join(" "),
                         detail: format!("did not finish within {} s", w.timeout_secs),
                     });
@@ -208,7 +210,8 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
             }
         }
         Ready::Window => {
-            let watcher = watcher.ok_or_else(|| Error::Usage(format!("{}: a window workload needs the X server", w.name)))?;
+            let watcher =
+                watcher.ok_or_else(|| BenchError::Usage(format!("{}: a window workload needs the X server", w.name)))?;
             watcher.drain()?;
             let start = Instant::now();
             let child = cmd.spawn().map_err(|e| spawn_error(w, e))?;
@@ -216,7 +219,7 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
             let command = w.command.join(" ");
             let log = env.log.clone();
             let seen = watcher.wait_for_window(start + timeout, || {
-                (!running.alive()).then(|| Error::Command {
+                (!running.alive()).then(|| BenchError::Command {
                     command: command.clone(),
                     detail: format!("exited before showing a window (output in {})", log.display()),
                 })
@@ -226,8 +229,8 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
     }
 }
 
-fn spawn_error(w: &Workload, e: std::io::Error) -> Error {
-    Error::Command { command: w.command.join(" "), detail: format!("cannot start: {e}") }
+fn spawn_error(w: &Workload, e: std::io::Error) -> BenchError {
+    BenchError::Command { command: w.command.join(" "), detail: format!("cannot start: {e}") }
 }
 
 /// Runs `w` again and again for `secs` (commands) or keeps it open that long (windows), so that a

@@ -25,13 +25,13 @@ pub mod stats;
 
 pub mod balloon;
 pub mod cost;
+pub mod error;
 pub mod interrupt;
 pub mod launch;
 pub mod machine;
 pub mod page_cache;
 pub mod page_reporting;
 pub mod prefetchers;
-pub mod procfs;
 pub mod suite;
 pub mod suite_chart;
 pub mod suite_file;
@@ -45,7 +45,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::Result;
+use crate::error::Result;
 use augur_os::fetch::{FetchPlan, page_size};
 use augur_os::privilege::require_root;
 

@@ -12,10 +12,10 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::balloon::{self, Balloon};
+use crate::error::{BenchError, Result};
 use crate::page_reporting::{self, ReportingPause};
-use crate::procfs;
 use crate::throttle::{self, DiskThrottle, ThrottledCgroup};
-use augur_core::error::{Error, Result};
+use augur_os::sense::procfs;
 
 /// A machine profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -164,7 +164,7 @@ impl ActiveMachine {
         }
         if profile.small_memory() {
             if before <= settings.leave_available {
-                return Err(Error::Usage(format!(
+                return Err(BenchError::Usage(format!(
                     "small-memory: only {} MiB available, already at most the {} MiB to leave",
                     before >> 20,
                     settings.leave_available >> 20

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::{Error, Result};
+use crate::error::{BenchError, Result};
 use augur_os::sense::child_usage::wait_with_usage;
 use augur_os::sense::trace_session::describe_status;
 
@@ -66,20 +66,20 @@ pub struct RunSample {
 /// that cannot start or exits unsuccessfully is an error: its timings would mean nothing.
 pub fn run_to_exit(workload: &Workload) -> Result<RunSample> {
     let Some(program) = workload.command.first() else {
-        return Err(Error::Usage("no command to run".into()));
+        return Err(BenchError::Usage("no command to run".into()));
     };
     let name = program.to_string_lossy().into_owned();
     let mut cmd = Command::new(program);
     cmd.args(&workload.command[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let started = Instant::now();
-    let child = cmd.spawn().map_err(|e| Error::Command {
+    let child = cmd.spawn().map_err(|e| BenchError::Command {
         command: name.clone(),
         detail: if e.kind() == std::io::ErrorKind::NotFound { "command not found".into() } else { format!("cannot start: {e}") },
     })?;
-    let (status, usage) = wait_with_usage(child).map_err(|e| Error::io(format!("waiting for {name}"), e))?;
+    let (status, usage) = wait_with_usage(child).map_err(|e| BenchError::io(format!("waiting for {name}"), e))?;
     let elapsed = started.elapsed();
     if !status.success() {
-        return Err(Error::Command { command: workload.display(), detail: describe_status(&status) });
+        return Err(BenchError::Command { command: workload.display(), detail: describe_status(&status) });
     }
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     let cpu = usage.user + usage.system;
@@ -110,7 +110,7 @@ mod tests {
         let ok = run_to_exit(&Workload::new(vec!["true".into()])).unwrap();
         assert!(ok.elapsed_ms > 0.0 && ok.io_wait_ms >= 0.0);
         let err = run_to_exit(&Workload::new(vec!["false".into()])).unwrap_err();
-        assert!(matches!(err, Error::Command { .. }), "{err}");
+        assert!(matches!(err, BenchError::Command { .. }), "{err}");
         let err = run_to_exit(&Workload::new(vec!["/nonexistent/augur-cmd".into()])).unwrap_err();
         assert!(err.to_string().contains("command not found"), "{err}");
     }

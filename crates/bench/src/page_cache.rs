@@ -9,9 +9,10 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::{interrupt, procfs};
-use augur_core::error::{IoContext, Result};
+use crate::error::{BenchError, IoContext, Result};
+use crate::interrupt;
 use augur_os::fetch::drop_all_caches;
+use augur_os::sense::procfs;
 
 /// Bytes of file pages in the page cache now (Cached + Buffers of /proc/meminfo).
 pub fn cached_bytes() -> Result<u64> {
@@ -38,9 +39,8 @@ pub fn wait_until_quiet(quiet: Duration, slack: u64, limit: Duration) -> Result<
 pub fn disk_sectors_read(dev: &str) -> Result<u64> {
     let path = format!("/sys/dev/block/{dev}/stat");
     let text = fs::read_to_string(&path).context(|| format!("reading {path}"))?;
-    parse_sectors_read(&text).ok_or_else(|| augur_core::error::Error::Kernel {
-        feature: format!("the read counters of disk {dev}"),
-        detail: format!("{path} has no sectors-read field"),
+    parse_sectors_read(&text).ok_or_else(|| {
+        BenchError::kernel(format!("the read counters of disk {dev}"), format!("{path} has no sectors-read field"))
     })
 }
 
@@ -101,7 +101,7 @@ pub fn ensure_file(path: &Path, bytes: u64) -> Result<()> {
         written += n as u64;
     }
     f.sync_all().context(|| format!("syncing {}", tmp.display()))?;
-    fs::rename(&tmp, path).context(|| format!("renaming {}", tmp.display()))
+    Ok(fs::rename(&tmp, path).context(|| format!("renaming {}", tmp.display()))?)
 }
 
 /// Reads `path` start to end with 1 MiB reads; returns the bytes read.

@@ -17,7 +17,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use augur_core::error::{IoContext, Result};
+use crate::error::{IoContext, Result};
 
 const ORDER_PARAM: &str = "/sys/module/page_reporting/parameters/page_reporting_order";
 const LEFTOVER: &str = "/run/augur-bench-page-reporting-order";
@@ -66,7 +66,7 @@ impl Drop for ReportingPause {
 pub fn back_free_memory(keep_free: u64) -> Result<u64> {
     const CHUNK: usize = 64 << 20;
     const PAGE: usize = 4096;
-    let free = crate::procfs::meminfo("MemFree")?;
+    let free = augur_os::sense::procfs::meminfo("MemFree")?;
     let want = free.saturating_sub(keep_free);
     let mut held: Vec<Vec<u8>> = Vec::new();
     let mut touched = 0u64;
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn backing_free_memory_leaves_what_it_is_asked_to_keep() {
-        let free = crate::procfs::meminfo("MemFree").unwrap();
+        let free = augur_os::sense::procfs::meminfo("MemFree").unwrap();
         let keep = free.saturating_sub(200 << 20);
         let touched = back_free_memory(keep).unwrap();
         assert!(touched <= 200 << 20, "touched {touched} bytes");

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::procfs::{self, ProcessSample};
+use crate::error::{BenchError, IoContext, Result};
 use crate::{interrupt, page_cache};
-use augur_core::error::{Error, IoContext, Result};
+use augur_os::sense::procfs::{self, ProcessSample};
 
 /// Which prefetcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -45,9 +45,9 @@ pub fn augur_beside_me() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("AUGUR_BIN") {
         return Ok(PathBuf::from(p));
     }
-    let me = std::env::current_exe().map_err(|e| Error::io("finding the augur-bench executable", e))?;
+    let me = std::env::current_exe().map_err(|e| BenchError::io("finding the augur-bench executable", e))?;
     let augur = me.with_file_name("augur");
-    if augur.is_file() { Ok(augur) } else { Err(Error::NotFound { path: augur }) }
+    if augur.is_file() { Ok(augur) } else { Err(BenchError::NotFound { path: augur }) }
 }
 
 /// Where the daemons keep their files during a suite.
@@ -135,7 +135,7 @@ impl RunningDaemon {
         let out = fs::OpenOptions::new().create(true).append(true).open(&log).context(|| format!("opening {}", log.display()))?;
         let err = out.try_clone().context(|| "cloning a log handle".into())?;
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-        let child = cmd.spawn().map_err(|e| Error::Command {
+        let child = cmd.spawn().map_err(|e| BenchError::Command {
             command: kind.name().into(),
             detail: format!("cannot start: {e} (install it with scripts/bench-setup)"),
         })?;
@@ -160,7 +160,7 @@ impl RunningDaemon {
     /// Fails (with the last line of its log) if the daemon has exited.
     pub fn check_alive(&mut self) -> Result<()> {
         let Some(child) = self.child.as_mut() else {
-            return Err(Error::Command { command: self.kind.name().into(), detail: "stopped".into() });
+            return Err(BenchError::Command { command: self.kind.name().into(), detail: "stopped".into() });
         };
         match child.try_wait() {
             Ok(None) => Ok(()),
@@ -175,9 +175,9 @@ impl RunningDaemon {
                     .copied()
                     .unwrap_or("")
                     .to_string();
-                Err(Error::Command { command: self.kind.name().into(), detail: format!("exited ({status}): {last}") })
+                Err(BenchError::Command { command: self.kind.name().into(), detail: format!("exited ({status}): {last}") })
             }
-            Err(e) => Err(Error::io("checking a daemon", e)),
+            Err(e) => Err(BenchError::io("checking a daemon", e)),
         }
     }
 
@@ -199,7 +199,7 @@ impl RunningDaemon {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(Error::Command {
+                return Err(BenchError::Command {
                     command: self.kind.name().into(),
                     detail: format!("not ready after {} s (log: {})", limit.as_secs(), self.log.display()),
                 });
@@ -228,7 +228,7 @@ impl RunningDaemon {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(Error::Command {
+                return Err(BenchError::Command {
                     command: self.kind.name().into(),
                     detail: format!(
                         "no planning round logged within {} s of start: prediction is not active in this augur daemon",
@@ -279,7 +279,7 @@ impl RunningDaemon {
 
     /// Counters now.
     pub fn sample(&self) -> Result<ProcessSample> {
-        procfs::sample(self.pid())
+        Ok(procfs::sample(self.pid())?)
     }
 
     /// Stops the daemon with SIGTERM (it saves its state), SIGKILL after 20 s.

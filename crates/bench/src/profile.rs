@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{BenchError, IoContext, Result};
 use augur_core::model::profile::{LaunchProfile, TraceMode};
 use augur_os::sense::trace_session::{DEFAULT_WINDOW, TraceRequest, describe_status, trace_command};
 use augur_store::profile_file;
@@ -66,7 +66,7 @@ impl OutputSilenced {
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
-        let dup = |fd| rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| Error::io("saving stdout/stderr", e.into()));
+        let dup = |fd| rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| BenchError::io("saving stdout/stderr", e.into()));
         let saved_out = dup(rustix::stdio::stdout())?;
         let saved_err = dup(rustix::stdio::stderr())?;
         let null = std::fs::OpenOptions::new().write(true).open("/dev/null").context(|| "opening /dev/null".into())?;
@@ -75,7 +75,7 @@ impl OutputSilenced {
             rustix::stdio::dup2_stderr(&null)
         };
         let guard = OutputSilenced { saved_out, saved_err };
-        silence().map_err(|e| Error::io("redirecting output to /dev/null", e.into()))?;
+        silence().map_err(|e| BenchError::io("redirecting output to /dev/null", e.into()))?;
         Ok(guard)
     }
 }
@@ -100,12 +100,12 @@ pub fn trace_workload(workload: &Workload) -> Result<(LaunchProfile, ProfileInfo
         report
     };
     if let Some(sig) = report.interrupted_by {
-        return Err(Error::Command { command: workload.display(), detail: format!("trace interrupted by signal {sig}") });
+        return Err(BenchError::Command { command: workload.display(), detail: format!("trace interrupted by signal {sig}") });
     }
     if let Some(status) = report.status.take()
         && !status.success()
     {
-        return Err(Error::Command { command: workload.display(), detail: describe_status(&status) });
+        return Err(BenchError::Command { command: workload.display(), detail: describe_status(&status) });
     }
     let info = ProfileInfo::of(&report.profile, "traced".into(), report.lost_events);
     Ok((report.profile, info))

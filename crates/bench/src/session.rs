@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::Result;
+use crate::error::Result;
 
 use super::condition::{COLD, Condition, Preparation, WARM};
 use super::measure::{RunSample, Workload};
@@ -158,6 +158,7 @@ pub fn fill_gaps(results: &mut [ConditionResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::BenchError;
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -224,12 +225,12 @@ mod tests {
         let mut measure = |_: &Workload| -> Result<RunSample> {
             n += 1;
             if n > 1 {
-                Err(augur_core::Error::Command { command: "x".into(), detail: "exited with status 1".into() })
+                Err(BenchError::Command { command: "x".into(), detail: "exited with status 1".into() })
             } else {
                 Ok(RunSample { elapsed_ms: 1.0, user_ms: 0.0, sys_ms: 0.0, io_wait_ms: 1.0, major_faults: 0, blocks_in: 0 })
             }
         };
         let err = run_interleaved(&Workload::new(vec!["x".into()]), &mut conditions, 2, &mut measure, &mut |_| {});
-        assert!(matches!(err, Err(augur_core::Error::Command { .. })));
+        assert!(matches!(err, Err(BenchError::Command { .. })));
     }
 }

@@ -14,6 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::error::{BenchError, IoContext, Result};
 use crate::interrupt;
 use crate::launch::{self, LaunchEnv};
 use crate::machine::{self, ActiveMachine, MachineProfile, MachineSettings};
@@ -25,7 +26,6 @@ use crate::suite_report::{
 };
 use crate::xdisplay::{WindowWatcher, XServer};
 use crate::{suite_chart, suite_markdown};
-use augur_core::error::{Error, IoContext, Result};
 use augur_os::fetch::drop_all_caches;
 use augur_os::privilege::require_root;
 
@@ -73,13 +73,13 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
     let mut suite = Suite::load(&opts.suite_path)?;
     if !opts.only.is_empty() {
         if let Some(unknown) = opts.only.iter().find(|o| !suite.workloads.iter().any(|w| &&w.name == o)) {
-            return Err(Error::Usage(format!("--only: no workload named `{unknown}` in {}", opts.suite_path.display())));
+            return Err(BenchError::Usage(format!("--only: no workload named `{unknown}` in {}", opts.suite_path.display())));
         }
         suite.workloads.retain(|w| opts.only.contains(&w.name));
     }
     if let Some(r) = opts.runs {
         if r == 0 {
-            return Err(Error::Usage("--runs must be at least 1".into()));
+            return Err(BenchError::Usage("--runs must be at least 1".into()));
         }
         suite.runs = r;
     }
@@ -116,7 +116,7 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
 
 /// Writes suite.json, suite.md and suite.svg into `dir`.
 pub fn write_outputs(report: &SuiteReport, dir: &Path) -> Result<()> {
-    let json = serde_json::to_string_pretty(report).map_err(|e| Error::io("serialising the report", e.into()))?;
+    let json = serde_json::to_string_pretty(report).map_err(|e| BenchError::io("serialising the report", e.into()))?;
     for (name, text) in
         [("suite.json", json + "\n"), ("suite.md", suite_markdown::render(report)), ("suite.svg", suite_chart::render(report))]
     {
@@ -334,7 +334,10 @@ pub fn prefetcher_of(c: Condition) -> Option<Prefetcher> {
 fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
     let result = (|| -> Result<()> {
         if kind == Prefetcher::Preload && !launch::command_exists("preload") {
-            return Err(Error::Command { command: "preload".into(), detail: "not installed (run scripts/bench-setup)".into() });
+            return Err(BenchError::Command {
+                command: "preload".into(),
+                detail: "not installed (run scripts/bench-setup)".into(),
+            });
         }
         let mut d = RunningDaemon::start(kind, files)?;
         d.wait_ready(Duration::from_secs(30))?;
@@ -516,7 +519,7 @@ fn machine_description() -> String {
         .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, m)| m.trim().to_string()))
         .unwrap_or_else(|| "unknown CPU".into());
     let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let mem = crate::procfs::meminfo("MemTotal").unwrap_or(0);
+    let mem = augur_os::sense::procfs::meminfo("MemTotal").unwrap_or(0);
     let disk = crate::throttle::root_disk().unwrap_or_default();
     format!("{cpus} × {model}, {:.1} GiB memory, root disk {disk}", mem as f64 / (1u64 << 30) as f64)
 }

@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use augur_core::error::{Error, Result};
+use crate::error::{BenchError, ConfigError, Result};
+use augur_engine::config::line_of;
 
 /// What a launch is timed to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
@@ -280,18 +281,18 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
 impl Suite {
     /// Reads and checks a suite file.
     pub fn load(path: &Path) -> Result<Suite> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io_at(path, "reading suite", e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| BenchError::io_at(path, "reading suite", e))?;
         Self::parse(&text, path)
     }
 
     /// Parses and checks suite text; `path` is used in errors and to resolve relative paths.
     pub fn parse(text: &str, path: &Path) -> Result<Suite> {
-        let mut suite: Suite = toml::from_str(text).map_err(|e| Error::Config {
+        let mut suite: Suite = toml::from_str(text).map_err(|e| ConfigError {
             path: path.to_path_buf(),
             line: e.span().map(|s| line_of(text, s.start)),
             detail: e.message().to_string(),
         })?;
-        let fail = |line: Option<usize>, detail: String| Error::Config { path: path.to_path_buf(), line, detail };
+        let fail = |line: Option<usize>, detail: String| BenchError::from(ConfigError { path: path.to_path_buf(), line, detail });
         if suite.workloads.is_empty() {
             return Err(fail(None, "no [[workload]] defined".into()));
         }
@@ -341,11 +342,6 @@ impl Suite {
         suite.conditions.retain(|c| seen.insert(*c));
         Ok(suite)
     }
-}
-
-/// 1-based line number of byte offset `at` in `text`.
-pub fn line_of(text: &str, at: usize) -> usize {
-    text.get(..at.min(text.len())).map_or(1, |t| t.matches('\n').count() + 1)
 }
 
 /// Line of the first occurrence of `needle` outside comments, if any.
@@ -404,7 +400,6 @@ tree_bytes = "1.5GiB"
         let msg = e.to_string();
         assert!(msg.starts_with("/x/suite.toml:5: "), "{msg}");
         assert!(msg.contains("comand"), "{msg}");
-        assert_eq!(e.exit_code(), augur_core::error::exit::CONFIG);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! `suite_chart`. Pure data and arithmetic; nothing here measures.
 
 use crate::machine::MachineRecord;
-use crate::procfs::ProcessSample;
 use crate::stats::{Summary, gap_closed, quantile};
 use crate::suite_file::{Condition, Ready};
+use augur_os::sense::procfs::ProcessSample;
 
 /// Version of the JSON output.
 pub const REPORT_VERSION: u32 = 1;

@@ -10,8 +10,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::procfs;
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{BenchError, IoContext, Result};
+use augur_os::sense::procfs;
 
 /// Name prefix of the cgroups this module creates; the suffix is the owning process id.
 pub const CGROUP_PREFIX: &str = "augur-bench-";
@@ -84,7 +84,7 @@ impl ThrottledCgroup {
 
     fn write(&self, file: &str, value: &str) -> Result<()> {
         let path = self.dir.join(file);
-        fs::write(&path, value).context(|| format!("writing `{value}` to {}", path.display()))
+        Ok(fs::write(&path, value).context(|| format!("writing `{value}` to {}", path.display()))?)
     }
 
     /// The cgroup's directory.
@@ -144,7 +144,7 @@ pub fn remove_leftovers() -> usize {
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_prefix(CGROUP_PREFIX))
             .and_then(|p| p.parse::<u32>().ok());
-        if owner.is_some_and(|p| p != std::process::id() && procfs::alive(p)) {
+        if owner.is_some_and(|p| p != std::process::id() && procfs::is_alive(p)) {
             continue;
         }
         release(&dir, &origin);
@@ -188,10 +188,10 @@ fn find_hierarchy() -> Result<(CgroupVersion, PathBuf)> {
             return Ok((CgroupVersion::V2Io, PathBuf::from(path)));
         }
     }
-    Err(Error::Kernel {
-        feature: "a block-I/O cgroup controller".into(),
-        detail: "neither cgroup v1 blkio nor cgroup v2 io is available for the slow-disk profile".into(),
-    })
+    Err(BenchError::kernel(
+        "a block-I/O cgroup controller",
+        "neither cgroup v1 blkio nor cgroup v2 io is available for the slow-disk profile",
+    ))
 }
 
 /// (super options or "cgroup2", mount point) of each cgroup mount in mountinfo text.
@@ -227,13 +227,13 @@ fn own_cgroup(version: CgroupVersion) -> Result<String> {
             };
             matches.then(|| path.to_string())
         })
-        .ok_or_else(|| Error::Kernel { feature: "/proc/self/cgroup".into(), detail: "no entry for the io controller".into() })
+        .ok_or_else(|| BenchError::kernel("/proc/self/cgroup", "no entry for the io controller"))
 }
 
 /// "MAJ:MIN" of the whole disk under the root filesystem (a partition is mapped to its disk,
 /// since the block throttle applies to disks).
 pub fn root_disk() -> Result<String> {
-    let st = rustix::fs::stat("/").map_err(|e| Error::io("stat /", e.into()))?;
+    let st = rustix::fs::stat("/").map_err(|e| BenchError::io("stat /", e.into()))?;
     let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
     let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
     if sys.join("partition").exists() {
@@ -242,10 +242,10 @@ pub fn root_disk() -> Result<String> {
         }
     }
     if !sys.exists() {
-        return Err(Error::Kernel {
-            feature: "a block device under /".into(),
-            detail: format!("/ is on device {major}:{minor}, which is not a block device (tmpfs, overlay?)"),
-        });
+        return Err(BenchError::kernel(
+            "a block device under /",
+            format!("/ is on device {major}:{minor}, which is not a block device (tmpfs, overlay?)"),
+        ));
     }
     Ok(format!("{major}:{minor}"))
 }

@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::error::Result;
 use crate::interrupt;
 use crate::launch::{self, LaunchEnv, Running};
 use crate::prefetchers::{DaemonFiles, Prefetcher, RunningDaemon};
 use crate::suite_file::{DaySpec, Ready, Workload};
 use crate::suite_report::{DayReport, DayRun};
 use crate::xdisplay::WindowWatcher;
-use augur_core::error::Result;
 use augur_core::model::usage_trace::{Transition, UsageEvent, UsageTrace};
 use augur_os::fetch::drop_all_caches;
 

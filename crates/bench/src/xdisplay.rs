@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::error::{BenchError, IoContext, Result};
 use crate::interrupt;
-use augur_core::error::{Error, IoContext, Result};
 
 /// A running Xvfb. Dropping it kills the server.
 #[derive(Debug)]
@@ -31,11 +31,12 @@ impl XServer {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| Error::Command {
+            .map_err(|e| BenchError::Command {
                 command: "Xvfb".into(),
                 detail: format!("{e} (install it with scripts/bench-setup)"),
             })?;
-        let mut out = child.stdout.take().ok_or_else(|| Error::Command { command: "Xvfb".into(), detail: "no stdout".into() })?;
+        let mut out =
+            child.stdout.take().ok_or_else(|| BenchError::Command { command: "Xvfb".into(), detail: "no stdout".into() })?;
         let mut text = String::new();
         let mut buf = [0u8; 16];
         while !text.contains('\n') {
@@ -49,7 +50,7 @@ impl XServer {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(Error::Command { command: "Xvfb".into(), detail: "did not report a display".into() });
+                return Err(BenchError::Command { command: "Xvfb".into(), detail: "did not report a display".into() });
             }
         };
         let server = XServer { child, display };
@@ -92,7 +93,7 @@ impl WindowWatcher {
     pub fn connect(display: u32) -> Result<WindowWatcher> {
         let path = PathBuf::from(format!("/tmp/.X11-unix/X{display}"));
         let mut stream = UnixStream::connect(&path).context(|| format!("connecting to the X server at {}", path.display()))?;
-        let bad = |detail: &str| Error::Command { command: format!("X display :{display}"), detail: detail.into() };
+        let bad = |detail: &str| BenchError::Command { command: format!("X display :{display}"), detail: detail.into() };
         // Connection setup: little-endian, protocol 11.0, no authorisation (the server runs -ac).
         let setup: [u8; 12] = [b'l', 0, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         stream.write_all(&setup).context(|| "X connection setup".into())?;
@@ -125,15 +126,15 @@ impl WindowWatcher {
                 Ok(0) => break,
                 Ok(_) => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) => return Err(Error::io("reading X events", e)),
+                Err(e) => return Err(BenchError::io("reading X events", e)),
             }
         }
-        self.stream.set_nonblocking(false).context(|| "X socket".into())
+        Ok(self.stream.set_nonblocking(false).context(|| "X socket".into())?)
     }
 
     /// Waits for the next top-level window (not override-redirect) to be mapped; returns when it
     /// was seen. `give_up` is asked every 50 ms whether to stop waiting (with its error).
-    pub fn wait_for_window(&mut self, deadline: Instant, mut give_up: impl FnMut() -> Option<Error>) -> Result<Instant> {
+    pub fn wait_for_window(&mut self, deadline: Instant, mut give_up: impl FnMut() -> Option<BenchError>) -> Result<Instant> {
         self.stream.set_read_timeout(Some(Duration::from_millis(50))).context(|| "X socket".into())?;
         let mut event = [0u8; 32];
         let mut filled = 0;
@@ -141,7 +142,7 @@ impl WindowWatcher {
             interrupt::check()?;
             match self.stream.read(&mut event[filled..]) {
                 Ok(0) => {
-                    return Err(Error::Command { command: "X server".into(), detail: "connection closed".into() });
+                    return Err(BenchError::Command { command: "X server".into(), detail: "connection closed".into() });
                 }
                 Ok(n) => {
                     filled += n;
@@ -154,13 +155,13 @@ impl WindowWatcher {
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io("reading X events", e)),
+                Err(e) => return Err(BenchError::io("reading X events", e)),
             }
             if let Some(err) = give_up() {
                 return Err(err);
             }
             if Instant::now() >= deadline {
-                return Err(Error::Command { command: "X window".into(), detail: "no window appeared in time".into() });
+                return Err(BenchError::Command { command: "X window".into(), detail: "no window appeared in time".into() });
             }
         }
     }

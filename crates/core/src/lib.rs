@@ -9,6 +9,7 @@
 pub mod error;
 pub mod model;
 pub mod plan;
+pub mod proc_text;
 pub mod sim;
 
-pub use error::{Error, Result};
+pub use error::{FormatError, IoContext, IoFailure};

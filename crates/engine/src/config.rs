@@ -9,9 +9,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::{Error, Result};
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::record::StateLimits;
+
+/// Invalid configuration: what is wrong, in which file, on which line (1-based, when known).
+/// The daemon refuses to start (or, on reload, keeps the old configuration) rather than guess.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {detail}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ConfigError {
+    /// The configuration file.
+    pub path: PathBuf,
+    /// The line the problem is on, 1-based, when known.
+    pub line: Option<usize>,
+    /// What is wrong, e.g. "learn.decay: 1.5 is not in (0, 1]".
+    pub detail: String,
+}
+
+/// Result alias of configuration parsing.
+pub type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// Where the daemon keeps its state unless configured otherwise.
 pub const DEFAULT_STATE_PATH: &str = "/var/lib/augur/state.db";
@@ -212,7 +227,7 @@ pub const PREDICTORS: &[&str] = &["augur", "preload", "naive"];
 impl Config {
     /// Parses and validates configuration text; errors name `path` and the line.
     pub fn parse(text: &str, path: &Path) -> Result<Config> {
-        let config: Config = toml::from_str(text).map_err(|e| Error::Config {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError {
             path: path.to_path_buf(),
             line: e.span().map(|s| line_of(text, s.start)),
             detail: e.message().trim().to_string(),
@@ -222,7 +237,7 @@ impl Config {
     }
 
     fn validate(&self, text: &str, path: &Path) -> Result<()> {
-        let bad = |section: &str, key: &str, detail: String| Error::Config {
+        let bad = |section: &str, key: &str, detail: String| ConfigError {
             path: path.to_path_buf(),
             line: key_line(text, section, key),
             detail: format!("{section}.{key}: {detail}"),
@@ -318,8 +333,9 @@ impl Config {
     }
 }
 
-/// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
+/// 1-based line of byte `offset` in `text` (where a TOML parser's span starts); the suite file's
+/// errors use it too.
+pub fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
@@ -342,7 +358,7 @@ mod tests {
 
     fn line(text: &str) -> Option<usize> {
         match parse(text) {
-            Err(Error::Config { line, .. }) => line,
+            Err(ConfigError { line, .. }) => line,
             other => panic!("expected a config error, got {other:?}"),
         }
     }
@@ -408,7 +424,14 @@ mod tests {
         assert_eq!(line("[predict]\n\n\npredictor = \"oracle\"\n"), Some(4));
         assert_eq!(line("[daemon]\nsocket_path = \"rel.sock\"\n"), Some(2));
         let e = parse("[learn]\ndecay = 0\n").unwrap_err();
-        assert_eq!(e.exit_code(), augur_core::error::exit::CONFIG);
         assert!(e.to_string().starts_with("/etc/augur/config.toml:2: learn.decay"), "{e}");
+    }
+
+    #[test]
+    fn config_error_names_the_line() {
+        let e = ConfigError { path: "/etc/augur/config.toml".into(), line: Some(7), detail: "unknown key `foo`".into() };
+        assert_eq!(e.to_string(), "/etc/augur/config.toml:7: unknown key `foo`");
+        let e = ConfigError { path: "/etc/augur/config.toml".into(), line: None, detail: "not UTF-8 text".into() };
+        assert_eq!(e.to_string(), "/etc/augur/config.toml: not UTF-8 text");
     }
 }

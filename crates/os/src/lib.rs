@@ -5,6 +5,7 @@
 //! It reports what the kernel says and does what it is told; it decides nothing about what to
 //! learn or prefetch (that is `augur-core` and `augur-engine`).
 
+pub mod error;
 pub mod fetch;
 pub mod loop_io;
 pub mod notify;

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
 
 pub use crate::sense::monotonic_ns;
 
@@ -81,11 +81,11 @@ impl SignalFd {
                 libc::sigaddset(&mut set, s);
             }
             if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-                return Err(Error::io("blocking signals", std::io::Error::last_os_error()));
+                return Err(OsError::io("blocking signals", std::io::Error::last_os_error()));
             }
             let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
             if fd < 0 {
-                return Err(Error::io("creating a signalfd", std::io::Error::last_os_error()));
+                return Err(OsError::io("creating a signalfd", std::io::Error::last_os_error()));
             }
             Ok(SignalFd { fd: OwnedFd::from_raw_fd(fd) })
         }
@@ -129,7 +129,7 @@ impl Timer {
     /// A disarmed timer.
     pub fn new() -> Result<Self> {
         let fd = rustix::time::timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK)
-            .map_err(|e| Error::io("creating a timerfd", e.into()))?;
+            .map_err(|e| OsError::io("creating a timerfd", e.into()))?;
         Ok(Timer { fd, armed_at: None })
     }
 
@@ -145,7 +145,7 @@ impl Timer {
         };
         let spec = Itimerspec { it_interval: Timespec { tv_sec: 0, tv_nsec: 0 }, it_value: value };
         rustix::time::timerfd_settime(&self.fd, TimerfdTimerFlags::ABSTIME, &spec)
-            .map_err(|e| Error::io("arming the timer", e.into()))?;
+            .map_err(|e| OsError::io("arming the timer", e.into()))?;
         self.armed_at = at_ns;
         Ok(())
     }
@@ -174,13 +174,13 @@ impl Wakeup {
     /// A fresh eventfd.
     pub fn new() -> Result<Self> {
         let fd = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
-            .map_err(|e| Error::io("creating an eventfd", e.into()))?;
+            .map_err(|e| OsError::io("creating an eventfd", e.into()))?;
         Ok(Wakeup { fd })
     }
 
     /// A handle for another thread.
     pub fn handle(&self) -> Result<WakeupHandle> {
-        let fd = self.fd.try_clone().map_err(|e| Error::io("duplicating the eventfd", e))?;
+        let fd = self.fd.try_clone().map_err(|e| OsError::io("duplicating the eventfd", e))?;
         Ok(WakeupHandle { fd })
     }
 
@@ -225,7 +225,9 @@ impl PressureTrigger {
     /// unavailable (no file, a kernel before 5.2, `psi=0`).
     pub fn open(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
         match Self::register(path, stall_us, window_us) {
-            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINVAL) && window_us % 2_000_000 != 0 => {
+            Err(e)
+                if e.io_source().and_then(std::io::Error::raw_os_error) == Some(libc::EINVAL) && window_us % 2_000_000 != 0 =>
+            {
                 let window = window_us.div_ceil(2_000_000) * 2_000_000;
                 Self::register(path, stall_us.saturating_mul(window) / window_us.max(1), window)
             }
@@ -236,10 +238,11 @@ impl PressureTrigger {
     fn register(path: &std::path::Path, stall_us: u64, window_us: u64) -> Result<Self> {
         use rustix::fs::{Mode, OFlags};
         let fd = rustix::fs::open(path, OFlags::RDWR | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|e| Error::io_at(path, "opening the memory pressure file", e.into()))?;
+            .map_err(|e| OsError::io_at(path, "opening the memory pressure file", e.into()))?;
         // The kernel reads the specification as a NUL-terminated string (as psi.rst's example).
         let spec = format!("some {stall_us} {window_us}\0");
-        rustix::io::write(&fd, spec.as_bytes()).map_err(|e| Error::io_at(path, "registering a pressure trigger on", e.into()))?;
+        rustix::io::write(&fd, spec.as_bytes())
+            .map_err(|e| OsError::io_at(path, "registering a pressure trigger on", e.into()))?;
         Ok(PressureTrigger { fd, spec: (stall_us, window_us) })
     }
 }

@@ -1,5 +1,6 @@
 //! The systemd readiness protocol (`sd_notify`): tells the service manager that the daemon is
-//! ready, what it is doing, that it is reloading or stopping, and pings the watchdog.
+//! ready, what it is doing, that it is reloading or stopping, and pings the watchdog. Also
+//! whether stderr is the journal's stream ([`stderr_is_journal`]).
 //!
 //! It writes one datagram per call to the `AF_UNIX` socket named by `$NOTIFY_SOCKET` (a path, or
 //! an abstract name written with a leading `@`). Without `$NOTIFY_SOCKET` (run by hand, or by
@@ -13,7 +14,20 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
+
+/// Whether stderr is the stream systemd connected to the journal (`$JOURNAL_STREAM` is
+/// `<device>:<inode>` of that stream, and stays set in children whose stderr went elsewhere).
+pub fn stderr_is_journal() -> bool {
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else { return false };
+    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else { return false };
+    names_stream(&stream.to_string_lossy(), stat.st_dev, stat.st_ino)
+}
+
+fn names_stream(journal_stream: &str, dev: u64, ino: u64) -> bool {
+    let Some((d, i)) = journal_stream.split_once(':') else { return false };
+    d.parse() == Ok(dev) && i.parse() == Ok(ino)
+}
 
 /// A handle on the service manager's notification socket, or a no-op when there is none.
 #[derive(Debug)]
@@ -39,14 +53,14 @@ impl Notifier {
             b'/' => SocketAddr::from_pathname(name),
             b'@' => SocketAddr::from_abstract_name(&bytes[1..]),
             _ => {
-                return Err(Error::io(
+                return Err(OsError::io(
                     format!("NOTIFY_SOCKET={}", name.to_string_lossy()),
                     io::Error::new(io::ErrorKind::InvalidInput, "neither a path nor an @abstract name"),
                 ));
             }
         }
-        .map_err(|e| Error::io(format!("NOTIFY_SOCKET={}", name.to_string_lossy()), e))?;
-        let socket = UnixDatagram::unbound().map_err(|e| Error::io("creating the notification socket", e))?;
+        .map_err(|e| OsError::io(format!("NOTIFY_SOCKET={}", name.to_string_lossy()), e))?;
+        let socket = UnixDatagram::unbound().map_err(|e| OsError::io("creating the notification socket", e))?;
         Ok(Notifier { target: Some((socket, addr)) })
     }
 
@@ -58,7 +72,7 @@ impl Notifier {
     /// Sends raw `KEY=value` lines (newline-separated). No-op when inactive.
     pub fn send(&self, state: &str) -> Result<()> {
         let Some((socket, addr)) = &self.target else { return Ok(()) };
-        socket.send_to_addr(state.as_bytes(), addr).map(|_| ()).map_err(|e| Error::io("notifying the service manager", e))
+        socket.send_to_addr(state.as_bytes(), addr).map(|_| ()).map_err(|e| OsError::io("notifying the service manager", e))
     }
 
     /// `READY=1`: tracing and state are up; systemd finishes `systemctl start` here.
@@ -120,6 +134,15 @@ fn monotonic_usec() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn journal_stream_must_name_this_very_stream() {
+        assert!(names_stream("8:1234", 8, 1234));
+        assert!(!names_stream("8:1234", 8, 1235));
+        assert!(!names_stream("8:1234", 9, 1234));
+        assert!(!names_stream("garbage", 8, 1234));
+        assert!(!names_stream("", 8, 1234));
+    }
 
     fn recv(listener: &UnixDatagram) -> String {
         let mut buf = [0u8; 512];

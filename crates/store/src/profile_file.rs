@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::{Error, Result};
+use crate::error::{Result, StoreError};
 use augur_core::model::profile::{
     FileIdentity, FileProfile, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
 };
@@ -100,18 +100,13 @@ pub fn to_bytes(profile: &LaunchProfile) -> Vec<u8> {
 
 /// Parses a profile, naming `origin` in errors.
 pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
-    let corrupt = |detail: String| Error::Corrupt { path: origin.to_path_buf(), what: "profile", detail };
+    let corrupt = |detail: String| StoreError::corrupt(origin, "profile", detail);
     let header: Header = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if header.format != FORMAT_NAME {
         return Err(corrupt(format!("not an augur launch profile (format {:?})", header.format)));
     }
     if header.version > FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            path: origin.to_path_buf(),
-            what: "profile",
-            found: header.version,
-            supported: FORMAT_VERSION,
-        });
+        return Err(StoreError::too_new(origin, "profile", header.version, FORMAT_VERSION));
     }
     if header.version == 0 {
         return Err(corrupt("version 0 does not exist".into()));
@@ -162,7 +157,7 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
 
 /// Reads and parses the profile at `path`.
 pub fn load(path: &Path) -> Result<LaunchProfile> {
-    let bytes = fs::read(path).map_err(|e| Error::io_at(path, "reading profile", e))?;
+    let bytes = fs::read(path).map_err(|e| StoreError::io_at(path, "reading profile", e))?;
     from_bytes(&bytes, path)
 }
 
@@ -177,13 +172,14 @@ pub fn save(profile: &LaunchProfile, path: &Path) -> Result<()> {
     };
     write().map_err(|e| {
         let _ = fs::remove_file(&tmp);
-        Error::io_at(path, "writing profile", e)
+        StoreError::io_at(path, "writing profile", e)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::FormatError;
 
     fn sample() -> LaunchProfile {
         LaunchProfile {
@@ -229,28 +225,31 @@ mod tests {
         assert!(!old.contains("lookups") && old.contains("\"version\":1"));
         assert_eq!(from_bytes(old.as_bytes(), Path::new("x")).unwrap(), sample());
         let v1_with_lookups = text.replace("\"version\":2", "\"version\":1");
-        assert!(matches!(from_bytes(v1_with_lookups.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            from_bytes(v1_with_lookups.as_bytes(), Path::new("p")),
+            Err(StoreError::Format(FormatError::Corrupt { .. }))
+        ));
         let relative = text.replace("/usr/share/doc", "share/doc");
-        assert!(matches!(from_bytes(relative.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
+        assert!(matches!(from_bytes(relative.as_bytes(), Path::new("p")), Err(StoreError::Format(FormatError::Corrupt { .. }))));
         let bad_kind = text.replace(r#""kind":"dir""#, r#""kind":"exec""#);
-        assert!(matches!(from_bytes(bad_kind.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
+        assert!(matches!(from_bytes(bad_kind.as_bytes(), Path::new("p")), Err(StoreError::Format(FormatError::Corrupt { .. }))));
     }
 
     #[test]
     fn future_version_is_its_own_error() {
         let text = String::from_utf8(to_bytes(&sample())).unwrap().replace("\"version\":2", "\"version\":99");
         let err = from_bytes(text.as_bytes(), Path::new("p")).unwrap_err();
-        assert!(matches!(err, Error::UnsupportedVersion { found: 99, .. }), "{err}");
+        assert!(matches!(err, StoreError::Format(FormatError::UnsupportedVersion { found: 99, .. })), "{err}");
     }
 
     #[test]
     fn corrupt_inputs_are_rejected() {
         for bad in [&b""[..], b"{", b"[]", b"{\"format\":\"x\",\"version\":1}", b"\xff\xfe"] {
             let err = from_bytes(bad, Path::new("p")).unwrap_err();
-            assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+            assert!(matches!(err, StoreError::Format(FormatError::Corrupt { .. })), "{err}");
         }
         let text = String::from_utf8(to_bytes(&sample())).unwrap().replace("[10,3,7]", "[10,0,7]");
-        assert!(matches!(from_bytes(text.as_bytes(), Path::new("p")), Err(Error::Corrupt { .. })));
+        assert!(matches!(from_bytes(text.as_bytes(), Path::new("p")), Err(StoreError::Format(FormatError::Corrupt { .. }))));
     }
 
     #[test]
@@ -259,6 +258,6 @@ mod tests {
         let path = dir.path().join("a.profile.json");
         save(&sample(), &path).unwrap();
         assert_eq!(load(&path).unwrap(), sample());
-        assert!(matches!(load(&dir.path().join("missing")), Err(Error::NotFound { .. })));
+        assert!(matches!(load(&dir.path().join("missing")), Err(StoreError::NotFound { .. })));
     }
 }

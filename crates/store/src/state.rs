@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use augur_core::error::{Error, Result};
+use crate::error::{FormatError, Result, StoreError};
 use augur_core::model::learn::AppModel;
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
@@ -82,13 +82,11 @@ pub struct StateStore {
     path: PathBuf,
 }
 
-fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> Error {
+fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
     match e.sqlite_error_code() {
-        Some(DatabaseCorrupt | NotADatabase) => {
-            Error::Corrupt { path: path.to_path_buf(), what: "state database", detail: e.to_string() }
-        }
-        _ => Error::io(format!("{doing} {}", path.display()), std::io::Error::other(e)),
+        Some(DatabaseCorrupt | NotADatabase) => StoreError::corrupt(path, "state database", e.to_string()),
+        _ => StoreError::io(format!("{doing} {}", path.display()), std::io::Error::other(e)),
     }
 }
 
@@ -97,7 +95,7 @@ enum Unusable {
     /// Not augur's or damaged: move aside.
     Bad(String),
     /// Something else went wrong (permissions, disk): report it.
-    Fatal(Error),
+    Fatal(StoreError),
 }
 
 impl StateStore {
@@ -117,11 +115,7 @@ impl StateStore {
                 );
                 let store = Self::try_open(path).map_err(|u| match u {
                     Unusable::Fatal(e) => e,
-                    Unusable::Bad(why) => Error::Corrupt {
-                        path: path.to_path_buf(),
-                        what: "state database",
-                        detail: format!("fresh state unusable: {why}"),
-                    },
+                    Unusable::Bad(why) => StoreError::corrupt(path, "state database", format!("fresh state unusable: {why}")),
                 })?;
                 Ok((store, OpenOutcome::MovedAside(aside)))
             }
@@ -129,7 +123,7 @@ impl StateStore {
     }
 
     fn try_open(path: &Path) -> std::result::Result<StateStore, Unusable> {
-        let fatal = |doing: &str, e: std::io::Error| Unusable::Fatal(Error::io_at(path, doing, e));
+        let fatal = |doing: &str, e: std::io::Error| Unusable::Fatal(StoreError::io_at(path, doing, e));
         // Create with 0600 ourselves so SQLite (which copies the database's mode to -wal/-shm)
         // never makes a world-readable file.
         let mut file = fs::OpenOptions::new()
@@ -142,7 +136,7 @@ impl StateStore {
             .map_err(|e| fatal("opening state", e))?;
         let meta = file.metadata().map_err(|e| fatal("inspecting state", e))?;
         if !meta.is_file() {
-            return Err(Unusable::Fatal(Error::Usage(format!("{}: state path is not a regular file", path.display()))));
+            return Err(Unusable::Fatal(StoreError::NotAFile { path: path.to_path_buf() }));
         }
         if meta.permissions().mode() & 0o777 != 0o600 {
             fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(|e| fatal("securing state", e))?;
@@ -156,7 +150,7 @@ impl StateStore {
         }
         drop(file);
         let bad_or_fatal = |e: rusqlite::Error| match db_error(path, "opening", e) {
-            Error::Corrupt { detail, .. } => Unusable::Bad(detail),
+            StoreError::Format(FormatError::Corrupt { detail, .. }) => Unusable::Bad(detail),
             other => Unusable::Fatal(other),
         };
         let conn = Connection::open(path).map_err(bad_or_fatal)?;
@@ -168,12 +162,7 @@ impl StateStore {
             return Err(Unusable::Bad(format!("SQLite database without augur's marker (application_id {app_id:#x})")));
         }
         if version > SCHEMA_VERSION {
-            return Err(Unusable::Fatal(Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                what: "state",
-                found: version,
-                supported: SCHEMA_VERSION,
-            }));
+            return Err(Unusable::Fatal(StoreError::too_new(path, "state", version, SCHEMA_VERSION)));
         }
         let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(bad_or_fatal)?;
         if check != "ok" {
@@ -183,7 +172,7 @@ impl StateStore {
         conn.pragma_update(None, "synchronous", "FULL").map_err(bad_or_fatal)?;
         let mut store = StateStore { conn, path: path.to_path_buf() };
         store.migrate(version).map_err(|e| match e {
-            Error::Corrupt { detail, .. } => Unusable::Bad(detail),
+            StoreError::Format(FormatError::Corrupt { detail, .. }) => Unusable::Bad(detail),
             other => Unusable::Fatal(other),
         })?;
         if app_id == APPLICATION_ID {
@@ -218,7 +207,7 @@ impl StateStore {
         &self.path
     }
 
-    fn err(&self, doing: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    fn err(&self, doing: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
         let doing = doing.to_string();
         move |e| db_error(&self.path, &doing, e)
     }
@@ -262,7 +251,7 @@ impl StateStore {
             old.and_then(|t| serde_json::from_str::<AppModel>(&t).ok()).unwrap_or_else(|| AppModel::new(launch.page_size));
         model.record_launch(launch, &limits.learn);
         let text = serde_json::to_string(&model)
-            .map_err(|err| Error::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
+            .map_err(|err| StoreError::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
         let replay_pages = model.replay_profile(&limits.learn).page_count();
         tx.execute(
             "INSERT INTO apps (key, exe, launches, last_launch_ms, pages, replay_pages, model)
@@ -450,7 +439,7 @@ impl StateStore {
     /// Runs SQLite's full integrity check; `Ok` only when it says "ok".
     pub fn integrity_check(&self) -> Result<()> {
         let out: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(self.err("checking"))?;
-        if out == "ok" { Ok(()) } else { Err(Error::Corrupt { path: self.path.clone(), what: "state database", detail: out }) }
+        if out == "ok" { Ok(()) } else { Err(StoreError::corrupt(&self.path, "state database", out)) }
     }
 
     /// Writes the WAL back into the database file (on clean shutdown).
@@ -501,7 +490,11 @@ fn prepare_directory(path: &Path) -> Result<()> {
     if dir.exists() {
         return Ok(());
     }
-    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| Error::io_at(dir, "creating state directory", e))
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| StoreError::io_at(dir, "creating state directory", e))
 }
 
 /// Renames `path` (and any -wal/-shm beside it) to `<path>.corrupt-<unix time>`.
@@ -513,12 +506,12 @@ fn move_aside(path: &Path) -> Result<PathBuf> {
         aside = PathBuf::from(format!("{}.corrupt-{now}.{n}", path.display()));
         n += 1;
     }
-    fs::rename(path, &aside).map_err(|e| Error::io_at(path, "moving aside", e))?;
+    fs::rename(path, &aside).map_err(|e| StoreError::io_at(path, "moving aside", e))?;
     for suffix in ["-wal", "-shm"] {
         let side = PathBuf::from(format!("{}{suffix}", path.display()));
         if side.exists() {
             let to = PathBuf::from(format!("{}{suffix}", aside.display()));
-            fs::rename(&side, &to).map_err(|e| Error::io_at(&side, "moving aside", e))?;
+            fs::rename(&side, &to).map_err(|e| StoreError::io_at(&side, "moving aside", e))?;
         }
     }
     Ok(aside)
@@ -633,8 +626,10 @@ mod tests {
         c.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
         drop(c);
         let err = StateStore::open(&path).err().unwrap();
-        assert!(matches!(err, Error::UnsupportedVersion { found, .. } if found == SCHEMA_VERSION + 1), "{err}");
-        assert_eq!(err.exit_code(), augur_core::error::exit::UNSUPPORTED_VERSION);
+        assert!(
+            matches!(err, StoreError::Format(FormatError::UnsupportedVersion { found, .. }) if found == SCHEMA_VERSION + 1),
+            "{err}"
+        );
         assert!(path.exists());
     }
 

@@ -3,13 +3,13 @@
 
 use std::path::Path;
 
-use augur_core::error::{Error, Result};
+use crate::error::{Result, StoreError};
 use augur_core::model::usage_trace::{UsageTrace, error_at, parse};
 
 /// Reads and parses the trace at `path`.
 pub fn load(path: &Path) -> Result<UsageTrace> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io_at(path, "reading usage trace", e))?;
-    parse(&bytes).map_err(|e| error_at(path, e))
+    let bytes = std::fs::read(path).map_err(|e| StoreError::io_at(path, "reading usage trace", e))?;
+    Ok(parse(&bytes).map_err(|e| error_at(path, e))?)
 }
 
 #[cfg(test)]
@@ -19,6 +19,6 @@ mod tests {
     #[test]
     fn missing_file_is_not_found() {
         let e = load(Path::new("/nonexistent/trace.jsonl")).unwrap_err();
-        assert_eq!(e.exit_code(), augur_core::error::exit::NOT_FOUND);
+        assert!(matches!(e, StoreError::NotFound { .. }), "{e}");
     }
 }

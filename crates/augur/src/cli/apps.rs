@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::status::{DaemonAddress, ago, human_bytes};
 use crate::daemon::control::{self, Request, Response};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Arguments of `augur apps`.
 #[derive(Debug, Args)]
@@ -23,8 +23,8 @@ pub fn run(args: AppsArgs) -> Result<ExitCode> {
     let socket = args.address.socket()?;
     let apps = match control::request(&socket, &Request::Apps)? {
         Response::Apps { apps } => apps,
-        Response::Error { message } => return Err(Error::Command { command: "augur daemon".into(), detail: message }),
-        other => return Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+        Response::Error { message } => return Err(Error::DaemonRefused(message)),
+        other => return Err(Error::DaemonRefused(format!("unexpected answer {other:?}"))),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&apps).map_err(|e| Error::io("encoding", std::io::Error::other(e)))?);

@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::daemon::prediction::PredictionStep;
 use crate::daemon::run::{Daemon, DaemonOptions};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_os::sense::mode::parse_mode;
 
 /// Arguments of `augur daemon`.

@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::daemon::control::{self, Request, Response};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_core::model::predict::{self, LocalTime, Observation, PREDICTOR_NAMES};
 use augur_core::model::usage_trace::UsageEvent;
 
@@ -59,8 +59,8 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
                 render(&args, &predict::Explanation { predictor, app, probability, reasons });
                 Ok(ExitCode::SUCCESS)
             }
-            Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
-            other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+            Response::Error { message } => Err(Error::DaemonRefused(message)),
+            other => Err(Error::DaemonRefused(format!("unexpected answer {other:?}"))),
         };
     };
     let mut predictor = predict::by_name(&args.predictor)

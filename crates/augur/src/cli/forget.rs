@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::daemon::control::{self, Request, Response};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_os::privilege::require_root;
 use augur_store::state::StateStore;
 
@@ -41,9 +41,9 @@ pub fn run(args: ForgetArgs) -> Result<ExitCode> {
     };
     let forgotten = match control::request(&socket, &request) {
         Ok(Response::Forgot { apps }) => apps,
-        Ok(Response::Error { message }) => return Err(Error::Command { command: "augur daemon".into(), detail: message }),
+        Ok(Response::Error { message }) => return Err(Error::DaemonRefused(message)),
         Ok(other) => {
-            return Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") });
+            return Err(Error::DaemonRefused(format!("unexpected answer {other:?}")));
         }
         Err(Error::NoDaemon { .. }) => {
             let path = args.state.clone().unwrap_or(config.daemon.state_path.clone());

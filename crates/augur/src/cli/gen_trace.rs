@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
+use augur_core::error::IoContext;
 use augur_core::model::usage_trace;
 use augur_core::sim::{Scenario, generate};
 

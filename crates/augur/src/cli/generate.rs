@@ -13,7 +13,8 @@ use clap::{Args, CommandFactory, Subcommand};
 use clap_complete::{Generator, Shell};
 
 use crate::cli::Cli;
-use augur_core::error::{IoContext, Result};
+use crate::error::Result;
+use augur_core::error::IoContext;
 
 /// Arguments of `augur generate`.
 #[derive(Debug, Args)]
@@ -117,7 +118,7 @@ fn write_man_page(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) ->
 fn root_page_sections(subcommand_pages: &[String]) -> String {
     use clap_mangen::roff::{Roff, bold, roman};
 
-    use augur_core::error::exit;
+    use crate::error::exit;
     use augur_engine::config::DEFAULT_STATE_PATH;
     use augur_engine::config::{DEFAULT_CONFIG_PATH, DEFAULT_SOCKET_PATH};
 
@@ -127,26 +128,13 @@ fn root_page_sections(subcommand_pages: &[String]) -> String {
         (DEFAULT_SOCKET_PATH, "The daemon's control socket, used by augur status, apps and forget."),
         ("/lib/systemd/system/augur.service", "The systemd unit running augur daemon."),
     ];
-    let codes = [
-        (exit::OK, "success"),
-        (exit::FAILURE, "a run-time failure (I/O error, unexpected kernel answer)"),
-        (exit::USAGE, "bad command line"),
-        (exit::NOT_FOUND, "an input file does not exist"),
-        (exit::CORRUPT, "an input file is corrupt"),
-        (exit::UNSUPPORTED_VERSION, "an input file is from a newer augur"),
-        (exit::CONFIG, "invalid configuration"),
-        (exit::PERMISSION, "needs root"),
-        (exit::KERNEL, "the kernel lacks a needed feature (tracefs, a tracepoint)"),
-        (exit::NO_DAEMON, "the daemon is not running"),
-        (exit::COMMAND, "a command augur was asked to run failed to start or failed"),
-    ];
     let mut roff = Roff::default();
     roff.control("SH", ["FILES"]);
     for (path, what) in files {
         roff.control("TP", []).text([bold(path)]).text([roman(what)]);
     }
     roff.control("SH", ["EXIT STATUS"]);
-    for (code, what) in codes {
+    for &(code, what) in exit::MEANINGS {
         roff.control("TP", []).text([bold(code.to_string())]).text([roman(what)]);
     }
     roff.control("SH", ["SEE ALSO"]);
@@ -157,7 +145,7 @@ fn root_page_sections(subcommand_pages: &[String]) -> String {
 }
 
 fn create_dir(dir: &Path) -> Result<()> {
-    fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))
+    Ok(fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?)
 }
 
 #[cfg(test)]

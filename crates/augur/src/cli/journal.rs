@@ -51,18 +51,8 @@ where
     }
 }
 
-/// Whether stderr is the stream systemd connected to the journal (`$JOURNAL_STREAM` is
-/// `<device>:<inode>` of that stream, and stays set in children whose stderr went elsewhere).
-pub fn stderr_is_journal() -> bool {
-    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else { return false };
-    let Ok(stat) = rustix::fs::fstat(std::io::stderr()) else { return false };
-    names_stream(&stream.to_string_lossy(), stat.st_dev, stat.st_ino)
-}
-
-fn names_stream(journal_stream: &str, dev: u64, ino: u64) -> bool {
-    let Some((d, i)) = journal_stream.split_once(':') else { return false };
-    d.parse() == Ok(dev) && i.parse() == Ok(ino)
-}
+/// Whether stderr is the stream systemd connected to the journal (the `fstat` is augur-os's).
+pub use augur_os::notify::stderr_is_journal;
 
 #[cfg(test)]
 mod tests {
@@ -114,14 +104,5 @@ mod tests {
         let text = log_with(false);
         assert!(text.starts_with("ERROR disk gone\n"), "{text}");
         assert!(!text.contains('<') && !text.contains('\x1b'), "{text}");
-    }
-
-    #[test]
-    fn journal_stream_must_name_this_very_stream() {
-        assert!(names_stream("8:1234", 8, 1234));
-        assert!(!names_stream("8:1234", 8, 1235));
-        assert!(!names_stream("8:1234", 9, 1234));
-        assert!(!names_stream("garbage", 8, 1234));
-        assert!(!names_stream("", 8, 1234));
     }
 }

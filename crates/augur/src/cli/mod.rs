@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use augur_core::error::Result;
+use crate::error::Result;
 
 pub mod apps;
 pub mod daemon;

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use augur_core::error::{IoContext, Result};
+use crate::error::Result;
+use augur_core::error::IoContext;
 use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use augur_store::profile_file;
 
@@ -62,7 +63,7 @@ struct JsonOutput<'a> {
 
 /// Runs the subcommand.
 pub fn run(args: PrefetchArgs) -> Result<ExitCode> {
-    let profiles = args.profiles.iter().map(|p| profile_file::load(p)).collect::<Result<Vec<_>>>()?;
+    let profiles = args.profiles.iter().map(|p| profile_file::load(p)).collect::<Result<Vec<_>, _>>()?;
     let plan = FetchPlan::from_profiles(&profiles, augur_os::fetch::page_size());
     let options = FetchOptions {
         priority: if args.best_effort { IoPriority::BEST_EFFORT } else { IoPriority::Idle },
@@ -73,7 +74,7 @@ pub fn run(args: PrefetchArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     if args.json {
         let text = serde_json::to_string_pretty(&JsonOutput { profiles: &args.profiles, report: &report })
-            .map_err(|e| augur_core::Error::io("rendering JSON", e.into()))?;
+            .map_err(|e| crate::error::Error::io("rendering JSON", e.into()))?;
         writeln!(out, "{text}").context(|| "writing to stdout".into())?;
     } else {
         out.write_all(render_table(&args.profiles, &report).as_bytes()).context(|| "writing to stdout".into())?;

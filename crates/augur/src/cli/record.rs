@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::daemon::control::{self, Request, Response};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_core::model::usage_trace;
 
 /// Arguments of `augur record`.
@@ -33,8 +33,8 @@ pub struct RecordArgs {
 fn ask(args: &RecordArgs, since_unix_ms: Option<u64>) -> Result<String> {
     match control::request(&args.socket, &Request::Record { since_unix_ms })? {
         Response::Trace { text } => Ok(text),
-        Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
-        other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+        Response::Error { message } => Err(Error::DaemonRefused(message)),
+        other => Err(Error::DaemonRefused(format!("unexpected answer {other:?}"))),
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_core::sim::replay::SIM_PREDICTORS;
 use augur_core::sim::{SimConfig, SimReport, predictors_named, simulate};
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::daemon::control::{self, Request, Response, StatusReport};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Where to find the daemon: `--socket`, else the configuration's `socket_path`.
 #[derive(Debug, Args)]
@@ -137,8 +137,8 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Response::Error { message } => Err(Error::Command { command: "augur daemon".into(), detail: message }),
-        other => Err(Error::Command { command: "augur daemon".into(), detail: format!("unexpected answer {other:?}") }),
+        Response::Error { message } => Err(Error::DaemonRefused(message)),
+        other => Err(Error::DaemonRefused(format!("unexpected answer {other:?}"))),
     }
 }
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_core::model::profile::{LaunchProfile, LookupKind};
+use augur_os::error::OsError;
 use augur_os::privilege::require_root;
 use augur_os::sense::mode::{FORCE_MODE_ENV, mode_name, parse_mode};
 use augur_os::sense::trace_session::{DEFAULT_WINDOW, TraceReport, TraceRequest, describe_status, trace_command};
@@ -123,8 +124,8 @@ pub fn run(args: TraceArgs) -> Result<ExitCode> {
         lookups: !args.no_lookups,
     };
     let mut report = trace_command(&request).map_err(|e| match e {
-        Error::Kernel { feature, detail } if request.mode.is_none() => {
-            Error::Kernel { feature, detail: format!("{detail} (--mode file-only records whole files without tracing)") }
+        OsError::KernelFeature { feature, detail } if request.mode.is_none() => {
+            OsError::KernelFeature { feature, detail: format!("{detail} (--mode file-only records whole files without tracing)") }
         }
         other => other,
     })?;

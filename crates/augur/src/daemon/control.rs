@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
+use augur_core::error::{FormatError, IoContext};
 use augur_core::model::record::{AppSummary, LaunchRecord};
 
 /// A request to the daemon.
@@ -138,10 +139,8 @@ pub fn request(socket: &Path, request: &Request) -> Result<Response> {
     if answer.is_empty() {
         return Err(Error::io(doing(), std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no answer")));
     }
-    serde_json::from_str(&answer).map_err(|e| Error::Corrupt {
-        path: socket.to_path_buf(),
-        what: "daemon answer",
-        detail: e.to_string(),
+    serde_json::from_str(&answer).map_err(|e| {
+        Error::from(FormatError::Corrupt { path: socket.to_path_buf(), what: "daemon answer", detail: e.to_string() })
     })
 }
 
@@ -157,7 +156,7 @@ pub fn listen(socket: &Path) -> Result<UnixListener> {
     }
     if socket.exists() {
         if UnixStream::connect(socket).is_ok() {
-            return Err(Error::Usage(format!("another augur daemon is running (it answers on {})", socket.display())));
+            return Err(Error::DaemonAlreadyRunning { socket: socket.to_path_buf() });
         }
         std::fs::remove_file(socket).map_err(|e| Error::io_at(socket, "removing stale socket", e))?;
     }
@@ -169,10 +168,7 @@ pub fn listen(socket: &Path) -> Result<UnixListener> {
 
 /// True when the peer of `stream` is root or runs as the daemon's own user.
 pub fn peer_allowed(stream: &UnixStream) -> bool {
-    match rustix::net::sockopt::socket_peercred(stream) {
-        Ok(cred) => cred.uid.is_root() || cred.uid == rustix::process::geteuid(),
-        Err(_) => false,
-    }
+    augur_os::privilege::peer_is_root_or_same_user(stream)
 }
 
 /// Reads one request from an accepted connection (with a short timeout so a silent client cannot
@@ -217,7 +213,7 @@ mod tests {
     fn no_daemon_is_a_typed_error() {
         let dir = tempfile::tempdir().unwrap();
         let err = request(&dir.path().join("none.sock"), &Request::Status).unwrap_err();
-        assert_eq!(err.exit_code(), augur_core::error::exit::NO_DAEMON);
+        assert_eq!(err.exit_code(), crate::error::exit::NO_DAEMON);
     }
 
     #[test]
@@ -239,5 +235,15 @@ mod tests {
         server.join().unwrap();
         // A second daemon on the same socket is refused only while the first answers.
         drop(listen(&path).unwrap());
+    }
+
+    #[test]
+    fn a_second_daemon_is_refused_with_its_own_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("augur.sock");
+        let _first = listen(&path).unwrap();
+        let err = listen(&path).unwrap_err();
+        assert!(matches!(err, Error::DaemonAlreadyRunning { .. }), "{err}");
+        assert_eq!(err.exit_code(), crate::error::exit::DAEMON_RUNNING);
     }
 }

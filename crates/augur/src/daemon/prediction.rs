@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 
 use super::run::{PlanContext, PlanStep, PlanTrigger};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_core::model::predict::{self, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
@@ -140,7 +140,7 @@ impl PredictionStep {
     /// A step with the configured predictor and its fetch worker.
     pub fn new(config: &Config) -> Result<PredictionStep> {
         let predictor = predict::by_name(&config.predict.predictor)
-            .ok_or_else(|| Error::Usage(format!("unknown predictor {:?}", config.predict.predictor)))?;
+            .ok_or_else(|| Error::UnknownPredictor(config.predict.predictor.clone()))?;
         let (tx, rx) = mpsc::channel::<FetchJob>();
         let worker = std::thread::Builder::new()
             .name("augur-predict".into())

@@ -19,7 +19,7 @@ use std::time::Instant;
 use rustix::event::epoll;
 
 use super::control::{self, EventCounts, Request, Response, StatusReport};
-use augur_core::error::{Error, Result};
+use crate::error::{Error, Result};
 use augur_core::model::app::{self, AppIdentity};
 use augur_core::model::profile::{LaunchProfile, Lookup, LookupKind, TraceMode};
 use augur_core::model::record::{ActivityRecord, LaunchRecord};
@@ -1011,7 +1011,9 @@ impl Daemon {
     }
 
     fn answer(&mut self, req: Request) -> Response {
-        let fail = |e: Error| Response::Error { message: e.to_string() };
+        fn fail(e: impl std::fmt::Display) -> Response {
+            Response::Error { message: e.to_string() }
+        }
         match req {
             Request::Status => match self.status() {
                 Ok(s) => Response::Status(Box::new(s)),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use augur_core::error::Result;
+use augur_bench::error::Result;
 
 /// Arguments of `augur-bench balloon`.
 #[derive(Debug, Args)]

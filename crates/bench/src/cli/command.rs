@@ -15,11 +15,11 @@ use std::process::ExitCode;
 use clap::Args;
 
 use augur_bench::condition::PREFETCHED;
+use augur_bench::error::{BenchError, IoContext, Result};
 use augur_bench::measure::Workload;
 use augur_bench::session::Progress;
 use augur_bench::stats::Summary;
 use augur_bench::{BenchEvent, BenchReport, bench_command};
-use augur_core::error::{Error, IoContext, Result};
 
 /// Arguments of `augur-bench`.
 #[derive(Debug, Args)]
@@ -83,12 +83,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return super::suite::run(args.suite, args.runs);
     }
     if args.command.is_empty() {
-        return Err(Error::Usage("no command to time (usage: augur-bench [OPTIONS] -- CMD [ARGS...])".into()));
+        return Err(BenchError::Usage("no command to time (usage: augur-bench [OPTIONS] -- CMD [ARGS...])".into()));
     }
     let workload = Workload::new(args.command.clone());
     let report = bench_command(&workload, args.profile.as_deref(), args.runs.unwrap_or(5) as usize, &mut progress)?;
     let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&report).map_err(|e| Error::io("rendering JSON", e.into()))?;
+        let mut t = serde_json::to_string_pretty(&report).map_err(|e| BenchError::io("rendering JSON", e.into()))?;
         t.push('\n');
         t
     } else {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use augur_core::error::Result;
+use augur_bench::error::{BenchError, Result};
 
 pub mod balloon;
 pub mod command;
@@ -52,7 +52,43 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("augur-bench: {err}");
-            ExitCode::from(err.exit_code())
+            ExitCode::from(exit_code(err))
         }
+    }
+}
+
+/// The exit code of `err`, in `augur`'s numbering: the layers' errors exactly as `augur` maps
+/// them, the benchmark's own by the class they belong to.
+fn exit_code(err: BenchError) -> u8 {
+    use augur::error::{Error, exit};
+    match err {
+        BenchError::Format(e) => Error::from(e).exit_code(),
+        BenchError::Os(e) => Error::from(e).exit_code(),
+        BenchError::Store(e) => Error::from(e).exit_code(),
+        BenchError::Config(e) => Error::from(e).exit_code(),
+        BenchError::Io(e) => Error::from(e).exit_code(),
+        BenchError::NotFound { .. } => exit::NOT_FOUND,
+        BenchError::Usage(_) => exit::USAGE,
+        BenchError::Command { .. } | BenchError::Interrupted => exit::COMMAND,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use augur::error::exit;
+    use augur_bench::error::{ConfigError, OsError};
+
+    #[test]
+    fn bench_errors_map_to_augurs_codes() {
+        assert_eq!(exit_code(BenchError::NotFound { path: "/usr/bin/augur".into() }), exit::NOT_FOUND);
+        assert_eq!(exit_code(BenchError::Usage("--runs must be at least 1".into())), exit::USAGE);
+        assert_eq!(exit_code(BenchError::Command { command: "x".into(), detail: "exited".into() }), exit::COMMAND);
+        assert_eq!(exit_code(BenchError::Interrupted), exit::COMMAND);
+        let suite = ConfigError { path: "suite.toml".into(), line: Some(5), detail: "unknown field".into() };
+        assert_eq!(exit_code(suite.into()), exit::CONFIG);
+        assert_eq!(exit_code(OsError::NotRoot { action: "augur-bench".into() }.into()), exit::PERMISSION);
+        assert_eq!(exit_code(BenchError::kernel("a block-I/O cgroup controller", "none")), exit::KERNEL);
+        assert_eq!(exit_code(BenchError::io("x", std::io::Error::other("x"))), exit::FAILURE);
     }
 }

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use augur_bench::error::{BenchError, Result};
 use augur_bench::machine::{MachineProfile, MachineSettings};
 use augur_bench::suite::{self, SuiteOptions};
 use augur_bench::suite_file::parse_bytes;
 use augur_bench::throttle::DiskThrottle;
-use augur_core::error::{Error, Result};
 
 /// Options of the benchmark suite.
 #[derive(Debug, Args)]
@@ -65,7 +65,7 @@ fn parse_size(s: &str) -> std::result::Result<u64, String> {
 /// Runs the suite. `runs` is `augur-bench --runs` when given.
 pub fn run(args: SuiteArgs, runs: Option<u32>) -> Result<ExitCode> {
     let Some(suite_path) = args.suite else {
-        return Err(Error::Usage("--suite FILE is required".into()));
+        return Err(BenchError::Usage("--suite FILE is required".into()));
     };
     let augur_exe = augur_bench::prefetchers::augur_beside_me()?;
     let opts = SuiteOptions {

@@ -3,7 +3,7 @@
 //!
 //! Owns the versioned line format (`docs/usage-trace-format.md`): one JSON object per line, a
 //! header line first, then events in non-decreasing time. Parsing is pure and returns a typed
-//! [`TraceError`] naming the line; [`error_at`] adds the file name and maps it to [`crate::Error`].
+//! [`TraceError`] naming the line; [`error_at`] adds the file name and maps it to a [`FormatError`].
 //! It does not decide what a trace means for prediction, and it never records one itself.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::FormatError;
 use crate::model::range::PageRange;
 
 /// The `format` field of every trace header.
@@ -342,13 +342,13 @@ fn parse_header(line: &str) -> std::result::Result<TraceHeader, TraceError> {
     Ok(header)
 }
 
-/// Maps a parse error on `path` to the crate's error (corrupt → exit 4, future version → exit 5).
-pub fn error_at(path: &Path, err: TraceError) -> Error {
+/// Names the file a parse error came from: a newer format version or a corrupt trace.
+pub fn error_at(path: &Path, err: TraceError) -> FormatError {
     match err {
         TraceError::FutureVersion { found, supported } => {
-            Error::UnsupportedVersion { path: path.to_path_buf(), what: "usage trace", found, supported }
+            FormatError::UnsupportedVersion { path: path.to_path_buf(), what: "usage trace", found, supported }
         }
-        other => Error::Corrupt { path: path.to_path_buf(), what: "usage trace", detail: other.to_string() },
+        other => FormatError::Corrupt { path: path.to_path_buf(), what: "usage trace", detail: other.to_string() },
     }
 }
 
@@ -409,7 +409,7 @@ mod tests {
         let text = r#"{"format":"augur-usage-trace","version":7,"start_unix_ms":0,"page_size":4096}"#;
         assert_eq!(parse(text.as_bytes()), Err(TraceError::FutureVersion { found: 7, supported: 1 }));
         let e = error_at(Path::new("x"), parse(text.as_bytes()).unwrap_err());
-        assert_eq!(e.exit_code(), crate::error::exit::UNSUPPORTED_VERSION);
+        assert!(matches!(e, FormatError::UnsupportedVersion { found: 7, supported: 1, .. }), "{e}");
     }
 
     #[test]
@@ -421,7 +421,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let e = error_at(Path::new("t.jsonl"), parse(text.as_bytes()).unwrap_err());
-        assert_eq!(e.exit_code(), crate::error::exit::CORRUPT);
+        assert!(matches!(e, FormatError::Corrupt { .. }), "{e}");
         assert!(e.to_string().contains("line 7"), "{e}");
     }
 

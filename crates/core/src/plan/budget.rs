@@ -5,6 +5,8 @@
 //! rises and zero above a threshold) and preload's formula for comparison. Pure: it never reads
 //! /proc itself.
 
+use crate::proc_text::kb_field_bytes;
+
 /// The memory figures the budget is computed from, in bytes (from /proc/meminfo).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemorySnapshot {
@@ -22,12 +24,7 @@ impl MemorySnapshot {
     /// Parses the text of /proc/meminfo (values in kB); None if MemTotal or MemFree is missing.
     /// A kernel without MemAvailable (before 3.14) gets MemFree + Cached as its estimate.
     pub fn from_meminfo(text: &str) -> Option<Self> {
-        let field = |name: &str| -> Option<u64> {
-            text.lines().find_map(|l| {
-                let rest = l.strip_prefix(name)?.strip_prefix(':')?;
-                rest.split_whitespace().next()?.parse::<u64>().ok().map(|kb| kb.saturating_mul(1024))
-            })
-        };
+        let field = |name: &str| kb_field_bytes(text, name);
         let total = field("MemTotal")?;
         let free = field("MemFree")?;
         let cached = field("Cached").unwrap_or(0);

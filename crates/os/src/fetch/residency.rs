@@ -19,6 +19,7 @@ use std::ptr;
 
 use rustix::mm::{Advice, MapFlags, ProtFlags};
 
+use crate::error::OsError;
 use augur_core::model::range::{PageRange, RangeSet};
 
 /// `cachestat(2)` on x86_64, arm64 and every architecture using the generic table.
@@ -293,13 +294,13 @@ pub fn pages_in(size: u64, page_size: u64) -> u64 {
 
 /// Drops every clean page, dentry and inode from the caches after writing dirty data back:
 /// `sync; echo 3 > /proc/sys/vm/drop_caches`. Needs root.
-pub fn drop_all_caches() -> augur_core::Result<()> {
+pub fn drop_all_caches() -> Result<(), OsError> {
     rustix::fs::sync();
     std::fs::write("/proc/sys/vm/drop_caches", b"3\n").map_err(|e| {
         if e.kind() == io::ErrorKind::PermissionDenied {
-            augur_core::Error::NotRoot { action: "dropping the page cache".into() }
+            OsError::NotRoot { action: "dropping the page cache".into() }
         } else {
-            augur_core::Error::io("writing /proc/sys/vm/drop_caches", e)
+            OsError::io("writing /proc/sys/vm/drop_caches", e)
         }
     })
 }

@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
 use augur_core::model::profile::{FileIdentity, InodeKey};
 
 use super::procfs::identity_from_metadata;
@@ -191,14 +191,16 @@ impl OpenWatcher {
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::EPERM) => Error::NotRoot { action: "watching file opens with fanotify".into() },
-                Some(libc::ENOSYS) | Some(libc::EINVAL) => Error::Kernel { feature: "fanotify".into(), detail: e.to_string() },
-                _ => Error::io("fanotify_init", e),
+                Some(libc::EPERM) => OsError::NotRoot { action: "watching file opens with fanotify".into() },
+                Some(libc::ENOSYS) | Some(libc::EINVAL) => {
+                    OsError::KernelFeature { feature: "fanotify".into(), detail: e.to_string() }
+                }
+                _ => OsError::io("fanotify_init", e),
             });
         }
         // SAFETY: `raw` is a fresh fd returned by fanotify_init and owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| Error::io("reading /proc/self/mountinfo", e))?;
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| OsError::io("reading /proc/self/mountinfo", e))?;
         let mut watcher = OpenWatcher { fd, watched: Vec::new(), layers: Vec::new(), buf: vec![0; 64 * 1024], overflows: 0 };
         for fs in block_backed_filesystems(&mountinfo) {
             match watcher.mark(&fs) {
@@ -226,7 +228,7 @@ impl OpenWatcher {
             watcher.layers.push((super::event::st_dev_from_parts(ovl.dev.0, ovl.dev.1), devs));
         }
         if watcher.watched.is_empty() {
-            return Err(Error::Kernel {
+            return Err(OsError::KernelFeature {
                 feature: "fanotify marks".into(),
                 detail: "no block-backed filesystem could be marked".into(),
             });
@@ -278,7 +280,7 @@ impl OpenWatcher {
                 match e.kind() {
                     io::ErrorKind::WouldBlock => return Ok(()),
                     io::ErrorKind::Interrupted => continue,
-                    _ => return Err(Error::io("reading fanotify events", e)),
+                    _ => return Err(OsError::io("reading fanotify events", e)),
                 }
             }
             if n == 0 {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
 use augur_core::model::profile::TraceMode;
 
 /// Environment variable that forces a degraded mode (`insertion` or `file-only`; `access` is
@@ -97,19 +97,21 @@ pub fn mode_name(mode: TraceMode) -> &'static str {
     }
 }
 
-/// Reads [`FORCE_MODE_ENV`]; an unknown value is a usage error rather than silently ignored.
+/// Reads [`FORCE_MODE_ENV`]; an unknown value is an error rather than silently ignored.
 pub fn forced_mode_from_env() -> Result<Option<TraceMode>> {
     match std::env::var(FORCE_MODE_ENV) {
         Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => parse_mode(&v)
-            .map(Some)
-            .ok_or_else(|| Error::Usage(format!("{FORCE_MODE_ENV}={v:?}: expected access, insertion or file-only"))),
+        Ok(v) => parse_mode(&v).map(Some).ok_or(OsError::BadEnvironment {
+            variable: FORCE_MODE_ENV,
+            value: v,
+            expected: "access, insertion or file-only",
+        }),
         Err(_) => Ok(None),
     }
 }
 
 /// Chooses the mode: the best available, or `requested` when given. A request can only degrade:
-/// asking for more than the kernel has fails with [`Error::Kernel`].
+/// asking for more than the kernel has fails with [`OsError::KernelFeature`].
 pub fn select_mode(available: TraceMode, requested: Option<TraceMode>) -> Result<TraceMode> {
     let rank = |m: TraceMode| match m {
         TraceMode::Access => 2,
@@ -119,7 +121,7 @@ pub fn select_mode(available: TraceMode, requested: Option<TraceMode>) -> Result
     match requested {
         None => Ok(available),
         Some(want) if rank(want) <= rank(available) => Ok(want),
-        Some(want) => Err(Error::Kernel {
+        Some(want) => Err(OsError::KernelFeature {
             feature: format!("the tracepoints of {} mode", mode_name(want)),
             detail: format!("this kernel allows {} mode at best", mode_name(available)),
         }),
@@ -181,7 +183,7 @@ mod tests {
         assert_eq!(select_mode(TraceMode::Access, Some(TraceMode::Insertion)).unwrap(), TraceMode::Insertion);
         assert_eq!(select_mode(TraceMode::Insertion, Some(TraceMode::FileOnly)).unwrap(), TraceMode::FileOnly);
         let err = select_mode(TraceMode::Insertion, Some(TraceMode::Access)).unwrap_err();
-        assert_eq!(err.exit_code(), augur_core::error::exit::KERNEL);
+        assert!(matches!(err, OsError::KernelFeature { .. }), "{err}");
     }
 
     #[test]

@@ -24,8 +24,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::error::{OsError, Result};
 use crate::sense::monotonic_ns;
-use augur_core::error::{Error, Result};
 
 /// At most this many tasks are written for one process to follow (its threads and descendants).
 const MAX_TASKS_PER_PID: usize = 512;
@@ -97,7 +97,7 @@ impl PidFilterWriter {
         let thread = std::thread::Builder::new()
             .name("augur-pid-filter".into())
             .spawn(move || write_loop(&theirs, &files, expand))
-            .map_err(|e| Error::io("starting the pid filter writer", e))?;
+            .map_err(|e| OsError::io("starting the pid filter writer", e))?;
         Ok(PidFilterWriter { shared, thread: Some(thread) })
     }
 

@@ -7,7 +7,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
 
 const NETLINK_CONNECTOR: i32 = 11;
 const CN_IDX_PROC: u32 = 1;
@@ -122,7 +122,7 @@ pub struct ProcConnector {
 impl ProcConnector {
     /// Opens the socket, subscribes to process events, and makes it non-blocking.
     pub fn open() -> Result<Self> {
-        let kernel = |detail: String| Error::Kernel { feature: "the process events connector".into(), detail };
+        let kernel = |detail: String| OsError::KernelFeature { feature: "the process events connector".into(), detail };
         // SAFETY: plain socket(2) call; the returned fd is checked and owned below.
         let raw = unsafe {
             libc::socket(libc::AF_NETLINK, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, NETLINK_CONNECTOR)
@@ -148,7 +148,7 @@ impl ProcConnector {
         if rc < 0 {
             let e = std::io::Error::last_os_error();
             return Err(if e.kind() == std::io::ErrorKind::PermissionDenied {
-                Error::NotRoot { action: "listening to process events".into() }
+                OsError::NotRoot { action: "listening to process events".into() }
             } else {
                 kernel(format!("bind: {e}"))
             });
@@ -201,7 +201,7 @@ impl ProcConnector {
                         self.overruns += 1;
                         continue;
                     }
-                    _ => return Err(Error::io("reading process events", e)),
+                    _ => return Err(OsError::io("reading process events", e)),
                 }
             }
             let d = parse_datagram(&self.buf[..n as usize]);

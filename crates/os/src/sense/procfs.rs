@@ -1,15 +1,23 @@
-//! What `/proc` says about processes and files: the files a process maps (`/proc/PID/maps`
-//! carries device and inode), the files it holds open (`/proc/PID/fd`), its parent, one of its
-//! environment variables, and the identity (`stat`) of a path.
+//! What `/proc` says about processes, memory and files: the files a process maps
+//! (`/proc/PID/maps` carries device and inode), the files it holds open (`/proc/PID/fd`), its
+//! parent, children and descendants, whether it still runs, its command line, one of its
+//! environment variables, its CPU time, memory and I/O; `/proc/meminfo` fields; and the identity
+//! (`stat`) of a path. The one reader of these files for the daemon, `augur trace` and the
+//! benchmarks; the text is parsed by `augur_core::proc_text`.
 //!
 //! Reads only; it never walks a filesystem. Processes vanish at any time, so every reader
-//! returns what it could get rather than failing.
+//! returns what it could get rather than failing (but for [`meminfo`] and [`sample`], whose
+//! callers need the figure).
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use augur_core::model::profile::{FileIdentity, InodeKey};
+use augur_core::proc_text;
+
+use crate::error::{IoContext, OsError, Result};
+use crate::fetch::foreground::parse_io_read_bytes;
 
 use super::event::st_dev_from_parts;
 
@@ -97,15 +105,7 @@ pub fn open_files(pid: u32) -> Vec<(ProcFile, FileIdentity)> {
 /// fields are read after its closing parenthesis).
 pub fn parent_of(pid: u32) -> Option<u32> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_ppid(&text)
-}
-
-/// Parses the parent pid out of a `/proc/PID/stat` line.
-pub fn parse_stat_ppid(text: &str) -> Option<u32> {
-    let after = &text[text.rfind(')')? + 1..];
-    let mut fields = after.split_whitespace();
-    let _state = fields.next()?;
-    fields.next()?.parse().ok()
+    proc_text::stat_ppid(&text)
 }
 
 /// True when `pid` descends from (or is) `ancestor`, judged from the live process tree.
@@ -123,10 +123,38 @@ pub fn descends_from(pid: u32, ancestor: u32) -> bool {
     false
 }
 
+/// Every process id currently in `/proc`.
+pub fn all_pids() -> Vec<u32> {
+    fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()).unwrap_or_default()
+}
+
 /// The live processes whose parent is `pid` (a scan of `/proc`).
 pub fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).filter(|&p| parent_of(p) == Some(pid)).collect()
+    all_pids().into_iter().filter(|&p| parent_of(p) == Some(pid)).collect()
+}
+
+/// The descendants of `pid` (children, grandchildren, ...), from one scan of each process's
+/// parent pid.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = all_pids().into_iter().filter_map(|p| Some((p, parent_of(p)?))).collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp) in &parents {
+            if pp == parent && !out.contains(&p) {
+                out.push(p);
+                frontier.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// The command line of process `pid` as its arguments (empty if gone or a kernel thread).
+pub fn cmdline(pid: u32) -> Vec<String> {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| b.split(|c| *c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+        .unwrap_or_default()
 }
 
 /// The tasks of `pid` and of the processes it started so far, threads included: `pid` first,
@@ -158,9 +186,57 @@ pub fn task_tree(pid: u32, cap: usize) -> Vec<u32> {
     tasks
 }
 
-/// True while `/proc/PID` exists.
+/// True while process `pid` runs: `/proc/PID` exists and it is not a zombie. A zombie has
+/// exited (its memory maps and open files are gone, it runs no more); only its exit status waits
+/// for its parent.
 pub fn is_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !proc_text::stat_has_exited(&stat))
+}
+
+/// One field of `/proc/meminfo` (e.g. `MemAvailable`), in bytes.
+pub fn meminfo(field: &str) -> Result<u64> {
+    let text = fs::read_to_string("/proc/meminfo").context(|| "reading /proc/meminfo".into())?;
+    proc_text::kb_field_bytes(&text, field)
+        .ok_or_else(|| OsError::KernelFeature { feature: format!("/proc/meminfo field {field}"), detail: "absent".into() })
+}
+
+/// Clock ticks per second of `/proc` times. Linux fixes USER_HZ at 100 on every architecture
+/// augur supports.
+pub const TICKS_PER_SEC: f64 = 100.0;
+
+/// CPU time, memory and I/O of one process at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessSample {
+    /// user + system CPU time, seconds.
+    pub cpu_secs: f64,
+    /// Resident set size, bytes.
+    pub rss_bytes: u64,
+    /// Voluntary + involuntary context switches of all its threads.
+    pub context_switches: u64,
+    /// Bytes this process caused to be read from storage (`read_bytes` of /proc/PID/io).
+    pub read_bytes: u64,
+}
+
+/// Samples process `pid` (`/proc/PID/{stat,status,io}`, context switches summed over its
+/// threads). Fails if it is gone.
+pub fn sample(pid: u32) -> Result<ProcessSample> {
+    let base = format!("/proc/{pid}");
+    let stat = fs::read_to_string(format!("{base}/stat")).context(|| format!("reading {base}/stat"))?;
+    let (utime, stime) = proc_text::stat_cpu_ticks(&stat)
+        .ok_or_else(|| OsError::KernelFeature { feature: "/proc/PID/stat".into(), detail: format!("unparsable: {stat}") })?;
+    let status = fs::read_to_string(format!("{base}/status")).context(|| format!("reading {base}/status"))?;
+    let rss_bytes = proc_text::kb_field_bytes(&status, "VmRSS").unwrap_or(0);
+    let mut context_switches = 0;
+    if let Ok(tasks) = fs::read_dir(format!("{base}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(s) = fs::read_to_string(task.path().join("status")) {
+                context_switches += proc_text::field_value(&s, "voluntary_ctxt_switches").unwrap_or(0)
+                    + proc_text::field_value(&s, "nonvoluntary_ctxt_switches").unwrap_or(0);
+            }
+        }
+    }
+    let read_bytes = fs::read_to_string(format!("{base}/io")).ok().and_then(|io| parse_io_read_bytes(&io)).unwrap_or(0);
+    Ok(ProcessSample { cpu_secs: (utime + stime) as f64 / TICKS_PER_SEC, rss_bytes, context_switches, read_bytes })
 }
 
 /// The identity of a regular file at `path` (following symlinks); `None` for anything else or
@@ -228,10 +304,32 @@ mod tests {
     }
 
     #[test]
-    fn stat_ppid_survives_odd_comms() {
-        assert_eq!(parse_stat_ppid("123 (a) b) c) S 42 123 123 0"), Some(42));
-        assert_eq!(parse_stat_ppid("1 (init) S 0 1 1"), Some(0));
-        assert_eq!(parse_stat_ppid("nonsense"), None);
+    fn a_zombie_is_not_alive_and_a_reaped_process_is_gone() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not yet reaped: a zombie once it has exited.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while is_alive(pid) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(Path::new(&format!("/proc/{pid}")).exists(), "still to be reaped");
+        assert!(!is_alive(pid), "a zombie has exited");
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+        assert!(!children_of(std::process::id()).contains(&pid));
+    }
+
+    #[test]
+    fn samples_and_meminfo_of_this_machine() {
+        let s = sample(std::process::id()).unwrap();
+        assert!(s.rss_bytes > 0 && s.context_switches > 0, "{s:?}");
+        assert!(meminfo("MemTotal").unwrap() > 0);
+        assert!(matches!(meminfo("NoSuchField"), Err(OsError::KernelFeature { .. })));
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(descendants(std::process::id()).contains(&child.id()));
+        assert_eq!(cmdline(child.id()), ["sleep", "30"]);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

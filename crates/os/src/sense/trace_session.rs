@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::time::{ClockId, Timespec, clock_gettime};
 
-use augur_core::error::{Error, Result};
+use crate::error::{OsError, Result};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
@@ -101,7 +101,7 @@ const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 impl SignalPipe {
     fn install() -> Result<Self> {
         let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK)
-            .map_err(|e| Error::io("creating the signal pipe", e.into()))?;
+            .map_err(|e| OsError::io("creating the signal pipe", e.into()))?;
         SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&write), Ordering::Relaxed);
         let mut old = Vec::new();
         for sig in HANDLED {
@@ -252,7 +252,7 @@ impl Collector {
 /// covers what was seen.
 pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let Some(program) = req.command.first() else {
-        return Err(Error::Usage("no command to trace (usage: augur trace [OPTIONS] -- CMD [ARGS...])".into()));
+        return Err(OsError::NoCommand);
     };
     let command_name = program.to_string_lossy().into_owned();
     let own_pid = std::process::id();
@@ -267,7 +267,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let mut resolver = PathResolver::new();
     resolver.learn_overlays(&opens);
     if let Some(sig) = signals.take().first() {
-        return Err(Error::Command {
+        return Err(OsError::Command {
             command: command_name,
             detail: format!("not started: interrupted by signal {sig} while setting up"),
         });
@@ -279,13 +279,13 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let start_us = monotonic_us();
     let lookup_source = LookupSource::choose(req.lookups, program);
     let argv = lookup_source.command_line(&req.command);
-    let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(|e| Error::Command {
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(|e| OsError::Command {
         command: command_name.clone(),
         detail: if e.kind() == std::io::ErrorKind::NotFound { "command not found".into() } else { format!("cannot start: {e}") },
     })?;
     let child_pid = child.id();
     let pidfd = rustix::process::pidfd_open(rustix::process::Pid::from_child(&child), rustix::process::PidfdFlags::empty())
-        .map_err(|e| Error::io("pidfd_open on the traced command", e.into()))?;
+        .map_err(|e| OsError::io("pidfd_open on the traced command", e.into()))?;
 
     let mut c = Collector {
         mode,
@@ -325,7 +325,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             }
             match poll(&mut fds, Some(&timeout)) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(e) => return Err(Error::io("polling trace events", e.into())),
+                Err(e) => return Err(OsError::io("polling trace events", e.into())),
             }
             fds.iter().map(|f| !f.revents().is_empty()).collect::<Vec<_>>()
         };
@@ -352,7 +352,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             }
         }
         if ready[0] {
-            status = Some(child.wait().map_err(|e| Error::io("waiting for the traced command", e))?);
+            status = Some(child.wait().map_err(|e| OsError::io("waiting for the traced command", e))?);
             break;
         }
     }

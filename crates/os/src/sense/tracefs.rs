@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use augur_core::error::{Error, IoContext, Result};
+use crate::error::{IoContext, OsError, Result};
 
 use super::event::{LineStats, TraceLine, parse_line};
 
@@ -46,7 +46,7 @@ fn mount_fs(fstype: &str, target: &str) -> io::Result<()> {
 
 impl Tracefs {
     /// Finds tracefs: `/sys/kernel/tracing` (mounting it there when the directory is empty), else
-    /// `/sys/kernel/debug/tracing`. Fails with [`Error::Kernel`] when neither is available.
+    /// `/sys/kernel/debug/tracing`. Fails with [`OsError::KernelFeature`] when neither is available.
     pub fn locate() -> Result<Self> {
         let primary = Path::new(PRIMARY_ROOT);
         if is_tracefs(primary) {
@@ -70,7 +70,7 @@ impl Tracefs {
             return Ok(Tracefs { root: debug.to_path_buf() });
         }
         tried.push(format!("{DEBUGFS_ROOT} is not available"));
-        Err(Error::Kernel { feature: "tracefs".into(), detail: tried.join("; ") })
+        Err(OsError::KernelFeature { feature: "tracefs".into(), detail: tried.join("; ") })
     }
 
     /// A tracefs mounted at `root` (tests use this to point at a copy or a fake).
@@ -200,9 +200,9 @@ impl TraceInstance {
                 Ok(()) => break (name, dir),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                    return Err(Error::NotRoot { action: "creating a tracefs instance".into() });
+                    return Err(OsError::NotRoot { action: "creating a tracefs instance".into() });
                 }
-                Err(e) => return Err(Error::io_at(&dir, "creating tracefs instance", e)),
+                Err(e) => return Err(OsError::io_at(&dir, "creating tracefs instance", e)),
             }
         };
         let mut inst = TraceInstance { name, dir, pipe: None, removed: false, mono_clock: false };
@@ -247,7 +247,7 @@ impl TraceInstance {
 
     fn write(&self, file: &str, value: &str) -> Result<()> {
         let path = self.dir.join(file);
-        write_file(&path, value).context(|| format!("writing {value:?} to {}", path.display()))
+        Ok(write_file(&path, value).context(|| format!("writing {value:?} to {}", path.display()))?)
     }
 
     /// Sets the ring buffer size per CPU, in KiB.
@@ -260,9 +260,9 @@ impl TraceInstance {
         let path = self.dir.join("events").join(event).join("enable");
         write_file(&path, "1").map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => {
-                Error::Kernel { feature: format!("tracepoint {event}"), detail: "not in this kernel's tracefs".into() }
+                OsError::KernelFeature { feature: format!("tracepoint {event}"), detail: "not in this kernel's tracefs".into() }
             }
-            _ => Error::io(format!("enabling {event} in {}", self.dir.display()), e),
+            _ => OsError::io(format!("enabling {event} in {}", self.dir.display()), e),
         })
     }
 
@@ -302,12 +302,12 @@ impl TraceInstance {
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
                 .open(&path)
-                .map_err(|e| Error::io_at(&path, "opening", e))?;
+                .map_err(|e| OsError::io_at(&path, "opening", e))?;
             self.pipe = Some(TracePipe::new(file));
         }
         match self.pipe.as_mut() {
             Some(p) => Ok(p),
-            None => Err(Error::io("opening trace_pipe", io::Error::other("no pipe"))),
+            None => Err(OsError::io("opening trace_pipe", io::Error::other("no pipe"))),
         }
     }
 
@@ -322,7 +322,7 @@ impl TraceInstance {
             return Ok(());
         }
         self.pipe = None;
-        remove_instance_dir(&self.dir).map_err(|e| Error::io_at(&self.dir, "removing tracefs instance", e))?;
+        remove_instance_dir(&self.dir).map_err(|e| OsError::io_at(&self.dir, "removing tracefs instance", e))?;
         self.removed = true;
         Ok(())
     }
@@ -375,7 +375,7 @@ impl TracePipe {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(PipeState::Drained),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io("reading trace_pipe", e)),
+                Err(e) => return Err(OsError::io("reading trace_pipe", e)),
             };
             self.filled += n;
             let mut start = 0;

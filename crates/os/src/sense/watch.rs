@@ -7,7 +7,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use augur_core::error::Result;
+use crate::error::{OsError, Result};
 use augur_core::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
@@ -37,7 +37,7 @@ pub struct ModeChoice {
     /// otherwise takes the best the kernel offers.
     pub requested: Option<TraceMode>,
     /// Without tracefs or filemap tracepoints, fall back to [`TraceMode::FileOnly`] instead of
-    /// failing with [`augur_core::Error::Kernel`] (the daemon degrades; `augur trace` fails unless
+    /// failing with [`OsError::KernelFeature`] (the daemon degrades; `augur trace` fails unless
     /// file-only was asked for).
     pub degrade_to_file_only: bool,
 }
@@ -79,7 +79,7 @@ impl PageWatch {
             if choice.degrade_to_file_only {
                 return Ok(file_only(own_pid));
             }
-            return Err(augur_core::Error::Kernel {
+            return Err(OsError::KernelFeature {
                 feature: "the filemap tracepoints".into(),
                 detail: format!("{} has no filemap/mm_filemap_add_to_page_cache", tracefs.events_dir().display()),
             });

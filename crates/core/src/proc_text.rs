@@ -1,0 +1,90 @@
+//! Parsers of the text the kernel writes in `/proc` files, handed in by the caller:
+//! `/proc/PID/stat` (state, parent, CPU time), `/proc/PID/status` and `/proc/meminfo` fields.
+//!
+//! Pure: reading the files is `augur-os`'s (`augur_os::sense::procfs`); every parser returns
+//! `None` rather than failing on text it does not recognise.
+
+/// The fields of a `/proc/PID/stat` line after the command name, which may itself hold spaces
+/// and parentheses (it ends at the last `)`). Index 0 is the state (field 3 of proc(5)).
+fn stat_fields_after_comm(stat: &str) -> Option<Vec<&str>> {
+    let close = stat.rfind(')')?;
+    Some(stat.get(close + 1..)?.split_whitespace().collect())
+}
+
+/// The state letter of a `/proc/PID/stat` line (`R`, `S`, `D`, `Z`, ...).
+pub fn stat_state(stat: &str) -> Option<char> {
+    stat_fields_after_comm(stat)?.first()?.chars().next()
+}
+
+/// Whether a `/proc/PID/stat` line is that of a process that has exited: a zombie (`Z`, waiting
+/// for its parent to reap it) or dead (`X`). Such a process runs no more and has already
+/// released its memory maps and open files.
+pub fn stat_has_exited(stat: &str) -> bool {
+    matches!(stat_state(stat), Some('Z' | 'X'))
+}
+
+/// The parent pid of a `/proc/PID/stat` line.
+pub fn stat_ppid(stat: &str) -> Option<u32> {
+    stat_fields_after_comm(stat)?.get(1)?.parse().ok()
+}
+
+/// utime and stime, in clock ticks, of a `/proc/PID/stat` line.
+pub fn stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
+    let fields = stat_fields_after_comm(stat)?;
+    // After the comm: state(3) ppid(4) ... utime(14) stime(15) -> indices 11 and 12.
+    Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
+}
+
+/// The first number of field `name` (exactly) in `Name: value ...` text, as `/proc/PID/status`
+/// and `/proc/meminfo` are written.
+pub fn field_value(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (key, rest) = line.split_once(':')?;
+        if key.trim() != name {
+            return None;
+        }
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Field `name` of `/proc/meminfo` text (or of a `/proc/PID/status` field in kB), in bytes.
+pub fn kb_field_bytes(text: &str, name: &str) -> Option<u64> {
+    field_value(text, name).map(|kb| kb.saturating_mul(1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_survive_hostile_comms() {
+        let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 30 7 8 20 0 1 0 5 1000 50";
+        assert_eq!(stat_cpu_ticks(stat), Some((250, 30)));
+        assert_eq!(stat_ppid(stat), Some(1));
+        assert_eq!(stat_state(stat), Some('S'));
+        assert_eq!(stat_ppid("123 (a) b) c) S 42 123 123 0"), Some(42));
+        assert_eq!(stat_ppid("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(stat_ppid("nonsense"), None);
+        assert_eq!(stat_cpu_ticks("1 (x) S 0"), None);
+    }
+
+    #[test]
+    fn zombies_and_dead_processes_have_exited() {
+        assert!(stat_has_exited("7 (sleep) Z 1 7 7 0"));
+        assert!(stat_has_exited("7 (a) Z) X 1 7 7 0"));
+        assert!(!stat_has_exited("7 (Z) S 1 7 7 0"));
+        assert!(!stat_has_exited("7 (sleep) D 1 7 7 0"));
+        assert!(!stat_has_exited(""));
+    }
+
+    #[test]
+    fn meminfo_and_status_fields() {
+        let text = "MemTotal:       24731712 kB\nMemAvailable:   23784280 kB\nCached: 5 kB\n";
+        assert_eq!(kb_field_bytes(text, "MemAvailable"), Some(23784280 * 1024));
+        assert_eq!(kb_field_bytes(text, "Mem"), None);
+        assert_eq!(kb_field_bytes("SwapCached: 9 kB\nCached: 5 kB\n", "Cached"), Some(5 * 1024));
+        assert_eq!(kb_field_bytes("VmRSS:\t  1200 kB\n", "VmRSS"), Some(1200 * 1024));
+        assert_eq!(field_value("voluntary_ctxt_switches:\t17\n", "voluntary_ctxt_switches"), Some(17));
+        assert_eq!(kb_field_bytes("Huge: 18446744073709551615 kB\n", "Huge"), Some(u64::MAX));
+    }
+}
