@@ -47,7 +47,7 @@ pub enum BenchError {
     Command { command: String, detail: String },
 
     /// SIGINT, SIGTERM or SIGHUP arrived; every guard has been dropped.
-    #[error("augur bench: interrupted; cleaned up")]
+    #[error("augur-bench: interrupted; cleaned up")]
     Interrupted,
 
     /// An I/O error with what was being done.
