@@ -1407,4 +1407,56 @@ mod tests {
         let out = d.event(11, Event::AboutToSleep);
         assert_eq!(out, vec![Action::ArmTimer(Some(ns(1010)))], "no change, nothing said");
     }
+
+    // --- Any sequence -----------------------------------------------------------------------
+
+    /// One step of a generated sequence: (kind, process, amount).
+    fn step(d: &mut Daemon, ms: u64, (kind, pid, n): (u8, u32, u64), saved_launches: &mut Vec<LaunchId>) {
+        let out = match kind {
+            0 => d.exec(ms, 100 + pid, ["/bin/a", "/bin/b", "/bin/c"][(n % 3) as usize]),
+            1 => d.event(ms, Event::Fork { parent_tgid: 100 + pid, child_pid: 200 + pid, child_tgid: 200 + pid }),
+            2 => d.exit(ms, 100 + pid),
+            3 => {
+                d.pages(ms, 100 + pid, n % 4, n, 1 + n % 64);
+                Vec::new()
+            }
+            4 => d.event(ms, Event::ReplayFinished { launch: n % 8, report: ReplayReport::default() }),
+            5 => d.event(ms, Event::Pressure),
+            _ => d.wake(ms),
+        };
+        saved_launches.extend(saved(&out).iter().map(|l| l.launch));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_sequence_keeps_a_timer_for_open_windows_saves_each_launch_once_and_stops_clean(
+            steps in proptest::collection::vec((0u8..8, 0u32..4, 0u64..1000, 0u64..400), 1..120),
+        ) {
+            let mut c = Config::default();
+            c.predict.enabled = true;
+            let mut d = Daemon::predicting(c);
+            d.world.profiles.insert("/bin/a".into(), profile(20));
+            d.world.learned.insert("/bin/c".into(), (9, WALL_MS));
+            let mut saved_launches = Vec::new();
+            let mut ms = 0;
+            for (kind, pid, n, gap) in steps {
+                ms += gap;
+                step(&mut d, ms, (kind, pid, n), &mut saved_launches);
+                let out = d.event(ms, Event::AboutToSleep);
+                let armed = timer(&out).expect("a timer decision before every sleep");
+                // Something in progress or a re-plan pending always wakes the loop, never in the past.
+                proptest::prop_assert!(armed.is_some());
+                proptest::prop_assert!(armed.unwrap() > ns(ms) || !d.engine.is_idle());
+            }
+            let out = d.event(ms, Event::Stop);
+            saved_launches.extend(saved(&out).iter().map(|l| l.launch));
+            let mut unique = saved_launches.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            proptest::prop_assert_eq!(unique.len(), saved_launches.len(), "a launch saved twice: {:?}", saved_launches);
+            proptest::prop_assert!(d.engine.is_idle());
+            let again = d.event(ms, Event::Stop);
+            proptest::prop_assert!(activity(&again).is_empty() && saved(&again).is_empty());
+        }
+    }
 }
