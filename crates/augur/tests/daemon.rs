@@ -235,6 +235,36 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_old_config() {
 }
 
 #[test]
+fn sighup_turns_prediction_on_changes_its_predictor_and_turns_it_off() {
+    // docs/config.md: only state_path and socket_path wait for the next start.
+    let d = TestDaemon::start("");
+    let explain = || {
+        let out = Command::new(AUGUR).args(["explain", "/usr/bin/sleep", "--socket"]).arg(d.socket()).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < until, "{what}: {}", d.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    assert!(!explain().0, "prediction is off");
+    std::fs::write(d.config(), "[predict]\nenabled = true\npredictor = \"preload\"\n").unwrap();
+    d.signal(libc::SIGHUP);
+    wait_for("prediction not turned on", &|| explain().1.starts_with("/usr/bin/sleep (preload)"));
+    assert!(d.status().prediction_enabled);
+    assert!(d.log().contains("prediction on: predictor preload"), "{}", d.log());
+    std::fs::write(d.config(), "[predict]\nenabled = true\npredictor = \"augur\"\n").unwrap();
+    d.signal(libc::SIGHUP);
+    wait_for("predictor not changed", &|| explain().1.starts_with("/usr/bin/sleep (augur)"));
+    std::fs::write(d.config(), "").unwrap();
+    d.signal(libc::SIGHUP);
+    wait_for("prediction not turned off", &|| !explain().0);
+    assert!(!d.status().prediction_enabled);
+}
+
+#[test]
 fn a_bad_config_stops_the_daemon_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod daemon;
 pub mod running;
 pub mod usage_log;
 pub mod window;

@@ -1,6 +1,7 @@
-//! The daemon's thin OS layer: signalfd for SIGTERM/SIGINT/SIGHUP, a one-shot timerfd armed only
-//! when something is pending, an eventfd the replay worker wakes the loop with, the monotonic
-//! clock, the daemon's own memory use, and PSI memory-pressure triggers. No policy here.
+//! The daemon's thin OS layer: the epoll set its loop sleeps in, signalfd for SIGTERM/SIGINT/SIGHUP,
+//! a one-shot timerfd armed only when something is pending, an eventfd the replay worker wakes the
+//! loop with, the monotonic clock, the daemon's own memory use, and PSI memory-pressure triggers.
+//! No policy here.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -53,6 +54,65 @@ pub fn own_rss_bytes() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
+}
+
+/// What readiness of a file descriptor wakes an [`EventPoll`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Readable (`EPOLLIN`).
+    Readable,
+    /// Priority data (`EPOLLPRI`): how a PSI trigger fires.
+    Priority,
+}
+
+/// An epoll set: file descriptors registered with a token each; [`EventPoll::wait`] sleeps until
+/// one is ready, without a timeout.
+pub struct EventPoll {
+    fd: OwnedFd,
+    events: Vec<rustix::event::epoll::Event>,
+}
+
+impl EventPoll {
+    /// An empty set.
+    pub fn new() -> Result<Self> {
+        use rustix::event::epoll;
+        let fd = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| OsError::io("creating epoll", e.into()))?;
+        Ok(EventPoll { fd, events: Vec::with_capacity(16) })
+    }
+
+    /// Wakes [`EventPoll::wait`] with `token` when `fd` is ready for `readiness`.
+    pub fn add(&self, fd: BorrowedFd<'_>, token: u64, readiness: Readiness) -> Result<()> {
+        use rustix::event::epoll;
+        let flags = match readiness {
+            Readiness::Readable => epoll::EventFlags::IN,
+            Readiness::Priority => epoll::EventFlags::PRI,
+        };
+        epoll::add(&self.fd, fd, epoll::EventData::new_u64(token), flags)
+            .map_err(|e| OsError::io("registering with epoll", e.into()))
+    }
+
+    /// Stops watching `fd`.
+    pub fn delete(&self, fd: BorrowedFd<'_>) -> Result<()> {
+        rustix::event::epoll::delete(&self.fd, fd).map_err(|e| OsError::io("removing from epoll", e.into()))
+    }
+
+    /// Sleeps until a file descriptor is ready; puts the tokens of those ready in `ready`.
+    /// False when a signal interrupted the wait (nothing is ready then).
+    pub fn wait(&mut self, ready: &mut Vec<u64>) -> Result<bool> {
+        use rustix::event::epoll;
+        ready.clear();
+        self.events.clear();
+        match epoll::wait(&self.fd, rustix::buffer::spare_capacity(&mut self.events), None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => return Ok(false),
+            Err(e) => return Err(OsError::io("waiting for events", e.into())),
+        }
+        ready.extend(self.events.iter().map(|ev| {
+            let data = ev.data;
+            data.u64()
+        }));
+        Ok(true)
+    }
 }
 
 /// The signals the daemon handles, delivered through a file descriptor.

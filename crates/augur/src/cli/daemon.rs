@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::daemon::prediction::PredictionStep;
-use crate::daemon::run::{Daemon, DaemonOptions};
+use crate::daemon::run::{Daemon, DaemonOptions, PlanStep, PlanStepFactory};
 use crate::error::{Error, Result};
 use augur_os::sense::mode::parse_mode;
 
@@ -49,11 +49,9 @@ pub fn run(args: DaemonArgs, verbose: u8, quiet: bool) -> Result<ExitCode> {
         println!("configuration is valid");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut daemon = Daemon::start(options)?;
-    if config.predict.enabled {
-        daemon.set_plan_step(Box::new(PredictionStep::new(&config)?));
-        tracing::info!("prediction on: predictor {}", config.predict.predictor);
-    }
-    daemon.run()?;
+    // Built whenever `[predict] enabled = true`: at the start, and when a reload turns it on or
+    // changes the predictor.
+    let make_plan_step: PlanStepFactory = Box::new(|c| Ok(Box::new(PredictionStep::new(c)?) as Box<dyn PlanStep>));
+    Daemon::start(options, make_plan_step)?.run()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -112,7 +112,7 @@ fn fetch_watched(
     })
 }
 
-/// The prediction step installed with [`super::run::Daemon::set_plan_step`].
+/// The prediction step the daemon builds with its [`super::run::PlanStepFactory`].
 pub struct PredictionStep {
     predictor: Box<dyn Predictor>,
     jobs: Option<mpsc::Sender<FetchJob>>,

@@ -1,0 +1,1465 @@
+//! The daemon's decisions as one state machine, [`DaemonEngine`]: the event loop hands it typed
+//! [`Event`]s with the time ([`Now`]); it decides and hands typed [`Action`]s to the loop to carry
+//! out. It owns the launch lifecycle (exec → followed or not → exec-time replay → window closed →
+//! learned → saved), the replay bookkeeping (a learned launch waits for its replay's report), the
+//! batching of launches and exits written to the state, the planning rounds (their triggers, the
+//! owed round, the settle hold after a replayed exec, the re-plan interval), the timer deadline,
+//! trace eagerness, configuration reload (prediction turned on, off or changed) and shutdown.
+//!
+//! It must not make system calls, read clocks or touch files: everything it needs from the world
+//! comes through [`DaemonWorld`], which the loop implements with the state store, the kernel's pid
+//! filter and the path resolver, and tests implement with a fake that records the actions.
+//!
+//! Why a trait rather than answers carried in the events: the questions are asked only for some
+//! events and in a fixed order with the actions. An exec of a helper under `make` joins a launch
+//! and asks nothing, a new launch asks how often its application was learned, and only a launch
+//! replayed reads its profile, after its pid went to the kernel's filter (that write must not wait
+//! for a state read). So the engine hands each action to [`DaemonWorld::carry_out`] at once, in the
+//! order it decides them (as hyperfine's executor), and asks its questions in between. Page events
+//! ask nothing and act on nothing: they go in through [`DaemonEngine::on_trace`], without a world,
+//! from inside the trace pipe's reader.
+
+use std::collections::HashMap;
+
+use augur_core::model::app::AppIdentity;
+use augur_core::model::learn::LearnSettings;
+use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, TraceMode, Unresolved, UsedRange};
+use augur_core::model::range::PageRange;
+use augur_core::model::record::{ActivityRecord, LaunchRecord};
+use augur_core::model::usage_trace::Transition;
+
+use crate::config::{Config, PredictSection, ReplayPriority};
+use crate::running::{InstanceChange, RunningInstances};
+use crate::usage_log::{self, UsageLog};
+use crate::window::{ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings};
+
+/// Launches and exits written to the state in one transaction at most; fewer are written once
+/// [`ACTIVITY_FLUSH_NS`] has passed since the last write (and at shutdown).
+pub const ACTIVITY_BATCH: usize = 64;
+/// See [`ACTIVITY_BATCH`].
+pub const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
+
+/// For this long after the exec of a launch whose learned pages are replayed, prediction neither
+/// plans nor fetches (the round is owed and runs after): a round reads every candidate's profile
+/// and checks its residency, CPU and reads that a start of a few tens of milliseconds on a
+/// two-core machine would wait for. Execs of applications without a profile do not count.
+pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
+
+/// Why the prediction hook is called.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanTrigger {
+    /// An application started (its launch window opened): `instance` is its root process id.
+    LaunchStarted { app: String, instance: u64 },
+    /// An instance of an application ended (its root process exited or exec'd another one).
+    AppExited { app: String, instance: u64 },
+    /// A launch window closed and was learned.
+    LaunchFinished { app: String },
+    /// The kernel's memory-pressure trigger fired (a stall above the configured threshold).
+    Pressure,
+    /// The slow re-plan interval elapsed.
+    Interval,
+    /// Prediction has just started: the daemon started (after a boot, say), or a reload turned
+    /// prediction on or changed the predictor. Plan before anything is launched.
+    Start,
+}
+
+/// The time of an event: the monotonic clock (ns), the wall clock (Unix ms) and the local wall
+/// clock (`unix_ms` shifted by the time zone's offset, ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Now {
+    /// Monotonic nanoseconds (the clock of process and page events).
+    pub mono_ns: u64,
+    /// Wall-clock milliseconds since the epoch.
+    pub unix_ms: u64,
+    /// Local wall-clock milliseconds: time of day.
+    pub local_ms: u64,
+}
+
+/// What an exec-time replay reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Pages the replayed profile asked for.
+    pub pages_wanted: u64,
+    /// Of those, pages already resident.
+    pub pages_resident: u64,
+    /// Pages it loaded.
+    pub pages_loaded: u64,
+    /// Bytes it read.
+    pub bytes_read: u64,
+}
+
+/// What happened, as the event loop read it.
+pub enum Event {
+    /// The loop is set up and tracing: prediction starts when configured.
+    Start,
+    /// The daemon told it is ready: the first planning round (after a boot the likeliest
+    /// applications are loaded before anyone asks).
+    Ready,
+    /// Process `tgid` exec'd `app` at `ts_ns` (monotonic).
+    Exec { tgid: u32, app: AppIdentity, argv: Vec<String>, ts_ns: u64 },
+    /// Task `child_pid` (of process `child_tgid`) was created by process `parent_tgid`.
+    Fork { parent_tgid: u32, child_pid: u32, child_tgid: u32 },
+    /// Task `pid` of process `tgid` exited at `ts_ns` (monotonic).
+    Exit { pid: u32, tgid: u32, ts_ns: u64 },
+    /// The exec-time replay of `launch` finished.
+    ReplayFinished { launch: LaunchId, report: ReplayReport },
+    /// The kernel's memory-pressure trigger fired.
+    Pressure,
+    /// The loop woke (its timer fired, or anything else): windows whose time is up close, a
+    /// re-plan that is due runs.
+    Tick,
+    /// SIGHUP: the configuration was read again (or could not be).
+    Reload(Result<Config, WorldError>),
+    /// SIGTERM or SIGINT, after the replay worker stopped and its reports were handed in: close
+    /// every window, save, write what is pending.
+    Stop,
+    /// The loop is about to sleep: write activity when due, stop tracing what is no longer
+    /// followed, set trace eagerness and arm the timer.
+    AboutToSleep,
+}
+
+/// A page or inode-load event from the trace pipe (see [`DaemonEngine::on_trace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// Thread `tid` used or read `pages` of `inode` at `ts_ns` (monotonic).
+    Page { tid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange },
+    /// Thread `tid` needed `inode` from disk at `ts_ns` (monotonic).
+    InodeLoad { tid: u32, ts_ns: u64, inode: InodeKey },
+}
+
+/// A launch learned: resolved to files, ready to be saved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnedLaunch {
+    /// The launch it was.
+    pub launch: LaunchId,
+    /// The application's executable.
+    pub exe: String,
+    /// What it used.
+    pub profile: LaunchProfile,
+    /// Its record (hit-rate counters).
+    pub record: LaunchRecord,
+}
+
+/// What the world resolved of a closed launch's working set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResolvedLaunch {
+    /// Resolved files in first-use order.
+    pub files: Vec<FileProfile>,
+    /// Totals of what stayed unresolved.
+    pub unresolved: Unresolved,
+    /// The lookups that repeat what the launch needed from disk beyond its pages (the inodes it
+    /// loaded, named).
+    pub lookups: Vec<Lookup>,
+}
+
+/// What the engine decided; the loop carries it out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Trace process `pid` (add it to the kernel's pid filter): a launch is followed.
+    Follow { pid: u32 },
+    /// Stop tracing these tasks: their launches are no longer followed.
+    Unfollow(Vec<u32>),
+    /// Load `profile` for `launch` at exec, at `priority`; report with [`Event::ReplayFinished`].
+    StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
+    /// Save a learned launch to the state ([`Outcome::Failed`] when it could not be).
+    SaveLaunch(Box<LearnedLaunch>),
+    /// Write launches and exits to the state.
+    WriteActivity(Vec<ActivityRecord>),
+    /// Run a planning round. `launching`: an application augur replays is starting now (its
+    /// exec-time replay is loading, or it started less than [`LAUNCH_SETTLE_NS`] ago).
+    /// Answered with [`Outcome::Planned`].
+    Plan { trigger: PlanTrigger, launching: bool },
+    /// Build the prediction step for the configuration in force (its predictor learns the
+    /// launches and exits the state remembers) and watch its pressure trigger.
+    /// [`Outcome::Failed`] when it could not be built.
+    BuildPredictionStep,
+    /// Stop watching the prediction step's pressure trigger and drop the step.
+    DropPredictionStep,
+    /// Whether the trace pipe wakes the loop on any event (`true`) or only when half full.
+    TraceEager(bool),
+    /// Whether fanotify opens wake the loop.
+    WatchOpens(bool),
+    /// Arm the one-shot timer at this monotonic time (ns), or disarm it.
+    ArmTimer(Option<u64>),
+}
+
+/// How an action went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Carried out.
+    Done,
+    /// Not carried out (the loop logs why).
+    Failed,
+    /// A planning round ran and returned at monotonic `at_ns`; the step put a round off and wants
+    /// one within `owed_in_ms`.
+    Planned { owed_in_ms: Option<u64>, at_ns: u64 },
+}
+
+/// What went wrong in the world (reading the state or the configuration file): the engine logs it
+/// and carries on, so it needs no more than its message.
+pub type WorldError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the engine asks of the world, and where its actions go.
+pub trait DaemonWorld {
+    /// How many launches of `app` were learned and when the latest was (Unix ms); `None` when
+    /// the application is unknown.
+    fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError>;
+
+    /// True while the kernel's pid filter is being written (a pid added now would be in force
+    /// only after a grace period, too late for a start).
+    fn filter_busy(&self) -> bool;
+
+    /// The lookups of the launcher's `PATH` search that found the program `pid` runs (`exe`,
+    /// started as `argv0`); asked for followed launches only.
+    fn exec_lookups(&mut self, pid: u32, exe: &std::path::Path, argv0: Option<&str>) -> Vec<Lookup>;
+
+    /// `app`'s learned profile as an exec-time replay loads it; `None` when it has none.
+    fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError>;
+
+    /// Since when (monotonic ns) process `root`'s pid has been in force in the kernel's filter,
+    /// once (the answer is taken).
+    fn take_in_force_since(&mut self, root: u32) -> Option<u64>;
+
+    /// Learns the paths the processes `pids` map and hold open (a launch closed while they run).
+    fn learn_paths_of(&mut self, pids: &[u32]);
+
+    /// Resolves a closed launch's working set to files, and names the inodes it loaded.
+    fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch;
+
+    /// Carries out `action` under `config`, the configuration in force.
+    fn carry_out(&mut self, action: Action, config: &Config) -> Outcome;
+}
+
+/// The daemon's decisions. See the module documentation.
+pub struct DaemonEngine {
+    config: Config,
+    /// The trace mode in use and the page size profiles are recorded in.
+    mode: TraceMode,
+    page_size: u64,
+    tracker: LaunchTracker,
+    /// Which launches' root processes still run, for the predictors' launch/exit pairs.
+    running: RunningInstances,
+    /// What ran since the start, for `augur record`.
+    usage_log: UsageLog,
+    /// Launches whose replay is still running, and finished launches waiting for their replay.
+    replays_in_flight: HashMap<LaunchId, Option<LearnedLaunch>>,
+    /// A prediction step is in place.
+    step: bool,
+    next_replan_ns: Option<u64>,
+    /// Monotonic time of the exec of the newest launch whose learned pages were replayed.
+    last_launch_ns: Option<u64>,
+    /// Whether the trace pipe currently wakes the loop on any event (a launch is in progress).
+    trace_eager: bool,
+    /// Whether fanotify opens wake the loop.
+    opens_watched: bool,
+    /// Launches and exits not yet written to the state.
+    pending_activity: Vec<ActivityRecord>,
+    /// When `pending_activity` was last written (monotonic ns).
+    activity_flushed_ns: u64,
+}
+
+/// The window settings `c` gives in trace `mode`, profiles recorded in pages of `page_size`.
+pub fn window_settings(c: &Config, mode: TraceMode, page_size: u64) -> WindowSettings {
+    WindowSettings {
+        max_ns: c.window_max().as_nanos() as u64,
+        quiet_ns: c.quiet().as_nanos() as u64,
+        mode,
+        max_pages: c.launch.max_launch_mib.saturating_mul(1 << 20) / page_size.max(1),
+    }
+}
+
+/// Which launches `c` follows.
+pub fn follow_policy(c: &Config) -> FollowPolicy {
+    FollowPolicy {
+        first_launches: c.launch.follow_first_launches,
+        refollow_after_ms: c.launch.refollow_after_secs.saturating_mul(1000),
+    }
+}
+
+/// True when the prediction step must be built again for `new`: it reads these settings only
+/// when it is built (the others it reads each round).
+fn step_settings_changed(old: &PredictSection, new: &PredictSection) -> bool {
+    old.predictor != new.predictor
+        || old.pressure_trigger_us != new.pressure_trigger_us
+        || old.pressure_window_us != new.pressure_window_us
+}
+
+/// The process whose launch a new task belongs to. A new thread's reported parent is the parent
+/// of its whole process (the kernel gives threads their group leader's `real_parent`: for java
+/// that is the shell), so a thread belongs to its own thread group; a new process to its parent.
+pub fn creator_of(parent_tgid: u32, child_pid: u32, child_tgid: u32) -> u32 {
+    if child_tgid != child_pid { child_tgid } else { parent_tgid }
+}
+
+impl DaemonEngine {
+    /// Nothing in progress, under `config`, tracing in `mode` with profiles in pages of
+    /// `page_size`, started at `now`.
+    pub fn new(config: Config, mode: TraceMode, page_size: u64, now: Now) -> Self {
+        DaemonEngine {
+            tracker: LaunchTracker::new(window_settings(&config, mode, page_size)),
+            config,
+            mode,
+            page_size,
+            running: RunningInstances::new(),
+            usage_log: UsageLog::new(now.unix_ms, usage_log::MAX_EVENTS),
+            replays_in_flight: HashMap::new(),
+            step: false,
+            next_replan_ns: None,
+            last_launch_ns: None,
+            trace_eager: true,
+            opens_watched: false,
+            pending_activity: Vec::new(),
+            activity_flushed_ns: now.mono_ns,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Launches in progress.
+    pub fn launches_in_progress(&self) -> usize {
+        self.tracker.active().len()
+    }
+
+    /// True when a launch in progress is followed (its page events and opened paths are wanted).
+    pub fn is_following(&self) -> bool {
+        self.tracker.is_following()
+    }
+
+    /// True when no launch is in progress.
+    pub fn is_idle(&self) -> bool {
+        self.tracker.is_idle()
+    }
+
+    /// True when a prediction step is in place (prediction is on and its step was built).
+    pub fn predicting(&self) -> bool {
+        self.config.predict.enabled && self.step
+    }
+
+    /// When the next re-plan is due (monotonic ns), if prediction is on.
+    pub fn next_replan_ns(&self) -> Option<u64> {
+        self.next_replan_ns
+    }
+
+    /// What ran since the start, for `augur record`.
+    pub fn usage_log(&self) -> &UsageLog {
+        &self.usage_log
+    }
+
+    /// A page or inode-load event; attributed to its launch (or kept for the exec look-behind).
+    /// It asks nothing and acts on nothing at once: a launch it stops following is handed back at
+    /// [`Event::AboutToSleep`].
+    pub fn on_trace(&mut self, event: TraceEvent) {
+        match event {
+            TraceEvent::Page { tid, ts_ns, kind, inode, pages } => self.tracker.on_page(tid, ts_ns, kind, inode, pages),
+            TraceEvent::InodeLoad { tid, ts_ns, inode } => self.tracker.on_inode_load(tid, ts_ns, inode),
+        }
+    }
+
+    /// Unattributed page events dropped from the full backlog (diagnostics).
+    pub fn backlog_dropped(&self) -> u64 {
+        self.tracker.backlog_dropped
+    }
+
+    /// Decides what `event` at `now` means; the actions go to `world` as they are decided.
+    pub fn handle(&mut self, world: &mut impl DaemonWorld, now: Now, event: Event) {
+        match event {
+            Event::Start => {
+                if self.config.predict.enabled {
+                    self.build_step(world, now);
+                }
+            }
+            Event::Ready => {
+                if self.predicting() {
+                    self.plan(world, now, PlanTrigger::Start);
+                    self.schedule_replan(now);
+                }
+            }
+            Event::Exec { tgid, app, argv, ts_ns } => self.on_exec(world, now, tgid, app, argv, ts_ns),
+            // Threads are tracked too: page events are attributed by thread id, because the
+            // tracer's pid->tgid cache can be stale for a recycled pid. The kernel follows the
+            // children of followed processes itself (event-fork).
+            Event::Fork { parent_tgid, child_pid, child_tgid } => {
+                self.tracker.on_fork(creator_of(parent_tgid, child_pid, child_tgid), child_pid)
+            }
+            Event::Exit { pid, tgid, ts_ns } => {
+                self.tracker.on_exit(pid, ts_ns);
+                if let Some(change) = self.running.on_exit(pid, tgid) {
+                    self.report_change(world, now, change);
+                }
+            }
+            Event::ReplayFinished { launch, report } => self.on_replay_finished(world, now, launch, report),
+            Event::Pressure => self.plan(world, now, PlanTrigger::Pressure),
+            Event::Tick => {
+                for finished in self.tracker.expire(now.mono_ns) {
+                    self.finish_launch(world, now, finished);
+                }
+                if self.next_replan_ns.is_some_and(|t| t <= now.mono_ns) {
+                    self.schedule_replan(now);
+                    self.plan(world, now, PlanTrigger::Interval);
+                }
+            }
+            Event::Reload(Ok(new)) => self.reload(world, now, new),
+            Event::Reload(Err(e)) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+            Event::Stop => self.stop(world, now),
+            Event::AboutToSleep => self.about_to_sleep(world, now),
+        }
+    }
+
+    fn on_exec(&mut self, world: &mut impl DaemonWorld, now: Now, tgid: u32, app: AppIdentity, argv: Vec<String>, ts_ns: u64) {
+        let key = app.key.clone();
+        let argv0 = argv.first().cloned();
+        let policy = follow_policy(&self.config);
+        let decide = |app: &AppIdentity| {
+            let wanted = match world.learned_launches(&app.key) {
+                Ok(learned) => {
+                    let (n, last_ms) = learned.unwrap_or((0, 0));
+                    policy.follows(n, last_ms, now.unix_ms)
+                }
+                Err(e) => {
+                    tracing::warn!("reading what is known of {}: {e}", app.key);
+                    true
+                }
+            };
+            // While the filter is being written, this launch's pid would be in force only after
+            // a grace period, too late for its start: it is left for a later launch to learn.
+            let follow = wanted && !world.filter_busy();
+            if wanted && !follow {
+                tracing::debug!("{} (pid {tgid}) not followed this time: the pid filter is being written", app.key);
+            }
+            follow
+        };
+        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns, decide);
+        let id = match &outcome {
+            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => *id,
+            ExecOutcome::Joined(id) => {
+                tracing::trace!("launch {id}: {key} joined (pid {tgid})");
+                return;
+            }
+        };
+        // Only followed launches reach the kernel's pid filter: an exec of a known application
+        // costs no filter write (each one waits for a grace period, see sense::pid_filter).
+        let follow = self.tracker.get_mut(id).is_some_and(|l| l.followed);
+        if follow {
+            world.carry_out(Action::Follow { pid: tgid }, &self.config);
+            // Only a followed launch pays for this: environ and a stat per PATH directory.
+            if let Some(l) = self.tracker.get_mut(id) {
+                l.exec_lookups = world.exec_lookups(tgid, &l.app.exe, argv0.as_deref());
+            }
+        }
+        let how = if follow { "followed" } else { "replayed only" };
+        tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
+        if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) && self.replay(world, id, &key) {
+            // A start augur serves: prediction leaves it the machine for a moment. Other execs
+            // (a shell loop's, a build's) do not hold prediction off.
+            self.last_launch_ns = Some(now.mono_ns);
+        }
+        for change in self.running.on_launch(tgid, &key) {
+            self.report_change(world, now, change);
+        }
+    }
+
+    /// Starts the exec-time replay of `key`'s learned profile; true when one was started.
+    fn replay(&mut self, world: &mut impl DaemonWorld, id: LaunchId, key: &str) -> bool {
+        let profile = match world.replay_profile(key, &self.config.learn_settings()) {
+            Ok(Some(p)) => p,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!("reading the profile of {key}: {e}");
+                return false;
+            }
+        };
+        let expected = profile.page_count();
+        if expected == 0 {
+            return false;
+        }
+        if let Some(l) = self.tracker.get_mut(id) {
+            l.pages_expected = expected;
+        }
+        let priority = self.config.launch.replay_io_priority;
+        if world.carry_out(Action::StartReplay { launch: id, profile, priority }, &self.config) == Outcome::Done {
+            self.replays_in_flight.insert(id, None);
+            return true;
+        }
+        false
+    }
+
+    fn on_replay_finished(&mut self, world: &mut impl DaemonWorld, now: Now, launch: LaunchId, r: ReplayReport) {
+        match self.replays_in_flight.remove(&launch) {
+            Some(Some(mut learned)) => {
+                learned.record.pages_resident_at_exec = r.pages_resident;
+                learned.record.pages_prefetched = r.pages_loaded;
+                learned.record.bytes_prefetched = r.bytes_read;
+                self.save(world, now, learned);
+            }
+            _ => {
+                if let Some(l) = self.tracker.get_mut(launch) {
+                    l.pages_resident_at_exec = r.pages_resident;
+                    l.pages_prefetched = r.pages_loaded;
+                    l.bytes_prefetched = r.bytes_read;
+                }
+            }
+        }
+        tracing::debug!(
+            "replay for launch {launch}: {} pages wanted, {} resident, {} loaded",
+            r.pages_wanted,
+            r.pages_resident,
+            r.pages_loaded
+        );
+        if self.replays_in_flight.is_empty() {
+            // Prediction paused while the replays loaded; it may go on now.
+            self.plan(world, now, PlanTrigger::Interval);
+        }
+    }
+
+    /// Tells the prediction step that an instance started or ended, and keeps it for the state.
+    fn report_change(&mut self, world: &mut impl DaemonWorld, now: Now, change: InstanceChange) {
+        let (app, instance, launch) = match &change {
+            InstanceChange::Launched { app, instance } => (app, *instance, true),
+            InstanceChange::Exited { app, instance } => (app, *instance, false),
+        };
+        self.usage_log.activity(now.unix_ms, app, instance, if launch { Transition::Launch } else { Transition::Exit });
+        self.pending_activity.push(ActivityRecord {
+            at_ms: now.unix_ms,
+            local_ms: now.local_ms,
+            app: app.clone(),
+            instance,
+            launch,
+        });
+        let trigger = match change {
+            InstanceChange::Launched { app, instance } => PlanTrigger::LaunchStarted { app, instance },
+            InstanceChange::Exited { app, instance } => PlanTrigger::AppExited { app, instance },
+        };
+        self.plan(world, now, trigger);
+    }
+
+    fn finish_launch(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) {
+        tracing::debug!(
+            "launch {} of {} closed: {} page events, pids {:?} still live, {} backlog drops so far",
+            finished.launch.id,
+            finished.launch.app.key,
+            finished.launch.page_events,
+            finished.launch.live,
+            self.tracker.backlog_dropped
+        );
+        // Paths of inodes no open event named: the maps and fds of the launch's live processes.
+        let live: Vec<u32> = finished.launch.live.iter().copied().collect();
+        if !live.is_empty() {
+            world.learn_paths_of(&live);
+        }
+        let id = finished.launch.id;
+        // Resolve paths now, while the resolver still knows them.
+        let learned = self.prepare(world, now, finished);
+        match self.replays_in_flight.get_mut(&id) {
+            // Save once the replay reports, so the record holds what it loaded.
+            Some(slot) => *slot = learned,
+            None => {
+                if let Some(l) = learned {
+                    self.save(world, now, l);
+                }
+            }
+        }
+    }
+
+    /// What a closed launch teaches, if anything: not a launch that was never followed, traced
+    /// from its middle, or that used fewer than `min_pages` pages.
+    fn prepare(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) -> Option<LearnedLaunch> {
+        if !finished.launch.followed && finished.launch.stopped.is_none() {
+            return None;
+        }
+        let in_force = world.take_in_force_since(finished.launch.root);
+        if let Some(late_ms) = in_force.and_then(|since| finished.traced_late_ms(since)) {
+            // Not a launch learned: the next one is followed again.
+            tracing::info!(
+                "launch of {} not learned: it was traced from {late_ms} ms after its exec, late in its {} ms window, so what it used is known only in part",
+                finished.launch.app.key,
+                finished.window_ms
+            );
+            return None;
+        }
+        if let Some(since) = in_force {
+            tracing::debug!(
+                "launch of {} traced from {} us after its exec, in its {} ms window",
+                finished.launch.app.key,
+                finished.traced_from_ns(since) / 1_000,
+                finished.window_ms
+            );
+        }
+        let FinishedLaunch { launch, window_ms, working_set } = finished;
+        match launch.stopped {
+            Some(FollowStop::PageCap) => tracing::info!(
+                "launch of {} stopped being followed at {} MiB (max_launch_mib): its first pages are learned",
+                launch.app.key,
+                self.config.launch.max_launch_mib
+            ),
+            Some(FollowStop::Settled { after_ms }) => tracing::info!(
+                "launch of {} stopped being followed after {after_ms} ms: it kept re-using the pages it had loaded; its first pages are learned",
+                launch.app.key
+            ),
+            None => {}
+        }
+        let pages_used: u64 = working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum();
+        let app_key = launch.app.key.clone();
+        if pages_used < self.config.launch.min_pages.max(1) {
+            tracing::trace!("launch of {app_key}: {pages_used} pages, not learned");
+            return None;
+        }
+        let resolved = world.resolve(working_set, &launch.inodes_loaded);
+        let mut lookups = launch.exec_lookups.clone();
+        lookups.extend(resolved.lookups);
+        let profile = LaunchProfile {
+            command: launch.argv.clone(),
+            recorded_at: now.unix_ms / 1000,
+            page_size: self.page_size,
+            mode: self.mode,
+            window_ms,
+            files: resolved.files,
+            unresolved: resolved.unresolved,
+            lookups,
+        };
+        let started_ms = now.unix_ms.saturating_sub(now.mono_ns.saturating_sub(launch.started_ns) / 1_000_000);
+        let record = LaunchRecord {
+            app: app_key,
+            started_ms,
+            window_ms,
+            pages_expected: launch.pages_expected,
+            pages_resident_at_exec: launch.pages_resident_at_exec,
+            pages_prefetched: launch.pages_prefetched,
+            bytes_prefetched: launch.bytes_prefetched,
+            pages_used,
+            pages_read_from_disk: launch.pages_read_from_disk,
+            files: profile.files.len() as u64,
+        };
+        Some(LearnedLaunch { launch: launch.id, exe: launch.app.exe.to_string_lossy().into_owned(), profile, record })
+    }
+
+    fn save(&mut self, world: &mut impl DaemonWorld, now: Now, l: LearnedLaunch) {
+        let r = l.record.clone();
+        let (files, unresolved, page_size) = (l.profile.files.len(), l.profile.unresolved.inodes, l.profile.page_size);
+        let app_key = r.app.clone();
+        if world.carry_out(Action::SaveLaunch(Box::new(l)), &self.config) == Outcome::Done {
+            self.usage_log.working_set(now.unix_ms, &app_key, r.pages_used.saturating_mul(page_size));
+            tracing::info!(
+                "learned {app_key}: {} pages in {files} files over {} ms; {} read from disk, {} expected, {} prefetched ({unresolved} unresolved inodes)",
+                r.pages_used,
+                r.window_ms,
+                r.pages_read_from_disk,
+                r.pages_expected,
+                r.pages_prefetched,
+            );
+        }
+        self.plan(world, now, PlanTrigger::LaunchFinished { app: app_key });
+    }
+
+    fn schedule_replan(&mut self, now: Now) {
+        self.next_replan_ns =
+            self.predicting().then(|| now.mono_ns + self.config.predict.replan_interval_secs.saturating_mul(1_000_000_000));
+    }
+
+    /// Runs a planning round when prediction is on; a round the step puts off is owed.
+    fn plan(&mut self, world: &mut impl DaemonWorld, now: Now, trigger: PlanTrigger) {
+        if !self.predicting() {
+            return;
+        }
+        let launching = !self.replays_in_flight.is_empty()
+            || self.last_launch_ns.is_some_and(|t| now.mono_ns < t.saturating_add(LAUNCH_SETTLE_NS));
+        if let Outcome::Planned { owed_in_ms: Some(ms), at_ns } =
+            world.carry_out(Action::Plan { trigger, launching }, &self.config)
+        {
+            let owed = at_ns.saturating_add(ms.saturating_mul(1_000_000));
+            self.next_replan_ns = Some(self.next_replan_ns.map_or(owed, |t| t.min(owed)));
+        }
+    }
+
+    /// Builds the prediction step; true when it is in place.
+    fn build_step(&mut self, world: &mut impl DaemonWorld, now: Now) -> bool {
+        // The step's predictor learns the launches and exits the state remembers: write ours first.
+        self.flush_activity(world, now, true);
+        self.step = world.carry_out(Action::BuildPredictionStep, &self.config) == Outcome::Done;
+        self.schedule_replan(now);
+        self.step
+    }
+
+    /// Writes the launches and exits seen so far to the state (when `force`, or when enough
+    /// are waiting or enough time has passed).
+    fn flush_activity(&mut self, world: &mut impl DaemonWorld, now: Now, force: bool) {
+        if self.pending_activity.is_empty()
+            || !(force
+                || self.pending_activity.len() >= ACTIVITY_BATCH
+                || now.mono_ns.saturating_sub(self.activity_flushed_ns) >= ACTIVITY_FLUSH_NS)
+        {
+            return;
+        }
+        let records = std::mem::take(&mut self.pending_activity);
+        world.carry_out(Action::WriteActivity(records), &self.config);
+        self.activity_flushed_ns = now.mono_ns;
+    }
+
+    fn reload(&mut self, world: &mut impl DaemonWorld, now: Now, new: Config) {
+        if new.daemon.state_path != self.config.daemon.state_path || new.daemon.socket_path != self.config.daemon.socket_path {
+            tracing::warn!("state_path and socket_path changes take effect at the next start");
+        }
+        self.tracker.set_settings(window_settings(&new, self.mode, self.page_size));
+        let old = std::mem::replace(&mut self.config, new);
+        let (was, want) = (old.predict.enabled && self.step, self.config.predict.enabled);
+        let rebuild = was && want && step_settings_changed(&old.predict, &self.config.predict);
+        if self.step && (!want || rebuild) {
+            world.carry_out(Action::DropPredictionStep, &self.config);
+            self.step = false;
+            if !want {
+                tracing::info!("prediction off");
+            }
+        }
+        if want && !self.step && self.build_step(world, now) {
+            // As at a start: plan before anything is launched.
+            self.plan(world, now, PlanTrigger::Start);
+        }
+        self.schedule_replan(now);
+        tracing::info!("configuration reloaded");
+    }
+
+    fn about_to_sleep(&mut self, world: &mut impl DaemonWorld, now: Now) {
+        self.flush_activity(world, now, false);
+        // Tells the kernel to stop recording the processes of launches no longer followed.
+        let gone = self.tracker.take_unfollowed();
+        if !gone.is_empty() {
+            world.carry_out(Action::Unfollow(gone), &self.config);
+        }
+        self.tracker.trim_backlog(now.mono_ns);
+        // Paths and prompt page events matter only while a launch is followed.
+        let active = self.tracker.is_following();
+        if active != self.trace_eager {
+            world.carry_out(Action::TraceEager(active), &self.config);
+            self.trace_eager = active;
+        }
+        if active != self.opens_watched {
+            world.carry_out(Action::WatchOpens(active), &self.config);
+            self.opens_watched = active;
+        }
+        let deadline = match (self.tracker.next_deadline(), self.next_replan_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        world.carry_out(Action::ArmTimer(deadline), &self.config);
+    }
+
+    fn stop(&mut self, world: &mut impl DaemonWorld, now: Now) {
+        let pending: Vec<LearnedLaunch> = self.replays_in_flight.drain().filter_map(|(_, l)| l).collect();
+        for l in pending {
+            self.save(world, now, l);
+        }
+        for f in self.tracker.close_all(now.mono_ns) {
+            if let Some(l) = self.prepare(world, now, f) {
+                self.save(world, now, l);
+            }
+        }
+        self.flush_activity(world, now, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Event sequences in, actions out: each daemon feature driven as the loop drives it, with a
+    //! fake world that records what the engine did and answers from maps.
+
+    use super::*;
+    use augur_core::model::app::identify;
+    use augur_core::model::profile::{FileIdentity, LookupKind};
+
+    const MS: u64 = 1_000_000;
+    /// Monotonic time of `at(0)`, ms (the daemon is not started at the clock's origin).
+    const BASE_MS: u64 = 1_000_000;
+    const WALL_MS: u64 = 1_750_000_000_000;
+
+    fn at(ms: u64) -> Now {
+        Now { mono_ns: (BASE_MS + ms) * MS, unix_ms: WALL_MS + ms, local_ms: WALL_MS + ms + 3_600_000 }
+    }
+
+    fn ns(ms: u64) -> u64 {
+        at(ms).mono_ns
+    }
+
+    fn app(exe: &str) -> AppIdentity {
+        identify(exe, &[exe.to_string()], None)
+    }
+
+    /// A learned profile of `pages` pages of one file.
+    fn profile(pages: u64) -> LaunchProfile {
+        LaunchProfile {
+            command: vec!["/bin/a".into()],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 100,
+            files: vec![FileProfile {
+                path: "/lib/a.so".into(),
+                identity: FileIdentity { dev: 1, ino: 9, size: 1 << 30, mtime_ns: 0 },
+                ranges: vec![UsedRange { range: PageRange::new(0, pages), first_use_us: 0 }],
+            }],
+            unresolved: Unresolved::default(),
+            lookups: Vec::new(),
+        }
+    }
+
+    #[derive(Default)]
+    struct FakeWorld {
+        /// Applications' learned launches: (count, last learned Unix ms).
+        learned: HashMap<String, (u64, u64)>,
+        /// Applications' replayable profiles.
+        profiles: HashMap<String, LaunchProfile>,
+        /// Since when each root pid is in force in the filter.
+        in_force: HashMap<u32, u64>,
+        filter_busy: bool,
+        /// What the prediction step answers after a round.
+        owed_in_ms: Option<u64>,
+        fail_build: bool,
+        fail_save: bool,
+        /// The time of the event being handled (monotonic ns).
+        clock_ns: u64,
+        /// Questions asked.
+        learned_asked: u64,
+        paths_of: Vec<u32>,
+        actions: Vec<Action>,
+    }
+
+    impl DaemonWorld for FakeWorld {
+        fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError> {
+            self.learned_asked += 1;
+            Ok(self.learned.get(app).copied())
+        }
+
+        fn filter_busy(&self) -> bool {
+            self.filter_busy
+        }
+
+        fn exec_lookups(&mut self, _pid: u32, exe: &std::path::Path, _argv0: Option<&str>) -> Vec<Lookup> {
+            vec![Lookup { path: exe.to_path_buf(), kind: LookupKind::Stat }]
+        }
+
+        fn replay_profile(&mut self, app: &str, _settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError> {
+            Ok(self.profiles.get(app).cloned())
+        }
+
+        fn take_in_force_since(&mut self, root: u32) -> Option<u64> {
+            self.in_force.remove(&root)
+        }
+
+        fn learn_paths_of(&mut self, pids: &[u32]) {
+            self.paths_of.extend_from_slice(pids);
+        }
+
+        fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
+            let files = working_set
+                .into_iter()
+                .map(|(key, ranges)| FileProfile {
+                    path: format!("/f/{}", key.ino).into(),
+                    identity: FileIdentity { dev: key.dev, ino: key.ino, size: 1 << 30, mtime_ns: 0 },
+                    ranges,
+                })
+                .collect();
+            let lookups =
+                inodes_loaded.iter().map(|k| Lookup { path: format!("/d/{}", k.ino).into(), kind: LookupKind::Dir }).collect();
+            ResolvedLaunch { files, unresolved: Unresolved::default(), lookups }
+        }
+
+        fn carry_out(&mut self, action: Action, _config: &Config) -> Outcome {
+            let outcome = match &action {
+                Action::Plan { .. } => Outcome::Planned { owed_in_ms: self.owed_in_ms, at_ns: self.clock_ns },
+                Action::BuildPredictionStep if self.fail_build => Outcome::Failed,
+                Action::SaveLaunch(_) if self.fail_save => Outcome::Failed,
+                _ => Outcome::Done,
+            };
+            self.actions.push(action);
+            outcome
+        }
+    }
+
+    /// The engine and its fake world, driven as the loop drives them.
+    struct Daemon {
+        engine: DaemonEngine,
+        world: FakeWorld,
+    }
+
+    impl Daemon {
+        fn new(config: Config) -> Daemon {
+            Daemon { engine: DaemonEngine::new(config, TraceMode::Access, 4096, at(0)), world: FakeWorld::default() }
+        }
+
+        /// A daemon with prediction on, started and ready; what it did so far is dropped.
+        fn predicting(mut config: Config) -> Daemon {
+            config.predict.enabled = true;
+            let mut d = Daemon::new(config);
+            d.event(0, Event::Start);
+            d.event(0, Event::Ready);
+            d.world.actions.clear();
+            d
+        }
+
+        /// Hands `event` in at `ms`; returns the actions.
+        fn event(&mut self, ms: u64, event: Event) -> Vec<Action> {
+            self.world.clock_ns = ns(ms);
+            self.engine.handle(&mut self.world, at(ms), event);
+            std::mem::take(&mut self.world.actions)
+        }
+
+        fn exec(&mut self, ms: u64, tgid: u32, exe: &str) -> Vec<Action> {
+            self.event(ms, Event::Exec { tgid, app: app(exe), argv: vec![exe.to_string()], ts_ns: ns(ms) })
+        }
+
+        fn exit(&mut self, ms: u64, pid: u32) -> Vec<Action> {
+            self.event(ms, Event::Exit { pid, tgid: pid, ts_ns: ns(ms) })
+        }
+
+        /// `len` pages of inode `ino` from `start`, used by thread `tid` at `ms`.
+        fn pages(&mut self, ms: u64, tid: u32, ino: u64, start: u64, len: u64) {
+            let inode = InodeKey { dev: 1, ino };
+            self.engine.on_trace(TraceEvent::Page {
+                tid,
+                ts_ns: ns(ms),
+                kind: PageKind::Access,
+                inode,
+                pages: PageRange::new(start, len),
+            });
+        }
+
+        /// One wake-up at `ms` with nothing read: what is due, then what is done before sleeping.
+        fn wake(&mut self, ms: u64) -> Vec<Action> {
+            let mut out = self.event(ms, Event::Tick);
+            out.extend(self.event(ms, Event::AboutToSleep));
+            out
+        }
+    }
+
+    fn saved(actions: &[Action]) -> Vec<LearnedLaunch> {
+        actions.iter().filter_map(|a| if let Action::SaveLaunch(l) = a { Some((**l).clone()) } else { None }).collect()
+    }
+
+    fn plans(actions: &[Action]) -> Vec<(PlanTrigger, bool)> {
+        actions
+            .iter()
+            .filter_map(|a| if let Action::Plan { trigger, launching } = a { Some((trigger.clone(), *launching)) } else { None })
+            .collect()
+    }
+
+    fn timer(actions: &[Action]) -> Option<Option<u64>> {
+        actions.iter().rev().find_map(|a| if let Action::ArmTimer(t) = a { Some(*t) } else { None })
+    }
+
+    fn activity(actions: &[Action]) -> Vec<Vec<ActivityRecord>> {
+        actions.iter().filter_map(|a| if let Action::WriteActivity(r) = a { Some(r.clone()) } else { None }).collect()
+    }
+
+    fn no_replay() -> Config {
+        let mut c = Config::default();
+        c.launch.replay_on_exec = false;
+        c
+    }
+
+    // --- The launch lifecycle ---------------------------------------------------------------
+
+    #[test]
+    fn a_new_application_is_followed_learned_when_quiet_and_saved() {
+        let mut d = Daemon::new(no_replay());
+        let out = d.exec(0, 100, "/bin/a");
+        assert_eq!(out, vec![Action::Follow { pid: 100 }]);
+        // Prompt page events and opened paths while it is followed.
+        let out = d.event(0, Event::AboutToSleep);
+        assert!(!out.contains(&Action::TraceEager(true)), "eager from the start: {out:?}");
+        assert!(out.contains(&Action::WatchOpens(true)), "{out:?}");
+        assert_eq!(timer(&out), Some(Some(ns(1000))), "the quiet time ends the window");
+        d.pages(10, 100, 5, 0, 8);
+        d.pages(300, 100, 6, 0, 4);
+        assert!(saved(&d.wake(1000)).is_empty(), "quiet since 300 ms only");
+        let out = d.wake(1300);
+        let learned = saved(&out);
+        assert_eq!(learned.len(), 1, "{out:?}");
+        let l = &learned[0];
+        assert_eq!(l.record.app, "/bin/a");
+        assert_eq!(l.record.pages_used, 12);
+        assert_eq!(l.record.window_ms, 300);
+        assert_eq!(l.record.files, 2);
+        assert_eq!(l.record.started_ms, WALL_MS, "the exec's wall time");
+        assert_eq!(l.profile.lookups, vec![Lookup { path: "/bin/a".into(), kind: LookupKind::Stat }], "the PATH search");
+        assert_eq!(l.exe, "/bin/a");
+        assert_eq!(d.world.paths_of, vec![100], "paths of the live process learned at close");
+        // Nothing followed any more: no prompt events, no opens, no timer.
+        assert!(out.contains(&Action::Unfollow(vec![100])), "{out:?}");
+        assert!(out.contains(&Action::TraceEager(false)) && out.contains(&Action::WatchOpens(false)), "{out:?}");
+        assert_eq!(timer(&out), Some(None));
+        assert_eq!(d.engine.usage_log().len(), 2, "the launch and its working set");
+    }
+
+    #[test]
+    fn an_application_learned_often_and_lately_is_not_followed_and_learns_nothing() {
+        let mut d = Daemon::new(no_replay());
+        d.world.learned.insert("/bin/a".into(), (3, WALL_MS - 60_000));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![]);
+        d.pages(10, 100, 5, 0, 8);
+        // It lasts while its processes do: the quiet time does not end it.
+        assert!(d.wake(5000).iter().all(|a| !matches!(a, Action::SaveLaunch(_))));
+        assert_eq!(d.engine.launches_in_progress(), 1);
+        d.exit(6000, 100);
+        let out = d.wake(6100);
+        assert!(saved(&out).is_empty(), "{out:?}");
+        assert!(d.engine.is_idle());
+    }
+
+    #[test]
+    fn a_settled_application_is_followed_again_after_the_refollow_interval() {
+        let mut d = Daemon::new(no_replay());
+        d.world.learned.insert("/bin/a".into(), (5, WALL_MS - 3_600_000));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
+        d.world.learned.insert("/bin/b".into(), (5, WALL_MS - 3_599_000));
+        assert_eq!(d.exec(0, 200, "/bin/b"), vec![]);
+    }
+
+    #[test]
+    fn a_launch_is_not_followed_while_the_pid_filter_is_being_written() {
+        let mut d = Daemon::new(no_replay());
+        d.world.filter_busy = true;
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![]);
+    }
+
+    #[test]
+    fn a_helper_joining_a_launch_asks_nothing_and_does_nothing() {
+        let mut d = Daemon::new(no_replay());
+        d.exec(0, 100, "/bin/a");
+        d.event(1, Event::Fork { parent_tgid: 100, child_pid: 101, child_tgid: 101 });
+        let asked = d.world.learned_asked;
+        assert_eq!(d.exec(2, 101, "/bin/helper"), vec![]);
+        assert_eq!(d.world.learned_asked, asked);
+        // The helper's pages are the launch's.
+        d.pages(3, 101, 7, 0, 10);
+        assert_eq!(saved(&d.wake(2000))[0].record.pages_used, 10);
+    }
+
+    #[test]
+    fn a_new_thread_belongs_to_its_process_and_a_new_process_to_its_parent() {
+        // A thread 501 of process 500, reported with the shell 100 as its parent.
+        assert_eq!(creator_of(100, 501, 500), 500);
+        // A child process 600 of 500.
+        assert_eq!(creator_of(500, 600, 600), 500);
+    }
+
+    #[test]
+    fn a_launch_with_a_profile_is_replayed_at_exec_and_learned_with_what_the_replay_did() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        let out = d.exec(0, 100, "/bin/a");
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0], Action::Follow { pid: 100 }, "the pid filter first");
+        assert!(
+            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort } if p.page_count() == 50)
+        );
+        let report = ReplayReport { pages_wanted: 50, pages_resident: 10, pages_loaded: 40, bytes_read: 40 * 4096 };
+        d.event(20, Event::ReplayFinished { launch: 1, report });
+        d.pages(30, 100, 5, 0, 8);
+        let l = &saved(&d.wake(1100))[0];
+        assert_eq!(
+            (l.record.pages_expected, l.record.pages_resident_at_exec, l.record.pages_prefetched, l.record.bytes_prefetched),
+            (50, 10, 40, 40 * 4096)
+        );
+    }
+
+    #[test]
+    fn a_learned_launch_waits_for_its_replay_report_before_it_is_saved() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        d.exec(0, 100, "/bin/a");
+        d.pages(30, 100, 5, 0, 8);
+        // The window closed; the replay is still loading.
+        assert!(saved(&d.wake(1100)).is_empty());
+        assert!(d.engine.is_idle());
+        let report = ReplayReport { pages_wanted: 50, pages_resident: 0, pages_loaded: 50, bytes_read: 50 * 4096 };
+        let out = d.event(3000, Event::ReplayFinished { launch: 1, report });
+        let l = &saved(&out)[0];
+        assert_eq!((l.record.pages_used, l.record.pages_prefetched, l.record.bytes_prefetched), (8, 50, 50 * 4096));
+        // Another exec of it while no replay is in flight replays again.
+        assert!(d.exec(4000, 101, "/bin/a").iter().any(|a| matches!(a, Action::StartReplay { .. })));
+    }
+
+    #[test]
+    fn an_empty_or_missing_profile_is_not_replayed_and_replay_off_replays_nothing() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(0));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
+        assert_eq!(d.exec(0, 200, "/bin/b"), vec![Action::Follow { pid: 200 }]);
+        let mut d = Daemon::new(no_replay());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
+    }
+
+    #[test]
+    fn a_launch_traced_late_in_its_window_is_not_learned() {
+        let mut d = Daemon::new(no_replay());
+        d.exec(0, 100, "/bin/a");
+        d.pages(250, 100, 5, 0, 8);
+        d.pages(400, 100, 5, 8, 8);
+        // Its pid reached the filter 200 ms after its exec, in a 400 ms window.
+        d.world.in_force.insert(100, ns(200));
+        assert!(saved(&d.wake(1500)).is_empty());
+        // Early enough: learned.
+        d.exec(2000, 200, "/bin/a");
+        d.pages(2250, 200, 5, 0, 8);
+        d.pages(2400, 200, 5, 8, 8);
+        d.world.in_force.insert(200, ns(2003));
+        assert_eq!(saved(&d.wake(3500)).len(), 1);
+    }
+
+    #[test]
+    fn a_launch_below_min_pages_is_not_learned() {
+        let mut d = Daemon::new(no_replay());
+        d.exec(0, 100, "/bin/a");
+        d.pages(10, 100, 5, 0, 3);
+        assert!(saved(&d.wake(1500)).is_empty());
+        d.exec(2000, 200, "/bin/a");
+        d.pages(2010, 200, 5, 0, 4);
+        assert_eq!(saved(&d.wake(3500)).len(), 1);
+    }
+
+    #[test]
+    fn a_bulk_reader_stops_being_followed_at_the_page_cap_and_its_first_pages_are_learned() {
+        let mut c = no_replay();
+        c.launch.max_launch_mib = 1; // 256 pages of 4 KiB
+        let mut d = Daemon::new(c);
+        d.exec(0, 100, "/bin/cp");
+        assert!(d.event(0, Event::AboutToSleep).contains(&Action::WatchOpens(true)));
+        d.pages(10, 100, 5, 0, 200);
+        d.pages(20, 100, 5, 200, 100);
+        let out = d.event(20, Event::AboutToSleep);
+        assert!(out.contains(&Action::Unfollow(vec![100])), "{out:?}");
+        assert!(out.contains(&Action::WatchOpens(false)), "{out:?}");
+        // Not followed, it lasts while its process does.
+        assert!(saved(&d.wake(5000)).is_empty());
+        d.exit(6000, 100);
+        let l = &saved(&d.wake(6100))[0];
+        assert_eq!(l.record.pages_used, 300);
+    }
+
+    #[test]
+    fn a_launch_that_settles_into_reusing_its_pages_stops_being_followed_and_is_learned() {
+        let mut d = Daemon::new(no_replay());
+        d.exec(0, 100, "/usr/bin/make");
+        // 3000 events over 1.2 s on the same 10 pages.
+        for i in 0..3000u64 {
+            let ts = ns(0) + i * 400_000;
+            let inode = InodeKey { dev: 1, ino: 5 };
+            d.engine.on_trace(TraceEvent::Page {
+                tid: 100,
+                ts_ns: ts,
+                kind: PageKind::Access,
+                inode,
+                pages: PageRange::new(i % 10, 1),
+            });
+        }
+        assert!(d.event(1200, Event::AboutToSleep).contains(&Action::Unfollow(vec![100])));
+        d.exit(2000, 100);
+        let l = &saved(&d.wake(2100))[0];
+        assert_eq!(l.record.pages_used, 10);
+    }
+
+    #[test]
+    fn a_failed_save_is_not_counted_in_the_usage_log() {
+        let mut d = Daemon::new(no_replay());
+        d.world.fail_save = true;
+        d.exec(0, 100, "/bin/a");
+        d.pages(10, 100, 5, 0, 8);
+        assert_eq!(saved(&d.wake(1500)).len(), 1);
+        assert_eq!(d.engine.usage_log().len(), 1, "the launch only");
+    }
+
+    #[test]
+    fn stopping_saves_open_windows_and_launches_waiting_for_their_replay_and_writes_activity() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        // /bin/a closed, its replay still loading; /bin/b still in its window.
+        d.exec(0, 100, "/bin/a");
+        d.pages(10, 100, 5, 0, 8);
+        d.wake(1100);
+        d.exec(1200, 200, "/bin/b");
+        d.pages(1210, 200, 6, 0, 16);
+        let out = d.event(1300, Event::Stop);
+        let mut learned: Vec<(String, u64)> = saved(&out).iter().map(|l| (l.record.app.clone(), l.record.pages_used)).collect();
+        learned.sort();
+        assert_eq!(learned, vec![("/bin/a".to_string(), 8), ("/bin/b".to_string(), 16)]);
+        let written = activity(&out);
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].iter().map(|r| r.app.as_str()).collect::<Vec<_>>(), ["/bin/a", "/bin/b"]);
+        assert!(d.engine.is_idle());
+    }
+
+    // --- Planning rounds --------------------------------------------------------------------
+
+    #[test]
+    fn prediction_starts_with_a_start_round_and_re_plans_on_the_interval() {
+        let mut c = no_replay();
+        c.predict.enabled = true;
+        let mut d = Daemon::new(c);
+        assert_eq!(d.event(0, Event::Start), vec![Action::BuildPredictionStep]);
+        assert_eq!(plans(&d.event(5, Event::Ready)), vec![(PlanTrigger::Start, false)]);
+        assert_eq!(timer(&d.event(5, Event::AboutToSleep)), Some(Some(ns(5 + 300_000))));
+        assert!(plans(&d.wake(299_000)).is_empty());
+        let out = d.wake(300_005);
+        assert_eq!(plans(&out), vec![(PlanTrigger::Interval, false)]);
+        assert_eq!(timer(&out), Some(Some(ns(600_005))));
+    }
+
+    #[test]
+    fn prediction_off_plans_nothing_and_arms_no_replan() {
+        let mut d = Daemon::new(no_replay());
+        assert_eq!(d.event(0, Event::Start), vec![]);
+        assert_eq!(d.event(0, Event::Ready), vec![]);
+        d.exec(10, 100, "/bin/a");
+        assert!(plans(&d.event(20, Event::Pressure)).is_empty());
+        d.exit(30, 100);
+        assert_eq!(timer(&d.wake(40)), Some(Some(ns(130))), "the window's exit grace only");
+    }
+
+    #[test]
+    fn a_step_that_cannot_be_built_leaves_prediction_off() {
+        let mut c = no_replay();
+        c.predict.enabled = true;
+        let mut d = Daemon::new(c);
+        d.world.fail_build = true;
+        d.event(0, Event::Start);
+        assert_eq!(d.event(0, Event::Ready), vec![]);
+        assert!(!d.engine.predicting());
+        assert_eq!(timer(&d.event(0, Event::AboutToSleep)), Some(None));
+    }
+
+    #[test]
+    fn launches_exits_and_learned_launches_each_run_a_round() {
+        let mut d = Daemon::predicting(no_replay());
+        let out = d.exec(10, 100, "/bin/a");
+        assert_eq!(plans(&out), vec![(PlanTrigger::LaunchStarted { app: "/bin/a".into(), instance: 100 }, false)]);
+        d.pages(20, 100, 5, 0, 8);
+        let out = d.wake(1100);
+        assert_eq!(plans(&out), vec![(PlanTrigger::LaunchFinished { app: "/bin/a".into() }, false)]);
+        // The root process exec'd another application: the first instance ended.
+        let out = d.exec(2000, 100, "/bin/b");
+        assert_eq!(
+            plans(&out),
+            vec![
+                (PlanTrigger::AppExited { app: "/bin/a".into(), instance: 100 }, false),
+                (PlanTrigger::LaunchStarted { app: "/bin/b".into(), instance: 100 }, false)
+            ]
+        );
+        // A thread's exit is not the instance's.
+        assert!(plans(&d.event(2100, Event::Exit { pid: 101, tgid: 100, ts_ns: ns(2100) })).is_empty());
+        assert_eq!(plans(&d.exit(2200, 100)), vec![(PlanTrigger::AppExited { app: "/bin/b".into(), instance: 100 }, false)]);
+    }
+
+    #[test]
+    fn a_pressure_rise_runs_a_round_at_once() {
+        let mut d = Daemon::predicting(no_replay());
+        assert_eq!(plans(&d.event(50, Event::Pressure)), vec![(PlanTrigger::Pressure, false)]);
+    }
+
+    #[test]
+    fn a_round_the_step_put_off_is_owed_and_runs_when_due() {
+        let mut d = Daemon::predicting(no_replay());
+        d.world.owed_in_ms = Some(1000);
+        d.event(100, Event::Pressure);
+        d.world.owed_in_ms = None;
+        assert_eq!(timer(&d.event(100, Event::AboutToSleep)), Some(Some(ns(1100))));
+        assert!(plans(&d.wake(1099)).is_empty());
+        let out = d.wake(1100);
+        assert_eq!(plans(&out), vec![(PlanTrigger::Interval, false)]);
+        assert_eq!(timer(&out), Some(Some(ns(301_100))), "then the interval again");
+        // An owed round never puts the next round later than the interval's.
+        d.world.owed_in_ms = Some(400_000);
+        d.event(2000, Event::Pressure);
+        assert_eq!(d.engine.next_replan_ns(), Some(ns(301_100)));
+    }
+
+    #[test]
+    fn rounds_hold_off_while_a_replayed_start_loads_and_settles() {
+        let mut d = Daemon::predicting(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        // Its replay is loading: the launch's round knows.
+        let out = d.exec(1000, 100, "/bin/a");
+        assert_eq!(plans(&out), vec![(PlanTrigger::LaunchStarted { app: "/bin/a".into(), instance: 100 }, true)]);
+        // The replay reported: prediction may go on, but the start is still settling.
+        let out = d.event(1300, Event::ReplayFinished { launch: 1, report: ReplayReport::default() });
+        assert_eq!(plans(&out), vec![(PlanTrigger::Interval, true)]);
+        assert_eq!(plans(&d.event(1999, Event::Pressure)), vec![(PlanTrigger::Pressure, true)]);
+        assert_eq!(plans(&d.event(2000, Event::Pressure)), vec![(PlanTrigger::Pressure, false)]);
+        // An application without a profile holds nothing.
+        let out = d.exec(5000, 200, "/bin/b");
+        assert_eq!(plans(&out), vec![(PlanTrigger::LaunchStarted { app: "/bin/b".into(), instance: 200 }, false)]);
+    }
+
+    // --- Activity written to the state ------------------------------------------------------
+
+    #[test]
+    fn launches_and_exits_are_written_in_batches_of_64() {
+        let mut d = Daemon::new(no_replay());
+        d.world.learned.extend((0..64).map(|i| (format!("/bin/p{i}"), (9, WALL_MS))));
+        for i in 0..63u32 {
+            d.exec(1, 1000 + i, &format!("/bin/p{i}"));
+        }
+        assert!(activity(&d.event(2, Event::AboutToSleep)).is_empty());
+        d.exec(3, 2000, "/bin/p63");
+        let written = activity(&d.event(4, Event::AboutToSleep));
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].len(), 64);
+        let r = &written[0][63];
+        assert_eq!(
+            (r.app.as_str(), r.instance, r.launch, r.at_ms, r.local_ms),
+            ("/bin/p63", 2000, true, WALL_MS + 3, WALL_MS + 3_600_003)
+        );
+        assert!(activity(&d.event(5, Event::AboutToSleep)).is_empty());
+    }
+
+    #[test]
+    fn fewer_launches_and_exits_are_written_once_ten_seconds_passed() {
+        let mut d = Daemon::new(no_replay());
+        d.exec(1000, 100, "/bin/a");
+        d.exit(1500, 100);
+        assert!(activity(&d.wake(9_999)).is_empty(), "10 s since the start only at 10 000 ms");
+        let written = activity(&d.wake(10_000));
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].iter().map(|r| r.launch).collect::<Vec<_>>(), [true, false]);
+        // The next ones wait ten seconds from that write.
+        d.exec(12_000, 200, "/bin/b");
+        assert!(activity(&d.wake(19_999)).is_empty());
+        assert_eq!(activity(&d.wake(20_000)).len(), 1);
+    }
+
+    // --- Reload -----------------------------------------------------------------------------
+
+    fn with_prediction(predictor: &str) -> Config {
+        let mut c = no_replay();
+        c.predict.enabled = true;
+        c.predict.predictor = predictor.into();
+        c
+    }
+
+    #[test]
+    fn a_reload_turns_prediction_on_writing_activity_first_then_plans_at_once() {
+        let mut d = Daemon::new(no_replay());
+        d.event(0, Event::Start);
+        d.event(0, Event::Ready);
+        d.exec(10, 100, "/bin/a");
+        let out = d.event(500, Event::Reload(Ok(with_prediction("augur"))));
+        assert_eq!(activity(&out).len(), 1, "the step's predictor restores from the state: {out:?}");
+        let build = out.iter().position(|a| *a == Action::BuildPredictionStep).expect("built");
+        assert!(matches!(out[0], Action::WriteActivity(_)) && build == 1, "{out:?}");
+        assert_eq!(plans(&out), vec![(PlanTrigger::Start, false)]);
+        assert!(d.engine.predicting());
+        assert_eq!(d.engine.next_replan_ns(), Some(ns(500 + 300_000)));
+        assert_eq!(plans(&d.exec(600, 200, "/bin/b")).len(), 1);
+    }
+
+    #[test]
+    fn a_reload_turns_prediction_off() {
+        let mut d = Daemon::predicting(with_prediction("augur"));
+        let out = d.event(500, Event::Reload(Ok(no_replay())));
+        assert_eq!(out, vec![Action::DropPredictionStep]);
+        assert!(!d.engine.predicting());
+        assert!(plans(&d.event(600, Event::Pressure)).is_empty());
+        assert!(plans(&d.exec(700, 100, "/bin/a")).is_empty());
+        assert_eq!(d.engine.next_replan_ns(), None);
+    }
+
+    #[test]
+    fn a_reload_changing_the_predictor_builds_a_new_step_and_other_changes_keep_it() {
+        let mut d = Daemon::predicting(with_prediction("augur"));
+        let out = d.event(500, Event::Reload(Ok(with_prediction("preload"))));
+        assert_eq!(out[0], Action::DropPredictionStep);
+        assert!(out.contains(&Action::BuildPredictionStep));
+        assert_eq!(d.engine.config().predict.predictor, "preload");
+        let mut c = with_prediction("preload");
+        c.predict.budget_bytes = 1 << 30;
+        assert_eq!(d.event(600, Event::Reload(Ok(c))), vec![], "read each round: no new step");
+        let mut c = with_prediction("preload");
+        c.predict.pressure_trigger_us = 50_000;
+        assert!(d.event(700, Event::Reload(Ok(c))).contains(&Action::BuildPredictionStep), "the trigger is the step's");
+    }
+
+    #[test]
+    fn a_bad_reload_keeps_the_configuration_in_force() {
+        let mut d = Daemon::predicting(with_prediction("augur"));
+        let bad = Config::parse("[predict]\nbogus = 1\n", std::path::Path::new("c.toml")).map(|_| ()).unwrap_err();
+        assert_eq!(d.event(500, Event::Reload(Err(bad.into()))), vec![]);
+        assert!(d.engine.predicting());
+        assert_eq!(d.engine.config(), &with_prediction("augur"));
+    }
+
+    #[test]
+    fn a_reload_changes_the_launch_windows() {
+        let mut d = Daemon::new(no_replay());
+        let mut c = no_replay();
+        c.launch.quiet_ms = 200;
+        d.event(0, Event::Reload(Ok(c)));
+        d.exec(10, 100, "/bin/a");
+        d.pages(20, 100, 5, 0, 8);
+        assert_eq!(timer(&d.event(20, Event::AboutToSleep)), Some(Some(ns(220))));
+    }
+
+    #[test]
+    fn trace_eagerness_follows_whether_a_launch_is_followed() {
+        let mut d = Daemon::new(no_replay());
+        let out = d.event(0, Event::AboutToSleep);
+        assert_eq!(out, vec![Action::TraceEager(false), Action::ArmTimer(None)], "idle: lazy");
+        d.exec(10, 100, "/bin/a");
+        let out = d.event(10, Event::AboutToSleep);
+        assert!(out.contains(&Action::TraceEager(true)) && out.contains(&Action::WatchOpens(true)), "{out:?}");
+        let out = d.event(11, Event::AboutToSleep);
+        assert_eq!(out, vec![Action::ArmTimer(Some(ns(1010)))], "no change, nothing said");
+    }
+
+    // --- Any sequence -----------------------------------------------------------------------
+
+    /// One step of a generated sequence: (kind, process, amount).
+    fn step(d: &mut Daemon, ms: u64, (kind, pid, n): (u8, u32, u64), saved_launches: &mut Vec<LaunchId>) {
+        let out = match kind {
+            0 => d.exec(ms, 100 + pid, ["/bin/a", "/bin/b", "/bin/c"][(n % 3) as usize]),
+            1 => d.event(ms, Event::Fork { parent_tgid: 100 + pid, child_pid: 200 + pid, child_tgid: 200 + pid }),
+            2 => d.exit(ms, 100 + pid),
+            3 => {
+                d.pages(ms, 100 + pid, n % 4, n, 1 + n % 64);
+                Vec::new()
+            }
+            4 => d.event(ms, Event::ReplayFinished { launch: n % 8, report: ReplayReport::default() }),
+            5 => d.event(ms, Event::Pressure),
+            _ => d.wake(ms),
+        };
+        saved_launches.extend(saved(&out).iter().map(|l| l.launch));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_sequence_keeps_a_timer_for_open_windows_saves_each_launch_once_and_stops_clean(
+            steps in proptest::collection::vec((0u8..8, 0u32..4, 0u64..1000, 0u64..400), 1..120),
+        ) {
+            let mut c = Config::default();
+            c.predict.enabled = true;
+            let mut d = Daemon::predicting(c);
+            d.world.profiles.insert("/bin/a".into(), profile(20));
+            d.world.learned.insert("/bin/c".into(), (9, WALL_MS));
+            let mut saved_launches = Vec::new();
+            let mut ms = 0;
+            for (kind, pid, n, gap) in steps {
+                ms += gap;
+                step(&mut d, ms, (kind, pid, n), &mut saved_launches);
+                let out = d.event(ms, Event::AboutToSleep);
+                let armed = timer(&out).expect("a timer decision before every sleep");
+                // Something in progress or a re-plan pending always wakes the loop, never in the past.
+                proptest::prop_assert!(armed.is_some());
+                proptest::prop_assert!(armed.unwrap() > ns(ms) || !d.engine.is_idle());
+            }
+            let out = d.event(ms, Event::Stop);
+            saved_launches.extend(saved(&out).iter().map(|l| l.launch));
+            let mut unique = saved_launches.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            proptest::prop_assert_eq!(unique.len(), saved_launches.len(), "a launch saved twice: {:?}", saved_launches);
+            proptest::prop_assert!(d.engine.is_idle());
+            let again = d.event(ms, Event::Stop);
+            proptest::prop_assert!(activity(&again).is_empty() && saved(&again).is_empty());
+        }
+    }
+}
