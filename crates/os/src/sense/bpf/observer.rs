@@ -110,6 +110,24 @@ impl LostCounts {
             + self.path_fault
             + self.undecodable
     }
+
+    /// The counters of [`Self::lost`] that are not zero, named, for a report.
+    pub fn by_cause(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("ring buffer full (pages)", self.ringbuf_pages),
+            ("ring buffer full (lookups)", self.ringbuf_lookups),
+            ("ring buffer full (processes)", self.ringbuf_process),
+            ("task map full", self.tasks_full),
+            ("launch map full", self.launches_full),
+            ("pending-syscall map full", self.pending_full),
+            ("ranges over 2048 pages clipped", self.range_clipped),
+            ("lookup paths unreadable", self.path_fault),
+            ("undecodable", self.undecodable),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect()
+    }
 }
 
 /// Which optional tracepoints attached.
@@ -260,6 +278,21 @@ impl BpfObserver {
         }
         let links = links.into_iter().map(|(_, link)| link).collect();
         Ok(BpfObserver { ring, inbox, links, obj, attached, max_per_poll: options.max_records_per_poll.max(1) })
+    }
+
+    /// Detaches everything, as dropping does, but closes the links in parallel: each detach of a
+    /// classic tracepoint waits for an RCU grace period, and concurrent waits share one, so this
+    /// takes about one grace period instead of one per link.
+    pub fn close(self) {
+        let BpfObserver { ring, inbox, links, obj, .. } = self;
+        drop(ring);
+        std::thread::scope(|scope| {
+            for link in links {
+                scope.spawn(move || drop(link));
+            }
+        });
+        drop(inbox);
+        drop(obj);
     }
 
     /// The descriptor that becomes readable when records wait (an epoll descriptor; add it to
