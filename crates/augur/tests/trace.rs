@@ -127,19 +127,25 @@ fn our_instances_left() -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn cold_and_warm_traces_hold_every_page_and_leave_no_instance() {
+/// Cold then warm traces of the reader in `mode` (`None`: the default, bpf on this kernel).
+fn cold_and_warm_traces_hold_every_page(mode: Option<&str>, name: &str) {
     let fx = fixture();
+    let envs: Vec<(&str, &str)> = mode.map(|m| ("AUGUR_FORCE_MODE", m)).into_iter().collect();
     evict(&fx.data);
-    let (cold, out) = trace_reader("cold", &[], &[]);
-    assert_eq!(cold.mode, TraceMode::Access);
+    let (cold, out) = trace_reader(&format!("cold-{name}"), &[], &envs);
+    assert_eq!(cold.mode, TraceMode::Access, "bpf and access modes both record access events");
     assert_eq!(pages_of(&cold, &fx.data), DATA_PAGES, "cold trace");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("sum "), "the command's stdout passes through");
     let summary = String::from_utf8_lossy(&out.stderr);
-    assert!(summary.contains("access mode") && summary.contains("lost events"), "{summary}");
+    assert!(summary.contains(&format!(" in {name} mode")) && summary.contains("lost events: 0"), "{summary}");
+    if mode.is_some() {
+        assert!(summary.contains("better modes not used: bpf: --mode/AUGUR_FORCE_MODE asked for access"), "{summary}");
+    } else {
+        assert!(!summary.contains("better modes not used"), "{summary}");
+    }
 
     // The file is cached now: only the access events can see the reads.
-    let (warm, _) = trace_reader("warm", &[], &[]);
+    let (warm, _) = trace_reader(&format!("warm-{name}"), &[], &envs);
     assert_eq!(pages_of(&warm, &fx.data), DATA_PAGES, "warm trace must be as complete as the cold one");
     let reader = warm.files.iter().find(|f| f.path == fx.reader).expect("the executable itself is in the profile");
     let meta = fs::metadata(&fx.reader).unwrap();
@@ -155,13 +161,25 @@ fn cold_and_warm_traces_hold_every_page_and_leave_no_instance() {
 }
 
 #[test]
+fn cold_and_warm_traces_hold_every_page_in_bpf_mode() {
+    cold_and_warm_traces_hold_every_page(None, "bpf");
+}
+
+#[test]
+fn cold_and_warm_traces_hold_every_page_and_leave_no_instance_in_access_mode() {
+    cold_and_warm_traces_hold_every_page(Some("access"), "access");
+}
+
+#[test]
 fn insertion_mode_records_a_cold_start() {
     let fx = fixture();
     evict(&fx.data);
     let (p, out) = trace_reader("insertion", &[], &[("AUGUR_FORCE_MODE", "insertion")]);
     assert_eq!(p.mode, TraceMode::Insertion);
     assert_eq!(pages_of(&p, &fx.data), DATA_PAGES);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("insertion mode"));
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(summary.contains("insertion mode"), "{summary}");
+    assert!(summary.contains("better modes not used: bpf: --mode/AUGUR_FORCE_MODE asked for insertion; access: "), "{summary}");
     // The flag does the same as the environment variable.
     evict(&fx.data);
     let (p, _) = trace_reader("insertion-flag", &["--mode", "insertion"], &[]);
@@ -171,8 +189,9 @@ fn insertion_mode_records_a_cold_start() {
 #[test]
 fn file_only_mode_records_whole_files() {
     let fx = fixture();
-    let (p, _) = trace_reader("file-only", &[], &[("AUGUR_FORCE_MODE", "file-only")]);
+    let (p, out) = trace_reader("file-only", &[], &[("AUGUR_FORCE_MODE", "file-only")]);
     assert_eq!(p.mode, TraceMode::FileOnly);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in file-only mode"));
     assert_eq!(pages_of(&p, &fx.data), DATA_PAGES);
     assert!(p.files.iter().any(|f| f.path == fx.reader), "the exec'd file is seen by FAN_OPEN_EXEC");
 }
@@ -190,19 +209,20 @@ fn a_failing_command_still_gets_its_profile() {
     assert_eq!(pages_of(&profile_file::load(&out_path).unwrap(), &fx.data), DATA_PAGES);
 }
 
-#[test]
-fn ctrl_c_ends_the_trace_and_removes_the_instance() {
+/// Ctrl-C during a trace in `mode`: exit code 130, the profile written, no tracefs instance left.
+fn ctrl_c_ends_the_trace(mode: &str) {
     let fx = fixture();
-    let out_path = fx.dir.join("interrupted.profile.json");
+    let out_path = fx.dir.join(format!("interrupted-{mode}.profile.json"));
     let _ = fs::remove_file(&out_path);
     let child = Command::new(AUGUR)
         .args(["trace", "-o", out_path.to_str().unwrap(), "--", "sleep", "30"])
+        .env("AUGUR_FORCE_MODE", mode)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let name = format!("augur-trace-{}", child.id());
     let until = Instant::now() + Duration::from_secs(10);
-    while !Path::new(TRACEFS_INSTANCES).join(&name).exists() {
+    while mode != "bpf" && !Path::new(TRACEFS_INSTANCES).join(&name).exists() {
         assert!(Instant::now() < until, "instance {name} never appeared");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -227,12 +247,22 @@ fn ctrl_c_ends_the_trace_and_removes_the_instance() {
 }
 
 #[test]
+fn ctrl_c_ends_the_trace_and_removes_the_instance() {
+    ctrl_c_ends_the_trace("access");
+}
+
+#[test]
+fn ctrl_c_ends_a_bpf_trace() {
+    ctrl_c_ends_the_trace("bpf");
+}
+
+#[test]
 fn stale_instances_of_dead_processes_are_cleaned_up() {
     // PID_MAX_LIMIT is 4194304, so no process can own this one.
     let stale = Path::new(TRACEFS_INSTANCES).join("augur-trace-4194304");
     let _ = fs::create_dir(&stale);
     assert!(stale.exists());
-    let (_, _) = trace_reader("after-stale", &[], &[]);
+    let (_, _) = trace_reader("after-stale", &[], &[("AUGUR_FORCE_MODE", "access")]);
     assert!(!stale.exists());
 }
 
@@ -424,4 +454,86 @@ fn without_tracefs_trace_fails_with_exit_8_unless_file_only() {
     assert!(first.starts_with("augur: kernel lacks tracefs") && first.contains("--mode file-only"), "{first}");
     let p = profile_file::load(&out_path).unwrap();
     assert_eq!((p.mode, pages_of(&p, &fx.data)), (TraceMode::FileOnly, DATA_PAGES));
+}
+
+const PROBE_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    struct stat st;
+    if (stat(argv[2], &st) == 0) return 4;
+    int fd = open(argv[1], O_RDONLY);
+    if (fd < 0) { perror(argv[1]); return 1; }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    static char buf[4096];
+    const off_t pages[] = {3, 4, 40, 3};
+    for (int i = 0; i < 4; i++)
+        if (pread(fd, buf, sizeof buf, pages[i] * 4096) != sizeof buf) { perror("pread"); return 1; }
+    return 0;
+}
+"#;
+
+/// bpf mode, with no strace anywhere on PATH: a child reading pages 3, 4, 40 (and 3 again) of a
+/// cold 64-page file on ext4 (/var/tmp) after a failed stat gets exactly those pages, the failed
+/// lookup, and ld.so's first lookup (its first path syscall after exec), all from the kernel.
+#[test]
+fn bpf_mode_records_exact_pages_and_failed_lookups_without_strace() {
+    use augur_core::model::profile::LookupKind;
+    let dir = PathBuf::from(format!("/var/tmp/augur-trace-bpf-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("probe.c");
+    fs::write(&src, PROBE_C).unwrap();
+    let probe = dir.join("augur-test-probe");
+    let out = Command::new("cc").arg("-O2").arg("-o").arg(&probe).arg(&src).output().expect("a C compiler (cc) is needed");
+    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    let data = dir.join("pages.bin");
+    let mut f = fs::File::create(&data).unwrap();
+    for i in 0..64u8 {
+        f.write_all(&[i; 4096]).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    evict(&data);
+    let missing = dir.join("does-not-exist");
+    let out_path = dir.join("probe.profile.json");
+
+    for forced in [None, Some("bpf")] {
+        evict(&data);
+        let mut cmd = Command::new(AUGUR);
+        cmd.args(["trace", "-o", out_path.to_str().unwrap(), "--"])
+            .arg(&probe)
+            .arg(&data)
+            .arg(&missing)
+            .env_remove("AUGUR_FORCE_MODE")
+            .env("PATH", "/nonexistent");
+        if let Some(m) = forced {
+            cmd.args(["--mode", m]);
+            cmd.env("AUGUR_FORCE_MODE", m);
+        }
+        let out = cmd.output().unwrap();
+        let summary = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{summary}");
+        assert!(summary.contains(" in bpf mode") && summary.contains("lost events: 0"), "{summary}");
+        assert!(summary.contains("path lookups recorded with bpf"), "{summary}");
+        let p = profile_file::load(&out_path).unwrap();
+        assert_eq!(p.mode, TraceMode::Access);
+        let file = p.files.iter().find(|f| f.path == data).expect("the data file is in the profile");
+        let pages: Vec<u64> = file.ranges.iter().flat_map(|r| r.range.start..r.range.end()).collect();
+        assert_eq!(pages, vec![3, 4, 40], "exactly the pages read, in first-use order");
+        let kinds: Vec<(&Path, LookupKind)> = p.lookups.iter().map(|l| (l.path.as_path(), l.kind)).collect();
+        assert_eq!(kinds.first(), Some(&(probe.as_path(), LookupKind::Stat)), "the exec first: {kinds:?}");
+        assert_eq!(
+            kinds.get(1),
+            Some(&(Path::new("/etc/ld.so.preload"), LookupKind::Missing)),
+            "then the first path syscall after exec (ld.so's): {kinds:?}"
+        );
+        assert!(kinds.contains(&(missing.as_path(), LookupKind::Missing)), "{kinds:?}");
+        assert!(kinds.contains(&(data.as_path(), LookupKind::Stat)), "{kinds:?}");
+    }
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -115,21 +115,24 @@ fn ensure_strace() {
     assert!(found("/usr/bin"), "strace is needed to record path lookups and could not be installed");
 }
 
-#[test]
-fn failed_lookups_and_listed_directories_are_recorded_and_replayed() {
+/// The lookups of a shell script in `mode` (bpf: by the kernel; access: under strace), named by
+/// `source` in the summary.
+fn failed_lookups_and_listed_directories_are_recorded_and_replayed(mode: &str, source: &str) {
     use augur_core::model::profile::LookupKind;
-    ensure_strace();
+    if mode != "bpf" {
+        ensure_strace();
+    }
     let dir = tempfile::tempdir().unwrap();
     let profile_path = dir.path().join("sh.profile.json");
     let script = "ls /usr/share/doc >/dev/null; test -e /nonexistent/augur-lookup-test/x; exit 0";
     let out = Command::new(AUGUR)
         .args(["trace", "--output", profile_path.to_str().unwrap(), "--", "sh", "-c", script])
-        .env_remove("AUGUR_FORCE_MODE")
+        .env("AUGUR_FORCE_MODE", mode)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "trace: {stderr}");
-    assert!(stderr.contains("path lookups recorded with strace"), "{stderr}");
+    assert!(stderr.contains(&format!("path lookups recorded with {source}")), "{stderr}");
     let profile = profile_file::load(&profile_path).unwrap();
     let kind_of = |p: &str| profile.lookups.iter().find(|l| l.path == Path::new(p)).map(|l| l.kind);
     assert_eq!(kind_of("/usr/share/doc"), Some(LookupKind::Dir), "{:?}", profile.lookups);
@@ -153,9 +156,20 @@ fn failed_lookups_and_listed_directories_are_recorded_and_replayed() {
     // Asked not to, the trace records no lookups and says so.
     let out = Command::new(AUGUR)
         .args(["trace", "--no-lookups", "--output", profile_path.to_str().unwrap(), "--", "sh", "-c", script])
+        .env("AUGUR_FORCE_MODE", mode)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("path lookups not recorded (not asked for)"), "{stderr}");
     assert!(profile_file::load(&profile_path).unwrap().lookups.is_empty());
+}
+
+#[test]
+fn failed_lookups_and_listed_directories_are_recorded_by_bpf_and_replayed() {
+    failed_lookups_and_listed_directories_are_recorded_and_replayed("bpf", "bpf");
+}
+
+#[test]
+fn failed_lookups_and_listed_directories_are_recorded_under_strace_and_replayed() {
+    failed_lookups_and_listed_directories_are_recorded_and_replayed("access", "strace");
 }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use augur_core::model::profile::{LaunchProfile, LookupKind};
 use augur_os::error::OsError;
 use augur_os::privilege::require_root;
-use augur_os::sense::mode::{FORCE_MODE_ENV, mode_name, parse_mode};
+use augur_os::sense::mode::{FORCE_MODE_ENV, ObservationMode, parse_observation_mode};
 use augur_os::sense::trace_session::{DEFAULT_WINDOW, TraceReport, TraceRequest, describe_status, trace_command};
 use augur_store::profile_file;
 
@@ -33,12 +33,15 @@ pub struct TraceArgs {
     /// Where to write the profile [default: ./<command name>.profile.json].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Tracing mode: access (default where the kernel has the access tracepoints), insertion
-    /// (page-cache insertions only) or file-only (whole files, no tracing). Can only degrade.
+    /// Observation mode: bpf (default where the kernel has BTF and allows BPF: the command
+    /// followed from its exec, pages and path lookups), access (tracefs page access events),
+    /// insertion (page-cache insertions only) or file-only (whole files, no tracing). The mode
+    /// asked for is required; the default degrades in that order.
     #[arg(long, value_name = "MODE", value_parser = parse_mode_arg, env = FORCE_MODE_ENV)]
-    pub mode: Option<augur_core::model::profile::TraceMode>,
-    /// Do not record the command's path lookups (recorded by running it under strace, when
-    /// installed, so that a prefetch can warm the directory caches too).
+    pub mode: Option<ObservationMode>,
+    /// Do not record the command's path lookups (recorded by the bpf mode, or else by running the
+    /// command under strace when installed, so that a prefetch can warm the directory caches
+    /// too).
     #[arg(long)]
     pub no_lookups: bool,
     /// The command to trace and its arguments (after `--`).
@@ -54,8 +57,8 @@ fn parse_window(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn parse_mode_arg(s: &str) -> std::result::Result<augur_core::model::profile::TraceMode, String> {
-    parse_mode(s).ok_or_else(|| format!("{s:?}: expected access, insertion or file-only"))
+fn parse_mode_arg(s: &str) -> std::result::Result<ObservationMode, String> {
+    parse_observation_mode(s).ok_or_else(|| format!("{s:?}: expected bpf, access, insertion or file-only"))
 }
 
 /// The default profile name: `<basename of CMD>.profile.json` in the current directory.
@@ -75,13 +78,19 @@ fn mib(bytes: u64) -> f64 {
 
 fn summarise(report: &TraceReport, output: &Path) {
     let p: &LaunchProfile = &report.profile;
+    let how = match report.mode {
+        ObservationMode::Bpf => format!("eBPF, followed from exec: {}", p.mode.describe()),
+        ObservationMode::Tracefs(m) => m.describe().to_string(),
+    };
     eprintln!(
-        "augur: traced {:?} for {:.2} s in {} mode ({})",
+        "augur: traced {:?} for {:.2} s in {} mode ({how})",
         p.command.join(" "),
         p.window_ms as f64 / 1000.0,
-        mode_name(p.mode),
-        p.mode.describe()
+        report.mode.name(),
     );
+    if !report.passed_over.is_empty() {
+        eprintln!("augur: better modes not used: {}", report.passed_over);
+    }
     eprintln!(
         "augur: {} files, {} pages ({:.1} MiB) from {} page events -> {}",
         p.files.len(),
@@ -91,10 +100,16 @@ fn summarise(report: &TraceReport, output: &Path) {
         output.display()
     );
     eprintln!(
-        "augur: unresolved: {} inodes ({} pages); lost events: {}{}",
+        "augur: unresolved: {} inodes ({} pages); lost events: {}{}{}",
         p.unresolved.inodes,
         p.unresolved.pages,
         report.lost_events,
+        if report.lost_by_cause.is_empty() {
+            String::new()
+        } else {
+            let causes: Vec<String> = report.lost_by_cause.iter().map(|(why, n)| format!("{n} {why}")).collect();
+            format!(" ({})", causes.join(", "))
+        },
         if report.open_overflows > 0 { format!("; open-event overflows: {}", report.open_overflows) } else { String::new() }
     );
     eprintln!(

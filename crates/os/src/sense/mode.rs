@@ -1,16 +1,19 @@
-//! Which tracing mode this kernel allows: page access events, page-cache insertions only, or no
-//! tracing at all, and which tracepoints each mode enables.
+//! Which observation mode this kernel allows, best first: the eBPF observer (`bpf`: launches
+//! followed in the kernel from their exec, page accesses and path lookups), then the tracefs
+//! modes (page access events, page-cache insertions only), then no tracing at all (`file-only`);
+//! which tracepoints each tracefs mode enables, and why a better mode was passed over.
 //!
 //! It only looks at a tracefs `events` directory (injected, so tests use a fake one) and at the
-//! `AUGUR_FORCE_MODE` override; it does not create instances or read events.
+//! `AUGUR_FORCE_MODE` override; it does not create instances, load programs or read events.
 
 use std::path::Path;
 
 use crate::error::{OsError, Result};
 use augur_core::model::profile::TraceMode;
 
-/// Environment variable that forces a degraded mode (`insertion` or `file-only`; `access` is
-/// accepted too and then required), so the degraded paths can be exercised on a full kernel.
+/// Environment variable that forces a degraded mode (`access`, `insertion` or `file-only`; the
+/// best one asked for is then required: `bpf` for `augur trace`), so the degraded paths can be
+/// exercised on a full kernel.
 pub const FORCE_MODE_ENV: &str = "AUGUR_FORCE_MODE";
 
 /// The page-cache insertion tracepoint, present on every kernel augur supports.
@@ -61,6 +64,20 @@ impl KernelEvents {
         }
     }
 
+    /// Why this kernel does not offer `mode` (`None` when it does).
+    pub fn missing_for(&self, mode: TraceMode) -> Option<String> {
+        let has_access = |name: &str| self.access.iter().any(|e| e.ends_with(name));
+        let missing: Vec<&str> = match mode {
+            TraceMode::FileOnly => Vec::new(),
+            TraceMode::Insertion => [INSERTION_EVENT].into_iter().filter(|_| !self.insertion).collect(),
+            TraceMode::Access => [INSERTION_EVENT, ACCESS_EVENTS[0], ACCESS_EVENTS[1]]
+                .into_iter()
+                .filter(|e| if *e == INSERTION_EVENT { !self.insertion } else { !has_access(e.rsplit('/').next().unwrap_or(e)) })
+                .collect(),
+        };
+        (!missing.is_empty()).then(|| format!("no {}", missing.join(", ")))
+    }
+
     /// The tracepoints to enable for `mode` (empty for [`TraceMode::FileOnly`]).
     pub fn events_for(&self, mode: TraceMode) -> Vec<&'static str> {
         let mut out = Vec::new();
@@ -104,7 +121,7 @@ pub fn forced_mode_from_env() -> Result<Option<TraceMode>> {
         Ok(v) => parse_mode(&v).map(Some).ok_or(OsError::BadEnvironment {
             variable: FORCE_MODE_ENV,
             value: v,
-            expected: "access, insertion or file-only",
+            expected: "access, insertion or file-only (bpf is augur trace's only)",
         }),
         Err(_) => Ok(None),
     }
@@ -125,6 +142,113 @@ pub fn select_mode(available: TraceMode, requested: Option<TraceMode>) -> Result
             feature: format!("the tracepoints of {} mode", mode_name(want)),
             detail: format!("this kernel allows {} mode at best", mode_name(available)),
         }),
+    }
+}
+
+/// How `augur trace` observes a command, best first. The profile records what its pages mean
+/// ([`ObservationMode::profile_mode`]), not how they were observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObservationMode {
+    /// The eBPF observer: the launch followed in the kernel from its exec, page accesses (or
+    /// insertions on kernels before 6.11) and path lookups, without tracefs instances or strace.
+    Bpf,
+    /// A tracefs mode.
+    Tracefs(TraceMode),
+}
+
+impl ObservationMode {
+    /// Every mode, best first.
+    pub const ALL: [ObservationMode; 4] = [
+        ObservationMode::Bpf,
+        ObservationMode::Tracefs(TraceMode::Access),
+        ObservationMode::Tracefs(TraceMode::Insertion),
+        ObservationMode::Tracefs(TraceMode::FileOnly),
+    ];
+
+    /// The short name, as printed and accepted by [`parse_observation_mode`].
+    pub fn name(self) -> &'static str {
+        match self {
+            ObservationMode::Bpf => "bpf",
+            ObservationMode::Tracefs(m) => mode_name(m),
+        }
+    }
+
+    /// Higher is better.
+    fn rank(self) -> u8 {
+        match self {
+            ObservationMode::Bpf => 3,
+            ObservationMode::Tracefs(TraceMode::Access) => 2,
+            ObservationMode::Tracefs(TraceMode::Insertion) => 1,
+            ObservationMode::Tracefs(TraceMode::FileOnly) => 0,
+        }
+    }
+
+    /// True when `self` is better than `other`.
+    pub fn is_better_than(self, other: ObservationMode) -> bool {
+        self.rank() > other.rank()
+    }
+
+    /// The tracefs mode, `None` for [`ObservationMode::Bpf`].
+    pub fn tracefs(self) -> Option<TraceMode> {
+        match self {
+            ObservationMode::Bpf => None,
+            ObservationMode::Tracefs(m) => Some(m),
+        }
+    }
+}
+
+/// Parses a mode name as `augur trace --mode` and `AUGUR_FORCE_MODE` accept it: `bpf` (or
+/// `ebpf`) and the tracefs modes of [`parse_mode`].
+pub fn parse_observation_mode(name: &str) -> Option<ObservationMode> {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "bpf" | "ebpf" => Some(ObservationMode::Bpf),
+        other => parse_mode(other).map(ObservationMode::Tracefs),
+    }
+}
+
+/// Reads [`FORCE_MODE_ENV`] as `augur trace` does; an unknown value is a usage error.
+pub fn forced_observation_mode_from_env() -> Result<Option<ObservationMode>> {
+    match std::env::var(FORCE_MODE_ENV) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => parse_observation_mode(&v).map(Some).ok_or(OsError::BadEnvironment {
+            variable: FORCE_MODE_ENV,
+            value: v,
+            expected: "bpf, access, insertion or file-only",
+        }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The better modes a run passed over and why, for every command that reports its mode:
+/// `bpf: no BTF; access: forced to insertion`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassedOver(pub Vec<(ObservationMode, String)>);
+
+impl PassedOver {
+    /// Notes that `mode` was not used, for `why`.
+    pub fn add(&mut self, mode: ObservationMode, why: impl Into<String>) {
+        if !self.0.iter().any(|(m, _)| *m == mode) {
+            self.0.push((mode, why.into()));
+        }
+    }
+
+    /// Keeps only the modes better than `used` (a mode is never passed over for a worse one).
+    pub fn better_than(mut self, used: ObservationMode) -> Self {
+        self.0.retain(|(m, _)| m.is_better_than(used));
+        self.0.sort_by_key(|(m, _)| std::cmp::Reverse(m.rank()));
+        self
+    }
+
+    /// True when nothing better was passed over.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Display for PassedOver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|(m, why)| format!("{}: {why}", m.name())).collect();
+        f.write_str(&parts.join("; "))
     }
 }
 
@@ -184,6 +308,36 @@ mod tests {
         assert_eq!(select_mode(TraceMode::Insertion, Some(TraceMode::FileOnly)).unwrap(), TraceMode::FileOnly);
         let err = select_mode(TraceMode::Insertion, Some(TraceMode::Access)).unwrap_err();
         assert!(matches!(err, OsError::KernelFeature { .. }), "{err}");
+    }
+
+    #[test]
+    fn missing_events_are_named() {
+        let dir = fake_events(&[INSERTION_EVENT, "filemap/mm_filemap_fault"]);
+        let k = KernelEvents::probe(Some(dir.path()));
+        assert_eq!(k.missing_for(TraceMode::Insertion), None);
+        assert_eq!(
+            k.missing_for(TraceMode::Access).as_deref(),
+            Some("no filemap/mm_filemap_get_pages, filemap/mm_filemap_map_pages")
+        );
+        let none = KernelEvents::probe(None);
+        assert_eq!(none.missing_for(TraceMode::Insertion).as_deref(), Some("no filemap/mm_filemap_add_to_page_cache"));
+        assert_eq!(none.missing_for(TraceMode::FileOnly), None);
+    }
+
+    #[test]
+    fn observation_modes_parse_rank_and_explain_what_was_passed_over() {
+        for m in ObservationMode::ALL {
+            assert_eq!(parse_observation_mode(m.name()), Some(m));
+        }
+        assert_eq!(parse_observation_mode("eBPF"), Some(ObservationMode::Bpf));
+        assert_eq!(parse_observation_mode("bogus"), None);
+        assert!(ObservationMode::ALL.windows(2).all(|w| w[0].is_better_than(w[1])));
+        let insertion = ObservationMode::Tracefs(TraceMode::Insertion);
+        let mut p = PassedOver::default();
+        p.add(ObservationMode::Tracefs(TraceMode::Access), "forced");
+        p.add(ObservationMode::Bpf, "no BTF");
+        p.add(ObservationMode::Tracefs(TraceMode::FileOnly), "never shown");
+        assert_eq!(p.better_than(insertion).to_string(), "bpf: no BTF; access: forced");
     }
 
     #[test]

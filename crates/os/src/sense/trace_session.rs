@@ -1,5 +1,6 @@
-//! One `augur trace` run: set up the page watch and the open watcher, run the command, follow it
-//! and its descendants until it exits (or the window closes, or a signal arrives), and build its
+//! One `augur trace` run: choose the observation mode (the eBPF observer first, then a tracefs
+//! page watch, then file-only), set up the open watcher, run the command, follow it and its
+//! descendants until it exits (or the window closes, or a signal arrives), and build its
 //! [`LaunchProfile`].
 //!
 //! It owns the run's process handling (spawning, signals forwarded, the tracefs instance removed
@@ -22,9 +23,12 @@ use crate::error::{OsError, Result};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
+use super::bpf::record::chunk_ranges;
+use super::bpf::{BpfObserver, FollowPolicy, LookupPaths, ObservedEvent, ObserverOptions, PendingLaunches};
 use super::event::{EventKind, TRACE_PAGE_SHIFT, TraceEvent};
 use super::fanotify::{OpenWatcher, OpenedFile};
 use super::lookups::LookupSource;
+use super::mode::{FORCE_MODE_ENV, ObservationMode, PassedOver, forced_observation_mode_from_env};
 use super::procfs;
 use super::resolve::{PathResolver, assemble_files, pages_in};
 use super::tracefs::InstanceOptions;
@@ -43,9 +47,11 @@ pub struct TraceRequest {
     pub command: Vec<OsString>,
     /// Stop recording after this long even if the command still runs.
     pub window: Duration,
-    /// A mode asked for (can only degrade); `None` takes `AUGUR_FORCE_MODE` or the best.
-    pub mode: Option<TraceMode>,
-    /// Record the command's path lookups too (under `strace`, when installed).
+    /// A mode asked for (then required; lesser ones degrade); `None` takes `AUGUR_FORCE_MODE` or
+    /// the best.
+    pub mode: Option<ObservationMode>,
+    /// Record the command's path lookups too (by the eBPF observer, else under `strace` when
+    /// installed).
     pub lookups: bool,
 }
 
@@ -60,13 +66,20 @@ pub struct TraceReport {
     pub still_running: Option<Child>,
     /// The signal that interrupted the trace, if one did.
     pub interrupted_by: Option<i32>,
-    /// Events the kernel dropped (ring buffer overruns).
+    /// How the command was observed (the profile's `mode` says what its pages mean).
+    pub mode: ObservationMode,
+    /// The better modes not used, and why.
+    pub passed_over: PassedOver,
+    /// Events the kernel dropped (ring buffer overruns; in bpf mode every record lost).
     pub lost_events: u64,
+    /// In bpf mode, the lost records by cause (only causes that lost any).
+    pub lost_by_cause: Vec<(&'static str, u64)>,
     /// Trace lines that did not parse.
     pub garbage_lines: u64,
     /// fanotify queue overflows (opens not seen).
     pub open_overflows: u64,
-    /// Page events recorded.
+    /// Page events recorded (bpf mode: page records, each a 64-page chunk's pages new to the
+    /// launch).
     pub page_events: u64,
     /// How lookups were recorded (or why not), for the report line.
     pub lookup_note: String,
@@ -226,6 +239,37 @@ impl Collector {
         }
     }
 
+    /// One record of the command's launch (confirmed by [`PendingLaunches`]).
+    fn on_bpf_event(&mut self, e: &ObservedEvent) {
+        match e {
+            ObservedEvent::Pages { task, inode, source, chunk, bits } => {
+                let at = self.relative(task.ts_ns / 1000);
+                self.page_events += 1;
+                // As with tracefs: insertions count only where the access events are missing.
+                if source.is_access() || self.mode != TraceMode::Access {
+                    for range in chunk_ranges(*chunk, *bits) {
+                        self.builder.touch(*inode, range, at);
+                    }
+                }
+            }
+            ObservedEvent::Exec { task, exe, filename, .. } => {
+                self.traced.insert(task.tgid);
+                self.resolver.learn(*exe, filename.clone());
+                self.learn_from_proc(task.tgid);
+            }
+            ObservedEvent::Fork { child_tgid, .. } => {
+                self.traced.insert(*child_tgid);
+            }
+            ObservedEvent::Exit { task, .. } => {
+                if procfs::is_alive(task.tgid) {
+                    self.learn_from_proc(task.tgid);
+                }
+                self.exited.insert(task.tgid);
+            }
+            ObservedEvent::LaunchEnd { .. } | ObservedEvent::InodeLoad { .. } | ObservedEvent::Lookup { .. } => {}
+        }
+    }
+
     fn is_ours(&mut self, pid: u32) -> bool {
         if pid == self.own_pid || Some(pid) == self.wrapper_pid {
             return false;
@@ -245,6 +289,64 @@ impl Collector {
     }
 }
 
+/// The eBPF observer of one trace with what reading it needs.
+struct BpfTrace {
+    observer: BpfObserver,
+    launches: PendingLaunches,
+    /// `None` when lookups are not recorded.
+    lookup_paths: Option<LookupPaths>,
+    lookups: LookupList,
+}
+
+impl BpfTrace {
+    /// Loads the observer for the children of this process (the command, whose exec starts its
+    /// launch, and everything it forks).
+    fn open(lookups: bool) -> std::result::Result<Self, super::bpf::BpfError> {
+        let options = ObserverOptions { follow: FollowPolicy::ChildrenOf(std::process::id()), lookups, ..Default::default() };
+        let observer = BpfObserver::open(options)?;
+        let cwd = std::env::current_dir().ok();
+        Ok(BpfTrace {
+            observer,
+            launches: PendingLaunches::new(),
+            lookup_paths: lookups.then(|| LookupPaths::new(cwd)),
+            lookups: LookupList::new(),
+        })
+    }
+
+    /// The mode the profile records: access events where the kernel has them.
+    fn profile_mode(&self) -> TraceMode {
+        if self.observer.attached().access { TraceMode::Access } else { TraceMode::Insertion }
+    }
+
+    /// Hands every waiting record of a confirmed launch to `c` (bounded work per call: `poll`
+    /// returns at most its maximum, and the loop stops when less came).
+    fn read(&mut self, c: &mut Collector, max_rounds: usize) -> Result<()> {
+        for _ in 0..max_rounds {
+            let mut events = Vec::new();
+            let n = self.observer.poll(|e| events.push(e))?;
+            for e in events {
+                let (paths, list) = (&mut self.lookup_paths, &mut self.lookups);
+                self.launches.push(e, |e| {
+                    if let Some(paths) = paths.as_mut() {
+                        paths.on_event(&e, list);
+                    }
+                    c.on_bpf_event(&e);
+                });
+            }
+            if n < ObserverOptions::default().max_records_per_poll {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a trace's pages come from.
+enum PageSourceOfTrace {
+    Bpf(Box<BpfTrace>),
+    Tracefs(PageWatch),
+}
+
 /// Runs the request's command under the trace and returns its profile.
 ///
 /// The tracefs instance is removed before this returns, whatever happened. A signal (SIGINT,
@@ -258,11 +360,42 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let own_pid = std::process::id();
     // Handlers first: a Ctrl-C during set-up must still lead to the instance's removal.
     let signals = SignalPipe::install()?;
-    let choice = ModeChoice { requested: req.mode, degrade_to_file_only: false };
-    // Own pid in the filter with event-fork: the kernel adds the child at fork, before it execs.
-    // augur's own events are dropped by PageWatch::read.
-    let mut watch = PageWatch::open("trace", &WatchScope::Descendants(vec![own_pid]), choice, &InstanceOptions::default())?;
-    let mode = watch.mode();
+    let requested = match req.mode {
+        Some(m) => Some(m),
+        None => forced_observation_mode_from_env()?,
+    };
+    let mut passed_over = PassedOver::default();
+    let bpf = match requested {
+        None | Some(ObservationMode::Bpf) => match BpfTrace::open(req.lookups) {
+            Ok(b) => Some(b),
+            Err(e) if requested.is_none() && e.is_unavailable() => {
+                tracing::debug!("eBPF observation unavailable, falling back to tracefs: {e}");
+                passed_over.add(ObservationMode::Bpf, e.reason());
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
+        Some(m) => {
+            passed_over.add(ObservationMode::Bpf, format!("--mode/{FORCE_MODE_ENV} asked for {}", m.name()));
+            None
+        }
+    };
+    let mut source = match bpf {
+        Some(b) => PageSourceOfTrace::Bpf(Box::new(b)),
+        None => {
+            let choice = ModeChoice { requested: requested.and_then(ObservationMode::tracefs), degrade_to_file_only: false };
+            // Own pid in the filter with event-fork: the kernel adds the child at fork, before it
+            // execs. augur's own events are dropped by PageWatch::read.
+            let watch = PageWatch::open("trace", &WatchScope::Descendants(vec![own_pid]), choice, &InstanceOptions::default())?;
+            passed_over.0.extend(watch.passed_over().0.iter().cloned());
+            PageSourceOfTrace::Tracefs(watch)
+        }
+    };
+    let (observation, mode) = match &source {
+        PageSourceOfTrace::Bpf(b) => (ObservationMode::Bpf, b.profile_mode()),
+        PageSourceOfTrace::Tracefs(w) => (ObservationMode::Tracefs(w.mode()), w.mode()),
+    };
+    let passed_over = passed_over.better_than(observation);
     let mut opens = OpenWatcher::new(true)?;
     let mut resolver = PathResolver::new();
     resolver.learn_overlays(&opens);
@@ -273,11 +406,21 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         });
     }
 
-    watch.start()?;
-    let mono = watch.uses_mono_clock();
+    let mono = match &source {
+        PageSourceOfTrace::Tracefs(watch) => {
+            watch.start()?;
+            watch.uses_mono_clock()
+        }
+        // bpf_ktime_get_ns is CLOCK_MONOTONIC.
+        PageSourceOfTrace::Bpf(_) => true,
+    };
     let started = Instant::now();
     let start_us = monotonic_us();
-    let lookup_source = LookupSource::choose(req.lookups, program);
+    let lookup_source = match &source {
+        // The observer records the lookups: the command runs as it is.
+        PageSourceOfTrace::Bpf(_) => LookupSource::Off("recorded by bpf".into()),
+        PageSourceOfTrace::Tracefs(_) => LookupSource::choose(req.lookups, program),
+    };
     let argv = lookup_source.command_line(&req.command);
     let mut child = Command::new(&argv[0]).args(&argv[1..]).spawn().map_err(|e| OsError::Command {
         command: command_name.clone(),
@@ -314,7 +457,10 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         let wait = (deadline - now).min(Duration::from_millis(250));
         let timeout = Timespec { tv_sec: wait.as_secs() as i64, tv_nsec: i64::from(wait.subsec_nanos()) };
         let ready = {
-            let trace_fd = watch.fd()?;
+            let trace_fd = match &mut source {
+                PageSourceOfTrace::Tracefs(watch) => watch.fd()?,
+                PageSourceOfTrace::Bpf(b) => Some(b.observer.fd()),
+            };
             let mut fds = vec![
                 PollFd::new(&pidfd, PollFlags::IN),
                 PollFd::new(&signals.read, PollFlags::IN),
@@ -331,7 +477,12 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         };
         let now_us = monotonic_us().saturating_sub(start_us);
         opens.read_available(|f| c.on_open(f, now_us))?;
-        watch.read(20_000, |e| c.on_trace_event(e))?;
+        match &mut source {
+            PageSourceOfTrace::Tracefs(watch) => {
+                watch.read(20_000, |e| c.on_trace_event(e))?;
+            }
+            PageSourceOfTrace::Bpf(b) => b.read(&mut c, 5)?,
+        }
         if ready[1] {
             let sigs = signals.take();
             if let Some(&sig) = sigs.first() {
@@ -356,10 +507,15 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             break;
         }
     }
-    watch.stop()?;
+    if let PageSourceOfTrace::Tracefs(watch) = &source {
+        watch.stop()?;
+    }
     let elapsed = started.elapsed();
     opens.read_available(|f| c.on_open(f, elapsed.as_micros() as u64))?;
-    watch.drain(|e| c.on_trace_event(e))?;
+    match &mut source {
+        PageSourceOfTrace::Tracefs(watch) => watch.drain(|e| c.on_trace_event(e))?,
+        PageSourceOfTrace::Bpf(b) => b.read(&mut c, usize::MAX)?,
+    }
 
     if interrupted_by.is_some() && status.is_none() {
         // Give the command a moment to exit on the forwarded signal.
@@ -379,8 +535,26 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         c.learn_from_proc(pid);
     }
 
-    let stats = watch.stats();
-    watch.close()?;
+    let mut lookups = LookupList::new();
+    let (lost_events, lost_by_cause, garbage_lines, bpf_lookups_skipped) = match source {
+        PageSourceOfTrace::Tracefs(watch) => {
+            let stats = watch.stats();
+            watch.close()?;
+            (stats.lost, Vec::new(), stats.garbage, 0)
+        }
+        PageSourceOfTrace::Bpf(b) => {
+            let BpfTrace { observer, launches, lookup_paths, lookups: recorded } = *b;
+            let mut causes = observer.stats()?.by_cause();
+            // Records held for a launch past the bound are lost as surely as the kernel's.
+            if launches.overflowed_records > 0 {
+                causes.push(("held past the launch's exec bound", launches.overflowed_records));
+            }
+            observer.close();
+            lookups = recorded;
+            let total = causes.iter().map(|(_, n)| n).sum();
+            (total, causes, 0, lookup_paths.map_or(0, |p| p.skipped))
+        }
+    };
     drop(signals);
 
     let window_ms = elapsed.as_millis() as u64;
@@ -407,13 +581,14 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         let wrapper = std::fs::canonicalize(wrapper).unwrap_or_else(|_| wrapper.to_path_buf());
         files.retain(|f| f.path != wrapper);
     }
-    let mut lookups = LookupList::new();
     let log_stats = lookup_source.collect(&mut lookups);
-    let lookups_skipped = log_stats.unresolved + lookups.dropped;
+    let lookups_skipped = log_stats.unresolved + bpf_lookups_skipped + lookups.dropped;
     let lookup_note = match &lookup_source {
         LookupSource::Strace { .. } if status.is_none() => {
             format!("{} (the command was still running: lookups so far)", lookup_source.describe())
         }
+        _ if observation == ObservationMode::Bpf && req.lookups => "path lookups recorded with bpf".into(),
+        _ if observation == ObservationMode::Bpf => LookupSource::Off("not asked for".into()).describe(),
         _ => lookup_source.describe(),
     };
     let profile = LaunchProfile {
@@ -432,8 +607,11 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         status,
         still_running,
         interrupted_by,
-        lost_events: stats.lost,
-        garbage_lines: stats.garbage,
+        mode: observation,
+        passed_over,
+        lost_events,
+        lost_by_cause,
+        garbage_lines,
         open_overflows: opens.overflows,
         page_events: c.page_events,
         lookup_note,

@@ -11,7 +11,7 @@ use crate::error::{OsError, Result};
 use augur_core::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
-use super::mode::{KernelEvents, forced_mode_from_env, mode_name, select_mode};
+use super::mode::{KernelEvents, ObservationMode, PassedOver, forced_mode_from_env, mode_name, select_mode};
 use super::pid_filter::{FilterFiles, PidFilterWriter};
 use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 
@@ -52,6 +52,25 @@ pub struct PageWatch {
     mode: TraceMode,
     events: Vec<&'static str>,
     own_pid: u32,
+    /// The better tracefs modes not used, and why.
+    passed_over: PassedOver,
+}
+
+/// Notes why the tracefs modes better than `used` were not used: asked for `used` explicitly, or
+/// the kernel lacks their events (`kernel` is `None` without tracefs).
+fn passed_over(used: TraceMode, requested: Option<TraceMode>, kernel: Option<&KernelEvents>) -> PassedOver {
+    let mut out = PassedOver::default();
+    for better in [TraceMode::Access, TraceMode::Insertion] {
+        let why = match kernel {
+            None => Some("no tracefs".to_string()),
+            Some(k) => k.missing_for(better),
+        };
+        let why = why.or_else(|| requested.map(|r| format!("--mode/{} asked for {}", super::mode::FORCE_MODE_ENV, mode_name(r))));
+        if let Some(why) = why {
+            out.add(ObservationMode::Tracefs(better), why);
+        }
+    }
+    out.better_than(ObservationMode::Tracefs(used))
 }
 
 impl PageWatch {
@@ -63,21 +82,33 @@ impl PageWatch {
             None => forced_mode_from_env()?,
         };
         let own_pid = std::process::id();
-        let file_only =
-            |own_pid| PageWatch { filter: None, instance: None, mode: TraceMode::FileOnly, events: Vec::new(), own_pid };
+        let file_only = |own_pid, passed_over| PageWatch {
+            filter: None,
+            instance: None,
+            mode: TraceMode::FileOnly,
+            events: Vec::new(),
+            own_pid,
+            passed_over,
+        };
         if requested == Some(TraceMode::FileOnly) {
-            return Ok(file_only(own_pid));
+            // Not even tracefs is looked for (nor mounted).
+            let mut asked = PassedOver::default();
+            for better in [TraceMode::Access, TraceMode::Insertion] {
+                asked
+                    .add(ObservationMode::Tracefs(better), format!("--mode/{} asked for file-only", super::mode::FORCE_MODE_ENV));
+            }
+            return Ok(file_only(own_pid, asked));
         }
         let tracefs = match Tracefs::locate() {
             Ok(t) => t,
-            Err(_) if choice.degrade_to_file_only => return Ok(file_only(own_pid)),
+            Err(_) if choice.degrade_to_file_only => return Ok(file_only(own_pid, passed_over(TraceMode::FileOnly, None, None))),
             Err(e) => return Err(e),
         };
         let kernel = KernelEvents::probe(Some(&tracefs.events_dir()));
         let available = kernel.best_mode();
         if available == TraceMode::FileOnly {
             if choice.degrade_to_file_only {
-                return Ok(file_only(own_pid));
+                return Ok(file_only(own_pid, passed_over(TraceMode::FileOnly, None, Some(&kernel))));
             }
             return Err(OsError::KernelFeature {
                 feature: "the filemap tracepoints".into(),
@@ -104,7 +135,13 @@ impl PageWatch {
             }
         };
         tracing::debug!("tracefs instance {} in {} mode: {}", instance.name(), mode_name(mode), events.join(", "));
-        Ok(PageWatch { filter, instance: Some(instance), mode, events, own_pid })
+        let passed_over = passed_over(mode, requested, Some(&kernel));
+        Ok(PageWatch { filter, instance: Some(instance), mode, events, own_pid, passed_over })
+    }
+
+    /// The better tracefs modes not used, and why (empty when this is the best).
+    pub fn passed_over(&self) -> &PassedOver {
+        &self.passed_over
     }
 
     /// The mode in use.

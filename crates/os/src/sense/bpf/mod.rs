@@ -1,0 +1,22 @@
+//! eBPF observation of launches: the kernel follows each launch from its exec through fork and
+//! exit, deduplicates its page accesses and page-cache insertions per launch and file, records its
+//! path lookups (failed ones included) and sends compact binary records through a BPF ring buffer.
+//!
+//! This module owns the BPF programs (`observe.bpf.c`, with the hand-written CO-RE kernel types of
+//! `kernel_types.h` and the record ABI of `records.h`, compiled by the crate's `build.rs`), their
+//! loading, the decoding of their records, and the user-space rules every reader of them must
+//! follow ([`PendingLaunches`]: a launch's records can precede its exec record, and a launch that
+//! ends without one is dropped). It reports what the kernel says: it must not learn, name
+//! applications or resolve inodes to paths (the daemon, `trace_session` and `model` do).
+
+pub mod error;
+pub mod launches;
+pub mod lookup_paths;
+pub mod observer;
+pub mod record;
+
+pub use error::BpfError;
+pub use launches::PendingLaunches;
+pub use lookup_paths::LookupPaths;
+pub use observer::{Attached, BpfObserver, FollowPolicy, LostCounts, ObserverOptions};
+pub use record::{LaunchId, LookupSyscall, ObservedEvent, TaskContext};

@@ -1,0 +1,658 @@
+/* SPDX-License-Identifier: MIT OR GPL-2.0 */
+/*
+ * augur's kernel-side observation: which tasks belong to which followed launch (decided in the
+ * kernel at exec and fork), the file pages each launch touches for the first time (deduplicated
+ * per launch in a bitmap map), the path lookups of followed tasks with their results, and the
+ * exec/fork/exit records user space needs to rebuild the process tree.
+ *
+ * Owns: the followed set (tasks, launches), the dedup maps, the ring buffer, the lost counters.
+ * Must not: block, sleep, or emit anything for a task that is not followed. User space only
+ * writes `config` (before attach), `not_follow` and deletes from `launches` (stop following).
+ */
+#include "kernel_types.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "records.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define AT_EMPTY_PATH 0x1000
+
+/* ---------------- maps ---------------- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+/* Next launch id (slot 0), bumped atomically. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} launch_seq SEC(".maps");
+
+/* Followed tasks (thread ids) -> launch. Entries leave on exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, u32);
+	__type(value, struct task_val);
+} tasks SEC(".maps");
+
+/* Followed launches. User space deletes an entry to stop following that launch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, struct launch_val);
+} launches SEC(".maps");
+
+/* Executables whose exec never starts a launch (user space maintained). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct exe_key);
+	__type(value, u8);
+} not_follow SEC(".maps");
+
+/* Page dedup: (launch, dev, ino, chunk) -> accessed / inserted bitmaps. LRU: when full the least
+ * recently used chunks are forgotten and their pages may be reported again (never lost). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct seen_key);
+	__type(value, struct seen_val);
+} seen SEC(".maps");
+
+/* Lookup dedup: (launch, path hash, syscall, result). LRU like `seen`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct lookup_key);
+	__type(value, u8);
+} lookup_seen SEC(".maps");
+
+/* A path syscall between its sys_enter and sys_exit, per thread id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);
+	__type(value, struct pending_val);
+} pending SEC(".maps");
+
+/* Scratch space for records with a path (too large for the 512-byte BPF stack). */
+struct scratch {
+	union {
+		struct rec_exec exec;
+		struct rec_lookup lookup;
+	};
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOST_NR);
+	__type(key, u32);
+	__type(value, u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* ---------------- helpers ---------------- */
+
+static __always_inline void count_lost(u32 idx)
+{
+	u64 *v = bpf_map_lookup_elem(&lost, &idx);
+	if (v)
+		*v += 1; /* per-CPU slot: no other writer */
+}
+
+static __always_inline struct config *get_config(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&config, &zero);
+}
+
+/* Wake the reader only when enough data waits, so a busy launch costs few wakeups; user space
+ * also polls on a timer, which bounds the latency of records sent without a wakeup. */
+static __always_inline u64 wakeup_flags(bool urgent)
+{
+	if (urgent)
+		return 0; /* adaptive: wakes a reader that has caught up */
+	struct config *cfg = get_config();
+	u64 limit = cfg ? cfg->wakeup_bytes : 0;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= limit)
+		return BPF_RB_FORCE_WAKEUP;
+	return BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void fill_hdr(struct rec_hdr *h, u32 kind, u32 size, u64 launch)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	h->kind = kind;
+	h->tid = (u32)id;
+	h->tgid = id >> 32;
+	h->size = size;
+	h->ts_ns = bpf_ktime_get_ns();
+	h->launch = launch;
+}
+
+/* The launch the current task follows, or 0. A task whose launch was stopped by user space is
+ * dropped from the followed set here, lazily. */
+static __always_inline u64 current_launch(u32 tid)
+{
+	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t)
+		return 0;
+	u64 launch = t->launch;
+	if (!bpf_map_lookup_elem(&launches, &launch)) {
+		bpf_map_delete_elem(&tasks, &tid);
+		return 0;
+	}
+	return launch;
+}
+
+/* ---------------- process life cycle (BTF tracepoints) ---------------- */
+
+/* Forgets a launch and tells user space (LAUNCH_END). */
+static __always_inline void end_launch(u64 launch)
+{
+	bpf_map_delete_elem(&launches, &launch);
+	struct rec_launch_end *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (r) {
+		fill_hdr(&r->h, REC_LAUNCH_END, sizeof(*r), launch);
+		bpf_ringbuf_submit(r, wakeup_flags(true));
+	} else {
+		count_lost(LOST_RINGBUF_PROC);
+	}
+}
+
+/* Starts a launch for the current task; 0 when a map is full. */
+static __always_inline u64 start_launch(u32 tid, u32 tgid, u64 exe_ino, u32 exe_dev, u32 lflags)
+{
+	u32 zero = 0;
+	u64 *seq = bpf_map_lookup_elem(&launch_seq, &zero);
+	if (!seq)
+		return 0;
+	u64 launch = __sync_fetch_and_add(seq, 1) + 1;
+	struct launch_val lv = {
+		.exe_ino = exe_ino, .exe_dev = exe_dev, .root_tgid = tgid, .live = 1, .flags = lflags,
+	};
+	if (bpf_map_update_elem(&launches, &launch, &lv, BPF_NOEXIST)) {
+		count_lost(LOST_LAUNCHES_FULL);
+		return 0;
+	}
+	struct task_val tv = { .launch = launch };
+	if (bpf_map_update_elem(&tasks, &tid, &tv, BPF_ANY)) {
+		bpf_map_delete_elem(&launches, &launch);
+		count_lost(LOST_TASKS_FULL);
+		return 0;
+	}
+	return launch;
+}
+
+/* sys_enter_execve(at) of a task not followed yet: if its exec would start a launch under the
+ * follow policy, start a provisional one now, so that what exec itself reads is attributed. A
+ * failed exec keeps it for the task's next attempt (PATH search). */
+static __always_inline void exec_enter(void)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id;
+	if (current_launch(tid))
+		return;
+	struct config *cfg = get_config();
+	if (!cfg)
+		return;
+	if (cfg->follow_mode == FOLLOW_CHILDREN_OF) {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		if (BPF_CORE_READ(task, real_parent, tgid) != cfg->trigger_tgid)
+			return;
+	}
+	start_launch(tid, id >> 32, 0, 0, LAUNCH_PROVISIONAL);
+}
+
+SEC("tp_btf/sched_process_exec")
+int handle_exec(u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	u32 old_tid = (u32)ctx[1];
+	struct linux_binprm *bprm = (struct linux_binprm *)ctx[2];
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id;
+	u32 flags = 0;
+	struct launch_val *provisional = NULL;
+
+	struct config *cfg = get_config();
+	if (!cfg)
+		return 0;
+
+	u64 launch = current_launch(tid);
+	if (!launch && old_tid != tid) {
+		/* A non-leader thread exec'd and took over the leader's id. */
+		launch = current_launch(old_tid);
+		if (launch) {
+			struct task_val tv = { .launch = launch };
+			bpf_map_delete_elem(&tasks, &old_tid);
+			if (bpf_map_update_elem(&tasks, &tid, &tv, BPF_ANY)) {
+				count_lost(LOST_TASKS_FULL);
+				return 0;
+			}
+		}
+	}
+
+	if (launch) {
+		struct launch_val *cur = bpf_map_lookup_elem(&launches, &launch);
+		if (cur && (cur->flags & LAUNCH_PROVISIONAL))
+			provisional = cur;
+	}
+
+	struct exe_key exe = {};
+	exe.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino);
+	exe.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev);
+	u32 parent_tgid = BPF_CORE_READ(task, real_parent, tgid);
+
+	if (provisional) {
+		if (bpf_map_lookup_elem(&not_follow, &exe)) {
+			/* Not to be followed after all: forget it; user space drops the launch, which
+			 * ends without an exec record. */
+			bpf_map_delete_elem(&tasks, &tid);
+			end_launch(launch);
+			return 0;
+		}
+		provisional->exe_ino = exe.ino;
+		provisional->exe_dev = exe.dev;
+		provisional->flags = 0;
+		flags |= EXEC_NEW_LAUNCH;
+	} else if (!launch) {
+		if (cfg->follow_mode == FOLLOW_CHILDREN_OF && parent_tgid != cfg->trigger_tgid)
+			return 0;
+		if (bpf_map_lookup_elem(&not_follow, &exe))
+			return 0;
+		launch = start_launch(tid, id >> 32, exe.ino, exe.dev, 0);
+		if (!launch)
+			return 0;
+		flags |= EXEC_NEW_LAUNCH;
+	}
+
+	u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	struct rec_exec *r = &s->exec;
+	r->exe_ino = exe.ino;
+	r->exe_dev = exe.dev;
+	r->old_tid = old_tid;
+	r->parent_tgid = parent_tgid;
+	r->flags = flags;
+	r->pad = 0;
+	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	const char *fname = BPF_CORE_READ(bprm, filename);
+	long n = bpf_probe_read_kernel_str(r->filename, MAX_PATH, fname);
+	if (n < 1)
+		n = 1, r->filename[0] = 0;
+	r->filename_len = n - 1;
+	u64 size = (EXEC_HDR_SIZE + n + 7) & ~7ULL;
+	if (size > sizeof(*r))
+		size = sizeof(*r);
+	fill_hdr(&r->h, REC_EXEC, size, launch);
+	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(true)))
+		count_lost(LOST_RINGBUF_PROC);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int handle_fork(u64 *ctx)
+{
+	struct task_struct *child = (struct task_struct *)ctx[1];
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u64 launch = current_launch(tid);
+	if (!launch)
+		return 0;
+	u32 child_tid = BPF_CORE_READ(child, pid);
+	u32 child_tgid = BPF_CORE_READ(child, tgid);
+	struct task_val tv = { .launch = launch };
+	if (bpf_map_update_elem(&tasks, &child_tid, &tv, BPF_ANY)) {
+		count_lost(LOST_TASKS_FULL);
+		return 0;
+	}
+	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
+	if (lv)
+		__sync_fetch_and_add(&lv->live, 1);
+	if (child_tid != child_tgid)
+		return 0; /* a thread: followed, not reported */
+	struct rec_fork *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost(LOST_RINGBUF_PROC);
+		return 0;
+	}
+	fill_hdr(&r->h, REC_FORK, sizeof(*r), launch);
+	r->child_tid = child_tid;
+	r->child_tgid = child_tgid;
+	bpf_ringbuf_submit(r, wakeup_flags(false));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int handle_exit(u64 *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx[0];
+	bool group_dead = (bool)ctx[1];
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t)
+		return 0;
+	u64 launch = t->launch;
+	bpf_map_delete_elem(&tasks, &tid);
+	bpf_map_delete_elem(&pending, &tid);
+	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
+	if (!lv)
+		return 0; /* stopped by user space: nothing more to say */
+	bool last = __sync_fetch_and_add(&lv->live, -1) <= 1;
+	if (group_dead) {
+		struct rec_exit *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (r) {
+			fill_hdr(&r->h, REC_EXIT, sizeof(*r), launch);
+			r->exit_code = BPF_CORE_READ(task, exit_code);
+			r->pad = 0;
+			bpf_ringbuf_submit(r, wakeup_flags(false));
+		} else {
+			count_lost(LOST_RINGBUF_PROC);
+		}
+	}
+	if (last)
+		end_launch(launch);
+	return 0;
+}
+
+/* ---------------- page events (classic tracepoints) ---------------- */
+
+static __always_inline void emit_pages(u64 launch, u64 ino, u32 dev, u64 chunk, u64 bits, u32 source)
+{
+	struct rec_pages *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost(LOST_RINGBUF_PAGES);
+		return;
+	}
+	fill_hdr(&r->h, REC_PAGES, sizeof(*r), launch);
+	r->ino = ino;
+	r->chunk = chunk;
+	r->bits = bits;
+	r->dev = dev;
+	r->source = source;
+	bpf_ringbuf_submit(r, wakeup_flags(false));
+}
+
+/* Marks pages first..=last of (dev, ino) seen by the launch and reports those new to it. */
+static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first, u64 last, u32 source)
+{
+	if (last < first)
+		return;
+	struct seen_key key = { .launch = launch, .ino = ino, .dev = dev };
+	u64 c0 = first >> CHUNK_SHIFT, c1 = last >> CHUNK_SHIFT;
+	if (c1 - c0 >= MAX_CHUNKS_PER_EVENT) {
+		count_lost(LOST_RANGE_CLIPPED);
+		c1 = c0 + MAX_CHUNKS_PER_EVENT - 1;
+	}
+	for (int i = 0; i < MAX_CHUNKS_PER_EVENT; i++) {
+		u64 c = c0 + i;
+		if (c > c1)
+			break;
+		u64 lo = c == c0 ? (first & 63) : 0;
+		u64 hi = c == (last >> CHUNK_SHIFT) ? (last & 63) : 63;
+		u64 mask = (hi == 63 ? ~0ULL : ((1ULL << (hi + 1)) - 1)) & ~((1ULL << lo) - 1);
+		key.chunk = c;
+		struct seen_val *v = bpf_map_lookup_elem(&seen, &key);
+		if (!v) {
+			struct seen_val zero = {};
+			bpf_map_update_elem(&seen, &key, &zero, BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&seen, &key);
+		}
+		u64 fresh;
+		if (!v) {
+			count_lost(LOST_SEEN_FULL);
+			fresh = mask;
+		} else if (source == SRC_INSERTION) {
+			fresh = mask & ~__sync_fetch_and_or(&v->inserted, mask);
+		} else {
+			fresh = mask & ~__sync_fetch_and_or(&v->accessed, mask);
+		}
+		if (fresh)
+			emit_pages(launch, ino, dev, c, fresh, source);
+	}
+}
+
+SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
+int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
+	if (!launch)
+		return 0;
+	u64 index = ctx->index;
+	u32 order = ctx->order;
+	if (order > 20)
+		order = 20;
+	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index + (1ULL << order) - 1, SRC_INSERTION);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_get_pages")
+int handle_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
+	if (!launch)
+		return 0;
+	record_pages(launch, ctx->i_ino, ctx->s_dev, ctx->index, ctx->last_index, SRC_GET_PAGES);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_map_pages")
+int handle_map_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
+	if (!launch)
+		return 0;
+	record_pages(launch, ctx->i_ino, ctx->s_dev, ctx->index, ctx->last_index, SRC_MAP_PAGES);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_fault")
+int handle_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+{
+	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
+	if (!launch)
+		return 0;
+	u64 index = ctx->index;
+	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index, SRC_FAULT);
+	return 0;
+}
+
+SEC("tracepoint/ext4/ext4_load_inode")
+int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
+{
+	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
+	if (!launch)
+		return 0;
+	struct seen_key key = { .launch = launch, .ino = ctx->ino, .dev = ctx->dev, .chunk = ~0ULL };
+	struct seen_val one = { .inserted = 1 };
+	if (bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST))
+		return 0; /* already reported for this launch (or map error: skip, it is a hint) */
+	struct rec_inode_load *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r) {
+		count_lost(LOST_RINGBUF_PAGES);
+		return 0;
+	}
+	fill_hdr(&r->h, REC_INODE_LOAD, sizeof(*r), launch);
+	r->ino = key.ino;
+	r->dev = key.dev;
+	r->pad = 0;
+	bpf_ringbuf_submit(r, wakeup_flags(false));
+	return 0;
+}
+
+/* ---------------- path lookups (syscall tracepoints) ---------------- */
+
+static __always_inline int lookup_enter(u32 sys, u64 path_ptr, s32 dirfd, u32 flags)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u64 launch = current_launch(tid);
+	if (!launch)
+		return 0;
+	struct config *cfg = get_config();
+	if (!cfg || !cfg->record_lookups || (!path_ptr && sys != LK_GETDENTS64))
+		return 0;
+	struct pending_val p = {
+		.launch = launch, .path_ptr = path_ptr, .dirfd = dirfd, .flags = flags, .sys = sys,
+	};
+	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
+		count_lost(LOST_PENDING_FULL);
+	return 0;
+}
+
+/* FNV-1a over the first HASH_BYTES of the path (the dedup key; collisions only merge records). */
+static __always_inline u64 path_hash(const char *path, u32 len)
+{
+	u64 h = 0xcbf29ce484222325ULL;
+	for (u32 i = 0; i < HASH_BYTES; i++) {
+		if (i >= len)
+			break;
+		h ^= (u8)path[i & (MAX_PATH - 1)];
+		h *= 0x100000001b3ULL;
+	}
+	return h ^ len;
+}
+
+static __always_inline int lookup_exit(s64 ret)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct pending_val *pp = bpf_map_lookup_elem(&pending, &tid);
+	if (!pp)
+		return 0;
+	struct pending_val p = *pp;
+	bpf_map_delete_elem(&pending, &tid);
+	if (!bpf_map_lookup_elem(&launches, &p.launch))
+		return 0;
+
+	u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	struct rec_lookup *r = &s->lookup;
+	long n;
+	u32 len;
+	u64 hash;
+	if (p.sys == LK_GETDENTS64) {
+		/* A listing: no path; user space names the fd from the open that returned it. */
+		r->path[0] = 0;
+		n = 1;
+		len = 0;
+		hash = ((u64)(bpf_get_current_pid_tgid() >> 32) << 32) | (u32)p.dirfd;
+		goto dedup;
+	}
+	/* The kernel has copied the string during the syscall, so its page is resident now; after a
+	 * successful execve the old memory is gone and the read fails (the exec record has it). */
+	n = bpf_probe_read_user_str(r->path, MAX_PATH, (const char *)p.path_ptr);
+	if (n < 1) {
+		if (!((p.sys == LK_EXECVE || p.sys == LK_EXECVEAT) && ret == 0))
+			count_lost(LOST_PATH_FAULT);
+		return 0;
+	}
+	len = n - 1;
+	if (len == 0 && (p.flags & AT_EMPTY_PATH))
+		return 0; /* fstat-style call on a descriptor: no lookup */
+	hash = path_hash(r->path, len);
+dedup:;
+
+	struct config *cfg = get_config();
+	if (cfg && cfg->dedup_lookups) {
+		struct lookup_key k = {
+			.launch = p.launch, .hash = hash, .sys = p.sys,
+			.result = ret < 0 ? (s32)ret : 0,
+		};
+		u8 one = 1;
+		long err = bpf_map_update_elem(&lookup_seen, &k, &one, BPF_NOEXIST);
+		if (err == -17 /* EEXIST */)
+			return 0;
+		if (err)
+			count_lost(LOST_LOOKUP_SEEN_FULL);
+	}
+
+	r->ret = ret;
+	r->sys = p.sys;
+	r->dirfd = p.dirfd;
+	r->flags = p.flags;
+	r->path_len = len;
+	u64 size = (LOOKUP_HDR_SIZE + n + 7) & ~7ULL;
+	if (size > sizeof(*r))
+		size = sizeof(*r);
+	fill_hdr(&r->h, REC_LOOKUP, size, p.launch);
+	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(false)))
+		count_lost(LOST_RINGBUF_LOOKUP);
+	return 0;
+}
+
+#define AT_FDCWD -100
+
+/* ENTER(name, sys, path arg index, dirfd arg index or -1, flags arg index or -1) */
+#define ENTER(name, sys, pi, di, fi)                                                         \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                          \
+	int enter_##name(struct syscall_enter_ctx *ctx)                                      \
+	{                                                                                    \
+		return lookup_enter(sys, ctx->args[pi], (di) < 0 ? AT_FDCWD : (s32)ctx->args[(di) < 0 ? 0 : (di)], \
+				    (fi) < 0 ? 0 : (u32)ctx->args[(fi) < 0 ? 0 : (fi)]);          \
+	}                                                                                    \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                           \
+	int exit_##name(struct syscall_exit_ctx *ctx)                                        \
+	{                                                                                    \
+		return lookup_exit(ctx->ret);                                                \
+	}
+
+ENTER(open, LK_OPEN, 0, -1, 1)
+ENTER(openat, LK_OPENAT, 1, 0, 2)
+ENTER(openat2, LK_OPENAT2, 1, 0, -1)
+ENTER(creat, LK_CREAT, 0, -1, -1)
+ENTER(newstat, LK_STAT, 0, -1, -1)
+ENTER(newlstat, LK_LSTAT, 0, -1, -1)
+ENTER(newfstatat, LK_NEWFSTATAT, 1, 0, 3)
+ENTER(statx, LK_STATX, 1, 0, 2)
+ENTER(access, LK_ACCESS, 0, -1, -1)
+ENTER(faccessat, LK_FACCESSAT, 1, 0, -1)
+ENTER(faccessat2, LK_FACCESSAT2, 1, 0, 3)
+ENTER(readlink, LK_READLINK, 0, -1, -1)
+ENTER(readlinkat, LK_READLINKAT, 1, 0, -1)
+SEC("tracepoint/syscalls/sys_enter_execve")
+int enter_execve(struct syscall_enter_ctx *ctx)
+{
+	exec_enter();
+	return lookup_enter(LK_EXECVE, ctx->args[0], AT_FDCWD, 0);
+}
+SEC("tracepoint/syscalls/sys_exit_execve")
+int exit_execve(struct syscall_exit_ctx *ctx)
+{
+	return lookup_exit(ctx->ret);
+}
+SEC("tracepoint/syscalls/sys_enter_execveat")
+int enter_execveat(struct syscall_enter_ctx *ctx)
+{
+	exec_enter();
+	return lookup_enter(LK_EXECVEAT, ctx->args[1], (s32)ctx->args[0], (u32)ctx->args[4]);
+}
+SEC("tracepoint/syscalls/sys_exit_execveat")
+int exit_execveat(struct syscall_exit_ctx *ctx)
+{
+	return lookup_exit(ctx->ret);
+}
+ENTER(chdir, LK_CHDIR, 0, -1, -1)
+ENTER(statfs, LK_STATFS, 0, -1, -1)
+ENTER(getdents64, LK_GETDENTS64, 1, 0, -1) /* path index 1 is the buffer: unused */

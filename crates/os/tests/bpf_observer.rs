@@ -1,0 +1,294 @@
+//! The eBPF observer's integration tests: load the real programs (root, kernel with BTF and the 6.11+ filemap access
+//! tracepoints), run children and check what the kernel reported. They skip (pass with a note)
+//! when not root, so that an unprivileged `cargo test` still runs the unit tests.
+//!
+//! The child is this test binary re-executed with `AUGUR_BPF_CHILD` set (test `child_helper`),
+//! so its syscalls are known exactly.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use augur_core::model::profile::InodeKey as Inode;
+use augur_os::sense::bpf::record::chunk_ranges;
+use augur_os::sense::bpf::{BpfObserver, FollowPolicy, LaunchId, LookupSyscall, ObservedEvent, ObserverOptions};
+use augur_os::sense::event::PageEventKind as PageSource;
+
+/// Page indexes of a chunk bitmap.
+fn chunk_pages(chunk: u64, bits: u64) -> impl Iterator<Item = u64> {
+    chunk_ranges(chunk, bits).flat_map(|r| r.start..r.end())
+}
+
+/// The pages reported per file, exactly (the kernel's dedup may repeat after LRU evictions).
+#[derive(Default)]
+struct PageSet(BTreeSet<(Inode, u64)>);
+
+impl PageSet {
+    fn insert(&mut self, inode: Inode, chunk: u64, bits: u64) {
+        self.0.extend(chunk_pages(chunk, bits).map(|p| (inode, p)));
+    }
+    fn pages(&self, inode: Inode) -> Vec<u64> {
+        self.0.iter().filter(|(i, _)| *i == inode).map(|(_, p)| *p).collect()
+    }
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+const CHILD_ENV: &str = "AUGUR_BPF_CHILD";
+const PAGE: u64 = 4096;
+/// Pages the child reads, in this order (page 3 twice: the second read must not be reported).
+const READ_PAGES: [u64; 4] = [3, 4, 40, 3];
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A 64-page file on /var/tmp (ext4 here, not tmpfs: tmpfs has no filemap events), written,
+/// synced and dropped from the page cache so the child's reads are cold.
+fn cold_file(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let mut f = File::create(&path).unwrap();
+    let block: Vec<u8> = (0..PAGE).map(|i| (i % 251) as u8).collect();
+    for _ in 0..64 {
+        f.write_all(&block).unwrap();
+    }
+    f.sync_all().unwrap();
+    // SAFETY: the descriptor is open for the duration of the call.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    path
+}
+
+fn test_dir(tag: &str) -> PathBuf {
+    let d = PathBuf::from(format!("/var/tmp/augur-os-bpf-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn inode_of(p: &Path) -> Inode {
+    let m = std::fs::metadata(p).unwrap();
+    Inode { dev: m.dev(), ino: m.ino() }
+}
+
+fn open_observer() -> BpfObserver {
+    BpfObserver::open(ObserverOptions { follow: FollowPolicy::ChildrenOf(std::process::id()), ..ObserverOptions::default() })
+        .expect("loading the BPF programs")
+}
+
+/// Polls until `done` says so (or 20 s pass), keeping every record.
+fn collect(obs: &mut BpfObserver, mut done: impl FnMut(&[ObservedEvent]) -> bool) -> Vec<ObservedEvent> {
+    let mut all = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(20) {
+        obs.wait(Duration::from_millis(50));
+        while obs.poll(|e| all.push(e)).unwrap() > 0 {}
+        if done(&all) {
+            return all;
+        }
+    }
+    panic!("timed out; got {} records", all.len());
+}
+
+/// The launch the exec of process `pid` started.
+fn launch_of(events: &[ObservedEvent], pid: u32) -> Option<LaunchId> {
+    events.iter().find_map(|e| match e {
+        ObservedEvent::Exec { task, new_launch: true, .. } if task.tgid == pid => Some(task.launch),
+        _ => None,
+    })
+}
+
+fn ended(events: &[ObservedEvent], launch: LaunchId) -> bool {
+    events.iter().any(|e| matches!(e, ObservedEvent::LaunchEnd { launch: l, .. } if *l == launch))
+}
+
+/// Not a test of its own: the child process of `reports_exact_pages_and_failed_lookup`.
+#[test]
+fn child_helper() {
+    let Ok(path) = std::env::var(CHILD_ENV) else { return };
+    let missing = format!("{path}.does-not-exist");
+    assert!(std::fs::metadata(&missing).is_err());
+    let f = File::open(&path).unwrap();
+    // SAFETY: the descriptor is open for the duration of the call.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let mut buf = vec![0u8; PAGE as usize];
+    for p in READ_PAGES {
+        f.read_exact_at(&mut buf, p * PAGE).unwrap();
+    }
+}
+
+#[test]
+fn reports_exact_pages_and_failed_lookup() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("pages");
+    let data = cold_file(&dir, "data");
+    let file = inode_of(&data);
+    let mut obs = open_observer();
+    assert!(obs.attached().access, "the 6.11+ access tracepoints did not attach");
+
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(&exe)
+        .args(["--exact", "child_helper", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &data)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
+    assert!(child.wait().unwrap().success());
+    let launch = launch_of(&events, pid).unwrap();
+    let mine: Vec<&ObservedEvent> = events.iter().filter(|e| e.launch() == launch).collect();
+
+    // The exec record names the test binary and starts the launch.
+    let exec = mine.iter().find(|e| matches!(e, ObservedEvent::Exec { .. })).unwrap();
+    let ObservedEvent::Exec { exe: exe_inode, parent_tgid, .. } = exec else { unreachable!() };
+    assert_eq!(*exe_inode, inode_of(&exe));
+    assert_eq!(*parent_tgid, std::process::id());
+
+    // Exactly the pages read, each reported once as accessed and once as inserted (cold).
+    let (mut accessed, mut inserted) = (PageSet::default(), PageSet::default());
+    let mut access_records = 0;
+    for e in &mine {
+        if let ObservedEvent::Pages { inode, source, chunk, bits, .. } = e {
+            if *inode != file {
+                continue;
+            }
+            if source.is_access() {
+                assert_eq!(*source, PageSource::GetPages);
+                access_records += chunk_pages(*chunk, *bits).count();
+                accessed.insert(*inode, *chunk, *bits);
+            } else {
+                inserted.insert(*inode, *chunk, *bits);
+            }
+        }
+    }
+    assert_eq!(accessed.pages(file), vec![3, 4, 40]);
+    assert_eq!(access_records, 3, "page 3 was read twice but must be reported once");
+    assert_eq!(inserted.pages(file), vec![3, 4, 40], "the file was cold: each read page came from disk");
+
+    // Failed lookups: the child's own, and ld.so's first one (its first path syscall after exec).
+    let failed: BTreeSet<(PathBuf, i64)> = mine
+        .iter()
+        .filter_map(|e| match e {
+            ObservedEvent::Lookup { path, ret, .. } if *ret < 0 => Some((path.clone(), *ret)),
+            _ => None,
+        })
+        .collect();
+    let missing = PathBuf::from(format!("{}.does-not-exist", data.display()));
+    assert!(failed.contains(&(missing, -(libc::ENOENT as i64))), "failed lookups: {failed:?}");
+    if !Path::new("/etc/ld.so.preload").exists() {
+        let first = mine.iter().find_map(|e| match e {
+            ObservedEvent::Lookup { path, ret, syscall, .. } if *syscall != LookupSyscall::Execve => Some((path.clone(), *ret)),
+            _ => None,
+        });
+        assert_eq!(first, Some((PathBuf::from("/etc/ld.so.preload"), -(libc::ENOENT as i64))));
+    }
+    let ok_open = mine.iter().any(|e| matches!(e, ObservedEvent::Lookup { path, ret, .. } if *path == data && *ret >= 0));
+    assert!(ok_open, "the successful open of the data file is reported");
+
+    let lost = obs.stats().unwrap();
+    assert_eq!(lost.lost(), 0, "{lost:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn forks_are_followed_and_stop_following_stops() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("stop");
+    let (a, b) = (cold_file(&dir, "a"), cold_file(&dir, "b"));
+    let (ia, ib) = (inode_of(&a), inode_of(&b));
+    let mut obs = open_observer();
+    let script = format!("cat {} >/dev/null; read x; cat {} >/dev/null", a.display(), b.display());
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let saw = |ev: &[ObservedEvent], f: Inode| ev.iter().any(|e| matches!(e, ObservedEvent::Pages { inode, .. } if *inode == f));
+    // The forked cat (a grandchild of this process) is in the shell's launch.
+    let events = collect(&mut obs, |ev| {
+        launch_of(ev, pid).is_some() && saw(ev, ia) && ev.iter().any(|e| matches!(e, ObservedEvent::Exit { .. }))
+    });
+    let launch = launch_of(&events, pid).unwrap();
+    let cat_exec = events.iter().any(|e| matches!(e, ObservedEvent::Exec { task, new_launch: false, filename, .. } if task.launch == launch && filename.ends_with("cat")));
+    assert!(cat_exec, "the shell's child exec'd cat inside the launch");
+    assert!(events.iter().any(|e| matches!(e, ObservedEvent::Fork { task, .. } if task.launch == launch && task.tgid == pid)));
+
+    assert!(obs.stop_following(launch).unwrap());
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(200));
+    let mut after = Vec::new();
+    while obs.poll(|e| after.push(e)).unwrap() > 0 {}
+    assert!(!saw(&after, ib), "b was read after the launch was stopped: {after:?}");
+    assert!(!after.iter().any(|e| e.launch() == launch && matches!(e, ObservedEvent::Exec { .. })));
+    assert!(!obs.stop_following(launch).unwrap(), "already stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn not_followed_executables_start_no_launch() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let mut obs = open_observer();
+    let true_bin = std::fs::canonicalize("/bin/true").unwrap();
+    let t = inode_of(&true_bin);
+    obs.set_not_followed(t.dev, t.ino, true).unwrap();
+    let excluded = Command::new(&true_bin).spawn().unwrap();
+    let excluded_pid = excluded.id();
+    let mut excluded = excluded;
+    assert!(excluded.wait().unwrap().success());
+    // A followed child afterwards is the barrier: once its launch ended, the excluded one is
+    // in the ring buffer if it was ever there.
+    let mut other = Command::new("/bin/sh").args(["-c", "exit 0"]).spawn().unwrap();
+    let other_pid = other.id();
+    assert!(other.wait().unwrap().success());
+    let events = collect(&mut obs, |ev| launch_of(ev, other_pid).is_some_and(|l| ended(ev, l)));
+    assert_eq!(launch_of(&events, excluded_pid), None, "an excluded exec started a launch");
+    assert!(!events.iter().any(|e| matches!(e, ObservedEvent::Exec { task, .. } if task.tgid == excluded_pid)));
+    obs.set_not_followed(t.dev, t.ino, false).unwrap();
+}
+
+#[test]
+fn reading_a_file_twice_reports_its_pages_once() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("twice");
+    let a = cold_file(&dir, "a");
+    let ia = inode_of(&a);
+    let mut obs = open_observer();
+    let script = format!("cat {0} >/dev/null; cat {0} >/dev/null; cat {0} >/dev/null", a.display());
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
+    let launch = launch_of(&events, pid).unwrap();
+    let mut access_bits = 0;
+    let mut set = PageSet::default();
+    for e in &events {
+        if let ObservedEvent::Pages { task, inode, source, chunk, bits } = e {
+            if task.launch == launch && *inode == ia && source.is_access() {
+                access_bits += bits.count_ones();
+                set.insert(*inode, *chunk, *bits);
+            }
+        }
+    }
+    // cat reads 128 KiB at a time: get_pages covers the whole request (32 pages), past EOF too.
+    assert!(set.pages(ia).starts_with(&(0..64).collect::<Vec<_>>()), "{:?}", set.pages(ia));
+    assert_eq!(u64::from(access_bits), set.len(), "a page was reported twice");
+    let _ = std::fs::remove_dir_all(&dir);
+}
