@@ -11,8 +11,10 @@
 //! (no PSI, an old kernel, injected sources) the fetch worker reads the pressure file between
 //! chunks instead, every [`PRESSURE_POLL`].
 //!
-//! It owns the wiring only: prediction is `model::predict`, the choice `plan`, the loading
-//! `fetch`. The predictor observes each launch and the exit of the same instance (the root
+//! It owns the wiring only: prediction is `model::predict`; the round's decision (pressure stop,
+//! budget, the at most 32 likeliest candidates, the plan) is `augur_core::plan::round`, the very
+//! function the simulator runs, fed here with /proc/meminfo, /proc/pressure/memory and the learned
+//! profiles from the state; the loading is `fetch`. The predictor observes each launch and the exit of the same instance (the root
 //! process's pid, see [`augur_engine::running`]), so preload's running-state chain sees real pairs.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,15 +26,14 @@ use crate::error::{Error, Result};
 use augur_core::model::predict::{self, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
-use augur_core::plan::{AppFootprint, BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot, PlannerConfig, RangeUse, plan};
+use augur_core::plan::{
+    AppFootprint, LearnedFootprint, MemoryPressure, MemorySnapshot, PlanningRound, RangeUse, RoundConfig, RoundOutcome, RoundPlan,
+};
 use augur_engine::config::Config;
 use augur_os::fetch::IoPriority;
 use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
 use augur_os::fetch::request::FetchPlan;
 use augur_os::loop_io::{self, PressureTrigger};
-
-/// Applications considered per round at most (the likeliest), to bound state reads.
-const MAX_CANDIDATES: usize = 32;
 
 /// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
 /// 10 s; later rounds then go by it).
@@ -433,46 +434,48 @@ impl PlanStep for PredictionStep {
         }
         self.owed_in_ms = None;
         self.last_round_ms = Some(ctx.now_ms);
-        let pressure = self.sources.pressure();
-        if pressure.is_some_and(|p| p.some_avg10 >= cfg.pressure_stop_percent) {
-            self.stop_fetching();
-            tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
-            // avg10 falls within about ten seconds of the stalls ending: look again then.
-            self.owed_in_ms = Some(PRESSURE_HOLD_MS);
-            return Ok(());
-        }
-        let budget = if cfg.budget_bytes > 0 {
-            MemoryBudget::of(cfg.budget_bytes)
-        } else {
-            let Some(mem) = self.sources.memory() else {
-                tracing::warn!("cannot read /proc/meminfo: no prediction budget");
-                return Ok(());
-            };
-            let bc = BudgetConfig {
-                available_fraction: cfg.budget_available_fraction,
-                cap_bytes: None,
-                pressure_low: cfg.pressure_stop_percent / 10.0,
-                pressure_high: cfg.pressure_stop_percent,
-            };
-            MemoryBudget::compute(&mem, pressure, &bc)
+        let round_config = RoundConfig {
+            budget_bytes: cfg.budget_bytes,
+            budget_available_fraction: cfg.budget_available_fraction,
+            pressure_stop_percent: cfg.pressure_stop_percent,
+            ..RoundConfig::default()
         };
-        let mut probs = self.predictor.predict(now);
-        probs.retain(|p| p.probability > 0.0);
-        probs.sort_by(|a, b| b.probability.total_cmp(&a.probability).then_with(|| a.app.cmp(&b.app)));
-        probs.truncate(MAX_CANDIDATES);
+        let round = PlanningRound {
+            config: &round_config,
+            memory: self.sources.memory(),
+            pressure: self.sources.pressure(),
+            default_page_size: augur_os::fetch::page_size(),
+        };
         let settings = ctx.config.learn_settings();
         let mut profiles = BTreeMap::new();
-        for p in &probs {
-            if let Some(model) = ctx.state.load_app(&p.app)? {
+        let predictor = &mut self.predictor;
+        let outcome = round.run(
+            || predictor.predict(now),
+            |app| -> Result<Option<LearnedFootprint>> {
+                let Some(model) = ctx.state.load_app(app)? else { return Ok(None) };
                 let profile = model.replay_profile(&settings);
-                if !profile.files.is_empty() {
-                    profiles.insert(p.app.clone(), profile);
+                if profile.files.is_empty() {
+                    return Ok(None);
                 }
+                let learned = LearnedFootprint { footprint: footprint_of(app, &profile), page_size: profile.page_size };
+                profiles.insert(app.to_string(), profile);
+                Ok(Some(learned))
+            },
+        )?;
+        let RoundPlan { budget, candidates: probs, plan: planned, .. } = match outcome {
+            RoundOutcome::Planned(p) => p,
+            RoundOutcome::PressureStop => {
+                self.stop_fetching();
+                tracing::info!("memory pressure at or above {} %: prefetching stopped", cfg.pressure_stop_percent);
+                // avg10 falls within about ten seconds of the stalls ending: look again then.
+                self.owed_in_ms = Some(PRESSURE_HOLD_MS);
+                return Ok(());
             }
-        }
-        let footprints: Vec<AppFootprint> = profiles.iter().map(|(app, prof)| footprint_of(app, prof)).collect();
-        let page_size = profiles.values().next().map_or(augur_os::fetch::page_size(), |p| p.page_size);
-        let planned = plan(&probs, &footprints, budget, &PlannerConfig { page_size, ..PlannerConfig::default() });
+            RoundOutcome::NoMemoryFigures => {
+                tracing::warn!("cannot read /proc/meminfo: no prediction budget");
+                return Ok(());
+            }
+        };
         let fetch = fetch_plans_of(&planned, &profiles, augur_os::fetch::page_size());
         if self.last != Some((budget.bytes, planned.bytes)) {
             let page = augur_os::fetch::page_size();
@@ -519,6 +522,7 @@ mod tests {
     use augur_core::model::predict::AppProbability;
     use augur_core::model::profile::{FileIdentity, FileProfile, TraceMode, Unresolved};
     use augur_core::model::range::PageRange;
+    use augur_core::plan::{MemoryBudget, PlannerConfig, plan};
 
     /// (path, [(first page, pages, first use µs)])
     type Files<'a> = &'a [(&'a str, &'a [(u64, u64, u64)])];

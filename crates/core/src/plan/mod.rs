@@ -1,10 +1,13 @@
 //! What augur decides: given predicted launch probabilities, learned profiles and a memory budget,
-//! which page ranges to keep resident and in what order to fetch them.
+//! which page ranges to keep resident and in what order to fetch them; `round` is the whole
+//! decision of one planning round, shared by the daemon and the simulator.
 //!
 //! Pure: no system calls; the budget's inputs (MemAvailable, pressure) are passed in by the daemon.
 
 pub mod budget;
 pub mod planner;
+pub mod round;
 
 pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
 pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, RangeUse, ResidentPages, plan};
+pub use round::{LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig, RoundOutcome, RoundPlan};

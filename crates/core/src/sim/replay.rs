@@ -4,9 +4,14 @@
 //!
 //! Owns the replay loop (re-plan at every launch and exit and every cycle; fetch the plan's
 //! missing blocks in fetch order at a fixed disk rate) and the report. It does not predict or
-//! plan itself; `docs/predictors.md` describes the model and its simplifications. Pure.
+//! plan itself: each re-plan runs the daemon's own planning round ([`PlanningRound::run`]: the
+//! candidates above zero, likeliest first, at most 32, the planner over their footprints) with
+//! the simulated budget as a fixed one and the footprints in 256 KiB blocks. What it models
+//! differently from the daemon — when rounds run, how fetching proceeds, residency, no memory
+//! pressure — is listed in `docs/predictors.md` ("Simulator"). Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::convert::Infallible;
 
 use serde::Serialize;
 
@@ -17,7 +22,9 @@ use crate::model::predict::{
 };
 use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};
-use crate::plan::{AppFootprint, MemoryBudget, PlannerConfig, RangeUse, plan};
+use crate::plan::{
+    AppFootprint, LearnedFootprint, MemoryBudget, Plan, PlanningRound, RangeUse, RoundConfig, RoundOutcome, RoundPlan,
+};
 
 /// Pages per simulated block: residency is tracked in runs of this many pages.
 pub const BLOCK_PAGES: u64 = 64;
@@ -229,10 +236,25 @@ pub fn default_budget(trace: &UsageTrace) -> u64 {
 
 /// Replays `trace` with one predictor.
 pub fn simulate(trace: &UsageTrace, scenario: &str, name: &str, which: SimPredictor, config: &SimConfig) -> SimResult {
+    replay(trace, scenario, name, which, config, &mut |_, _| {})
+}
+
+/// [`simulate`], telling `on_round` each round's decision (trace time in ms) before acting on it.
+fn replay(
+    trace: &UsageTrace,
+    scenario: &str,
+    name: &str,
+    which: SimPredictor,
+    config: &SimConfig,
+    on_round: &mut dyn FnMut(u64, &RoundPlan),
+) -> SimResult {
     let table = BlockTable::build(trace);
     let budget = config.budget.unwrap_or(table.total_bytes / 2);
     let block_unit = BLOCK_PAGES * trace.header.page_size;
-    let planner = PlannerConfig { page_size: block_unit, seek_cost_bytes: config.seek_cost_bytes, min_probability: 0.0 };
+    // The daemon's round with `[predict] budget_bytes` set to the simulated cache's budget; the
+    // footprints are in blocks, so the planner's page is a block.
+    let round_config = RoundConfig { budget_bytes: budget, seek_cost_bytes: config.seek_cost_bytes, ..RoundConfig::default() };
+    let round = PlanningRound { config: &round_config, memory: None, pressure: None, default_page_size: block_unit };
     let mut cache = PageCache::new(budget, table.block_bytes.clone());
     let mut predictor = which.build();
     let mut current: BTreeMap<String, usize> = BTreeMap::new();
@@ -334,18 +356,30 @@ pub fn simulate(trace: &UsageTrace, scenario: &str, name: &str, which: SimPredic
         if !forced && last_probs.as_ref() == Some(&probs) {
             continue;
         }
-        let footprints: Vec<AppFootprint> = learned
-            .iter()
-            .filter_map(|app| {
-                let d = current.get(app)?;
-                Some(AppFootprint { app: app.clone(), ranges: table.declarations.get(d)?.1.clone() })
-            })
-            .collect();
-        let planned = plan(&probs, &footprints, MemoryBudget::of(budget), &planner);
+        let footprint = |app: &str| -> Result<Option<LearnedFootprint>, Infallible> {
+            if !learned.contains(app) {
+                return Ok(None);
+            }
+            let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.1.clone());
+            Ok(ranges.map(|ranges| LearnedFootprint {
+                footprint: AppFootprint { app: app.to_string(), ranges },
+                page_size: block_unit,
+            }))
+        };
+        let planned = match round.run(|| probs.clone(), footprint) {
+            Ok(RoundOutcome::Planned(planned)) => planned,
+            // A zero budget reads as "compute it from memory", which the simulator has no
+            // figures for: it plans nothing, as the planner would within a zero budget.
+            Ok(RoundOutcome::NoMemoryFigures | RoundOutcome::PressureStop) => {
+                RoundPlan { budget: MemoryBudget::of(0), candidates: Vec::new(), planned_apps: Vec::new(), plan: Plan::default() }
+            }
+            Err(never) => match never {},
+        };
+        on_round(t, &planned);
         last_probs = Some(probs);
         let mut order: Vec<BlockId> = Vec::new();
         seen.fill(false);
-        for r in &planned.ranges {
+        for r in &planned.plan.ranges {
             for b in blocks_of(r.range, &r.file, &table.index) {
                 if !std::mem::replace(&mut seen[b as usize], true) {
                     order.push(b);
@@ -505,6 +539,67 @@ mod tests {
         }
         let md = SimReport { results: vec![simulate(&t, "ab", "naive", SimPredictor::Naive, &cfg)] }.to_markdown();
         assert!(md.contains("| ab | 96 |"), "{md}");
+    }
+
+    /// The simulator plans with the daemon's round: at its last round (after every launch of the
+    /// trace) it chose exactly what `PlanningRound::run` chooses from the same predictor output
+    /// and footprints. 40 applications, 39 not running with a probability above zero: the round
+    /// takes the 32 likeliest, ties by name (the simulator's former private planning took all 39).
+    #[test]
+    fn each_round_is_the_daemons_round() {
+        let apps: Vec<String> = (0..40).map(|k| format!("app{k:02}")).collect();
+        let mut ev: Vec<UsageEvent> =
+            apps.iter().map(|a| UsageEvent::App { t_ms: 0, app: a.clone(), working_set: WorkingSet::Bytes(1 << 20) }).collect();
+        let (mut t_s, mut inst) = (10, 0);
+        for (k, app) in apps.iter().enumerate() {
+            for _ in 0..=k % 4 {
+                inst += 1;
+                ev.push(launch(t_s, app, inst));
+                ev.push(exit(t_s + 10, app, inst));
+                t_s += 60;
+            }
+        }
+        ev.push(launch(t_s, "app00", inst + 1));
+        let t = trace(ev);
+        let cfg = SimConfig { budget: Some(1 << 30), ..SimConfig::default() };
+        let mut last: Option<(u64, RoundPlan)> = None;
+        replay(&t, "many", "naive", SimPredictor::Naive, &cfg, &mut |at, plan| last = Some((at, plan.clone())));
+        let (at, chosen) = last.unwrap();
+        assert_eq!(at, t_s * 1000, "the last round follows the last launch");
+
+        // The same round, called directly.
+        let mut naive = NaivePredictor::new();
+        for e in &t.events {
+            if let UsageEvent::Activity { t_ms, app, instance, transition } = e {
+                naive.observe(&Observation { at: LocalTime(*t_ms), app, instance: *instance, transition: *transition });
+            }
+        }
+        let table = BlockTable::build(&t);
+        let block = BLOCK_PAGES * 4096;
+        let config = RoundConfig { budget_bytes: 1 << 30, seek_cost_bytes: cfg.seek_cost_bytes, ..RoundConfig::default() };
+        let round = PlanningRound { config: &config, memory: None, pressure: None, default_page_size: block };
+        let expected = round
+            .run(
+                || naive.predict(LocalTime(at)),
+                |app| {
+                    let k = apps.iter().position(|a| a == app).unwrap();
+                    let ranges = table.declarations[&k].1.clone();
+                    Ok::<_, Infallible>(Some(LearnedFootprint {
+                        footprint: AppFootprint { app: app.into(), ranges },
+                        page_size: block,
+                    }))
+                },
+            )
+            .unwrap();
+        assert_eq!(RoundOutcome::Planned(chosen.clone()), expected);
+
+        let planned: Vec<String> = crate::plan::planner::app_order(&chosen.plan);
+        assert_eq!(planned.len(), crate::plan::MAX_CANDIDATES);
+        assert!(!planned.contains(&"app00".to_string()), "app00 is running");
+        // Launched twice: k % 4 == 1; once: k % 4 == 0 — of those, the first two by name make 32.
+        assert!(planned.contains(&"app04".to_string()) && planned.contains(&"app08".to_string()));
+        assert!(!planned.contains(&"app12".to_string()));
+        assert_eq!(&planned[..3], ["app03", "app07", "app11"], "likeliest first, ties by name");
     }
 
     #[test]
