@@ -1,10 +1,11 @@
 //! `augur-bench --suite`: runs a suite file under one or more machine profiles. Per profile:
 //! apply the profile, prove it bites (a cold read's throughput), start the X server when desktop
-//! workloads need one, train the prefetchers (preload and augur watch every workload for
-//! `training_secs`), then, interleaved run by run, time each workload cold, warm, under preload
-//! 0.6.4, under preload-ng, under augur's daemon as installed (and its variants the suite file
-//! asks for: exec-time replay only, prediction); then the usage day and the costs. A prefetcher
-//! that cannot run is said so in the progress and the report, and left out. Writes JSON, Markdown and SVG after each profile, so an interrupted run keeps what it
+//! workloads need one, train the prefetchers (preload, preload-ng and one augur daemon watch
+//! every workload for `training_secs`), then, interleaved run by run, time each workload cold,
+//! warm, under preload 0.6.4, under preload-ng, under augur's daemon as installed (and the
+//! variants the suite file asks for: exec-time replay only, prediction); then the usage day and
+//! the costs. A prefetcher that cannot run is said so in the progress and the report, and left
+//! out. Writes JSON, Markdown and SVG after each profile, so an interrupted run keeps what it
 //! finished. Every guard (balloon, cgroup, daemons, X server) is undone on return, error or
 //! signal.
 //!
@@ -482,8 +483,8 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
     Ok(costs)
 }
 
-/// Idle cost: every available daemon (augur once, with prediction) started after training,
-/// settled, then sampled over `idle_secs`.
+/// Idle cost: every daemon that watched training (augur once, see [`prefetchers::watching`])
+/// started after training, settled, then sampled over `idle_secs`.
 fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
     let kinds = prefetchers::watching(&s.available);
     let mut daemons = Vec::new();
