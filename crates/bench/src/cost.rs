@@ -49,7 +49,8 @@ impl Timed {
     }
 }
 
-/// Runs the I/O-heavy workloads off / augur / preload, interleaved `spec.runs` times.
+/// Runs the I/O-heavy workloads off / augur / preload / preload-ng, interleaved `spec.runs`
+/// times.
 pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowdown>> {
     let tree = ctx.cache_dir.join("cost-tree");
     (ctx.progress)(&format!(
@@ -60,14 +61,13 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
     ensure_tree(&tree, spec.tree_bytes, spec.tree_files)?;
     let build = ctx.cache_dir.join("cost-build");
     ensure_build(&build, spec.build_sources)?;
-    let augur = if ctx.available.contains(&Prefetcher::AugurPredict) {
-        Some(Prefetcher::AugurPredict)
-    } else if ctx.available.contains(&Prefetcher::AugurReplay) {
-        Some(Prefetcher::AugurReplay)
-    } else {
-        None
-    };
+    // augur as installed when it runs here, else a variant (one augur daemon, as in training).
+    let augur = crate::prefetchers::watching(ctx.available).into_iter().find(|k| k.is_augur());
     let preload = ctx.available.contains(&Prefetcher::Preload).then_some(Prefetcher::Preload);
+    let preload_ng = ctx.available.contains(&Prefetcher::PreloadNg).then_some(Prefetcher::PreloadNg);
+    // The prefetchers compared with none, in the order each run measures them; augur first.
+    let peers = [("augur", augur), ("preload", preload), ("preload-ng", preload_ng)];
+    let n = peers.len();
     let tree_cmd =
         vec!["sh".to_string(), "-c".into(), format!("find '{}' -type f -print0 | xargs -0 cat > /dev/null", tree.display())];
     let build_cmd =
@@ -77,7 +77,7 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
     let works: [Work<'_>; 2] = [("read file tree cold", &tree_cmd, None), ("make cold", &build_cmd, Some(&clean_cmd))];
     let mut out: Vec<Slowdown> = Vec::new();
     for (name, _, _) in &works {
-        for (label, kind) in [("augur", augur), ("preload", preload)] {
+        for (label, kind) in peers {
             out.push(Slowdown {
                 workload: format!(
                     "{name} ({})",
@@ -125,18 +125,19 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
                         "cost learning round {round}/{rounds}, run {run}/{learning_runs}: {name}, off: {:.2} s, augur learning: {:.2} s",
                         off.elapsed, t.elapsed
                     ));
-                    for s in &mut out[wi * 2..wi * 2 + 2] {
+                    for s in &mut out[wi * n..(wi + 1) * n] {
                         s.off.push(off.elapsed);
                         s.io_wait_off.push(off.io_wait());
                     }
-                    out[wi * 2].learning.push(t.elapsed);
+                    out[wi * n].learning.push(t.elapsed);
                 }
             }
         }
     }
     for run in 1..=spec.runs {
         for (wi, (name, cmd, prep)) in works.iter().enumerate() {
-            for (ci, kind) in [None, augur, preload].into_iter().enumerate() {
+            // Off first, then each prefetcher that runs here.
+            for (ci, kind) in std::iter::once(None).chain(peers.iter().map(|(_, k)| *k)).enumerate() {
                 if ci > 0 && kind.is_none() {
                     continue;
                 }
@@ -148,25 +149,14 @@ pub fn slowdowns(ctx: &mut CostContext<'_>, spec: &CostSpec) -> Result<Vec<Slowd
                     "cost run {run}/{}: {name}, {label}: {:.2} s (I/O wait {wait:.2} s)",
                     spec.runs, t.elapsed
                 ));
-                for (si, s) in out.iter_mut().enumerate() {
-                    if si / 2 != wi {
-                        continue;
-                    }
-                    let is_augur = si % 2 == 0;
-                    match ci {
-                        0 => {
-                            s.off.push(t.elapsed);
-                            s.io_wait_off.push(wait);
-                        }
-                        1 if is_augur => {
-                            s.on.push(t.elapsed);
-                            s.io_wait_on.push(wait);
-                        }
-                        2 if !is_augur => {
-                            s.on.push(t.elapsed);
-                            s.io_wait_on.push(wait);
-                        }
-                        _ => {}
+                for (pi, s) in out[wi * n..(wi + 1) * n].iter_mut().enumerate() {
+                    // ci 0 is off (every row's baseline); ci = pi + 1 is this row's prefetcher.
+                    if ci == 0 {
+                        s.off.push(t.elapsed);
+                        s.io_wait_off.push(wait);
+                    } else if ci == pi + 1 {
+                        s.on.push(t.elapsed);
+                        s.io_wait_on.push(wait);
                     }
                 }
             }

@@ -1,11 +1,13 @@
 //! The prefetch daemons under test, started and stopped by the suite with state, log, socket
 //! and configuration in the suite's own directory: preload 0.6.4 (`preload -f -s STATE -l LOG`,
-//! its default configuration otherwise) and augur's daemon in two configurations, exec-time
-//! replay only and with prediction.
+//! its default configuration otherwise), preload-ng (the strongest peer, built by
+//! scripts/bench-setup; its defaults but the cycle and the state file) and augur's daemon as
+//! installed (`packaging/config.toml` with the suite's state and socket) and in two variants,
+//! exec-time replay only and with prediction.
 //!
-//! It owns their processes (stopped with SIGTERM, so that they save their state, and killed if
-//! they do not exit) and knows when one has finished its first planning round; it does not time
-//! workloads.
+//! It owns their processes (stopped with the signal on which each saves its state, and killed if
+//! they do not exit) and knows when one has finished its first planning round and what it
+//! decided to load; it does not time workloads.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,6 +24,10 @@ use augur_os::sense::procfs::{self, ProcessSample};
 pub enum Prefetcher {
     /// preload 0.6.4.
     Preload,
+    /// preload-ng, the strongest peer.
+    PreloadNg,
+    /// `augur daemon` as installed: the shipped configuration.
+    Augur,
     /// `augur daemon`, exec-time replay only.
     AugurReplay,
     /// `augur daemon` with prediction.
@@ -29,15 +35,78 @@ pub enum Prefetcher {
 }
 
 impl Prefetcher {
+    /// Every prefetcher, in the order the suite probes them.
+    pub const ALL: [Prefetcher; 5] = [Self::Preload, Self::PreloadNg, Self::Augur, Self::AugurReplay, Self::AugurPredict];
+
     /// Name in outputs.
     pub fn name(self) -> &'static str {
         match self {
             Self::Preload => "preload",
+            Self::PreloadNg => "preload-ng",
+            Self::Augur => "augur",
             Self::AugurReplay => "augur-replay",
             Self::AugurPredict => "augur-predict",
         }
     }
+
+    /// The program, where configurations do not matter (who watched training, daemon costs):
+    /// augur's three configurations are one daemon.
+    pub fn program(self) -> &'static str {
+        match self {
+            Self::Preload => "preload",
+            Self::PreloadNg => "preload-ng",
+            Self::Augur | Self::AugurReplay | Self::AugurPredict => "augur",
+        }
+    }
+
+    /// Whether this is one of augur's configurations (they share one state file and socket).
+    pub fn is_augur(self) -> bool {
+        self.program() == "augur"
+    }
+
+    /// Whether it loads pages ahead of launches on its own, at start and every cycle (so a
+    /// measurement waits for its first cycle), rather than only when a launch is exec'd.
+    /// augur as installed replays at exec only: `packaging/config.toml` leaves prediction off
+    /// (a unit test below fails when that changes).
+    pub fn prefetches_ahead(self) -> bool {
+        matches!(self, Self::Preload | Self::PreloadNg | Self::AugurPredict)
+    }
 }
+
+/// The daemons that watch training, the usage day's training days and the idle cost: every
+/// available prefetcher, but one augur daemon (its configurations share state and socket), as
+/// installed when it is measured, else with prediction, else replay only. augur records the
+/// same launches and exits whichever configuration watches.
+pub fn watching(available: &[Prefetcher]) -> Vec<Prefetcher> {
+    let augur =
+        [Prefetcher::Augur, Prefetcher::AugurPredict, Prefetcher::AugurReplay].into_iter().find(|k| available.contains(k));
+    available.iter().copied().filter(|k| !k.is_augur() || Some(*k) == augur).collect()
+}
+
+/// Where scripts/bench-setup installs preload-ng's daemon.
+pub const PRELOAD_NG_INSTALLED: &str = "/usr/local/libexec/augur-bench/preload-ng";
+
+/// The preload-ng daemon the suite runs: `$PRELOAD_NG_BIN` when set, else
+/// [`PRELOAD_NG_INSTALLED`]. It may not exist; see [`peer_not_found`].
+pub fn preload_ng_exe() -> PathBuf {
+    std::env::var_os("PRELOAD_NG_BIN").map_or_else(|| PathBuf::from(PRELOAD_NG_INSTALLED), PathBuf::from)
+}
+
+/// Why a peer built by scripts/bench-setup is not measured: its binary is missing.
+pub fn peer_not_found(exe: &Path) -> String {
+    format!("binary not found at {}; run scripts/bench-setup", exe.display())
+}
+
+/// preload-ng's log filter (`RUST_LOG`): its usual info lines, plus the planner's trace line
+/// that says what each cycle decided to load (`prefetch plan created selected=N total_bytes=B`),
+/// the only line preload-ng writes per cycle.
+pub const PRELOAD_NG_LOG_FILTER: &str = "info,orchestrator::prefetch::planner=trace";
+
+/// The line preload-ng's planner logs once per cycle, before it prefetches.
+const PRELOAD_NG_PLAN_LINE: &str = "prefetch plan created";
+
+/// The augur daemon configuration installed by the package.
+pub const SHIPPED_AUGUR_CONFIG: &str = include_str!("../../../packaging/config.toml");
 
 /// The `augur` executable the suite runs as a daemon: `$AUGUR_BIN` when set, else the one built
 /// beside this `augur-bench` (cargo puts both in the same target directory).
@@ -57,6 +126,8 @@ pub struct DaemonFiles {
     pub dir: PathBuf,
     /// The augur executable.
     pub augur_exe: PathBuf,
+    /// The preload-ng executable (it may be missing).
+    pub preload_ng_exe: PathBuf,
     /// preload's cycle, seconds (its default configuration says 20): augur's re-plan interval is
     /// set to the same so both get the same waits.
     pub cycle_secs: u64,
@@ -69,6 +140,25 @@ impl DaemonFiles {
     }
     fn preload_log(&self) -> PathBuf {
         self.dir.join("preload.log")
+    }
+    /// preload-ng's state database.
+    pub fn preload_ng_state(&self) -> PathBuf {
+        self.dir.join("preload-ng.db")
+    }
+    fn preload_ng_log(&self) -> PathBuf {
+        self.dir.join("preload-ng.log")
+    }
+    fn preload_ng_config(&self) -> Result<PathBuf> {
+        let path = self.dir.join("preload-ng.toml");
+        let text = preload_ng_config_text(&self.preload_ng_state(), self.cycle_secs);
+        fs::write(&path, text).context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+    fn augur_installed_config(&self) -> Result<PathBuf> {
+        let path = self.dir.join("augur-installed.toml");
+        let text = installed_config_text(SHIPPED_AUGUR_CONFIG, &self.augur_state(), &self.augur_socket());
+        fs::write(&path, text).context(|| format!("writing {}", path.display()))?;
+        Ok(path)
     }
     fn augur_log(&self) -> PathBuf {
         self.dir.join("augur-daemon.log")
@@ -98,6 +188,47 @@ pub fn augur_config_text(state: &Path, socket: &Path, predict: bool, cycle_secs:
     )
 }
 
+/// preload-ng's configuration in the suite: its defaults (`docs/config.example.toml` says the
+/// same) but the cycle, the suite's as preload's, and the state file in the session. Given with
+/// `--config`, so no /etc, user or working-directory configuration is read.
+pub fn preload_ng_config_text(state: &Path, cycle_secs: u64) -> String {
+    format!(
+        "# Written by augur-bench --suite: preload-ng's defaults but the cycle (the suite's, as preload's)\n\
+         # and the state file.\n[model]\ncycle = {cycle_secs}\n\n[persistence]\nstate_path = {state:?}\nsave_on_shutdown = true\n"
+    )
+}
+
+/// augur's daemon as installed: the shipped configuration text with `[daemon] state_path` and
+/// `socket_path` set to the suite's (an uncommented value of either is replaced); nothing else
+/// changes, not even the log level (the suite waits for the daemon's socket, not a log line).
+pub fn installed_config_text(shipped: &str, state: &Path, socket: &Path) -> String {
+    let ours = format!("state_path = {state:?}\nsocket_path = {socket:?}\n");
+    let mut out = String::from("# Written by augur-bench --suite: packaging/config.toml, but the state and socket paths.\n");
+    let mut in_daemon = false;
+    let mut placed = false;
+    for line in shipped.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            in_daemon = trimmed == "[daemon]";
+        }
+        let key = (!trimmed.starts_with('#')).then(|| trimmed.split_once('=').map(|(k, _)| k.trim())).flatten();
+        if in_daemon && matches!(key, Some("state_path" | "socket_path")) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+        if in_daemon && !placed && trimmed == "[daemon]" {
+            out.push_str(&ours);
+            placed = true;
+        }
+    }
+    if !placed {
+        out.push_str("\n[daemon]\n");
+        out.push_str(&ours);
+    }
+    out
+}
+
 /// A prefetch daemon started by the suite. Dropping it stops it.
 #[derive(Debug)]
 pub struct RunningDaemon {
@@ -122,6 +253,24 @@ impl RunningDaemon {
                 let mut c = Command::new("preload");
                 c.arg("-f").arg("-s").arg(files.preload_state()).arg("-l").arg(files.preload_log()).args(["-V", "10"]);
                 (c, files.preload_log())
+            }
+            Prefetcher::PreloadNg => {
+                if !files.preload_ng_exe.is_file() {
+                    return Err(Error::Command { command: kind.name().into(), detail: peer_not_found(&files.preload_ng_exe) });
+                }
+                let config = files.preload_ng_config()?;
+                let mut c = Command::new(&files.preload_ng_exe);
+                c.arg("--config").arg(config).arg("--state").arg(files.preload_ng_state());
+                // Plain log lines (tracing's colours are off with NO_COLOR), and the planner's line.
+                c.env("NO_COLOR", "1").env("RUST_LOG", PRELOAD_NG_LOG_FILTER);
+                (c, files.preload_ng_log())
+            }
+            Prefetcher::Augur => {
+                let config = files.augur_installed_config()?;
+                let _ = fs::remove_file(files.augur_socket());
+                let mut c = Command::new(&files.augur_exe);
+                c.arg("daemon").arg("--config").arg(config);
+                (c, files.augur_log())
             }
             Prefetcher::AugurReplay | Prefetcher::AugurPredict => {
                 let config = files.augur_config(kind == Prefetcher::AugurPredict)?;
@@ -186,13 +335,15 @@ impl RunningDaemon {
         String::from_utf8_lossy(text.get(self.log_start as usize..).unwrap_or(&[])).into_owned()
     }
 
-    /// Waits until the daemon is up (augur: its socket exists; preload: its first cycle logged).
+    /// Waits until the daemon is up (augur: its socket exists; preload: its first cycle logged;
+    /// preload-ng: its first cycle's plan logged).
     pub fn wait_ready(&mut self, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
         loop {
             self.check_alive()?;
             let ready = match self.kind {
                 Prefetcher::Preload => self.log_since_start().contains("state predicting end"),
+                Prefetcher::PreloadNg => self.log_since_start().contains(PRELOAD_NG_PLAN_LINE),
                 _ => self.log_since_start().contains("daemon ready") || socket_exists(&self.log, self),
             };
             if ready {
@@ -241,9 +392,10 @@ impl RunningDaemon {
     }
 
     /// Waits for the daemon's first planning round after start to finish loading pages: preload
-    /// logs its first cycle at once; augur plans after its re-plan interval (set to preload's
-    /// cycle). Then waits until the daemon stops reading, the page cache stops growing and the
-    /// disk has read nothing for a second. Returns preload's "using N kb".
+    /// and preload-ng plan their first cycle at once; augur plans after its re-plan interval
+    /// (set to preload's cycle). Then waits until the daemon stops reading, the page cache stops
+    /// growing and the disk has read nothing for a second. Returns the daemon's own decision of
+    /// how much to load, in bytes: preload's "using N kb", preload-ng's plan's `total_bytes`.
     pub fn wait_first_cycle(&mut self, limit: Duration, cycle: Duration) -> Result<Option<u64>> {
         let start = Instant::now();
         self.wait_ready(limit)?;
@@ -264,6 +416,7 @@ impl RunningDaemon {
         self.check_alive()?;
         Ok(match self.kind {
             Prefetcher::Preload => preload_using_kb(&self.log_since_start()).map(|kb| kb * 1024),
+            Prefetcher::PreloadNg => preload_ng_plan_bytes(&self.log_since_start()),
             _ => None,
         })
     }
@@ -282,7 +435,8 @@ impl RunningDaemon {
         Ok(procfs::sample(self.pid())?)
     }
 
-    /// Stops the daemon with SIGTERM (it saves its state), SIGKILL after 20 s.
+    /// Stops the daemon with the signal on which it saves its state (SIGTERM; preload-ng handles
+    /// SIGINT only, and SIGTERM would kill it unsaved), SIGKILL after 20 s.
     pub fn stop(mut self) -> Result<()> {
         self.stop_inner()
     }
@@ -292,7 +446,7 @@ impl RunningDaemon {
             return Ok(());
         };
         if let Some(p) = rustix::process::Pid::from_raw(child.id() as i32) {
-            let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
+            let _ = rustix::process::kill_process(p, stop_signal(self.kind));
         }
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
@@ -303,7 +457,7 @@ impl RunningDaemon {
         }
         let _ = child.kill();
         let _ = child.wait();
-        tracing::warn!("{} did not stop within 20 s of SIGTERM; killed", self.kind.name());
+        tracing::warn!("{} did not stop within 20 s of {:?}; killed", self.kind.name(), stop_signal(self.kind));
         Ok(())
     }
 }
@@ -315,8 +469,17 @@ impl Drop for RunningDaemon {
 }
 
 fn socket_exists(log: &Path, d: &RunningDaemon) -> bool {
-    let _ = log;
-    d.kind != Prefetcher::Preload && log.parent().is_some_and(|dir| dir.join("augur.sock").exists())
+    d.kind.is_augur() && log.parent().is_some_and(|dir| dir.join("augur.sock").exists())
+}
+
+/// The signal on which a daemon saves its state and exits. preload-ng (0.3.2) waits for
+/// `tokio::signal::ctrl_c`, SIGINT only: SIGTERM's default action would end it without saving
+/// what it learned.
+pub fn stop_signal(kind: Prefetcher) -> rustix::process::Signal {
+    match kind {
+        Prefetcher::PreloadNg => rustix::process::Signal::INT,
+        _ => rustix::process::Signal::TERM,
+    }
 }
 
 /// How long a prefetcher must have read nothing for its round to count as finished.
@@ -330,6 +493,36 @@ pub fn preload_using_kb(log: &str) -> Option<u64> {
         let (_, rest) = l.split_once("available for preloading, using ")?;
         rest.split("kb").next()?.trim().parse().ok()
     })
+}
+
+/// The `total_bytes` of the last plan preload-ng logged (the maps it decided to load this
+/// cycle, before skipping resident pages). Tolerates tracing's ANSI colours.
+pub fn preload_ng_plan_bytes(log: &str) -> Option<u64> {
+    log.lines().rev().find_map(|l| {
+        let l = strip_ansi(l);
+        let (_, fields) = l.split_once(PRELOAD_NG_PLAN_LINE)?;
+        fields.split_whitespace().find_map(|f| f.strip_prefix("total_bytes=")?.parse().ok())
+    })
+}
+
+/// `line` without ANSI escape sequences (`ESC [ ... letter`).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Whether preload's state file lists an executable whose path is `exe` (preload learned it).
@@ -366,6 +559,91 @@ mod tests {
         let st = "PRELOAD\t0.6.4\t50\nEXE\t1\t20\t1\t-1\tfile:///usr/bin/xterm\nMAP\t1\t1\t0\t4096\t-1\tfile:///usr/lib/x.so\n";
         assert!(preload_knows(st, Path::new("/usr/bin/xterm")));
         assert!(!preload_knows(st, Path::new("/usr/lib/x.so")));
+    }
+
+    #[test]
+    fn preload_ng_log_decision() {
+        // As tracing-subscriber's fmt writes them, plain and coloured.
+        let log = "2026-04-20T10:00:00.123456Z  INFO cli: prefetcher auto-selected concurrency=1 backend=\"readahead\"\n\
+                   2026-04-20T10:00:00.200000Z TRACE orchestrator::prefetch::planner: prefetch plan created selected=3 total_bytes=4096\n\
+                   2026-04-20T10:00:20.200000Z TRACE orchestrator::prefetch::planner: prefetch plan created selected=41 total_bytes=73400320\n";
+        assert_eq!(preload_ng_plan_bytes(log), Some(73_400_320));
+        let coloured = "\u{1b}[2m2026-04-20T10:00:00Z\u{1b}[0m \u{1b}[35mTRACE\u{1b}[0m \u{1b}[2morchestrator::prefetch::planner\u{1b}[0m\u{1b}[2m:\u{1b}[0m prefetch plan created \u{1b}[3mselected\u{1b}[0m\u{1b}[2m=\u{1b}[0m0 \u{1b}[3mtotal_bytes\u{1b}[0m\u{1b}[2m=\u{1b}[0m0";
+        assert_eq!(preload_ng_plan_bytes(coloured), Some(0));
+        assert_eq!(preload_ng_plan_bytes("INFO cli: process nice value set nice=19\n"), None);
+        assert_eq!(strip_ansi("\u{1b}[3mx\u{1b}[0m=1"), "x=1");
+    }
+
+    #[test]
+    fn preload_ng_config_sets_cycle_and_state_only() {
+        let t = preload_ng_config_text(Path::new("/s/preload-ng.db"), 20);
+        let v: toml::Table = toml::from_str(&t).unwrap();
+        assert_eq!(v["model"].as_table().unwrap().len(), 1);
+        assert_eq!(v["model"]["cycle"].as_integer(), Some(20));
+        assert_eq!(v["persistence"]["state_path"].as_str(), Some("/s/preload-ng.db"));
+        assert_eq!(v["persistence"]["save_on_shutdown"].as_bool(), Some(true));
+        assert_eq!(v.len(), 2);
+    }
+
+    #[test]
+    fn missing_peer_says_where_and_what_to_run() {
+        let msg = peer_not_found(Path::new("/nowhere/preload-ng"));
+        assert_eq!(msg, "binary not found at /nowhere/preload-ng; run scripts/bench-setup");
+        let files = DaemonFiles {
+            dir: std::env::temp_dir().join(format!("augur-bench-test-{}", std::process::id())),
+            augur_exe: PathBuf::from("/nowhere/augur"),
+            preload_ng_exe: PathBuf::from("/nowhere/preload-ng"),
+            cycle_secs: 20,
+        };
+        let err = RunningDaemon::start(Prefetcher::PreloadNg, &files).unwrap_err().to_string();
+        assert_eq!(err, format!("preload-ng: {msg}"));
+        let _ = fs::remove_dir_all(&files.dir);
+    }
+
+    #[test]
+    fn preload_ng_saves_on_sigint_only() {
+        assert_eq!(stop_signal(Prefetcher::PreloadNg), rustix::process::Signal::INT);
+        assert_eq!(stop_signal(Prefetcher::Preload), rustix::process::Signal::TERM);
+        assert_eq!(stop_signal(Prefetcher::Augur), rustix::process::Signal::TERM);
+    }
+
+    #[test]
+    fn installed_config_is_the_shipped_one_but_state_and_socket() {
+        use augur_engine::config::Config;
+        let (state, socket) = (Path::new("/s/augur-state.db"), Path::new("/s/augur.sock"));
+        let text = installed_config_text(SHIPPED_AUGUR_CONFIG, state, socket);
+        let ours = Config::parse(&text, Path::new("installed.toml")).unwrap();
+        let mut shipped = Config::parse(SHIPPED_AUGUR_CONFIG, Path::new("packaging/config.toml")).unwrap();
+        shipped.daemon.state_path = state.to_path_buf();
+        shipped.daemon.socket_path = socket.to_path_buf();
+        assert_eq!(ours, shipped);
+        // An uncommented value in the shipped file is replaced, not duplicated.
+        let set = "[daemon]\nstate_path = \"/var/lib/augur/state.db\"\nlog_level = \"warn\"\n[predict]\nenabled = false\n";
+        let v: toml::Table = toml::from_str(&installed_config_text(set, state, socket)).unwrap();
+        assert_eq!(v["daemon"]["state_path"].as_str(), Some("/s/augur-state.db"));
+        assert_eq!(v["daemon"]["log_level"].as_str(), Some("warn"));
+        // No [daemon] table: one is added.
+        let v: toml::Table = toml::from_str(&installed_config_text("[predict]\n", state, socket)).unwrap();
+        assert_eq!(v["daemon"]["socket_path"].as_str(), Some("/s/augur.sock"));
+    }
+
+    #[test]
+    fn shipped_config_replays_at_exec_only() {
+        // The suite waits only for the as-installed daemon's socket, as for augur-replay. If the
+        // package ever turns prediction on, `Prefetcher::prefetches_ahead` must say so and the
+        // suite must wait for the daemon's first planning round (which it reads at debug level).
+        let c = augur_engine::config::Config::parse(SHIPPED_AUGUR_CONFIG, Path::new("packaging/config.toml")).unwrap();
+        assert!(!c.predict.enabled && c.launch.replay_on_exec);
+        assert!(!Prefetcher::Augur.prefetches_ahead());
+    }
+
+    #[test]
+    fn one_augur_daemon_watches() {
+        use Prefetcher::*;
+        assert_eq!(watching(&[Preload, PreloadNg, Augur, AugurReplay, AugurPredict]), [Preload, PreloadNg, Augur]);
+        assert_eq!(watching(&[Preload, AugurReplay, AugurPredict]), [Preload, AugurPredict]);
+        assert_eq!(watching(&[AugurReplay]), [AugurReplay]);
+        assert_eq!(watching(&[]), []);
     }
 
     #[test]

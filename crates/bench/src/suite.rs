@@ -1,9 +1,11 @@
 //! `augur-bench --suite`: runs a suite file under one or more machine profiles. Per profile:
 //! apply the profile, prove it bites (a cold read's throughput), start the X server when desktop
-//! workloads need one, train the prefetchers (preload and augur watch every workload for
-//! `training_secs`), then, interleaved run by run, time each workload cold, warm, under preload,
-//! under augur's exec-time replay and under augur with prediction; then the usage day and the
-//! costs. Writes JSON, Markdown and SVG after each profile, so an interrupted run keeps what it
+//! workloads need one, train the prefetchers (preload, preload-ng and one augur daemon watch
+//! every workload for `training_secs`), then, interleaved run by run, time each workload cold,
+//! warm, under preload 0.6.4, under preload-ng, under augur's daemon as installed (and the
+//! variants the suite file asks for: exec-time replay only, prediction); then the usage day and
+//! the costs. A prefetcher that cannot run is said so in the progress and the report, and left
+//! out. Writes JSON, Markdown and SVG after each profile, so an interrupted run keeps what it
 //! finished. Every guard (balloon, cgroup, daemons, X server) is undone on return, error or
 //! signal.
 //!
@@ -59,6 +61,8 @@ pub struct SuiteOptions {
     pub command_line: String,
     /// The augur executable to run the daemon with.
     pub augur_exe: PathBuf,
+    /// The preload-ng executable (reported as not measured when missing).
+    pub preload_ng_exe: PathBuf,
 }
 
 /// Progress lines for stderr.
@@ -133,6 +137,8 @@ struct Session<'a> {
     watcher: Option<WindowWatcher>,
     files: DaemonFiles,
     available: Vec<Prefetcher>,
+    /// The prefetchers the suite file's conditions run, in order.
+    measured: Vec<Prefetcher>,
     progress: Progress<'a>,
 }
 
@@ -183,22 +189,28 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
         Some(x) => Some(WindowWatcher::connect(x.display)?),
         None => None,
     };
-    let files = DaemonFiles { dir: session_dir.join("daemons"), augur_exe: opts.augur_exe.clone(), cycle_secs: 20 };
-    let mut s = Session { suite, env, watcher, files, available: Vec::new(), progress };
+    // preload's cycle is its default, 20 s; preload-ng's and augur's re-plan interval are set to it.
+    let files = DaemonFiles {
+        dir: session_dir.join("daemons"),
+        augur_exe: opts.augur_exe.clone(),
+        preload_ng_exe: opts.preload_ng_exe.clone(),
+        cycle_secs: 20,
+    };
+    let measured: Vec<Prefetcher> = suite.conditions.iter().filter_map(|c| prefetcher_of(*c)).collect();
+    let mut s = Session { suite, env, watcher, files, available: Vec::new(), measured, progress };
 
     let cost_here = !opts.skip_cost
         && suite.cost.as_ref().is_some_and(|c| c.profiles.is_empty() || c.profiles.iter().any(|p| p == profile.name()));
     // Which prefetchers can run here.
-    let wanted: Vec<Prefetcher> = suite.conditions.iter().filter_map(|c| prefetcher_of(*c)).collect();
-    for kind in [Prefetcher::Preload, Prefetcher::AugurReplay, Prefetcher::AugurPredict] {
-        if !wanted.contains(&kind) && !cost_here {
+    for kind in Prefetcher::ALL {
+        if !s.measured.contains(&kind) && !cost_here {
             continue;
         }
         let status = probe(kind, &s.files);
-        if status.available {
-            s.available.push(kind);
+        if let Some(line) = status.not_measured_line() {
+            progress(&line);
         } else {
-            progress(&format!("{}: unavailable: {}", kind.name(), status.reason.clone().unwrap_or_default()));
+            s.available.push(kind);
         }
         report.prefetchers.push(status);
     }
@@ -305,6 +317,7 @@ impl<'a> Session<'a> {
             watcher: self.watcher.as_mut(),
             files: &self.files,
             available: &self.available,
+            measured: &self.measured,
             cycle_wait: Duration::from_secs(self.suite.cycle_wait_secs),
             progress: self.progress,
         }
@@ -326,6 +339,8 @@ pub fn prefetcher_of(c: Condition) -> Option<Prefetcher> {
     match c {
         Condition::Cold | Condition::Warm => None,
         Condition::Preload => Some(Prefetcher::Preload),
+        Condition::PreloadNg => Some(Prefetcher::PreloadNg),
+        Condition::Augur => Some(Prefetcher::Augur),
         Condition::AugurReplay => Some(Prefetcher::AugurReplay),
         Condition::AugurPredict => Some(Prefetcher::AugurPredict),
     }
@@ -337,6 +352,12 @@ fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
             return Err(BenchError::Command {
                 command: "preload".into(),
                 detail: "not installed (run scripts/bench-setup)".into(),
+            });
+        }
+        if kind == Prefetcher::PreloadNg && !files.preload_ng_exe.is_file() {
+            return Err(Error::Command {
+                command: kind.name().into(),
+                detail: prefetchers::peer_not_found(&files.preload_ng_exe),
             });
         }
         let mut d = RunningDaemon::start(kind, files)?;
@@ -377,7 +398,7 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
         let cached0 = page_cache::cached_bytes()?;
         let mut d = RunningDaemon::start(kind, &s.files)?;
         let limit = Duration::from_secs(s.suite.cycle_wait_secs);
-        if kind == Prefetcher::AugurReplay {
+        if !kind.prefetches_ahead() {
             // Replay happens at exec; there is nothing to wait for but the daemon itself.
             d.wait_ready(limit)?;
         } else {
@@ -402,12 +423,7 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
 /// Training: starts every available prefetcher, runs each workload for `training_secs` while
 /// they watch, stops them (they save their state). Returns each daemon's learning cost.
 fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCost>> {
-    let kinds: Vec<Prefetcher> = s
-        .available
-        .iter()
-        .copied()
-        .filter(|k| *k != Prefetcher::AugurReplay || !s.available.contains(&Prefetcher::AugurPredict))
-        .collect();
+    let kinds = prefetchers::watching(&s.available);
     if kinds.is_empty() || s.suite.training_secs == 0 {
         return Ok(Vec::new());
     }
@@ -425,7 +441,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
             "training: {} for {} s ({} watching)",
             w.name,
             s.suite.training_secs,
-            kinds.iter().map(|k| if *k == Prefetcher::Preload { "preload" } else { "augur" }).collect::<Vec<_>>().join(", ")
+            kinds.iter().map(|k| k.program()).collect::<Vec<_>>().join(", ")
         ));
         let t = Instant::now();
         let launches = match launch::train(&s.env, w, s.suite.training_secs, s.watcher.as_mut()) {
@@ -452,7 +468,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
     for (i, d) in daemons.into_iter().enumerate() {
         let end = d.sample()?;
         costs.push(DaemonCost {
-            prefetcher: if d.kind == Prefetcher::Preload { "preload".into() } else { "augur".into() },
+            prefetcher: d.kind.program().into(),
             learning_secs: secs,
             learning_cpu_secs: end.cpu_secs - d.at_start.cpu_secs,
             learning_peak_rss_bytes: peak[i].max(end.rss_bytes),
@@ -470,15 +486,10 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
     Ok(costs)
 }
 
-/// Idle cost: every available daemon (augur once, with prediction) started after training,
-/// settled, then sampled over `idle_secs`.
+/// Idle cost: every daemon that watched training (augur once, see [`prefetchers::watching`])
+/// started after training, settled, then sampled over `idle_secs`.
 fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
-    let kinds: Vec<Prefetcher> = s
-        .available
-        .iter()
-        .copied()
-        .filter(|k| *k != Prefetcher::AugurReplay || !s.available.contains(&Prefetcher::AugurPredict))
-        .collect();
+    let kinds = prefetchers::watching(&s.available);
     let mut daemons = Vec::new();
     for k in &kinds {
         let mut d = RunningDaemon::start(*k, &s.files)?;
@@ -497,10 +508,7 @@ fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
     let mut out = Vec::new();
     for (d, b) in daemons.into_iter().zip(before) {
         let after = d.sample()?;
-        let mut c = DaemonCost {
-            prefetcher: if d.kind == Prefetcher::Preload { "preload".into() } else { "augur".into() },
-            ..DaemonCost::default()
-        };
+        let mut c = DaemonCost { prefetcher: d.kind.program().into(), ..DaemonCost::default() };
         c.set_idle(&b, &after, secs);
         out.push(c);
         d.stop()?;

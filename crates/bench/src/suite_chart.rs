@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::suite_file::Condition;
 use crate::suite_markdown::secs;
-use crate::suite_report::{SuiteReport, WorkloadReport};
+use crate::suite_report::{ConditionStatus, SuiteReport, WorkloadReport};
 
 const BAR: f64 = 14.0;
 const GAP: f64 = 3.0;
@@ -21,6 +21,8 @@ fn color(c: Condition) -> &'static str {
         Condition::Cold => "#9e9e9e",
         Condition::Warm => "#4caf50",
         Condition::Preload => "#ff9800",
+        Condition::PreloadNg => "#e65100",
+        Condition::Augur => "#1e88e5",
         Condition::AugurReplay => "#90caf9",
         Condition::AugurPredict => "#1565c0",
     }
@@ -57,7 +59,8 @@ pub fn render(report: &SuiteReport) -> String {
                 continue;
             };
             groups += 1;
-            let bars: Vec<_> = w.conditions.iter().collect();
+            // A prefetcher that could not run gets no bar (the report says why).
+            let bars: Vec<_> = w.conditions.iter().filter(|c| c.status != ConditionStatus::Unavailable).collect();
             let group_h = bars.len() as f64 * (BAR + GAP);
             let _ = writeln!(
                 body,
@@ -79,7 +82,7 @@ pub fn render(report: &SuiteReport) -> String {
                             r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{BAR}" fill="{}"><title>{}: median {} s, min {} s, max {} s</title></rect>"#,
                             (x1 - x0).max(0.5),
                             color(c.condition),
-                            c.condition.name(),
+                            esc(c.condition.label()),
                             secs(s.median),
                             secs(s.min),
                             secs(s.max)
@@ -102,9 +105,9 @@ pub fn render(report: &SuiteReport) -> String {
                             body,
                             r##"<text x="{:.1}" y="{label_y:.1}" fill="#b71c1c">{}: {}</text>"##,
                             LEFT + 4.0,
-                            c.condition.name(),
+                            esc(c.condition.label()),
                             match c.status {
-                                crate::suite_report::ConditionStatus::Unavailable => "unavailable",
+                                ConditionStatus::Unavailable => "unavailable",
                                 _ => "failed",
                             }
                         );
@@ -140,17 +143,26 @@ pub fn render(report: &SuiteReport) -> String {
         LEFT + PLOT / 2.0,
         axis_y + 36.0
     );
+    // The legend names the conditions that have a bar somewhere, each as wide as its label.
     let mut legend = String::new();
-    let mut lx = LEFT;
-    for c in Condition::ALL {
+    let mut lx = 10.0;
+    let shown = Condition::ALL.into_iter().filter(|c| {
+        report
+            .profiles
+            .iter()
+            .flat_map(|p| &p.workloads)
+            .filter_map(|w| w.condition(*c))
+            .any(|r| r.status != ConditionStatus::Unavailable)
+    });
+    for c in shown {
         let _ = write!(
             legend,
             r#"<rect x="{lx:.1}" y="30" width="12" height="12" fill="{}"/><text x="{:.1}" y="40">{}</text>"#,
             color(c),
             lx + 16.0,
-            c.name()
+            esc(c.label())
         );
-        lx += 110.0;
+        lx += 16.0 + 6.5 * c.label().chars().count() as f64 + 14.0;
     }
     let height = axis_y + 50.0;
     format!(
@@ -180,13 +192,18 @@ mod tests {
             r.samples = s;
             w.conditions.push(r);
         }
+        let mut ng = ConditionReport::new(Condition::PreloadNg);
+        ng.status = ConditionStatus::Unavailable;
+        w.conditions.push(ng);
         w.finish();
         let report =
             SuiteReport { profiles: vec![ProfileReport { workloads: vec![w], ..Default::default() }], ..Default::default() };
         let svg = render(&report);
         assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
         assert!(svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<rect x=").count(), 2 + Condition::ALL.len(), "{svg}");
+        // Two bars (cold, warm) and a legend of the three conditions shown; no preload-ng.
+        assert_eq!(svg.matches("<rect x=").count(), 2 + 3, "{svg}");
+        assert!(!svg.contains("preload-ng"), "{svg}");
         assert!(svg.contains("a&lt;b"));
         assert!(svg.contains("augur-predict: failed"));
         assert!(svg.contains("2.00 s") && svg.contains("1.00 s"));

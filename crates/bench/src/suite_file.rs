@@ -44,6 +44,10 @@ pub enum Condition {
     Warm,
     /// preload 0.6.4 with its learned state, caches dropped, one cycle waited.
     Preload,
+    /// preload-ng (the strongest peer) with its learned state, caches dropped, one cycle waited.
+    PreloadNg,
+    /// augur's daemon as installed: the shipped configuration, the suite's state and socket.
+    Augur,
     /// augur's daemon with exec-time replay only.
     AugurReplay,
     /// augur's daemon with prediction.
@@ -52,7 +56,8 @@ pub enum Condition {
 
 impl Condition {
     /// Every condition, in the order they run within a run.
-    pub const ALL: [Condition; 5] = [Self::Cold, Self::Warm, Self::Preload, Self::AugurReplay, Self::AugurPredict];
+    pub const ALL: [Condition; 7] =
+        [Self::Cold, Self::Warm, Self::Preload, Self::PreloadNg, Self::Augur, Self::AugurReplay, Self::AugurPredict];
 
     /// The name used in the suite file and the outputs.
     pub fn name(self) -> &'static str {
@@ -60,8 +65,19 @@ impl Condition {
             Self::Cold => "cold",
             Self::Warm => "warm",
             Self::Preload => "preload",
+            Self::PreloadNg => "preload-ng",
+            Self::Augur => "augur",
             Self::AugurReplay => "augur-replay",
             Self::AugurPredict => "augur-predict",
+        }
+    }
+
+    /// The name in the report's tables and chart: the suite file's name, but augur's daemon as
+    /// installed says so, beside its variants.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Augur => "augur (as installed)",
+            other => other.name(),
         }
     }
 }
@@ -370,7 +386,7 @@ mod tests {
     fn full_suite() {
         let t = r#"
 runs = 3
-conditions = ["cold", "warm", "preload"]
+conditions = ["cold", "warm", "preload", "preload-ng", "augur"]
 [[workload]]
 name = "xterm"
 command = ["xterm"]
@@ -388,7 +404,7 @@ time_scale = 0.01
 tree_bytes = "1.5GiB"
 "#;
         let s = parse(t).unwrap();
-        assert_eq!(s.conditions.len(), 3);
+        assert_eq!(s.conditions, [Condition::Cold, Condition::Warm, Condition::Preload, Condition::PreloadNg, Condition::Augur]);
         assert_eq!(s.workloads[0].ready, Ready::Window);
         assert_eq!(s.day.as_ref().unwrap().trace, PathBuf::from("/x/day.jsonl"));
         assert_eq!(s.cost.as_ref().unwrap().tree_bytes, (1.5 * (1u64 << 30) as f64) as u64);

@@ -59,13 +59,24 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         let _ = write!(out, "; {r}");
     }
     let _ = writeln!(out, ". Took {:.0} min.\n", p.elapsed_secs / 60.0);
-    let mut notes: Vec<String> = Vec::new();
-    for s in p.prefetchers.iter().filter(|s| !s.available) {
-        notes.push(format!("{} unavailable: {}", s.name, s.reason.clone().unwrap_or_default()));
+    // Which prefetchers were not measured, and why, before any table leaves them out.
+    let not_measured: Vec<String> = p.prefetchers.iter().filter_map(|s| s.not_measured_line()).collect();
+    for line in &not_measured {
+        let _ = writeln!(out, "- {line}");
     }
+    if !not_measured.is_empty() {
+        let _ = writeln!(out);
+    }
+    let mut notes: Vec<String> = Vec::new();
 
-    let conds: Vec<Condition> =
-        Condition::ALL.into_iter().filter(|c| p.workloads.iter().any(|w| w.condition(*c).is_some())).collect();
+    // A condition whose prefetcher could not run anywhere gets no column: the line above says why.
+    let conds: Vec<Condition> = Condition::ALL
+        .into_iter()
+        .filter(|c| {
+            let reports: Vec<_> = p.workloads.iter().filter_map(|w| w.condition(*c)).collect();
+            !reports.is_empty() && !reports.iter().all(|r| r.status == ConditionStatus::Unavailable)
+        })
+        .collect();
     let prefetch_conds: Vec<Condition> =
         conds.iter().copied().filter(|c| !matches!(c, Condition::Cold | Condition::Warm)).collect();
     if !p.workloads.is_empty() {
@@ -73,11 +84,11 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         let mut head = String::from("| workload |");
         let mut rule = String::from("|---|");
         for c in &conds {
-            let _ = write!(head, " {} |", c.name());
+            let _ = write!(head, " {} |", c.label());
             rule.push_str("---:|");
         }
         for c in &prefetch_conds {
-            let _ = write!(head, " gap closed: {} |", c.name());
+            let _ = write!(head, " gap closed: {} |", c.label());
             rule.push_str("---:|");
         }
         let _ = writeln!(out, "{head}\n{rule}");
@@ -130,7 +141,7 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
                         rows,
                         "| {} | {} | {} | {} | {} |",
                         w.name,
-                        c.name(),
+                        c.label(),
                         mib(med(&r.prefetch_read_bytes)),
                         mib(med(&r.cache_growth_bytes)),
                         decision
@@ -141,11 +152,11 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         if !rows.is_empty() {
             let _ = writeln!(
                 out,
-                "Before each launch (medians): bytes the prefetcher read from disk, page-cache growth since the caches were dropped, and preload's own budget decision.\n"
+                "Before each launch (medians): bytes the prefetcher read from disk, page-cache growth since the caches were dropped, and the prefetcher's own budget decision (preload: the \"using N kb\" of its log; preload-ng: the `total_bytes` of its cycle's plan, before it skips resident pages).\n"
             );
             let _ = writeln!(
                 out,
-                "| workload | prefetcher | read from disk | page cache filled | preload decided |\n|---|---|---:|---:|---:|\n{rows}"
+                "| workload | prefetcher | read from disk | page cache filled | it decided to load |\n|---|---|---:|---:|---:|\n{rows}"
             );
         }
     }
@@ -280,6 +291,13 @@ mod tests {
         u.status = ConditionStatus::Unavailable;
         u.reasons.push("augur daemon is not implemented in this build".into());
         w.conditions.push(u);
+        let mut a = ConditionReport::new(Condition::Augur);
+        a.samples = vec![0.6, 0.7, 0.6];
+        w.conditions.push(a);
+        let mut ng = ConditionReport::new(Condition::PreloadNg);
+        ng.status = ConditionStatus::Unavailable;
+        ng.reasons.push("preload-ng: binary not found at /x/preload-ng; run scripts/bench-setup".into());
+        w.conditions.push(ng);
         w.finish();
         SuiteReport {
             command: "augur-bench --suite bench/suite.toml".into(),
@@ -290,11 +308,15 @@ mod tests {
                     mem_available_after: 6 << 30,
                     ..Default::default()
                 },
-                prefetchers: vec![PrefetcherStatus {
-                    name: "augur-predict".into(),
-                    available: false,
-                    reason: Some("not implemented".into()),
-                }],
+                prefetchers: vec![
+                    PrefetcherStatus { name: "augur-predict".into(), available: false, reason: Some("not implemented".into()) },
+                    PrefetcherStatus {
+                        name: "preload-ng".into(),
+                        available: false,
+                        reason: Some("preload-ng: binary not found at /x/preload-ng; run scripts/bench-setup".into()),
+                    },
+                    PrefetcherStatus { name: "augur".into(), available: true, reason: None },
+                ],
                 workloads: vec![w],
                 ..Default::default()
             }],
@@ -305,12 +327,22 @@ mod tests {
     #[test]
     fn table_has_medians_ranges_gaps_and_notes() {
         let md = render(&report());
+        // Unavailable everywhere: no column, but a line that says why, before the table.
         assert!(
-            md.contains("| workload | cold | warm | preload | augur-predict | gap closed: preload | gap closed: augur-predict |"),
+            md.contains(
+                "| workload | cold | warm | preload | augur (as installed) | gap closed: preload | gap closed: augur (as installed) |"
+            ),
             "{md}"
         );
-        assert!(md.contains("| java | 2.10 (2.00–2.20) | 0.50 (0.50–0.60) | 2.00 (2.00–2.10) | unavailable | 6 % | – |"), "{md}");
-        assert!(md.contains("augur-predict unavailable: not implemented"), "{md}");
+        assert!(
+            md.contains("| java | 2.10 (2.00–2.20) | 0.50 (0.50–0.60) | 2.00 (2.00–2.10) | 0.60 (0.60–0.70) | 6 % | 94 % |"),
+            "{md}"
+        );
+        let table = md.find("| workload |").unwrap();
+        let ng = md.find("- preload-ng: not measured (binary not found at /x/preload-ng; run scripts/bench-setup)").expect(&md);
+        assert!(ng < table, "{md}");
+        assert!(md.contains("- augur-predict: not measured (not implemented)"), "{md}");
+        assert!(!md.contains("- augur: not measured"), "{md}");
         assert!(md.contains("`augur-bench --suite bench/suite.toml`"));
     }
 

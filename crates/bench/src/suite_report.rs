@@ -60,6 +60,19 @@ pub struct PrefetcherStatus {
     pub reason: Option<String>,
 }
 
+impl PrefetcherStatus {
+    /// The line that says a prefetcher was not measured and why, for the progress output and
+    /// the report: `preload-ng: not measured (binary not found at …; run scripts/bench-setup)`.
+    pub fn not_measured_line(&self) -> Option<String> {
+        if self.available {
+            return None;
+        }
+        let reason = self.reason.as_deref().unwrap_or("no reason given");
+        let reason = reason.strip_prefix(&format!("{}: ", self.name)).unwrap_or(reason);
+        Some(format!("{}: not measured ({reason})", self.name))
+    }
+}
+
 /// One workload's training.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TrainingRecord {
@@ -118,7 +131,8 @@ pub struct ConditionReport {
     /// Page-cache growth between dropping the caches and the launch, per run (memory the
     /// prefetcher filled).
     pub cache_growth_bytes: Vec<u64>,
-    /// preload's own prefetch decision per run ("using N kb"), bytes.
+    /// The prefetcher's own decision of how much to load, per run, bytes: preload's "using N
+    /// kb", preload-ng's plan `total_bytes` (empty for augur).
     pub preload_decision_bytes: Vec<u64>,
 }
 
@@ -181,7 +195,7 @@ pub struct DayReport {
 /// One measured day.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct DayRun {
-    /// "none", "preload", "augur-replay", "augur-predict".
+    /// "none", or a prefetcher's name ("preload", "preload-ng", "augur", "augur-predict", ...).
     pub prefetcher: String,
     /// Whether it ran; reason when not.
     pub unavailable: Option<String>,
@@ -317,6 +331,22 @@ mod tests {
         assert!((p.gap_closed.unwrap() - 0.5).abs() < 1e-9);
         assert_eq!(w.condition(Condition::Cold).unwrap().gap_closed, None);
         assert_eq!(w.condition(Condition::AugurPredict).unwrap().status, ConditionStatus::Failed);
+    }
+
+    #[test]
+    fn not_measured_line_names_the_prefetcher_once() {
+        let s = |available, reason: Option<&str>| PrefetcherStatus {
+            name: "preload-ng".into(),
+            available,
+            reason: reason.map(String::from),
+        };
+        let missing = s(false, Some("preload-ng: binary not found at /x/preload-ng; run scripts/bench-setup"));
+        assert_eq!(
+            missing.not_measured_line().unwrap(),
+            "preload-ng: not measured (binary not found at /x/preload-ng; run scripts/bench-setup)"
+        );
+        assert_eq!(s(false, None).not_measured_line().unwrap(), "preload-ng: not measured (no reason given)");
+        assert_eq!(s(true, None).not_measured_line(), None);
     }
 
     #[test]

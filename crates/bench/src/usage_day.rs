@@ -140,24 +140,22 @@ pub struct DayContext<'a> {
     pub files: &'a DaemonFiles,
     /// Prefetchers that can run.
     pub available: &'a [Prefetcher],
+    /// The prefetchers the suite measures (its conditions), each given a day, in order.
+    pub measured: &'a [Prefetcher],
     /// Longest wait for a first planning round.
     pub cycle_wait: Duration,
     /// Progress lines.
     pub progress: &'a dyn Fn(&str),
 }
 
-/// Replays the day: `training_days` with every prefetcher watching, then once per prefetcher.
+/// Replays the day: `training_days` with every prefetcher watching (one augur daemon), then once
+/// with none and once per measured prefetcher.
 pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
     let acts = read_trace(&spec.trace)?;
     let steps = plan(&acts, ctx.workloads, spec);
     let launches = steps.iter().filter(|s| s.launch).count();
     let mut report = DayReport { trace: spec.trace.display().to_string(), launches, runs: Vec::new() };
-    let watchers: Vec<Prefetcher> = ctx
-        .available
-        .iter()
-        .copied()
-        .filter(|k| *k != Prefetcher::AugurReplay || !ctx.available.contains(&Prefetcher::AugurPredict))
-        .collect();
+    let watchers = crate::prefetchers::watching(ctx.available);
     for day in 1..=spec.training_days {
         (ctx.progress)(&format!("usage day: training day {day}/{} ({launches} launches)", spec.training_days));
         let mut daemons = Vec::new();
@@ -172,7 +170,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
         }
     }
     let mut kinds: Vec<Option<Prefetcher>> = vec![None];
-    kinds.extend([Prefetcher::Preload, Prefetcher::AugurReplay, Prefetcher::AugurPredict].map(Some));
+    kinds.extend(ctx.measured.iter().copied().map(Some));
     for kind in kinds {
         let name = kind.map_or("none", Prefetcher::name).to_string();
         if let Some(k) = kind {
@@ -191,7 +189,7 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
         let mut daemon = match kind {
             Some(k) => {
                 let mut d = RunningDaemon::start(k, ctx.files)?;
-                if k == Prefetcher::AugurReplay {
+                if !k.prefetches_ahead() {
                     d.wait_ready(ctx.cycle_wait)?;
                 } else {
                     d.wait_first_cycle(ctx.cycle_wait, Duration::from_secs(ctx.files.cycle_secs))?;

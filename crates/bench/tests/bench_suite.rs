@@ -1,7 +1,8 @@
 //! End to end (as root, as CI runs): `augur-bench --suite` on a tiny suite under the as-is and
 //! slow-disk profiles writes its outputs and leaves no cgroup or balloon behind; the
 //! small-memory profile's balloon really lowers MemAvailable and is removed when the run is
-//! interrupted with SIGINT; a non-root user is refused with exit code 7.
+//! interrupted with SIGINT; a peer whose binary is missing is reported as not measured (progress
+//! and report) while the rest is measured; a non-root user is refused with exit code 7.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -53,12 +54,14 @@ fn locked_by_balloon(owner: u32) -> u64 {
 }
 
 fn write_suite(dir: &Path, command: &str) -> std::path::PathBuf {
+    write_suite_with(dir, command, r#"["cold", "warm"]"#)
+}
+
+fn write_suite_with(dir: &Path, command: &str, conditions: &str) -> std::path::PathBuf {
     let suite = dir.join("suite.toml");
     std::fs::write(
         &suite,
-        format!(
-            "runs = 1\ntraining_secs = 0\nconditions = [\"cold\", \"warm\"]\n[[workload]]\nname = \"tiny\"\ncommand = {command}\n"
-        ),
+        format!("runs = 1\ntraining_secs = 0\nconditions = {conditions}\n[[workload]]\nname = \"tiny\"\ncommand = {command}\n"),
     )
     .unwrap();
     suite
@@ -102,6 +105,34 @@ fn tiny_suite_as_is_and_slow_disk_end_to_end() {
     let svg = std::fs::read_to_string(out.join("suite.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("tiny"));
     assert_eq!(leftovers(pid), (vec![], vec![]), "cgroup or balloon left behind");
+}
+
+#[test]
+fn missing_peer_is_reported_not_measured_and_the_suite_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write_suite_with(dir.path(), r#"["true"]"#, r#"["cold", "warm", "preload-ng"]"#);
+    let out = dir.path().join("out");
+    let missing = dir.path().join("no-such-dir/preload-ng");
+    let run = Command::new(augur())
+        .args(["--suite"])
+        .arg(&suite)
+        .args(["--machine", "as-is", "--skip-day", "--skip-cost", "--output-dir"])
+        .arg(&out)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .env("PRELOAD_NG_BIN", &missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    let line = format!("preload-ng: not measured (binary not found at {}; run scripts/bench-setup)", missing.display());
+    assert!(err.contains(&line), "{err}");
+    let md = std::fs::read_to_string(out.join("suite.md")).unwrap();
+    assert!(md.contains(&format!("- {line}")), "{md}");
+    assert!(md.contains("| workload | cold | warm |") && !md.contains("| preload-ng |"), "{md}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
+    let conds = json["profiles"][0]["workloads"][0]["conditions"].as_array().unwrap();
+    assert_eq!(conds.iter().map(|c| c["status"].as_str().unwrap()).collect::<Vec<_>>(), ["measured", "measured", "unavailable"]);
 }
 
 #[test]

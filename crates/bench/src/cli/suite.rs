@@ -85,6 +85,7 @@ pub fn run(args: SuiteArgs, runs: Option<u32>) -> Result<ExitCode> {
         check_profiles_only: args.check_profiles,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         augur_exe,
+        preload_ng_exe: augur_bench::prefetchers::preload_ng_exe(),
     };
     let progress = |line: &str| eprintln!("augur-bench: {line}");
     let report = suite::run(&opts, &progress)?;
