@@ -256,7 +256,10 @@ impl RunningDaemon {
             }
             Prefetcher::PreloadNg => {
                 if !files.preload_ng_exe.is_file() {
-                    return Err(Error::Command { command: kind.name().into(), detail: peer_not_found(&files.preload_ng_exe) });
+                    return Err(BenchError::Command {
+                        command: kind.name().into(),
+                        detail: peer_not_found(&files.preload_ng_exe),
+                    });
                 }
                 let config = files.preload_ng_config()?;
                 let mut c = Command::new(&files.preload_ng_exe);

@@ -355,7 +355,7 @@ fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
             });
         }
         if kind == Prefetcher::PreloadNg && !files.preload_ng_exe.is_file() {
-            return Err(Error::Command {
+            return Err(BenchError::Command {
                 command: kind.name().into(),
                 detail: prefetchers::peer_not_found(&files.preload_ng_exe),
             });
