@@ -3,38 +3,33 @@
 //! and cleans up; a second signal exits at once (the balloon still dies with its parent, and the
 //! next run removes the cgroup left behind).
 //!
-//! It owns the process-wide "interrupted" flag and sleeping that wakes up on it; it must not
-//! clean anything up itself.
+//! It owns the suite's check points and sleeping that wakes up on the process-wide flag
+//! ([`augur_os::signals`], the one place signals are handled); it must not clean anything up
+//! itself.
 
-use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use augur_os::signals::{SecondSignal, SignalPipe, terminating_signal_received};
 
 use crate::error::{BenchError, Result};
 
-static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+/// The suite's handlers, installed once and kept for the life of the process.
+static HANDLERS: OnceLock<SignalPipe> = OnceLock::new();
 
-/// Installs the handlers for SIGINT, SIGTERM and SIGHUP (idempotent). The first signal sets the
-/// flag; a second one terminates the process with status 130.
+/// Installs the handlers for SIGINT, SIGTERM and SIGHUP (idempotent). The first terminating
+/// signal sets the flag; a second one terminates the process with status 130.
 pub fn install() -> Result<()> {
-    if FLAG.get().is_some() {
+    if HANDLERS.get().is_some() {
         return Ok(());
     }
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        // Order matters: the conditional shutdown fires only if the flag is already set.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&flag))
-            .map_err(|e| BenchError::io("installing the signal handler", e))?;
-        signal_hook::flag::register(sig, Arc::clone(&flag)).map_err(|e| BenchError::io("installing the signal handler", e))?;
-    }
-    let _ = FLAG.set(flag);
+    let _ = HANDLERS.set(SignalPipe::install(SecondSignal::Exit)?);
     Ok(())
 }
 
 /// Whether a terminating signal has arrived.
 pub fn requested() -> bool {
-    FLAG.get().is_some_and(|f| f.load(Ordering::SeqCst))
+    terminating_signal_received()
 }
 
 /// The error every check point returns once interrupted.

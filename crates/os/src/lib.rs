@@ -11,3 +11,4 @@ pub mod loop_io;
 pub mod notify;
 pub mod privilege;
 pub mod sense;
+pub mod signals;

@@ -1,13 +1,14 @@
-//! The daemon's thin OS layer: the epoll set its loop sleeps in, signalfd for SIGTERM/SIGINT/SIGHUP,
+//! The daemon's thin OS layer: the epoll set its loop sleeps in, the signal pipe for SIGTERM/SIGINT/SIGHUP,
 //! a one-shot timerfd armed only when something is pending, an eventfd the replay worker wakes the
 //! loop with, the monotonic clock, the daemon's own memory use, and PSI memory-pressure triggers.
 //! No policy here.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
 
 use crate::error::{OsError, Result};
+use crate::signals::{SecondSignal, SignalPipe};
 
 pub use crate::sense::monotonic_ns;
 
@@ -115,9 +116,10 @@ impl EventPoll {
     }
 }
 
-/// The signals the daemon handles, delivered through a file descriptor.
-pub struct SignalFd {
-    fd: OwnedFd,
+/// The signals the daemon handles, delivered through a file descriptor its loop polls
+/// ([`crate::signals`]).
+pub struct DaemonSignals {
+    pipe: SignalPipe,
 }
 
 /// A signal the daemon acts on.
@@ -129,53 +131,29 @@ pub enum DaemonSignal {
     Reload,
 }
 
-impl SignalFd {
-    /// Blocks SIGTERM, SIGINT and SIGHUP for the process and opens a signalfd for them.
+impl DaemonSignals {
+    /// Routes SIGTERM, SIGINT and SIGHUP into the pipe.
     pub fn new() -> Result<Self> {
-        // SAFETY: sigset_t is plain data, initialised by sigemptyset before use; sigprocmask and
-        // signalfd get valid pointers; the fd returned is checked and owned below.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-                libc::sigaddset(&mut set, s);
-            }
-            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-                return Err(OsError::io("blocking signals", std::io::Error::last_os_error()));
-            }
-            let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-            if fd < 0 {
-                return Err(OsError::io("creating a signalfd", std::io::Error::last_os_error()));
-            }
-            Ok(SignalFd { fd: OwnedFd::from_raw_fd(fd) })
-        }
+        Ok(DaemonSignals { pipe: SignalPipe::install(SecondSignal::Deliver)? })
     }
 
     /// Signals received since the last call.
     pub fn take(&self) -> Vec<DaemonSignal> {
-        let mut out = Vec::new();
-        loop {
-            // SAFETY: signalfd_siginfo is plain data; read(2) fills at most its size.
-            let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-            let size = std::mem::size_of::<libc::signalfd_siginfo>();
-            // SAFETY: the buffer is `info`, of `size` bytes.
-            let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size) };
-            if n != size as isize {
-                break;
-            }
-            match info.ssi_signo as i32 {
-                libc::SIGHUP => out.push(DaemonSignal::Reload),
-                libc::SIGTERM | libc::SIGINT => out.push(DaemonSignal::Stop),
-                _ => {}
-            }
-        }
-        out
+        self.pipe
+            .take()
+            .into_iter()
+            .filter_map(|sig| match sig {
+                libc::SIGHUP => Some(DaemonSignal::Reload),
+                libc::SIGTERM | libc::SIGINT => Some(DaemonSignal::Stop),
+                _ => None,
+            })
+            .collect()
     }
 }
 
-impl AsFd for SignalFd {
+impl AsFd for DaemonSignals {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+        self.pipe.as_fd()
     }
 }
 

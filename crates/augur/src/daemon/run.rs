@@ -1,5 +1,5 @@
 //! The event loop of `augur daemon`: one epoll over the process-events connector, the tracefs
-//! page-event pipe, fanotify opens, the control socket, a signalfd, a replay-worker eventfd, the
+//! page-event pipe, fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
 //! prediction step's memory-pressure trigger (PSI, `EPOLLPRI`: a pressure rise runs a planning
 //! round at once, which stops prefetching) and a one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
@@ -29,7 +29,7 @@ use augur_engine::daemon::{
 };
 use augur_engine::window::{LaunchId, PageKind};
 use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
-use augur_os::loop_io::{self, DaemonSignal, EventPoll, Readiness, SignalFd, Timer, Wakeup, WakeupHandle};
+use augur_os::loop_io::{self, DaemonSignal, DaemonSignals, EventPoll, Readiness, Timer, Wakeup, WakeupHandle};
 use augur_os::notify::Notifier;
 use augur_os::sense::event::{EventKind, PageEventKind};
 use augur_os::sense::fanotify::OpenWatcher;
@@ -230,7 +230,7 @@ struct LoopIo {
     watch: PageWatch,
     opens: Option<OpenWatcher>,
     listener: UnixListener,
-    signals: SignalFd,
+    signals: DaemonSignals,
     timer: Timer,
     wake: Wakeup,
     poll: EventPoll,
@@ -271,7 +271,7 @@ impl Daemon {
     pub fn start(options: DaemonOptions, make_plan_step: PlanStepFactory) -> Result<Daemon> {
         let config = options.load_config()?;
         augur_os::privilege::require_root("running the daemon")?;
-        let signals = SignalFd::new()?;
+        let signals = DaemonSignals::new()?;
         let (state, outcome) = StateStore::open(&config.daemon.state_path)?;
         match &outcome {
             OpenOutcome::Created => tracing::info!("new state at {}", config.daemon.state_path.display()),

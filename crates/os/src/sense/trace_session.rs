@@ -9,11 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::event::{PollFd, PollFlags, poll};
@@ -85,78 +84,6 @@ pub struct TraceReport {
     pub lookup_note: String,
     /// Lookup calls seen whose path could not be made absolute, or that did not fit the cap.
     pub lookups_skipped: u64,
-}
-
-// ---- signals: a self-pipe the poll loop watches ----------------------------------------------
-
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let byte = sig as u8;
-        // SAFETY: write(2) is async-signal-safe; the byte lives on this stack frame.
-        unsafe {
-            libc::write(fd, (&byte as *const u8).cast(), 1);
-        }
-    }
-}
-
-/// Routes SIGINT, SIGTERM and SIGHUP into a pipe while alive; restores the old handlers on drop.
-struct SignalPipe {
-    read: OwnedFd,
-    _write: OwnedFd,
-    old: Vec<(libc::c_int, libc::sigaction)>,
-}
-
-const HANDLED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-impl SignalPipe {
-    fn install() -> Result<Self> {
-        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK)
-            .map_err(|e| OsError::io("creating the signal pipe", e.into()))?;
-        SIGNAL_PIPE.store(std::os::fd::AsRawFd::as_raw_fd(&write), Ordering::Relaxed);
-        let mut old = Vec::new();
-        for sig in HANDLED {
-            // SAFETY: a zeroed sigaction is a valid "no flags, empty mask" value; we set the
-            // handler to a function that only calls write(2). No SA_RESTART, so poll returns EINTR.
-            unsafe {
-                let mut act: libc::sigaction = std::mem::zeroed();
-                act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-                libc::sigemptyset(&mut act.sa_mask);
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &act, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
-            }
-        }
-        Ok(SignalPipe { read, _write: write, old })
-    }
-
-    /// The signals received since the last call.
-    fn take(&self) -> Vec<i32> {
-        let mut buf = [0u8; 16];
-        let mut out = Vec::new();
-        while let Ok(n) = rustix::io::read(&self.read, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            out.extend(buf[..n].iter().map(|&b| i32::from(b)));
-        }
-        out
-    }
-}
-
-impl Drop for SignalPipe {
-    fn drop(&mut self) {
-        for (sig, prev) in &self.old {
-            // SAFETY: restoring the action sigaction gave us earlier.
-            unsafe {
-                libc::sigaction(*sig, prev, std::ptr::null_mut());
-            }
-        }
-        SIGNAL_PIPE.store(-1, Ordering::Relaxed);
-    }
 }
 
 fn monotonic_us() -> u64 {
@@ -359,7 +286,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
     let command_name = program.to_string_lossy().into_owned();
     let own_pid = std::process::id();
     // Handlers first: a Ctrl-C during set-up must still lead to the instance's removal.
-    let signals = SignalPipe::install()?;
+    let signals = crate::signals::SignalPipe::install(crate::signals::SecondSignal::Deliver)?;
     let requested = match req.mode {
         Some(m) => Some(m),
         None => forced_observation_mode_from_env()?,
@@ -463,7 +390,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             };
             let mut fds = vec![
                 PollFd::new(&pidfd, PollFlags::IN),
-                PollFd::new(&signals.read, PollFlags::IN),
+                PollFd::new(&signals, PollFlags::IN),
                 PollFd::new(&opens, PollFlags::IN),
             ];
             if let Some(fd) = trace_fd.as_ref() {
