@@ -286,8 +286,16 @@ fn step_settings_changed(old: &PredictSection, new: &PredictSection) -> bool {
 }
 
 /// Whether a launch of `app` (process `pid`) is followed now: by the follow `policy`, and not
-/// while the pid filter is being written.
-fn decide_follow(policy: FollowPolicy, world: &mut impl DaemonWorld, now: Now, app: &AppIdentity, pid: u32) -> bool {
+/// while the pid filter is being written unless the process is `traced` already (a process of a
+/// followed launch re-keyed to its application needs no filter write).
+fn decide_follow(
+    policy: FollowPolicy,
+    world: &mut impl DaemonWorld,
+    now: Now,
+    app: &AppIdentity,
+    pid: u32,
+    traced: bool,
+) -> bool {
     let wanted = match world.learned_launches(&app.key) {
         Ok(learned) => {
             let (n, last_ms) = learned.unwrap_or((0, 0));
@@ -300,7 +308,7 @@ fn decide_follow(policy: FollowPolicy, world: &mut impl DaemonWorld, now: Now, a
     };
     // While the filter is being written, this launch's pid would be in force only after a grace
     // period, too late for its start: it is left for a later launch to learn.
-    let follow = wanted && !world.filter_busy();
+    let follow = wanted && (traced || !world.filter_busy());
     if wanted && !follow {
         tracing::debug!("{} (pid {pid}) not followed this time: the pid filter is being written", app.key);
     }
@@ -437,7 +445,7 @@ impl DaemonEngine {
         // followed processes itself).
         let traced = self.tracker.follows_process(tgid);
         let policy = follow_policy(&self.config);
-        let outcome = self.tracker.on_exec(step, ts_ns, |app| decide_follow(policy, world, now, app, tgid));
+        let outcome = self.tracker.on_exec(step, ts_ns, |app| decide_follow(policy, world, now, app, tgid, traced));
         let id = match &outcome {
             ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) => *id,
             ExecOutcome::Joined(id) => {
@@ -757,7 +765,7 @@ impl DaemonEngine {
         self.flush_activity(world, now, false);
         // Launches whose page events showed another program to be the application.
         let policy = follow_policy(&self.config);
-        for id in self.tracker.take_rekeyed(|app| decide_follow(policy, world, now, app, 0)) {
+        for id in self.tracker.take_rekeyed(|app| decide_follow(policy, world, now, app, 0, true)) {
             tracing::debug!("launch {id}: re-keyed by the pages its programs used");
             self.keyed(world, now, id, None);
         }
@@ -1645,5 +1653,19 @@ mod tests {
         d.exec_argv(2, 201, "/tmp/tmp.Ab3dE6fG/installer (deleted)", &["/tmp/tmp.Ab3dE6fG/installer"]);
         d.pages(3, 201, 8, 0, 10);
         assert_eq!(saved(&d.wake(5000)), vec![]);
+    }
+
+    #[test]
+    fn a_launch_re_keyed_while_the_filter_is_being_written_stays_followed_and_a_repeated_exec_changes_nothing() {
+        let mut d = knowing("/usr/bin/cat");
+        d.exec_argv(0, 100, "/usr/bin/timeout", &["timeout", "10", "cat", "f"]);
+        // The child is traced as the wrapper's already: no filter write is needed to follow it.
+        d.world.filter_busy = true;
+        d.fork(1, 100, 101);
+        assert_eq!(replays(&d.exec_argv(2, 101, "/usr/bin/cat", &["cat", "f"])), vec![50]);
+        // `/proc` read late shows the same program for a second exec event: nothing happens.
+        assert_eq!(d.exec_argv(3, 101, "/usr/bin/cat", &["cat", "f"]), vec![]);
+        d.pages(4, 101, 8, 0, 20);
+        learned_as(&close(&mut d, 1), "/usr/bin/cat", 20);
     }
 }

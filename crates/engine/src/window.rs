@@ -282,6 +282,12 @@ impl LaunchTracker {
             && l.live.contains(&tgid)
         {
             return match l.identity.on_exec(&step) {
+                // The same application again (`/proc` was read after the exec that followed: the
+                // first exec already showed the program): nothing changes.
+                Verdict::Rekeyed { key, .. } if key == l.app.key => {
+                    l.argv = l.identity.hint_lookup().1.to_vec();
+                    ExecOutcome::Joined(id)
+                }
                 Verdict::Rekeyed { .. } => {
                     relabel(l, &mut self.unfollowed, follow);
                     ExecOutcome::Relabelled(id)
