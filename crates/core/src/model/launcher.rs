@@ -385,13 +385,18 @@ impl LaunchIdentity {
     }
 
     /// Whether `n` was given every argument of the application's command (`oosplash --writer`
-    /// → `soffice.bin --writer ...`). For an application without arguments: whether `n` is the
-    /// only program it forked that reached [`DOMINANT_MIN_PAGES`] (a build tool's jobs are many).
+    /// → `soffice.bin --writer ...`). For an application without arguments: whether `n` was
+    /// given options only (`oosplash` → `soffice.bin --splash-pipe=5`; a script's `cat FILES`
+    /// works for the script and is not the application) and is the only program it forked that
+    /// reached [`DOMINANT_MIN_PAGES`] (a build tool's jobs are many).
     fn given_the_arguments(&self, n: usize) -> bool {
         let args = &self.nodes[self.app].program.args;
         if !args.is_empty() {
             let child_args = self.nodes[n].program.argv.get(1..).unwrap_or(&[]);
             return args.iter().all(|a| child_args.contains(a));
+        }
+        if !self.nodes[n].program.args.iter().all(|a| a.starts_with('-')) {
+            return false;
         }
         !self.nodes.iter().enumerate().any(|(i, node)| {
             i != n && node.pages >= DOMINANT_MIN_PAGES && self.forked_from(i) == Some(self.app) && !self.descends(n, i)

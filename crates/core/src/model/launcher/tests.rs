@@ -521,3 +521,18 @@ proptest! {
         prop_assert_eq!(replay(&g.events).0, o);
     }
 }
+
+#[test]
+fn a_script_s_file_reading_child_is_not_its_application() {
+    // `app.sh` (no arguments) runs `cat data/part*`: cat does the reading, the script is the app.
+    let script = |child: &[&str]| {
+        [
+            exec(10, "/usr/bin/dash", &["/bin/sh", "/home/u/app.sh"], 30),
+            Ev::Fork { parent: 10, child: 11 },
+            exec(11, "/usr/bin/cat", child, 8200),
+        ]
+    };
+    assert_eq!(key(&script(&["cat", "/home/u/data/part0", "/home/u/data/part1"])), ("/home/u/app.sh".into(), None));
+    // A launcher script without arguments whose child is given options only is still seen through.
+    assert_eq!(key(&script(&["cat", "--show-all"])), ("/usr/bin/cat".into(), None));
+}
