@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 
 use augur_core::model::app::AppIdentity;
-use augur_core::model::launcher::ExecStep;
+use augur_core::model::launcher::{ExecStep, Hint};
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
@@ -164,6 +164,8 @@ pub enum Action {
     StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
     /// Save a learned launch to the state ([`Outcome::Failed`] when it could not be).
     SaveLaunch(Box<LearnedLaunch>),
+    /// Keep what a launcher's launch was found to start (its next launch expects it).
+    SaveHint(Hint),
     /// Write launches and exits to the state.
     WriteActivity(Vec<ActivityRecord>),
     /// Run a planning round. `launching`: an application augur replays is starting now (its
@@ -216,6 +218,9 @@ pub trait DaemonWorld {
 
     /// `app`'s learned profile as an exec-time replay loads it; `None` when it has none.
     fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError>;
+
+    /// The application an earlier launch of launcher `key` with `argv` was found to start.
+    fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError>;
 
     /// Since when (monotonic ns) process `root`'s pid has been in force in the kernel's filter,
     /// once (the answer is taken).
@@ -479,6 +484,17 @@ impl DaemonEngine {
             }
         }
         let how = if followed { "followed" } else { "replayed only" };
+        if stable && let Some(l) = self.tracker.get_mut(id) {
+            let (k, argv) = l.identity.hint_lookup();
+            match world.launcher_hint(k, argv) {
+                Ok(Some(app)) => {
+                    tracing::debug!("launch {id}: {key} started {app} before: expecting it");
+                    l.identity.expect(app);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("reading what {key} started before: {e}"),
+            }
+        }
         if !stable {
             tracing::debug!("launch {id}: {key} (pid {pid}) is a memfd or throwaway executable: not replayed, not learned");
             return;
@@ -581,6 +597,10 @@ impl DaemonEngine {
             self.tracker.backlog_dropped
         );
         // Paths of inodes no open event named: the maps and fds of the launch's live processes.
+        if let Some(hint) = finished.launch.identity.finish().hint {
+            tracing::debug!("launch {}: {} started {}: expected next time", finished.launch.id, hint.launcher_key, hint.app_key);
+            world.carry_out(Action::SaveHint(hint), &self.config);
+        }
         let live: Vec<u32> = finished.launch.live.iter().copied().collect();
         if !live.is_empty() {
             world.learn_paths_of(&live);
@@ -851,6 +871,8 @@ mod tests {
         learned: HashMap<String, (u64, u64)>,
         /// Applications' replayable profiles.
         profiles: HashMap<String, LaunchProfile>,
+        /// Launchers' hints: (key, argv) → the application expected.
+        hints: HashMap<(String, Vec<String>), String>,
         /// Since when each root pid is in force in the filter.
         in_force: HashMap<u32, u64>,
         filter_busy: bool,
@@ -884,6 +906,10 @@ mod tests {
             Ok(self.profiles.get(app).cloned())
         }
 
+        fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError> {
+            Ok(self.hints.get(&(key.to_string(), argv.to_vec())).cloned())
+        }
+
         fn take_in_force_since(&mut self, root: u32) -> Option<u64> {
             self.in_force.remove(&root)
         }
@@ -911,6 +937,10 @@ mod tests {
                 Action::Plan { .. } => Outcome::Planned { owed_in_ms: self.owed_in_ms, at_ns: self.clock_ns },
                 Action::BuildPredictionStep if self.fail_build => Outcome::Failed,
                 Action::SaveLaunch(_) if self.fail_save => Outcome::Failed,
+                Action::SaveHint(h) => {
+                    self.hints.insert((h.launcher_key.clone(), h.launcher_argv.clone()), h.app_key.clone());
+                    Outcome::Done
+                }
                 _ => Outcome::Done,
             };
             self.actions.push(action);
@@ -1667,5 +1697,27 @@ mod tests {
         assert_eq!(d.exec_argv(3, 101, "/usr/bin/cat", &["cat", "f"]), vec![]);
         d.pages(4, 101, 8, 0, 20);
         learned_as(&close(&mut d, 1), "/usr/bin/cat", 20);
+    }
+
+    #[test]
+    fn a_launcher_s_dominant_child_is_expected_and_replayed_at_its_exec_next_time() {
+        let (splash, bin) = ("/usr/lib/libreoffice/program/oosplash", "/usr/lib/libreoffice/program/soffice.bin");
+        let mut d = knowing(bin);
+        let launch = |d: &mut Daemon, base: u64, pid: u32| {
+            d.exec_argv(base, pid, splash, &[splash, "--writer"]);
+            d.fork(base + 2, pid, pid + 1);
+            d.exec_argv(base + 3, pid + 1, bin, &[bin, "--writer", "--splash-pipe=5"])
+        };
+        launch(&mut d, 0, 100);
+        d.pages(4, 101, 8, 0, 5000);
+        d.event(5, Event::AboutToSleep);
+        let first = close(&mut d, 1);
+        assert_eq!(first[0].record.app, bin);
+        assert_eq!(d.world.hints.values().collect::<Vec<_>>(), vec![bin], "the launcher's successor is kept");
+        // The next launch is re-keyed at the successor's exec, so its profile is replayed then,
+        // even when the launch is not followed (no page events to find it by).
+        d.world.learned.insert(bin.into(), (3, WALL_MS + 10_000));
+        let out = launch(&mut d, 10_000, 200);
+        assert_eq!(replays(&out), vec![50]);
     }
 }

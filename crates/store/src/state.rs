@@ -16,13 +16,14 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{FormatError, Result, StoreError};
+use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
 use augur_core::model::learn::AppModel;
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
@@ -41,9 +42,23 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(SCHEMA_2),
     // 2 -> 3: applications are named through wrappers; what was learned under a wrapper's,
     // launcher's, loader's, memfd or throwaway key is dropped, to be relearned under the real
-    // application's key, never mixed into it.
+    // application's key, never mixed into it. Launchers' learned successors are kept.
     Migration::Step(drop_stale_keys),
+    Migration::Sql(SCHEMA_4),
 ];
+
+/// 3 -> 4: what a launcher's launch was found to start by dominance (`oosplash --writer` →
+/// `soffice.bin`), so that its next launch is re-keyed (and replayed) at the successor's exec.
+const SCHEMA_4: &str = "CREATE TABLE launcher_hints (
+         launcher_key TEXT NOT NULL,
+         launcher_argv TEXT NOT NULL,
+         app_key TEXT NOT NULL,
+         learned_ms INTEGER NOT NULL,
+         PRIMARY KEY (launcher_key, launcher_argv)
+     );";
+
+/// Launcher hints kept at most (the least recently learned go first).
+const MAX_HINTS: u64 = 1024;
 
 const SCHEMA_1: &str =
     // 0 -> 1: the first schema.
@@ -458,6 +473,39 @@ impl StateStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
     }
 
+    /// The application an earlier launch of launcher `launcher_key` with `launcher_argv` was
+    /// found to start (see `augur_core::model::launcher::Hint`).
+    pub fn launcher_hint(&self, launcher_key: &str, launcher_argv: &[String]) -> Result<Option<String>> {
+        let argv = serde_json::to_string(launcher_argv).unwrap_or_default();
+        self.conn
+            .query_row(
+                "SELECT app_key FROM launcher_hints WHERE launcher_key = ?1 AND launcher_argv = ?2",
+                rusqlite::params![launcher_key, argv],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("reading"))
+    }
+
+    /// Keeps `hint` (replacing the launcher's earlier one) at `now_ms`; at most [`MAX_HINTS`].
+    pub fn save_launcher_hint(&mut self, hint: &Hint, now_ms: u64) -> Result<()> {
+        let argv = serde_json::to_string(&hint.launcher_argv).unwrap_or_default();
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "saving a hint in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO launcher_hints (launcher_key, launcher_argv, app_key, learned_ms) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![hint.launcher_key, argv, hint.app_key, now_ms as i64],
+        )
+        .map_err(&e)?;
+        tx.execute(
+            "DELETE FROM launcher_hints WHERE rowid NOT IN (SELECT rowid FROM launcher_hints ORDER BY learned_ms DESC LIMIT ?1)",
+            [MAX_HINTS as i64],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
     /// Forgets one application (its model and launch records); true when it was known.
     pub fn forget(&mut self, app: &str) -> Result<bool> {
         let path = self.path.clone();
@@ -466,6 +514,7 @@ impl StateStore {
         let n = tx.execute("DELETE FROM apps WHERE key = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM launches WHERE app = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM activity WHERE app = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM launcher_hints WHERE app_key = ?1 OR launcher_key = ?1", [app]).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n > 0)
     }
@@ -477,6 +526,7 @@ impl StateStore {
         let tx = self.conn.transaction().map_err(&e)?;
         let n = tx.execute("DELETE FROM apps", []).map_err(&e)?;
         tx.execute("DELETE FROM launches", []).map_err(&e)?;
+        tx.execute("DELETE FROM launcher_hints", []).map_err(&e)?;
         tx.execute("DELETE FROM activity", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n as u64)
@@ -771,6 +821,8 @@ mod tests {
             // An activity record alone (its application capped away) goes too.
             let a = ActivityRecord { at_ms: 1, local_ms: 2, app: "/usr/bin/env".into(), instance: 9, launch: true };
             s.add_activity(&[a], &limits).unwrap();
+            // As a schema 2 file was.
+            s.conn.execute_batch("DROP TABLE launcher_hints").unwrap();
             s.conn.pragma_update(None, "user_version", 2).unwrap();
         }
         let (s, outcome) = StateStore::open(&path).unwrap();
@@ -791,5 +843,28 @@ mod tests {
         // Once migrated, nothing more is dropped: a key is judged once, at the upgrade.
         let (s, _) = StateStore::open(&path).unwrap();
         assert_eq!(s.apps().unwrap().len(), kept.len());
+    }
+
+    #[test]
+    fn a_launcher_hint_is_kept_replaced_and_forgotten_with_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = StateStore::open(&dir.path().join("s.db")).unwrap();
+        let argv = vec!["/usr/lib/libreoffice/program/oosplash".to_string(), "--writer".to_string()];
+        let hint = |app: &str| Hint {
+            launcher_key: "/usr/lib/libreoffice/program/oosplash".into(),
+            launcher_argv: argv.clone(),
+            app_key: app.into(),
+        };
+        assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap(), None);
+        s.save_launcher_hint(&hint("/a"), 1).unwrap();
+        s.save_launcher_hint(&hint("/b"), 2).unwrap();
+        assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap().as_deref(), Some("/b"));
+        assert_eq!(
+            s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv[..1]).unwrap(),
+            None,
+            "other arguments, other hint"
+        );
+        s.forget_all().unwrap();
+        assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap(), None);
     }
 }

@@ -802,6 +802,10 @@ impl DaemonWorld for LoopIo {
         Ok(self.state.load_app(app)?.map(|model| model.replay_profile(settings)))
     }
 
+    fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError> {
+        Ok(self.state.launcher_hint(key, argv)?)
+    }
+
     fn take_in_force_since(&mut self, root: u32) -> Option<u64> {
         self.watch.take_in_force_since(root)
     }
@@ -843,6 +847,12 @@ impl DaemonWorld for LoopIo {
                     return Outcome::Failed;
                 }
                 self.counts.launches_learned += 1;
+            }
+            Action::SaveHint(hint) => {
+                if let Err(e) = self.state.save_launcher_hint(&hint, loop_io::unix_ms()) {
+                    tracing::warn!("keeping what {} started: {e}", hint.launcher_key);
+                    return Outcome::Failed;
+                }
             }
             Action::WriteActivity(records) => {
                 if let Err(e) = self.state.add_activity(&records, &config.state_limits()) {
