@@ -1720,4 +1720,18 @@ mod tests {
         let out = launch(&mut d, 10_000, 200);
         assert_eq!(replays(&out), vec![50]);
     }
+
+    #[test]
+    fn systemd_run_s_command_started_by_pid_1_is_adopted_followed_and_replayed() {
+        let mut d = knowing("/usr/bin/gedit");
+        d.exec_argv(0, 100, "/usr/bin/systemd-run", &["systemd-run", "--user", "gedit", "a.txt"]);
+        d.pages(1, 100, 7, 0, 2);
+        // PID 1 starts the command: not a descendant of the launch, so it is followed on its own.
+        let out = d.exec_argv(3, 300, "/usr/bin/gedit", &["/usr/bin/gedit", "a.txt"]);
+        assert_eq!(out[0], Action::Follow { pid: 300 });
+        assert_eq!(replays(&out), vec![50]);
+        d.exit(4, 100);
+        d.pages(5, 300, 8, 0, 30);
+        learned_as(&close(&mut d, 1), "/usr/bin/gedit", 32);
+    }
 }
