@@ -1,5 +1,5 @@
 //! Integration test of `augur daemon` (run as root, as CI does): an application started through a
-//! wrapper (`env`, `timeout 5`, `sh -c`, `nice`, `setsid`, `dbus-run-session --`) is learned under
+//! wrapper (`env`, `timeout 5`, `sh -c`, `nice`, `setsid`, `dbus-run-session --`, `ld.so`) is learned under
 //! its own name, never the wrapper's, and its next launch through the wrapper replays its profile.
 //!
 //! One daemon with its own state, socket and configuration in a temporary directory; the daemon
@@ -19,6 +19,8 @@ fn through(wrapper: &str, script: &Path) -> Command {
         "nice" => &["nice", "-n", "1"],
         "setsid" => &["setsid"],
         "dbus-run-session" => &["dbus-run-session", "--"],
+        // The loader running the shell that runs the script.
+        "ld.so" => &["/lib64/ld-linux-x86-64.so.2", "/bin/sh"],
         "sh -c" => {
             let mut c = Command::new("sh");
             c.arg("-c").arg(format!("{} --quiet", script.display()));
@@ -48,7 +50,7 @@ fn applications_started_through_wrappers_are_learned_under_their_own_name_and_re
     install("setsid", "util-linux");
     // Every launch followed: both launches through each wrapper must be recorded.
     let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 100\n");
-    let wrappers = ["env", "timeout", "sh -c", "nice", "setsid", "dbus-run-session"];
+    let wrappers = ["env", "timeout", "sh -c", "nice", "setsid", "dbus-run-session", "ld.so"];
     let mut keys = Vec::new();
     let mut dirs = Vec::new();
     for wrapper in wrappers {
@@ -84,7 +86,7 @@ fn applications_started_through_wrappers_are_learned_under_their_own_name_and_re
     for (wrapper, key) in &keys {
         assert!(apps.lines().any(|l| l.ends_with(&format!("  {key}"))), "{wrapper}: {key} not listed");
     }
-    let wrapper_names = ["env", "timeout", "nice", "setsid", "dbus-run-session", "dbus-daemon"];
+    let wrapper_names = ["env", "timeout", "nice", "setsid", "dbus-run-session", "dbus-daemon", "ld-linux-x86-64.so.2"];
     for line in apps.lines() {
         let name = line.rsplit('/').next().unwrap_or("");
         assert!(!wrapper_names.contains(&name), "a wrapper was learned as an application: {line}");
