@@ -22,6 +22,7 @@
 use std::collections::HashMap;
 
 use augur_core::model::app::AppIdentity;
+use augur_core::model::launcher::{ExecStep, Hint};
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
@@ -95,8 +96,8 @@ pub enum Event {
     /// The daemon told it is ready: the first planning round (after a boot the likeliest
     /// applications are loaded before anyone asks).
     Ready,
-    /// Process `tgid` exec'd `app` at `ts_ns` (monotonic).
-    Exec { tgid: u32, app: AppIdentity, argv: Vec<String>, ts_ns: u64 },
+    /// Process `step.pid` exec'd at `ts_ns` (monotonic); `step` is what `/proc` said of it.
+    Exec { step: ExecStep, ts_ns: u64 },
     /// Task `child_pid` (of process `child_tgid`) was created by process `parent_tgid`.
     Fork { parent_tgid: u32, child_pid: u32, child_tgid: u32 },
     /// Task `pid` of process `tgid` exited at `ts_ns` (monotonic).
@@ -163,6 +164,8 @@ pub enum Action {
     StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
     /// Save a learned launch to the state ([`Outcome::Failed`] when it could not be).
     SaveLaunch(Box<LearnedLaunch>),
+    /// Keep what a launcher's launch was found to start (its next launch expects it).
+    SaveHint(Hint),
     /// Write launches and exits to the state.
     WriteActivity(Vec<ActivityRecord>),
     /// Run a planning round. `launching`: an application augur replays is starting now (its
@@ -215,6 +218,9 @@ pub trait DaemonWorld {
 
     /// `app`'s learned profile as an exec-time replay loads it; `None` when it has none.
     fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError>;
+
+    /// The application an earlier launch of launcher `key` with `argv` was found to start.
+    fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError>;
 
     /// Since when (monotonic ns) process `root`'s pid has been in force in the kernel's filter,
     /// once (the answer is taken).
@@ -282,6 +288,36 @@ fn step_settings_changed(old: &PredictSection, new: &PredictSection) -> bool {
     old.predictor != new.predictor
         || old.pressure_trigger_us != new.pressure_trigger_us
         || old.pressure_window_us != new.pressure_window_us
+}
+
+/// Whether a launch of `app` (process `pid`) is followed now: by the follow `policy`, and not
+/// while the pid filter is being written unless the process is `traced` already (a process of a
+/// followed launch re-keyed to its application needs no filter write).
+fn decide_follow(
+    policy: FollowPolicy,
+    world: &mut impl DaemonWorld,
+    now: Now,
+    app: &AppIdentity,
+    pid: u32,
+    traced: bool,
+) -> bool {
+    let wanted = match world.learned_launches(&app.key) {
+        Ok(learned) => {
+            let (n, last_ms) = learned.unwrap_or((0, 0));
+            policy.follows(n, last_ms, now.unix_ms)
+        }
+        Err(e) => {
+            tracing::warn!("reading what is known of {}: {e}", app.key);
+            true
+        }
+    };
+    // While the filter is being written, this launch's pid would be in force only after a grace
+    // period, too late for its start: it is left for a later launch to learn.
+    let follow = wanted && (traced || !world.filter_busy());
+    if wanted && !follow {
+        tracing::debug!("{} (pid {pid}) not followed this time: the pid filter is being written", app.key);
+    }
+    follow
 }
 
 /// The process whose launch a new task belongs to. A new thread's reported parent is the parent
@@ -377,7 +413,7 @@ impl DaemonEngine {
                     self.schedule_replan(now);
                 }
             }
-            Event::Exec { tgid, app, argv, ts_ns } => self.on_exec(world, now, tgid, app, argv, ts_ns),
+            Event::Exec { step, ts_ns } => self.on_exec(world, now, step, ts_ns),
             // Threads are tracked too: page events are attributed by thread id, because the
             // tracer's pid->tgid cache can be stale for a recycled pid. The kernel follows the
             // children of followed processes itself (event-fork).
@@ -408,55 +444,71 @@ impl DaemonEngine {
         }
     }
 
-    fn on_exec(&mut self, world: &mut impl DaemonWorld, now: Now, tgid: u32, app: AppIdentity, argv: Vec<String>, ts_ns: u64) {
-        let key = app.key.clone();
-        let argv0 = argv.first().cloned();
+    fn on_exec(&mut self, world: &mut impl DaemonWorld, now: Now, step: ExecStep, ts_ns: u64) {
+        let tgid = step.pid;
+        // A process of a followed launch is traced already (the kernel follows the children of
+        // followed processes itself).
+        let traced = self.tracker.follows_process(tgid);
         let policy = follow_policy(&self.config);
-        let decide = |app: &AppIdentity| {
-            let wanted = match world.learned_launches(&app.key) {
-                Ok(learned) => {
-                    let (n, last_ms) = learned.unwrap_or((0, 0));
-                    policy.follows(n, last_ms, now.unix_ms)
-                }
-                Err(e) => {
-                    tracing::warn!("reading what is known of {}: {e}", app.key);
-                    true
-                }
-            };
-            // While the filter is being written, this launch's pid would be in force only after
-            // a grace period, too late for its start: it is left for a later launch to learn.
-            let follow = wanted && !world.filter_busy();
-            if wanted && !follow {
-                tracing::debug!("{} (pid {tgid}) not followed this time: the pid filter is being written", app.key);
-            }
-            follow
-        };
-        let outcome = self.tracker.on_exec(tgid, app, argv, ts_ns, decide);
+        let outcome = self.tracker.on_exec(step, ts_ns, |app| decide_follow(policy, world, now, app, tgid, traced));
         let id = match &outcome {
-            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) => *id,
+            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) => *id,
             ExecOutcome::Joined(id) => {
-                tracing::trace!("launch {id}: {key} joined (pid {tgid})");
+                tracing::trace!("launch {id}: pid {tgid} joined");
                 return;
             }
         };
+        tracing::debug!("launch {id}: pid {tgid} exec'd, {outcome:?}");
+        self.keyed(world, now, id, (!traced).then_some(tgid));
+    }
+    /// Launch `id` is now of the application its identity decided (it started, or was re-keyed):
+    /// trace `new_pid` when the launch is followed and that process is not traced yet, learn
+    /// the lookups that found the program, replay its profile, report the instance. Nothing of
+    /// this for an application that cannot be learned (memfd, throwaway), nor replay or report
+    /// for a known wrapper or launcher that has not handed off yet (`timeout`, `xdg-open`).
+    fn keyed(&mut self, world: &mut impl DaemonWorld, now: Now, id: LaunchId, new_pid: Option<u32>) {
+        let Some(l) = self.tracker.get_mut(id) else { return };
+        let (key, pid, followed) = (l.app.key.clone(), l.identity.app_pid(), l.followed);
+        let (stable, provisional) = (l.identity.app_stable(), l.identity.provisional());
+        let (exe, argv0) = (l.app.exe.clone(), l.argv.first().cloned());
         // Only followed launches reach the kernel's pid filter: an exec of a known application
         // costs no filter write (each one waits for a grace period, see sense::pid_filter).
-        let follow = self.tracker.get_mut(id).is_some_and(|l| l.followed);
-        if follow {
-            world.carry_out(Action::Follow { pid: tgid }, &self.config);
+        if followed {
+            if let Some(p) = new_pid {
+                world.carry_out(Action::Follow { pid: p }, &self.config);
+            }
             // Only a followed launch pays for this: environ and a stat per PATH directory.
+            let lookups = world.exec_lookups(pid, &exe, argv0.as_deref());
             if let Some(l) = self.tracker.get_mut(id) {
-                l.exec_lookups = world.exec_lookups(tgid, &l.app.exe, argv0.as_deref());
+                l.exec_lookups = lookups;
             }
         }
-        let how = if follow { "followed" } else { "replayed only" };
-        tracing::debug!("launch {id}: {key} (pid {tgid}, {outcome:?}, {how})");
+        let how = if followed { "followed" } else { "replayed only" };
+        if stable && let Some(l) = self.tracker.get_mut(id) {
+            let (k, argv) = l.identity.hint_lookup();
+            match world.launcher_hint(k, argv) {
+                Ok(Some(app)) => {
+                    tracing::debug!("launch {id}: {key} started {app} before: expecting it");
+                    l.identity.expect(app);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("reading what {key} started before: {e}"),
+            }
+        }
+        if !stable {
+            tracing::debug!("launch {id}: {key} (pid {pid}) is a memfd or throwaway executable: not replayed, not learned");
+            return;
+        }
+        tracing::debug!("launch {id}: {key} (pid {pid}, {how}{})", if provisional { ", a wrapper so far" } else { "" });
+        if provisional {
+            return;
+        }
         if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) && self.replay(world, id, &key) {
             // A start augur serves: prediction leaves it the machine for a moment. Other execs
             // (a shell loop's, a build's) do not hold prediction off.
             self.last_launch_ns = Some(now.mono_ns);
         }
-        for change in self.running.on_launch(tgid, &key) {
+        for change in self.running.on_launch(pid, &key) {
             self.report_change(world, now, change);
         }
     }
@@ -545,6 +597,10 @@ impl DaemonEngine {
             self.tracker.backlog_dropped
         );
         // Paths of inodes no open event named: the maps and fds of the launch's live processes.
+        if let Some(hint) = finished.launch.identity.finish().hint {
+            tracing::debug!("launch {}: {} started {}: expected next time", finished.launch.id, hint.launcher_key, hint.app_key);
+            world.carry_out(Action::SaveHint(hint), &self.config);
+        }
         let live: Vec<u32> = finished.launch.live.iter().copied().collect();
         if !live.is_empty() {
             world.learn_paths_of(&live);
@@ -567,6 +623,11 @@ impl DaemonEngine {
     /// from its middle, or that used fewer than `min_pages` pages.
     fn prepare(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) -> Option<LearnedLaunch> {
         if !finished.launch.followed && finished.launch.stopped.is_none() {
+            return None;
+        }
+        if let Some(why) = finished.launch.identity.finish().not_learnable {
+            // Nothing recorded: the next launch is followed again.
+            tracing::debug!("launch of {} not learned: {why:?}", finished.launch.app.key);
             return None;
         }
         let in_force = world.take_in_force_since(finished.launch.root);
@@ -722,6 +783,12 @@ impl DaemonEngine {
 
     fn about_to_sleep(&mut self, world: &mut impl DaemonWorld, now: Now) {
         self.flush_activity(world, now, false);
+        // Launches whose page events showed another program to be the application.
+        let policy = follow_policy(&self.config);
+        for id in self.tracker.take_rekeyed(|app| decide_follow(policy, world, now, app, 0, true)) {
+            tracing::debug!("launch {id}: re-keyed by the pages its programs used");
+            self.keyed(world, now, id, None);
+        }
         // Tells the kernel to stop recording the processes of launches no longer followed.
         let gone = self.tracker.take_unfollowed();
         if !gone.is_empty() {
@@ -765,7 +832,6 @@ mod tests {
     //! fake world that records what the engine did and answers from maps.
 
     use super::*;
-    use augur_core::model::app::identify;
     use augur_core::model::profile::{FileIdentity, LookupKind};
 
     const MS: u64 = 1_000_000;
@@ -779,10 +845,6 @@ mod tests {
 
     fn ns(ms: u64) -> u64 {
         at(ms).mono_ns
-    }
-
-    fn app(exe: &str) -> AppIdentity {
-        identify(exe, &[exe.to_string()], None)
     }
 
     /// A learned profile of `pages` pages of one file.
@@ -809,6 +871,8 @@ mod tests {
         learned: HashMap<String, (u64, u64)>,
         /// Applications' replayable profiles.
         profiles: HashMap<String, LaunchProfile>,
+        /// Launchers' hints: (key, argv) → the application expected.
+        hints: HashMap<(String, Vec<String>), String>,
         /// Since when each root pid is in force in the filter.
         in_force: HashMap<u32, u64>,
         filter_busy: bool,
@@ -842,6 +906,10 @@ mod tests {
             Ok(self.profiles.get(app).cloned())
         }
 
+        fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError> {
+            Ok(self.hints.get(&(key.to_string(), argv.to_vec())).cloned())
+        }
+
         fn take_in_force_since(&mut self, root: u32) -> Option<u64> {
             self.in_force.remove(&root)
         }
@@ -869,6 +937,10 @@ mod tests {
                 Action::Plan { .. } => Outcome::Planned { owed_in_ms: self.owed_in_ms, at_ns: self.clock_ns },
                 Action::BuildPredictionStep if self.fail_build => Outcome::Failed,
                 Action::SaveLaunch(_) if self.fail_save => Outcome::Failed,
+                Action::SaveHint(h) => {
+                    self.hints.insert((h.launcher_key.clone(), h.launcher_argv.clone()), h.app_key.clone());
+                    Outcome::Done
+                }
                 _ => Outcome::Done,
             };
             self.actions.push(action);
@@ -905,7 +977,17 @@ mod tests {
         }
 
         fn exec(&mut self, ms: u64, tgid: u32, exe: &str) -> Vec<Action> {
-            self.event(ms, Event::Exec { tgid, app: app(exe), argv: vec![exe.to_string()], ts_ns: ns(ms) })
+            self.exec_argv(ms, tgid, exe, &[exe])
+        }
+
+        /// Process `tgid` exec'd `exe` with `argv` at `ms`.
+        fn exec_argv(&mut self, ms: u64, tgid: u32, exe: &str, argv: &[&str]) -> Vec<Action> {
+            self.event(ms, Event::Exec { step: exec_step(tgid, exe, argv), ts_ns: ns(ms) })
+        }
+
+        /// Process `parent` forked process `child` at `ms`.
+        fn fork(&mut self, ms: u64, parent: u32, child: u32) -> Vec<Action> {
+            self.event(ms, Event::Fork { parent_tgid: parent, child_pid: child, child_tgid: child })
         }
 
         fn exit(&mut self, ms: u64, pid: u32) -> Vec<Action> {
@@ -930,6 +1012,20 @@ mod tests {
             out.extend(self.event(ms, Event::AboutToSleep));
             out
         }
+    }
+
+    /// What `/proc` says of process `pid` after it exec'd `exe` with `argv` in `/home/u`.
+    fn exec_step(pid: u32, exe: &str, argv: &[&str]) -> ExecStep {
+        let argv = argv.iter().map(|a| a.to_string()).collect();
+        ExecStep { pid, exe: exe.to_string(), argv, cwd: Some("/home/u".into()), loader_target: None }
+    }
+
+    /// The profiles replayed, by size.
+    fn replays(actions: &[Action]) -> Vec<u64> {
+        actions
+            .iter()
+            .filter_map(|a| if let Action::StartReplay { profile, .. } = a { Some(profile.page_count()) } else { None })
+            .collect()
     }
 
     fn saved(actions: &[Action]) -> Vec<LearnedLaunch> {
@@ -1461,5 +1557,181 @@ mod tests {
             let again = d.event(ms, Event::Stop);
             proptest::prop_assert!(activity(&again).is_empty() && saved(&again).is_empty());
         }
+    }
+
+    // Applications as users know them: launches through wrappers, events in, actions out.
+
+    /// A daemon that replays `app`'s learned profile of 50 pages, and nothing else.
+    fn knowing(app: &str) -> Daemon {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert(app.into(), profile(50));
+        d
+    }
+
+    /// The launch's replay reports, the window closes: what was saved.
+    fn close(d: &mut Daemon, launch: LaunchId) -> Vec<LearnedLaunch> {
+        let report = ReplayReport { pages_wanted: 50, pages_resident: 0, pages_loaded: 50, bytes_read: 50 * 4096 };
+        let mut out = d.event(1500, Event::ReplayFinished { launch, report });
+        out.extend(d.wake(5000));
+        saved(&out)
+    }
+
+    /// The application is learned under `key`, with the wrapper's pages and the replay's counts.
+    fn learned_as(saved: &[LearnedLaunch], key: &str, pages: u64) {
+        assert_eq!(saved.len(), 1, "{saved:?}");
+        assert_eq!(saved[0].record.app, key);
+        assert_eq!(saved[0].record.pages_used, pages, "pages used before the re-key stay with the launch");
+        assert_eq!(saved[0].record.pages_expected, 50, "the application's profile was replayed");
+    }
+
+    #[test]
+    fn env_execs_the_application_in_place_and_its_profile_is_replayed_then() {
+        let mut d = knowing("/usr/bin/gedit");
+        let out = d.exec_argv(0, 100, "/usr/bin/env", &["env", "LANG=C", "gedit"]);
+        assert_eq!(out, vec![Action::Follow { pid: 100 }], "a wrapper is followed, not replayed");
+        d.pages(1, 100, 7, 0, 4);
+        let out = d.exec_argv(2, 100, "/usr/bin/gedit", &["gedit"]);
+        assert_eq!(replays(&out), vec![50]);
+        assert!(!out.contains(&Action::Follow { pid: 100 }), "the process is traced already: no filter write");
+        d.pages(3, 100, 8, 0, 10);
+        learned_as(&close(&mut d, 1), "/usr/bin/gedit", 14);
+        let written = activity(&d.event(6000, Event::Stop)).concat();
+        let launched: Vec<(&str, u64)> = written.iter().filter(|r| r.launch).map(|r| (r.app.as_str(), r.instance)).collect();
+        assert_eq!(launched, vec![("/usr/bin/gedit", 100)], "env is never reported as an application");
+    }
+
+    #[test]
+    fn timeout_runs_its_payload_in_a_child_which_is_the_application() {
+        let mut d = knowing("/usr/bin/cat");
+        assert_eq!(d.exec_argv(0, 100, "/usr/bin/timeout", &["timeout", "10", "cat", "f"]), vec![Action::Follow { pid: 100 }]);
+        d.pages(1, 100, 7, 0, 4);
+        d.fork(2, 100, 101);
+        let out = d.exec_argv(3, 101, "/usr/bin/cat", &["cat", "f"]);
+        assert_eq!(replays(&out), vec![50]);
+        assert!(!out.iter().any(|a| matches!(a, Action::Follow { .. })), "the child is traced as the wrapper's");
+        d.pages(4, 101, 8, 0, 20);
+        learned_as(&close(&mut d, 1), "/usr/bin/cat", 24);
+    }
+
+    #[test]
+    fn dbus_run_session_is_seen_through_and_its_bus_is_a_helper() {
+        let mut d = knowing("/usr/bin/gedit");
+        d.exec_argv(0, 100, "/usr/bin/dbus-run-session", &["dbus-run-session", "--", "gedit"]);
+        d.fork(1, 100, 101);
+        let out = d.exec_argv(2, 101, "/usr/bin/dbus-daemon", &["dbus-daemon", "--nofork", "--print-address=4", "--session"]);
+        assert_eq!(out, vec![], "the session bus is a helper");
+        d.pages(3, 101, 6, 0, 3);
+        d.fork(4, 100, 102);
+        assert_eq!(replays(&d.exec_argv(5, 102, "/usr/bin/gedit", &["gedit"])), vec![50]);
+        d.pages(6, 102, 8, 0, 30);
+        learned_as(&close(&mut d, 1), "/usr/bin/gedit", 33);
+    }
+
+    #[test]
+    fn a_shell_string_s_command_is_the_application() {
+        let mut d = knowing("/usr/bin/gedit");
+        d.exec_argv(0, 100, "/usr/bin/dash", &["sh", "-c", "gedit notes.txt --new-window"]);
+        d.pages(1, 100, 7, 0, 2);
+        d.fork(2, 100, 101);
+        assert_eq!(replays(&d.exec_argv(3, 101, "/usr/bin/gedit", &["gedit", "notes.txt", "--new-window"])), vec![50]);
+        d.pages(4, 101, 8, 0, 10);
+        learned_as(&close(&mut d, 1), "/usr/bin/gedit", 12);
+    }
+
+    #[test]
+    fn the_loader_running_a_program_is_that_program_from_its_exec() {
+        let mut d = knowing("/usr/bin/gedit");
+        let mut s =
+            exec_step(100, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", &["/lib64/ld-linux-x86-64.so.2", "/usr/bin/gedit"]);
+        s.loader_target = Some("/usr/bin/gedit".into());
+        let out = d.event(0, Event::Exec { step: s, ts_ns: ns(0) });
+        assert_eq!(out[0], Action::Follow { pid: 100 });
+        assert_eq!(replays(&out), vec![50], "replayed at the loader's exec");
+        d.pages(1, 100, 8, 0, 10);
+        learned_as(&close(&mut d, 1), "/usr/bin/gedit", 10);
+    }
+
+    #[test]
+    fn a_script_launcher_s_big_child_takes_the_launch_over() {
+        let bin = "/usr/lib/libreoffice/program/soffice.bin";
+        let mut d = knowing(bin);
+        d.exec_argv(0, 100, "/usr/lib/libreoffice/program/oosplash", &["/usr/lib/libreoffice/program/oosplash", "--writer"]);
+        d.pages(1, 100, 7, 0, 200);
+        d.fork(2, 100, 101);
+        assert_eq!(
+            replays(&d.exec_argv(3, 101, bin, &[bin, "--writer", "--splash-pipe=5"])),
+            Vec::<u64>::new(),
+            "not yet: a child like any"
+        );
+        d.pages(4, 101, 8, 0, 5000);
+        let out = d.event(5, Event::AboutToSleep);
+        assert_eq!(replays(&out), vec![50], "once it dominates, its profile is replayed");
+        learned_as(&close(&mut d, 1), bin, 5200);
+    }
+
+    #[test]
+    fn a_memfd_application_is_neither_replayed_nor_learned() {
+        let mut d = knowing("/memfd:prog (deleted)");
+        let out = d.exec_argv(0, 100, "/memfd:prog (deleted)", &["prog"]);
+        assert_eq!(out, vec![], "not followed, not replayed");
+        d.pages(1, 100, 8, 0, 10);
+        assert_eq!(saved(&d.wake(5000)), vec![]);
+        // Nor a throwaway one behind a wrapper: `sudo /tmp/tmp.X/installer`.
+        let mut d = Daemon::new(Config::default());
+        d.exec_argv(0, 200, "/usr/bin/sudo", &["sudo", "/tmp/tmp.Ab3dE6fG/installer"]);
+        d.fork(1, 200, 201);
+        d.exec_argv(2, 201, "/tmp/tmp.Ab3dE6fG/installer (deleted)", &["/tmp/tmp.Ab3dE6fG/installer"]);
+        d.pages(3, 201, 8, 0, 10);
+        assert_eq!(saved(&d.wake(5000)), vec![]);
+    }
+
+    #[test]
+    fn a_launch_re_keyed_while_the_filter_is_being_written_stays_followed_and_a_repeated_exec_changes_nothing() {
+        let mut d = knowing("/usr/bin/cat");
+        d.exec_argv(0, 100, "/usr/bin/timeout", &["timeout", "10", "cat", "f"]);
+        // The child is traced as the wrapper's already: no filter write is needed to follow it.
+        d.world.filter_busy = true;
+        d.fork(1, 100, 101);
+        assert_eq!(replays(&d.exec_argv(2, 101, "/usr/bin/cat", &["cat", "f"])), vec![50]);
+        // `/proc` read late shows the same program for a second exec event: nothing happens.
+        assert_eq!(d.exec_argv(3, 101, "/usr/bin/cat", &["cat", "f"]), vec![]);
+        d.pages(4, 101, 8, 0, 20);
+        learned_as(&close(&mut d, 1), "/usr/bin/cat", 20);
+    }
+
+    #[test]
+    fn a_launcher_s_dominant_child_is_expected_and_replayed_at_its_exec_next_time() {
+        let (splash, bin) = ("/usr/lib/libreoffice/program/oosplash", "/usr/lib/libreoffice/program/soffice.bin");
+        let mut d = knowing(bin);
+        let launch = |d: &mut Daemon, base: u64, pid: u32| {
+            d.exec_argv(base, pid, splash, &[splash, "--writer"]);
+            d.fork(base + 2, pid, pid + 1);
+            d.exec_argv(base + 3, pid + 1, bin, &[bin, "--writer", "--splash-pipe=5"])
+        };
+        launch(&mut d, 0, 100);
+        d.pages(4, 101, 8, 0, 5000);
+        d.event(5, Event::AboutToSleep);
+        let first = close(&mut d, 1);
+        assert_eq!(first[0].record.app, bin);
+        assert_eq!(d.world.hints.values().collect::<Vec<_>>(), vec![bin], "the launcher's successor is kept");
+        // The next launch is re-keyed at the successor's exec, so its profile is replayed then,
+        // even when the launch is not followed (no page events to find it by).
+        d.world.learned.insert(bin.into(), (3, WALL_MS + 10_000));
+        let out = launch(&mut d, 10_000, 200);
+        assert_eq!(replays(&out), vec![50]);
+    }
+
+    #[test]
+    fn systemd_run_s_command_started_by_pid_1_is_adopted_followed_and_replayed() {
+        let mut d = knowing("/usr/bin/gedit");
+        d.exec_argv(0, 100, "/usr/bin/systemd-run", &["systemd-run", "--user", "gedit", "a.txt"]);
+        d.pages(1, 100, 7, 0, 2);
+        // PID 1 starts the command: not a descendant of the launch, so it is followed on its own.
+        let out = d.exec_argv(3, 300, "/usr/bin/gedit", &["/usr/bin/gedit", "a.txt"]);
+        assert_eq!(out[0], Action::Follow { pid: 300 });
+        assert_eq!(replays(&out), vec![50]);
+        d.exit(4, 100);
+        d.pages(5, 300, 8, 0, 30);
+        learned_as(&close(&mut d, 1), "/usr/bin/gedit", 32);
     }
 }

@@ -1,7 +1,10 @@
 //! Launch windows: from an application's exec until its page accesses go quiet (capped), which
 //! processes belong to the launch (the launching process and its descendants), which launches are
 //! followed (traced: their processes are the kernel's pid filter), which page events are the
-//! launch's, and the launch's honest hit-rate counters.
+//! launch's, and the launch's honest hit-rate counters. Which program of a launch is its
+//! application (seen through wrappers and launchers) is `augur_core::model::launcher`'s decision:
+//! the tracker feeds it the launch's execs, forks, exits and new pages, and re-keys the launch
+//! when it says so; pages used before a re-key stay with the launch.
 //!
 //! Syscall-free and clock-free: every call is given the monotonic time in nanoseconds, so it is
 //! tested without root. The daemon's event loop feeds it and acts on what it returns.
@@ -9,6 +12,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use augur_core::model::app::AppIdentity;
+use augur_core::model::launcher::{ExecStep, LaunchIdentity, Verdict};
 use augur_core::model::profile::{InodeKey, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
@@ -66,12 +70,16 @@ pub struct WindowSettings {
 pub struct ActiveLaunch {
     /// The launch's id.
     pub id: LaunchId,
-    /// The application.
+    /// The application as decided so far (`identity.app()`).
     pub app: AppIdentity,
-    /// Command line at exec.
+    /// The application's command line (for `ld.so PROGRAM ARGS`: `PROGRAM ARGS`).
     pub argv: Vec<String>,
-    /// The process that exec'd.
+    /// The process whose exec started the launch (the first one traced).
     pub root: u32,
+    /// Which of the launch's programs is its application, and whether it may be learned.
+    pub identity: LaunchIdentity,
+    /// Page events made the identity re-key the launch; not yet taken by the daemon.
+    rekeyed_by_pages: bool,
     /// Processes (tgids) of the launch still alive.
     pub live: HashSet<u32>,
     /// Exec time, monotonic ns.
@@ -174,9 +182,14 @@ impl FinishedLaunch {
 pub enum ExecOutcome {
     /// A new launch started (replay its profile).
     Started(LaunchId),
-    /// The launch's root process exec'd again (`env python3 x.py`): the launch is now of the new
-    /// application (replay that one).
+    /// A process of the launch exec'd the program that is now its application (`env python3
+    /// x.py`, the payload of `timeout 10 CMD`): the launch is now of the new application (replay
+    /// that one).
     Relabelled(LaunchId),
+    /// A process outside every launch exec'd the command a launch's wrapper carried
+    /// (`systemd-run CMD`: PID 1 started CMD): it is now that launch's application; its pid is
+    /// not a descendant of a followed process, so it must be followed on its own.
+    Adopted(LaunchId),
     /// A process of a launch in progress exec'd a helper: part of that launch.
     Joined(LaunchId),
 }
@@ -244,46 +257,67 @@ impl LaunchTracker {
         self.active.is_empty()
     }
 
+    /// Whether process `tgid` belongs to a followed launch in progress (the kernel traces it as
+    /// a descendant of a followed process).
+    pub fn follows_process(&self, tgid: u32) -> bool {
+        self.owner
+            .get(&tgid)
+            .and_then(|id| self.active.iter().find(|l| l.id == *id))
+            .is_some_and(|l| l.followed && l.live.contains(&tgid))
+    }
+
     /// True when a launch in progress is followed (its page events and opened paths are wanted).
     pub fn is_following(&self) -> bool {
         self.active.iter().any(|l| l.followed)
     }
 
-    /// Process `tgid` exec'd the application `app` at `now_ns`. `follow` says whether a new
-    /// launch of `app` (or the relabelled one) is traced; it is asked only then, not for a helper
-    /// joining a launch in progress (the common exec under `make`).
-    pub fn on_exec(
-        &mut self,
-        tgid: u32,
-        app: AppIdentity,
-        argv: Vec<String>,
-        now_ns: u64,
-        follow: impl FnOnce(&AppIdentity) -> bool,
-    ) -> ExecOutcome {
+    /// Process `step.pid` exec'd at `now_ns` (`step` is what `/proc` said). `follow` says whether
+    /// a new launch of an application (or the one a launch is re-keyed to) is traced; it is asked
+    /// only then, not for a helper joining a launch in progress (the common exec under `make`),
+    /// and never for an application that cannot be learned (a memfd or throwaway executable).
+    pub fn on_exec(&mut self, step: ExecStep, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
+        let tgid = step.pid;
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
         {
-            if l.root == tgid {
-                let follow = l.stopped.is_none() && follow(&app);
-                l.app = app;
-                l.argv = argv;
-                if l.followed && !follow {
-                    self.unfollowed.extend(l.live.iter().copied());
+            return match l.identity.on_exec(&step) {
+                // The same application again (`/proc` was read after the exec that followed: the
+                // first exec already showed the program): nothing changes.
+                Verdict::Rekeyed { key, .. } if key == l.app.key => {
+                    l.argv = l.identity.hint_lookup().1.to_vec();
+                    ExecOutcome::Joined(id)
                 }
-                l.followed = follow;
-                return ExecOutcome::Relabelled(id);
-            }
-            return ExecOutcome::Joined(id);
+                Verdict::Rekeyed { .. } => {
+                    relabel(l, &mut self.unfollowed, follow);
+                    ExecOutcome::Relabelled(id)
+                }
+                Verdict::Helper => ExecOutcome::Joined(id),
+            };
+        }
+        // Outside every launch: the payload of a wrapper that had PID 1 start it (systemd-run)?
+        if let Some(i) = self.active.iter_mut().position(|l| l.identity.adopt(&step, now_ns).is_some()) {
+            let l = &mut self.active[i];
+            let id = l.id;
+            l.live.insert(tgid);
+            self.owner.insert(tgid, id);
+            adopt_backlog(&mut self.backlog, l, self.settings, tgid);
+            relabel(l, &mut self.unfollowed, follow);
+            return ExecOutcome::Adopted(id);
         }
         let id = self.next_id;
         self.next_id += 1;
-        let follow = follow(&app);
+        let identity = LaunchIdentity::start(&step, now_ns);
+        let app = identity.app().clone();
+        let argv = identity.hint_lookup().1.to_vec();
+        let follow = identity.app_stable() && follow(&app);
         let mut launch = ActiveLaunch {
             id,
             app,
             argv,
             root: tgid,
+            identity,
+            rekeyed_by_pages: false,
             live: HashSet::from([tgid]),
             started_ns: now_ns,
             last_event_ns: now_ns,
@@ -308,12 +342,26 @@ impl LaunchTracker {
         ExecOutcome::Started(id)
     }
 
+    /// Launches the identity re-keyed on their page events since the last call (a program a
+    /// script launcher forked used most of the pages: `oosplash` → `soffice.bin`), relabelled now;
+    /// `follow` is asked for each one's new application, as at an exec.
+    pub fn take_rekeyed(&mut self, mut follow: impl FnMut(&AppIdentity) -> bool) -> Vec<LaunchId> {
+        let mut ids = Vec::new();
+        for l in self.active.iter_mut().filter(|l| l.rekeyed_by_pages) {
+            l.rekeyed_by_pages = false;
+            relabel(l, &mut self.unfollowed, &mut follow);
+            ids.push(l.id);
+        }
+        ids
+    }
+
     /// Process `parent` created process `child`.
     pub fn on_fork(&mut self, parent: u32, child: u32) {
         if let Some(&id) = self.owner.get(&parent)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
         {
             l.live.insert(child);
+            l.identity.on_fork(parent, child);
             self.owner.insert(child, id);
             // The child may have run (and its events been read) before its fork was reported.
             adopt_backlog(&mut self.backlog, l, self.settings, child);
@@ -328,6 +376,7 @@ impl LaunchTracker {
             && l.live.contains(&tgid)
         {
             l.live.remove(&tgid);
+            l.identity.on_exit(tgid);
             if l.live.is_empty() {
                 l.all_exited_ns = Some(now_ns);
             }
@@ -351,7 +400,7 @@ impl LaunchTracker {
         let settings = self.settings;
         match self.owner.get(&e.tgid).and_then(|id| self.active.iter_mut().find(|l| l.id == *id)) {
             Some(l) if e.ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
-                if attribute(l, settings, e.ts_ns, e.event) {
+                if attribute(l, settings, e.tgid, e.ts_ns, e.event) {
                     self.unfollowed.extend(l.live.iter().copied());
                 }
             }
@@ -456,7 +505,7 @@ fn adopt_backlog(backlog: &mut VecDeque<TaskEvent>, launch: &mut ActiveLaunch, s
     let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
     backlog.retain(|b| {
         if b.tgid == tgid && b.ts_ns >= since {
-            attribute(launch, settings, b.ts_ns, b.event);
+            attribute(launch, settings, b.tgid, b.ts_ns, b.event);
             false
         } else {
             true
@@ -464,10 +513,31 @@ fn adopt_backlog(backlog: &mut VecDeque<TaskEvent>, launch: &mut ActiveLaunch, s
     });
 }
 
-/// Adds one event to its launch; true when that made the launch stop being followed.
-fn attribute(l: &mut ActiveLaunch, settings: WindowSettings, ts_ns: u64, event: LaunchEvent) -> bool {
+/// The launch's identity re-keyed it to the application it decided: the launch follows its
+/// name, argv and whether it is traced (`follow` asked again; its processes are handed back
+/// through `unfollowed` when the new application is not followed).
+fn relabel(l: &mut ActiveLaunch, unfollowed: &mut Vec<u32>, follow: impl FnOnce(&AppIdentity) -> bool) {
+    l.app = l.identity.app().clone();
+    l.argv = l.identity.hint_lookup().1.to_vec();
+    let follow = l.stopped.is_none() && l.identity.app_stable() && follow(&l.app);
+    if l.followed && !follow {
+        unfollowed.extend(l.live.iter().copied());
+    }
+    l.followed = follow;
+}
+
+/// Adds one event of task `tid` to its launch; true when that made the launch stop being followed.
+fn attribute(l: &mut ActiveLaunch, settings: WindowSettings, tid: u32, ts_ns: u64, event: LaunchEvent) -> bool {
     match event {
-        LaunchEvent::Page { kind, inode, pages } => apply(l, settings, kind, inode, pages, ts_ns),
+        LaunchEvent::Page { kind, inode, pages } => {
+            let before = l.used.page_count();
+            let stop = apply(l, settings, kind, inode, pages, ts_ns);
+            let new = l.used.page_count().saturating_sub(before);
+            if new > 0 && matches!(l.identity.on_pages(tid, new), Some(Verdict::Rekeyed { .. })) {
+                l.rekeyed_by_pages = true;
+            }
+            stop
+        }
         LaunchEvent::InodeLoad(inode) => {
             keep_inode_load(l, inode);
             false
@@ -519,7 +589,6 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use augur_core::model::app::identify;
 
     const MS: u64 = 1_000_000;
     const F: InodeKey = InodeKey { dev: 1, ino: 5 };
@@ -533,17 +602,17 @@ mod tests {
         })
     }
 
-    fn app(exe: &str) -> AppIdentity {
-        identify(exe, &[exe.to_string()], None)
+    fn step(pid: u32, exe: &str) -> ExecStep {
+        ExecStep { pid, exe: exe.to_string(), argv: vec![exe.to_string()], cwd: None, loader_target: None }
     }
 
     #[test]
     fn descendants_are_attributed_and_strangers_are_not() {
         let mut t = tracker();
         let base = 10_000 * MS;
-        assert_eq!(t.on_exec(100, app("/bin/app"), vec![], base, |_| true), ExecOutcome::Started(1));
+        assert_eq!(t.on_exec(step(100, "/bin/app"), base, |_| true), ExecOutcome::Started(1));
         t.on_fork(100, 101);
-        assert_eq!(t.on_exec(101, app("/bin/helper"), vec![], base + MS, |_| true), ExecOutcome::Joined(1));
+        assert_eq!(t.on_exec(step(101, "/bin/helper"), base + MS, |_| true), ExecOutcome::Joined(1));
         t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
         t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
         t.on_page(555, base + 2 * MS, PageKind::Access, F, PageRange::new(50, 4));
@@ -561,7 +630,7 @@ mod tests {
     fn a_launch_traced_from_its_middle_says_so() {
         let finished = |last_ms: u64| {
             let mut t = tracker();
-            t.on_exec(9, app("/bin/java"), vec![], 1000 * MS, |_| true);
+            t.on_exec(step(9, "/bin/java"), 1000 * MS, |_| true);
             t.on_page(9, (1000 + last_ms) * MS, PageKind::Access, F, PageRange::new(0, 1));
             t.expire((1000 + last_ms) * MS + 2000 * MS).remove(0)
         };
@@ -578,7 +647,7 @@ mod tests {
     #[test]
     fn window_ends_when_quiet_or_at_the_cap() {
         let mut t = tracker();
-        t.on_exec(1, app("/bin/a"), vec![], 0, |_| true);
+        t.on_exec(step(1, "/bin/a"), 0, |_| true);
         assert_eq!(t.next_deadline(), Some(1000 * MS));
         // Busy for 20 s: the cap closes it at 15 s.
         for i in 1..20_000u64 {
@@ -595,7 +664,7 @@ mod tests {
     #[test]
     fn all_exited_closes_after_a_grace() {
         let mut t = tracker();
-        t.on_exec(7, app("/bin/a"), vec![], 0, |_| true);
+        t.on_exec(step(7, "/bin/a"), 0, |_| true);
         t.on_page(7, 10 * MS, PageKind::Access, F, PageRange::new(0, 1));
         t.on_exit(7, 20 * MS);
         assert_eq!(t.next_deadline(), Some(20 * MS + EXIT_GRACE_NS));
@@ -606,8 +675,8 @@ mod tests {
     fn root_reexec_relabels_and_lookbehind_catches_execve_reads() {
         let mut t = tracker();
         t.on_page(9, 5 * MS, PageKind::Insertion, F, PageRange::new(0, 2));
-        t.on_exec(9, app("/usr/bin/env"), vec![], 6 * MS, |_| true);
-        assert_eq!(t.on_exec(9, app("/usr/bin/python3"), vec![], 7 * MS, |_| true), ExecOutcome::Relabelled(1));
+        t.on_exec(step(9, "/usr/bin/env"), 6 * MS, |_| true);
+        assert_eq!(t.on_exec(step(9, "/usr/bin/python3"), 7 * MS, |_| true), ExecOutcome::Relabelled(1));
         let done = t.close_all(8 * MS);
         assert_eq!(done[0].launch.app.key, "/usr/bin/python3");
         assert_eq!(done[0].launch.pages_read_from_disk, 2);
@@ -620,11 +689,11 @@ mod tests {
         let c = InodeKey { dev: 1, ino: 12 };
         t.on_inode_load(50, 0, c); // before the look-behind of the exec: not its
         t.on_inode_load(50, 300 * MS, a); // its execve's path walk, read before the exec
-        t.on_exec(50, app("/bin/a"), vec![], 400 * MS, |_| true);
+        t.on_exec(step(50, "/bin/a"), 400 * MS, |_| true);
         t.on_inode_load(50, 402 * MS, b);
         t.on_inode_load(50, 403 * MS, a);
         t.on_inode_load(50, 404 * MS, b);
-        t.on_exec(60, app("/bin/quiet"), vec![], 400 * MS, |_| false);
+        t.on_exec(step(60, "/bin/quiet"), 400 * MS, |_| false);
         t.on_inode_load(60, 402 * MS, a);
         let done = t.close_all(410 * MS);
         let of = |key: &str| done.iter().find(|d| d.launch.app.key == key).unwrap().launch.inodes_loaded.clone();
@@ -636,7 +705,7 @@ mod tests {
     fn events_of_a_child_read_before_its_fork_was_reported_are_kept() {
         let mut t = tracker();
         let lib = InodeKey { dev: 1, ino: 77 };
-        t.on_exec(20, app("/bin/sh"), vec![], 0, |_| true);
+        t.on_exec(step(20, "/bin/sh"), 0, |_| true);
         t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
         t.on_inode_load(21, 6 * MS, lib);
         t.on_fork(20, 21);
@@ -648,7 +717,7 @@ mod tests {
     #[test]
     fn events_read_after_the_exit_was_reported_still_count() {
         let mut t = tracker();
-        t.on_exec(30, app("/bin/a"), vec![], 0, |_| true);
+        t.on_exec(step(30, "/bin/a"), 0, |_| true);
         t.on_exit(30, 5 * MS);
         t.on_page(30, 4 * MS, PageKind::Access, F, PageRange::new(0, 9));
         let done = t.expire(5 * MS + EXIT_GRACE_NS);
@@ -659,10 +728,10 @@ mod tests {
     #[test]
     fn an_unfollowed_launch_groups_its_processes_learns_nothing_and_lasts_until_they_exit() {
         let mut t = tracker();
-        assert_eq!(t.on_exec(40, app("/usr/bin/make"), vec![], 0, |_| false), ExecOutcome::Started(1));
+        assert_eq!(t.on_exec(step(40, "/usr/bin/make"), 0, |_| false), ExecOutcome::Started(1));
         t.on_fork(40, 41);
         assert_eq!(
-            t.on_exec(41, app("/usr/bin/gcc"), vec![], MS, |_| unreachable!("a helper joining a launch is not asked about")),
+            t.on_exec(step(41, "/usr/bin/gcc"), MS, |_| unreachable!("a helper joining a launch is not asked about")),
             ExecOutcome::Joined(1)
         );
         t.on_page(41, 2 * MS, PageKind::Access, F, PageRange::new(0, 3));
@@ -686,7 +755,7 @@ mod tests {
             mode: TraceMode::Access,
             max_pages: 100,
         });
-        t.on_exec(50, app("/usr/bin/cat"), vec![], 0, |_| true);
+        t.on_exec(step(50, "/usr/bin/cat"), 0, |_| true);
         t.on_fork(50, 51);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
         assert!(t.take_unfollowed().is_empty());
@@ -708,7 +777,7 @@ mod tests {
     fn a_launch_that_keeps_reusing_its_pages_settles_and_stops_being_followed() {
         // A build: every compile maps the same compiler pages again; one new source page each.
         let mut t = tracker();
-        t.on_exec(80, app("/usr/bin/make"), vec![], 0, |_| true);
+        t.on_exec(step(80, "/usr/bin/make"), 0, |_| true);
         t.on_fork(80, 81);
         let mut ts = 0;
         let mut stopped_at = None;
@@ -739,13 +808,13 @@ mod tests {
     fn a_start_that_loads_new_pages_or_waits_on_the_disk_is_never_judged_settled() {
         let mut t = tracker();
         // Fast and all new: 20,000 events a second, each a new page.
-        t.on_exec(90, app("/bin/new"), vec![], 0, |_| true);
+        t.on_exec(step(90, "/bin/new"), 0, |_| true);
         for i in 0..60_000u64 {
             t.on_page(90, i * 50_000, PageKind::Access, F, PageRange::new(i, 1));
         }
         // Slow and repetitive: a cold start waiting on the disk re-reads pages, but only a few
         // hundred events a second.
-        t.on_exec(91, app("/bin/slow"), vec![], 0, |_| true);
+        t.on_exec(step(91, "/bin/slow"), 0, |_| true);
         for i in 0..3_000u64 {
             t.on_page(91, i * 3 * MS, PageKind::Access, InodeKey { dev: 1, ino: 6 }, PageRange::new(i % 10, 1));
         }
@@ -756,9 +825,9 @@ mod tests {
     #[test]
     fn the_live_processes_of_a_launch_no_longer_followed_are_handed_back() {
         let mut t = tracker();
-        t.on_exec(60, app("/bin/a"), vec![], 0, |_| true);
+        t.on_exec(step(60, "/bin/a"), 0, |_| true);
         t.on_fork(60, 61);
-        t.on_exec(70, app("/bin/b"), vec![], 0, |_| true);
+        t.on_exec(step(70, "/bin/b"), 0, |_| true);
         // 61 exited; 60 keeps running after its window went quiet; 70 is still busy.
         t.on_exit(61, MS);
         t.on_page(70, 500 * MS, PageKind::Access, F, PageRange::new(5, 1));
@@ -767,7 +836,7 @@ mod tests {
         assert!(t.take_unfollowed().is_empty());
         // Relabelled to an application that is not followed.
         t.on_page(70, 1500 * MS, PageKind::Access, F, PageRange::new(0, 1));
-        t.on_exec(70, app("/bin/c"), vec![], 1600 * MS, |_| false);
+        t.on_exec(step(70, "/bin/c"), 1600 * MS, |_| false);
         assert_eq!(t.take_unfollowed(), vec![70]);
         assert!(!t.is_following());
     }
@@ -792,7 +861,7 @@ mod tests {
             mode: TraceMode::Insertion,
             max_pages: 1 << 20,
         });
-        t.on_exec(3, app("/bin/a"), vec![], 0, |_| true);
+        t.on_exec(step(3, "/bin/a"), 0, |_| true);
         t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));
         let done = t.close_all(2 * MS);
         assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(8, 2));

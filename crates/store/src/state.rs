@@ -16,18 +16,51 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{FormatError, Result, StoreError};
+use augur_core::model::launcher::Hint;
+use augur_core::model::launcher::migration::stale_key;
 use augur_core::model::learn::AppModel;
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
 
+/// One forward step of the schema.
+enum Migration {
+    /// SQL run as one batch.
+    Sql(&'static str),
+    /// A step SQL cannot say, run in the migration's transaction.
+    Step(fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>),
+}
+
 /// Forward migrations: entry `i` takes a file from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
+const MIGRATIONS: &[Migration] = &[
+    Migration::Sql(SCHEMA_1),
+    Migration::Sql(SCHEMA_2),
+    // 2 -> 3: applications are named through wrappers; what was learned under a wrapper's,
+    // launcher's, loader's, memfd or throwaway key is dropped, to be relearned under the real
+    // application's key, never mixed into it. Launchers' learned successors are kept.
+    Migration::Step(drop_stale_keys),
+    Migration::Sql(SCHEMA_4),
+];
+
+/// 3 -> 4: what a launcher's launch was found to start by dominance (`oosplash --writer` →
+/// `soffice.bin`), so that its next launch is re-keyed (and replayed) at the successor's exec.
+const SCHEMA_4: &str = "CREATE TABLE launcher_hints (
+         launcher_key TEXT NOT NULL,
+         launcher_argv TEXT NOT NULL,
+         app_key TEXT NOT NULL,
+         learned_ms INTEGER NOT NULL,
+         PRIMARY KEY (launcher_key, launcher_argv)
+     );";
+
+/// Launcher hints kept at most (the least recently learned go first).
+const MAX_HINTS: u64 = 1024;
+
+const SCHEMA_1: &str =
     // 0 -> 1: the first schema.
     "CREATE TABLE augur_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
      INSERT INTO augur_meta (name, value) VALUES ('format', 'augur-state');
@@ -53,17 +86,41 @@ const MIGRATIONS: &[&str] = &[
          pages_used INTEGER NOT NULL,
          pages_read_from_disk INTEGER NOT NULL,
          files INTEGER NOT NULL
-     );",
-    // 1 -> 2: launches and exits, so that prediction survives a restart (a reboot).
-    "CREATE TABLE activity (
+     );";
+
+/// 1 -> 2: launches and exits, so that prediction survives a restart (a reboot).
+const SCHEMA_2: &str = "CREATE TABLE activity (
          id INTEGER PRIMARY KEY AUTOINCREMENT,
          at_ms INTEGER NOT NULL,
          local_ms INTEGER NOT NULL,
          app TEXT NOT NULL,
          instance INTEGER NOT NULL,
          launch INTEGER NOT NULL
-     );",
-];
+     );";
+
+/// Drops every application, launch record and activity record whose key an older augur learned
+/// for a wrapper, launcher, loader, memfd or throwaway executable (see
+/// `augur_core::model::launcher::migration`): their pages belong to programs the key does not
+/// name and cannot be split after the fact. Exported profile files are the user's and stay.
+fn drop_stale_keys(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let keys: Vec<String> = {
+        let mut q = tx.prepare("SELECT key FROM apps UNION SELECT app FROM launches UNION SELECT app FROM activity")?;
+        q.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
+    };
+    let mut dropped: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for key in keys {
+        let Some(why) = stale_key(&key) else { continue };
+        let apps = tx.execute("DELETE FROM apps WHERE key = ?1", [&key])?;
+        tx.execute("DELETE FROM launches WHERE app = ?1", [&key])?;
+        tx.execute("DELETE FROM activity WHERE app = ?1", [&key])?;
+        tracing::debug!("state: dropped {key} ({why:?}), learned under a name that is not the application's");
+        *dropped.entry(format!("{why:?}").to_lowercase()).or_default() += apps as u64;
+    }
+    if !dropped.is_empty() {
+        tracing::info!("state: applications learned under a wrapper's or loader's name dropped, to be relearned: {dropped:?}");
+    }
+    Ok(())
+}
 
 /// How opening went.
 #[derive(Debug, PartialEq, Eq)]
@@ -190,10 +247,14 @@ impl StateStore {
 
     fn migrate(&mut self, from: u32) -> Result<()> {
         let path = self.path.clone();
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(from as usize) {
             let to = i as u32 + 1;
             let tx = self.conn.transaction().map_err(|e| db_error(&path, "migrating", e))?;
-            tx.execute_batch(sql).map_err(|e| db_error(&path, "migrating", e))?;
+            match step {
+                Migration::Sql(sql) => tx.execute_batch(sql),
+                Migration::Step(f) => f(&tx),
+            }
+            .map_err(|e| db_error(&path, "migrating", e))?;
             tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(|e| db_error(&path, "migrating", e))?;
             tx.pragma_update(None, "user_version", to).map_err(|e| db_error(&path, "migrating", e))?;
             tx.commit().map_err(|e| db_error(&path, "migrating", e))?;
@@ -412,6 +473,39 @@ impl StateStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(self.err("reading"))
     }
 
+    /// The application an earlier launch of launcher `launcher_key` with `launcher_argv` was
+    /// found to start (see `augur_core::model::launcher::Hint`).
+    pub fn launcher_hint(&self, launcher_key: &str, launcher_argv: &[String]) -> Result<Option<String>> {
+        let argv = serde_json::to_string(launcher_argv).unwrap_or_default();
+        self.conn
+            .query_row(
+                "SELECT app_key FROM launcher_hints WHERE launcher_key = ?1 AND launcher_argv = ?2",
+                rusqlite::params![launcher_key, argv],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("reading"))
+    }
+
+    /// Keeps `hint` (replacing the launcher's earlier one) at `now_ms`; at most [`MAX_HINTS`].
+    pub fn save_launcher_hint(&mut self, hint: &Hint, now_ms: u64) -> Result<()> {
+        let argv = serde_json::to_string(&hint.launcher_argv).unwrap_or_default();
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "saving a hint in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO launcher_hints (launcher_key, launcher_argv, app_key, learned_ms) VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![hint.launcher_key, argv, hint.app_key, now_ms as i64],
+        )
+        .map_err(&e)?;
+        tx.execute(
+            "DELETE FROM launcher_hints WHERE rowid NOT IN (SELECT rowid FROM launcher_hints ORDER BY learned_ms DESC LIMIT ?1)",
+            [MAX_HINTS as i64],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
     /// Forgets one application (its model and launch records); true when it was known.
     pub fn forget(&mut self, app: &str) -> Result<bool> {
         let path = self.path.clone();
@@ -420,6 +514,7 @@ impl StateStore {
         let n = tx.execute("DELETE FROM apps WHERE key = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM launches WHERE app = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM activity WHERE app = ?1", [app]).map_err(&e)?;
+        tx.execute("DELETE FROM launcher_hints WHERE app_key = ?1 OR launcher_key = ?1", [app]).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n > 0)
     }
@@ -431,6 +526,7 @@ impl StateStore {
         let tx = self.conn.transaction().map_err(&e)?;
         let n = tx.execute("DELETE FROM apps", []).map_err(&e)?;
         tx.execute("DELETE FROM launches", []).map_err(&e)?;
+        tx.execute("DELETE FROM launcher_hints", []).map_err(&e)?;
         tx.execute("DELETE FROM activity", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n as u64)
@@ -670,7 +766,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
         let c = Connection::open(&path).unwrap();
-        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.execute_batch(SCHEMA_1).unwrap();
         c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
         c.pragma_update(None, "user_version", 1).unwrap();
         c.execute(
@@ -706,5 +802,69 @@ mod tests {
         assert_eq!(s.launches_of("/a", 10).unwrap().len(), 1);
         assert_eq!(s.forget_all().unwrap(), 2);
         assert_eq!(s.app_count().unwrap(), 0);
+    }
+
+    #[test]
+    fn applications_learned_under_a_wrapper_s_name_are_dropped_on_upgrade_and_the_rest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let limits = StateLimits::default();
+        let old = ["/usr/bin/dbus-run-session", "/usr/bin/timeout", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/memfd:x"];
+        let kept = ["/usr/bin/gedit", "/usr/bin/bash", "/home/u/a.py"];
+        {
+            let (mut s, _) = StateStore::open(&path).unwrap();
+            for app in old.iter().chain(&kept) {
+                s.learn_launch(app, app, &launch(1), &record(app, 1), &limits).unwrap();
+                let a = ActivityRecord { at_ms: 1, local_ms: 2, app: app.to_string(), instance: 9, launch: true };
+                s.add_activity(&[a], &limits).unwrap();
+            }
+            // An activity record alone (its application capped away) goes too.
+            let a = ActivityRecord { at_ms: 1, local_ms: 2, app: "/usr/bin/env".into(), instance: 9, launch: true };
+            s.add_activity(&[a], &limits).unwrap();
+            // As a schema 2 file was.
+            s.conn.execute_batch("DROP TABLE launcher_hints").unwrap();
+            s.conn.pragma_update(None, "user_version", 2).unwrap();
+        }
+        let (s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        let apps: Vec<String> = s.apps().unwrap().into_iter().map(|a| a.key).collect();
+        let mut want: Vec<String> = kept.iter().map(|k| k.to_string()).collect();
+        want.sort();
+        let mut got = apps.clone();
+        got.sort();
+        assert_eq!(got, want);
+        let launches: Vec<String> = s.recent_launches(100).unwrap().into_iter().map(|r| r.app).collect();
+        assert!(launches.iter().all(|a| kept.contains(&a.as_str())), "{launches:?}");
+        assert_eq!(launches.len(), kept.len());
+        let activity: Vec<String> = s.recent_activity(100).unwrap().into_iter().map(|r| r.app).collect();
+        assert!(activity.iter().all(|a| kept.contains(&a.as_str())), "{activity:?}");
+        assert_eq!(activity.len(), kept.len());
+        drop(s);
+        // Once migrated, nothing more is dropped: a key is judged once, at the upgrade.
+        let (s, _) = StateStore::open(&path).unwrap();
+        assert_eq!(s.apps().unwrap().len(), kept.len());
+    }
+
+    #[test]
+    fn a_launcher_hint_is_kept_replaced_and_forgotten_with_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = StateStore::open(&dir.path().join("s.db")).unwrap();
+        let argv = vec!["/usr/lib/libreoffice/program/oosplash".to_string(), "--writer".to_string()];
+        let hint = |app: &str| Hint {
+            launcher_key: "/usr/lib/libreoffice/program/oosplash".into(),
+            launcher_argv: argv.clone(),
+            app_key: app.into(),
+        };
+        assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap(), None);
+        s.save_launcher_hint(&hint("/a"), 1).unwrap();
+        s.save_launcher_hint(&hint("/b"), 2).unwrap();
+        assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap().as_deref(), Some("/b"));
+        assert_eq!(
+            s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv[..1]).unwrap(),
+            None,
+            "other arguments, other hint"
+        );
+        s.forget_all().unwrap();
+        assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap(), None);
     }
 }

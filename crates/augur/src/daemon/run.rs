@@ -19,7 +19,8 @@ use std::time::Instant;
 
 use super::control::{self, EventCounts, Request, Response, StatusReport};
 use crate::error::{Error, Result};
-use augur_core::model::app::{self, AppIdentity};
+use augur_core::model::app;
+use augur_core::model::launcher::{self, ExecStep};
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, UsedRange};
 use augur_core::model::record::ActivityRecord;
@@ -198,13 +199,18 @@ fn path_search_of(pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
     })
 }
 
-/// Identifies the application process `tgid` runs now, from /proc.
-fn identify_process(tgid: u32) -> Option<(AppIdentity, Vec<String>)> {
-    let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?;
+/// What /proc says of the program process `tgid` runs now; for `ld.so PROGRAM`, PROGRAM resolved
+/// through its symlinks (one `realpath` per loader exec only).
+fn exec_step_of(tgid: u32) -> Option<ExecStep> {
+    let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned();
     let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).unwrap_or_default();
     let argv = app::split_cmdline(&raw);
     let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
-    Some((app::identify(&exe.to_string_lossy(), &argv, cwd.as_deref()), argv))
+    let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
+        let program = app::absolute(&argv[i], cwd.as_deref());
+        std::fs::canonicalize(program).ok().map(|p| p.to_string_lossy().into_owned())
+    });
+    Some(ExecStep { pid: tgid, exe, argv, cwd, loader_target })
 }
 
 const TOKEN_PROC: u64 = 0;
@@ -461,12 +467,13 @@ impl Daemon {
         if tgid == self.io.own_pid {
             return Ok(());
         }
-        let Some((app, argv)) = identify_process(tgid) else { return Ok(()) };
+        let Some(step) = exec_step_of(tgid) else { return Ok(()) };
         // The exe itself names an inode the page events will mention.
-        if let Some(id) = procfs::identity_of(&app.exe) {
-            self.io.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, app.exe.clone());
+        let (exe, _) = app::strip_deleted(&step.exe);
+        if let Some(id) = procfs::identity_of(&exe) {
+            self.io.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, exe);
         }
-        self.feed(Event::Exec { tgid, app, argv, ts_ns })
+        self.feed(Event::Exec { step, ts_ns })
     }
 
     fn collect_replays(&mut self) -> Result<()> {
@@ -795,6 +802,10 @@ impl DaemonWorld for LoopIo {
         Ok(self.state.load_app(app)?.map(|model| model.replay_profile(settings)))
     }
 
+    fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError> {
+        Ok(self.state.launcher_hint(key, argv)?)
+    }
+
     fn take_in_force_since(&mut self, root: u32) -> Option<u64> {
         self.watch.take_in_force_since(root)
     }
@@ -836,6 +847,12 @@ impl DaemonWorld for LoopIo {
                     return Outcome::Failed;
                 }
                 self.counts.launches_learned += 1;
+            }
+            Action::SaveHint(hint) => {
+                if let Err(e) = self.state.save_launcher_hint(&hint, loop_io::unix_ms()) {
+                    tracing::warn!("keeping what {} started: {e}", hint.launcher_key);
+                    return Outcome::Failed;
+                }
             }
             Action::WriteActivity(records) => {
                 if let Err(e) = self.state.add_activity(&records, &config.state_limits()) {

@@ -4,6 +4,7 @@
 //! not seeded by the caller. It is tested without root on recorded or generated traces.
 
 pub mod app;
+pub mod launcher;
 pub mod learn;
 pub mod predict;
 pub mod profile;
