@@ -8,70 +8,7 @@
 
 use std::path::Path;
 
-use super::program::random_name;
-
-/// Executables whose launches were learned under their name although another program did the
-/// work (the measured `/usr/bin/dbus-run-session`, `/usr/bin/timeout`, ...). Shells are not here:
-/// `bash -c` launches were keyed `/usr/bin/bash`, but so are terminal shells, which stay.
-const WRAPPER_NAMES: &[&str] = &[
-    "env",
-    "nice",
-    "ionice",
-    "chrt",
-    "taskset",
-    "nohup",
-    "setsid",
-    "timeout",
-    "stdbuf",
-    "sudo",
-    "su",
-    "runuser",
-    "pkexec",
-    "doas",
-    "dbus-run-session",
-    "dbus-launch",
-    "firejail",
-    "bwrap",
-    "flatpak",
-    "flatpak-spawn",
-    "snap",
-    "snap-confine",
-    "snap-exec",
-    "systemd-run",
-    "unshare",
-    "nsenter",
-    "chroot",
-    "prlimit",
-    "numactl",
-    "cgexec",
-    "time",
-    "xvfb-run",
-    "torsocks",
-    "proxychains",
-    "proxychains4",
-    "gamemoderun",
-    "prime-run",
-    "primusrun",
-    "optirun",
-    "mangohud",
-    "catchsegv",
-    "trickle",
-    "cpulimit",
-    "xdg-open",
-    "gtk-launch",
-    "gio",
-    "exo-open",
-    "kioclient",
-    "kioclient5",
-    "kde-open",
-    "kde-open5",
-    "dex",
-    "gio-launch-desktop",
-    "gnome-open",
-    "mimeopen",
-    "see",
-    "run-mailcap",
-];
+use super::program::{random_name, starts_other_programs};
 
 /// Why an old key is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +30,10 @@ pub fn stale_key(key: &str) -> Option<StaleKey> {
     }
     let path = Path::new(key.split(' ').next().unwrap_or(key));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if WRAPPER_NAMES.contains(&name) {
+    // Executables whose launches were learned under their name although another program did the
+    // work (the measured `/usr/bin/dbus-run-session`, `/usr/bin/timeout`, ...). Shells are not
+    // among them: `bash -c` launches were keyed `/usr/bin/bash`, but so are terminal shells.
+    if starts_other_programs(name) {
         return Some(StaleKey::Wrapper);
     }
     if name == "ld.so" || (name.starts_with("ld-") && name.contains(".so")) {

@@ -140,6 +140,13 @@ const LAUNCHERS: &[&str] = &[
     "see",
     "run-mailcap",
 ];
+/// Whether an executable of this file name starts other programs for a living: a pass-through
+/// wrapper or a launcher (`gio` counts: its `launch` and `open` are launchers). Old state learned
+/// under such a name is dropped ([`super::migration`]).
+pub(super) fn starts_other_programs(name: &str) -> bool {
+    PASS_THROUGH.contains(&name) || LAUNCHERS.contains(&name) || name == "gio"
+}
+
 /// Per-session services a launch starts on the side.
 const SESSION_HELPERS: &[&str] = &[
     "dbus-daemon",
