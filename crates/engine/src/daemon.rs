@@ -484,29 +484,43 @@ impl DaemonEngine {
             }
         }
         let how = if followed { "followed" } else { "replayed only" };
-        if stable && let Some(l) = self.tracker.get_mut(id) {
+        if !stable {
+            tracing::debug!("launch {id}: {key} (pid {pid}) is a memfd or throwaway executable: not replayed, not learned");
+            return;
+        }
+        // A launcher that started another application before: expect it, and replay that
+        // application's profile now, at the launcher's exec, not when the application is exec'd.
+        let mut expected = None;
+        if let Some(l) = self.tracker.get_mut(id) {
             let (k, argv) = l.identity.hint_lookup();
             match world.launcher_hint(k, argv) {
                 Ok(Some(app)) => {
                     tracing::debug!("launch {id}: {key} started {app} before: expecting it");
-                    l.identity.expect(app);
+                    l.identity.expect(app.clone());
+                    expected = Some(app);
                 }
                 Ok(None) => {}
                 Err(e) => tracing::warn!("reading what {key} started before: {e}"),
             }
         }
-        if !stable {
-            tracing::debug!("launch {id}: {key} (pid {pid}) is a memfd or throwaway executable: not replayed, not learned");
-            return;
-        }
         tracing::debug!("launch {id}: {key} (pid {pid}, {how}{})", if provisional { ", a wrapper so far" } else { "" });
-        if provisional {
-            return;
-        }
-        if self.config.launch.replay_on_exec && !self.replays_in_flight.contains_key(&id) && self.replay(world, id, &key) {
+        let replay_key = match &expected {
+            Some(app) => Some(app.as_str()),
+            None if provisional => None,
+            None => Some(key.as_str()),
+        };
+        if let Some(replay_key) = replay_key
+            && self.config.launch.replay_on_exec
+            && !self.replays_in_flight.contains_key(&id)
+            && self.tracker.get(id).is_some_and(|l| l.replayed.as_deref() != Some(replay_key))
+            && self.replay(world, id, replay_key)
+        {
             // A start augur serves: prediction leaves it the machine for a moment. Other execs
             // (a shell loop's, a build's) do not hold prediction off.
             self.last_launch_ns = Some(now.mono_ns);
+        }
+        if provisional {
+            return;
         }
         for change in self.running.on_launch(pid, &key) {
             self.report_change(world, now, change);
@@ -529,6 +543,7 @@ impl DaemonEngine {
         }
         if let Some(l) = self.tracker.get_mut(id) {
             l.pages_expected = expected;
+            l.replayed = Some(key.to_string());
         }
         let priority = self.config.launch.replay_io_priority;
         if world.carry_out(Action::StartReplay { launch: id, profile, priority }, &self.config) == Outcome::Done {
@@ -597,7 +612,7 @@ impl DaemonEngine {
             self.tracker.backlog_dropped
         );
         // Paths of inodes no open event named: the maps and fds of the launch's live processes.
-        if let Some(hint) = finished.launch.identity.finish().hint {
+        for hint in finished.launch.identity.finish().hints {
             tracing::debug!("launch {}: {} started {}: expected next time", finished.launch.id, hint.launcher_key, hint.app_key);
             world.carry_out(Action::SaveHint(hint), &self.config);
         }
@@ -1700,25 +1715,37 @@ mod tests {
     }
 
     #[test]
-    fn a_launcher_s_dominant_child_is_expected_and_replayed_at_its_exec_next_time() {
+    fn a_launcher_s_dominant_child_is_expected_and_its_profile_replayed_at_the_first_exec_next_time() {
         let (splash, bin) = ("/usr/lib/libreoffice/program/oosplash", "/usr/lib/libreoffice/program/soffice.bin");
         let mut d = knowing(bin);
-        let launch = |d: &mut Daemon, base: u64, pid: u32| {
-            d.exec_argv(base, pid, splash, &[splash, "--writer"]);
+        // The `libreoffice` shell script execs oosplash, which forks soffice.bin.
+        let launch = |d: &mut Daemon, base: u64, pid: u32, replay_done: bool| {
+            let script = d.exec_argv(base, pid, "/usr/bin/dash", &["/bin/sh", "/usr/bin/libreoffice", "--writer"]);
+            if replay_done {
+                for a in &script {
+                    if let Action::StartReplay { launch, .. } = a {
+                        d.event(base, Event::ReplayFinished { launch: *launch, report: ReplayReport::default() });
+                    }
+                }
+            }
+            let splash_exec = d.exec_argv(base + 1, pid, splash, &[splash, "--writer"]);
             d.fork(base + 2, pid, pid + 1);
-            d.exec_argv(base + 3, pid + 1, bin, &[bin, "--writer", "--splash-pipe=5"])
+            let bin_exec = d.exec_argv(base + 3, pid + 1, bin, &[bin, "--writer", "--splash-pipe=5"]);
+            (replays(&script), replays(&splash_exec), replays(&bin_exec))
         };
-        launch(&mut d, 0, 100);
+        launch(&mut d, 0, 100, false);
         d.pages(4, 101, 8, 0, 5000);
         d.event(5, Event::AboutToSleep);
         let first = close(&mut d, 1);
         assert_eq!(first[0].record.app, bin);
-        assert_eq!(d.world.hints.values().collect::<Vec<_>>(), vec![bin], "the launcher's successor is kept");
-        // The next launch is re-keyed at the successor's exec, so its profile is replayed then,
-        // even when the launch is not followed (no page events to find it by).
+        let mut launchers: Vec<_> = d.world.hints.iter().map(|((k, _), app)| (k.as_str(), app.as_str())).collect();
+        launchers.sort();
+        assert_eq!(launchers, [("/usr/bin/libreoffice", bin), (splash, bin)], "the successor of the launcher and of the script");
+        // The next launch expects soffice.bin from the script's exec and replays its profile
+        // there, once, even when the first replay is over before soffice.bin is exec'd, and even
+        // when the launch is not followed (no page events to find it by).
         d.world.learned.insert(bin.into(), (3, WALL_MS + 10_000));
-        let out = launch(&mut d, 10_000, 200);
-        assert_eq!(replays(&out), vec![50]);
+        assert_eq!(launch(&mut d, 10_000, 200, true), (vec![50], vec![], vec![]));
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct ActiveLaunch {
     pub pages_read_from_disk: u64,
     /// Pages the replayed profile expected (0 for a new application).
     pub pages_expected: u64,
+    /// The application whose profile was replayed for this launch last, if any (a launcher's
+    /// expected application is replayed at the launcher's exec, and not again at its own).
+    pub replayed: Option<String>,
     /// Of those, pages resident when the replay checked.
     pub pages_resident_at_exec: u64,
     /// Pages the replay loaded.
@@ -248,6 +251,11 @@ impl LaunchTracker {
     }
 
     /// The launch in progress `id`.
+    pub fn get(&self, id: LaunchId) -> Option<&ActiveLaunch> {
+        self.active.iter().find(|l| l.id == id)
+    }
+
+    /// The launch in progress `id`, to change.
     pub fn get_mut(&mut self, id: LaunchId) -> Option<&mut ActiveLaunch> {
         self.active.iter_mut().find(|l| l.id == id)
     }
@@ -325,6 +333,7 @@ impl LaunchTracker {
             used: WorkingSetBuilder::new(),
             pages_read_from_disk: 0,
             pages_expected: 0,
+            replayed: None,
             pages_resident_at_exec: 0,
             pages_prefetched: 0,
             bytes_prefetched: 0,

@@ -111,8 +111,10 @@ pub struct Outcome {
     pub chosen_by: Choice,
     /// Why it must not be learned, if so.
     pub not_learnable: Option<NotLearnable>,
-    /// A hint for the next launch of the same launcher, when dominance chose the application.
-    pub hint: Option<Hint>,
+    /// Hints for the next launch of the same launcher, when dominance chose the application: one
+    /// for the launcher and one for each program its process ran before it (`libreoffice`'s
+    /// script before `oosplash`), so the next launch expects the application from its first exec.
+    pub hints: Vec<Hint>,
 }
 
 /// How a node's process came to run it.
@@ -328,12 +330,20 @@ impl LaunchIdentity {
         } else {
             None
         };
-        let hint = self.before_dominance.filter(|_| self.chosen_by == Choice::Dominant).map(|l| Hint {
-            launcher_key: self.nodes[l].program.identity.key.clone(),
-            launcher_argv: self.nodes[l].program.argv.clone(),
-            app_key: app.program.identity.key.clone(),
-        });
-        Outcome { app: app.program.identity.clone(), chosen_by: self.chosen_by, not_learnable, hint }
+        let mut hints = Vec::new();
+        let mut launcher = self.before_dominance.filter(|_| self.chosen_by == Choice::Dominant);
+        while let Some(l) = launcher {
+            let node = &self.nodes[l];
+            if node.program.stability == Stability::Stable {
+                hints.push(Hint {
+                    launcher_key: node.program.identity.key.clone(),
+                    launcher_argv: node.program.argv.clone(),
+                    app_key: app.program.identity.key.clone(),
+                });
+            }
+            launcher = node.parent.filter(|_| node.via == Via::Exec);
+        }
+        Outcome { app: app.program.identity.clone(), chosen_by: self.chosen_by, not_learnable, hints }
     }
 
     fn push(&mut self, step: &ExecStep, parent: Option<usize>, via: Via) -> usize {

@@ -317,6 +317,7 @@ fn a_launcher_whose_application_was_not_seen_is_not_learned() {
 #[test]
 fn a_hint_from_dominance_makes_the_next_launch_rekey_at_the_exec() {
     let ev = [
+        exec(10, "/usr/bin/dash", &["/bin/sh", "/usr/bin/libreoffice", "--writer"], 300),
         exec(10, "/usr/lib/libreoffice/program/oosplash", &["/usr/lib/libreoffice/program/oosplash", "--writer"], 2000),
         Ev::Fork { parent: 10, child: 11 },
         exec(
@@ -330,12 +331,25 @@ fn a_hint_from_dominance_makes_the_next_launch_rekey_at_the_exec() {
     assert_eq!(first.chosen_by, Choice::Dominant);
     assert_eq!(
         v,
-        vec![Verdict::Helper, Verdict::Rekeyed { key: "/usr/lib/libreoffice/program/soffice.bin".into(), why: Choice::Dominant }]
+        vec![
+            Verdict::Rekeyed { key: "/usr/lib/libreoffice/program/oosplash".into(), why: Choice::Exec },
+            Verdict::Helper,
+            Verdict::Rekeyed { key: "/usr/lib/libreoffice/program/soffice.bin".into(), why: Choice::Dominant }
+        ]
     );
-    let hint = first.hint.expect("a hint");
-    let (second, v) = replay_with(&ev, Some(&hint));
-    assert_eq!(second.app.key, "/usr/lib/libreoffice/program/soffice.bin");
-    assert_eq!(v[0], Verdict::Rekeyed { key: "/usr/lib/libreoffice/program/soffice.bin".into(), why: Choice::Expected });
+    // The launcher, then the script its process ran before it: the next launch expects
+    // soffice.bin from its first exec, so its profile can be replayed there.
+    let launchers: Vec<_> = first.hints.iter().map(|h| (h.launcher_key.as_str(), h.launcher_argv.len())).collect();
+    assert_eq!(launchers, [("/usr/lib/libreoffice/program/oosplash", 2), ("/usr/bin/libreoffice", 3)]);
+    assert!(first.hints.iter().all(|h| h.app_key == "/usr/lib/libreoffice/program/soffice.bin"));
+    for hint in &first.hints {
+        let (second, v) = replay_with(&ev, Some(hint));
+        assert_eq!(second.app.key, "/usr/lib/libreoffice/program/soffice.bin");
+        assert_eq!(
+            v.last(),
+            Some(&Verdict::Rekeyed { key: "/usr/lib/libreoffice/program/soffice.bin".into(), why: Choice::Expected })
+        );
+    }
 }
 
 #[test]
