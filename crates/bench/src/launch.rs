@@ -1,6 +1,8 @@
 //! Launching one workload and timing it: to its exit (command-line workloads) or to its first
 //! visible window on the suite's X server (desktop applications), then closing it. Each launch
-//! runs in a process group of its own so that closing it ends every process it started.
+//! runs in a process group of its own and carries a marker in its environment
+//! ([`LAUNCH_MARKER`]), so that closing it ends every process it started, even those a desktop
+//! launcher (`gtk-launch`, `gio launch`) or a D-Bus session started outside its group and tree.
 //!
 //! It does not touch the page cache or any prefetcher; the suite decides the conditions.
 
@@ -10,6 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, IoContext, Result};
@@ -87,16 +90,29 @@ impl LaunchEnv {
         Ok(file)
     }
 
-    fn command(&self, w: &Workload) -> Result<Command> {
+    /// The workload's command, with its launch marker.
+    fn command(&self, w: &Workload) -> Result<(Command, String)> {
         let work = self.work_dir(w);
         let args: Vec<String> = w.command.iter().map(|a| a.replace("{work}", &work.to_string_lossy())).collect();
+        let marker = format!("{}-{}", std::process::id(), NEXT_LAUNCH.fetch_add(1, Ordering::Relaxed));
         let mut cmd = Command::new(&args[0]);
-        cmd.args(&args[1..]).current_dir(&work).envs(&self.vars).envs(&w.env).stdin(Stdio::null());
+        cmd.args(&args[1..]).current_dir(&work).envs(&self.vars).envs(&w.env).env(LAUNCH_MARKER, &marker).stdin(Stdio::null());
         let log = self.log_handle()?;
         let log2 = log.try_clone().context(|| "cloning the log handle".into())?;
         cmd.stdout(log).stderr(log2).process_group(0);
-        Ok(cmd)
+        Ok((cmd, marker))
     }
+}
+
+/// The environment variable every process of one launch inherits, with a value unique to the
+/// launch: the processes a desktop launcher or a D-Bus daemon started for it are found by it.
+pub const LAUNCH_MARKER: &str = "AUGUR_BENCH_LAUNCH";
+
+static NEXT_LAUNCH: AtomicU64 = AtomicU64::new(0);
+
+/// Every live process whose environment carries `marker` as its [`LAUNCH_MARKER`].
+fn marked(marker: &str) -> Vec<u32> {
+    procfs::all_pids().into_iter().filter(|&p| procfs::env_var(p, LAUNCH_MARKER).is_some_and(|v| v == marker)).collect()
 }
 
 fn sanitize(name: &str) -> String {
@@ -109,6 +125,7 @@ fn sanitize(name: &str) -> String {
 pub struct Running {
     child: Option<Child>,
     name: String,
+    marker: String,
 }
 
 impl Running {
@@ -122,7 +139,12 @@ impl Running {
             return Ok(());
         };
         let pid = child.id();
-        let family = procfs::descendants(pid);
+        let mut family = procfs::descendants(pid);
+        for p in marked(&self.marker) {
+            if p != pid && !family.contains(&p) {
+                family.push(p);
+            }
+        }
         signal_all(pid, &family, rustix::process::Signal::TERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
@@ -131,6 +153,8 @@ impl Running {
                 return Ok(());
             }
             if Instant::now() >= deadline {
+                let late: Vec<u32> = marked(&self.marker).into_iter().filter(|p| !family.contains(p)).collect();
+                family.extend(late);
                 signal_all(pid, &family, rustix::process::Signal::KILL);
                 let _ = child.wait();
                 return Ok(());
@@ -139,9 +163,11 @@ impl Running {
         }
     }
 
-    /// Whether it is still running.
+    /// Whether it is still running: the process the suite started, or one it left behind with
+    /// the launch's marker (`gtk-launch` exits as soon as it has started the application).
     pub fn alive(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        let Some(child) = self.child.as_mut() else { return false };
+        matches!(child.try_wait(), Ok(None)) || !marked(&self.marker).is_empty()
     }
 
     /// The workload's name.
@@ -179,13 +205,13 @@ pub struct Launched {
 /// Launches `w` and times it to ready. `watcher` is needed for window workloads.
 pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>) -> Result<Launched> {
     interrupt::check()?;
-    let mut cmd = env.command(w)?;
+    let (mut cmd, marker) = env.command(w)?;
     let timeout = Duration::from_secs(w.timeout_secs);
     match w.ready {
         Ready::Exit => {
             let start = Instant::now();
             let mut child = cmd.spawn().map_err(|e| spawn_error(w, e))?;
-            let mut guard = Running { child: None, name: w.name.clone() };
+            let mut guard = Running { child: None, name: w.name.clone(), marker };
             loop {
                 if let Some(status) = child.try_wait().context(|| format!("waiting for {}", w.name))? {
                     let secs = start.elapsed().as_secs_f64();
@@ -215,7 +241,7 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
             watcher.drain()?;
             let start = Instant::now();
             let child = cmd.spawn().map_err(|e| spawn_error(w, e))?;
-            let mut running = Running { child: Some(child), name: w.name.clone() };
+            let mut running = Running { child: Some(child), name: w.name.clone(), marker };
             let command = w.command.join(" ");
             let log = env.log.clone();
             let seen = watcher.wait_for_window(start + timeout, || {

@@ -460,5 +460,17 @@ tree_bytes = "1.5GiB"
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/suite.toml");
         let s = Suite::load(&path).unwrap();
         assert!(s.workloads.iter().filter(|w| w.ready == Ready::Window).count() >= 3);
+        // Desktop applications start as a desktop starts them: from .desktop files and through
+        // a session's wrapper; the thesis's applications are there.
+        fn launcher(w: &Workload) -> Option<&str> {
+            w.command.first().map(String::as_str)
+        }
+        let windows: Vec<&Workload> = s.workloads.iter().filter(|w| w.ready == Ready::Window).collect();
+        for how in ["gtk-launch", "gio", "dbus-run-session"] {
+            assert!(windows.iter().any(|w| launcher(w) == Some(how)), "no desktop workload started by {how}");
+        }
+        for app in ["firefox-esr", "gedit", "evolution", "gnome-terminal"] {
+            assert!(windows.iter().any(|w| w.name == app), "{app} is missing");
+        }
     }
 }

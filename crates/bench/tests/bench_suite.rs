@@ -2,7 +2,9 @@
 //! slow-disk profiles writes its outputs and leaves no cgroup or balloon behind; the
 //! small-memory profile's balloon really lowers MemAvailable and is removed when the run is
 //! interrupted with SIGINT; a peer whose binary is missing is reported as not measured (progress
-//! and report) while the rest is measured; a non-root user is refused with exit code 7.
+//! and report) while the rest is measured; a window workload started from a .desktop file by
+//! `gtk-launch` (which exits at once) is timed to its window and closed without leftovers; a
+//! non-root user is refused with exit code 7.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -133,6 +135,72 @@ fn missing_peer_is_reported_not_measured_and_the_suite_goes_on() {
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
     let conds = json["profiles"][0]["workloads"][0]["conditions"].as_array().unwrap();
     assert_eq!(conds.iter().map(|c| c["status"].as_str().unwrap()).collect::<Vec<_>>(), ["measured", "measured", "unavailable"]);
+}
+
+/// Makes sure `program` is installed (Debian package `package`).
+fn install(program: &str, package: &str) {
+    if Command::new("sh").arg("-c").arg(format!("command -v {program}")).status().unwrap().success() {
+        return;
+    }
+    let s =
+        Command::new("apt-get").args(["install", "-y", "-q", package]).env("DEBIAN_FRONTEND", "noninteractive").status().unwrap();
+    assert!(s.success(), "installing {package}");
+}
+
+/// Live processes whose command line contains `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle))
+        .collect()
+}
+
+#[test]
+fn a_desktop_file_launch_is_timed_to_its_window_and_closed_without_leftovers() {
+    install("Xvfb", "xvfb");
+    install("xterm", "xterm");
+    install("gtk-launch", "libgtk-3-bin");
+    let dir = tempfile::tempdir().unwrap();
+    let title = format!("augur-bench-desktop-{}", std::process::id());
+    let apps = dir.path().join("data/applications");
+    std::fs::create_dir_all(&apps).unwrap();
+    std::fs::write(
+        apps.join("augur-bench-tiny.desktop"),
+        format!("[Desktop Entry]\nType=Application\nName=tiny\nExec=xterm -title {title}\n"),
+    )
+    .unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        format!(
+            "runs = 1\ntraining_secs = 0\nconditions = [\"cold\", \"warm\"]\n[[workload]]\nname = \"tiny\"\n\
+             command = [\"gtk-launch\", \"augur-bench-tiny\"]\nready = \"window\"\n\
+             env = {{ XDG_DATA_DIRS = \"{}:/usr/share\" }}\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let run = Command::new(augur())
+        .args(["--suite"])
+        .arg(&suite)
+        .args(["--machine", "as-is", "--skip-day", "--skip-cost", "--output-dir"])
+        .arg(&out)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
+    for c in json["profiles"][0]["workloads"][0]["conditions"].as_array().unwrap() {
+        assert_eq!(c["status"], "measured", "{c}");
+    }
+    // gtk-launch exited at once and xterm was not its child when closed: the launch's marker
+    // found it.
+    assert_eq!(processes_with(&title), Vec::<String>::new(), "the application was left running");
 }
 
 #[test]
