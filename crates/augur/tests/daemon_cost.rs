@@ -1,5 +1,6 @@
 //! What the daemon costs: memory with 500 learned applications, and wakeups while nothing
-//! happens (run as root, as CI does). Each test starts its own daemon on temporary paths.
+//! happens with prediction on and 500 learned applications (run as root, as CI does). Each test
+//! starts its own daemon on temporary paths.
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -21,9 +22,12 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(dir: &Path, state: &Path) -> Daemon {
+    /// A daemon on `state` with the configuration text `config`.
+    fn start(dir: &Path, state: &Path, config: &str) -> Daemon {
         let socket = dir.join("augur.sock");
-        let child = common::spawn_daemon(Path::new("/dev/null"), state, &socket, &dir.join("daemon.log"), false);
+        let config_path = dir.join("config.toml");
+        std::fs::write(&config_path, config).unwrap();
+        let child = common::spawn_daemon(&config_path, state, &socket, &dir.join("daemon.log"), false);
         Daemon { child, socket }
     }
 
@@ -79,23 +83,25 @@ fn launch(app: u64) -> LaunchProfile {
     }
 }
 
+/// A state at `state` with 500 learned applications, two launches each.
+fn learned_500(state: &Path) {
+    let (mut store, _) = StateStore::open(state).unwrap();
+    let limits = StateLimits { learn: LearnSettings::default(), max_launch_records: 500, ..StateLimits::default() };
+    for app in 0..500u64 {
+        let key = format!("/opt/app{app}/bin/app");
+        for run in 0..2 {
+            let record = LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
+            store.learn_launch(&key, &key, &launch(app), &record, &limits).unwrap();
+        }
+    }
+}
+
 #[test]
 fn rss_stays_under_32_mib_with_500_learned_applications() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.db");
-    {
-        let (mut store, _) = StateStore::open(&state).unwrap();
-        let limits = StateLimits { learn: LearnSettings::default(), max_launch_records: 500, ..StateLimits::default() };
-        for app in 0..500u64 {
-            let key = format!("/opt/app{app}/bin/app");
-            for run in 0..2 {
-                let record =
-                    LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
-                store.learn_launch(&key, &key, &launch(app), &record, &limits).unwrap();
-            }
-        }
-    }
-    let d = Daemon::start(dir.path(), &state);
+    learned_500(&state);
+    let d = Daemon::start(dir.path(), &state, "");
     // Listing every application and the recent launches must not load the models into memory.
     let apps = match control::request(&d.socket, &Request::Apps).unwrap() {
         Response::Apps { apps } => apps,
@@ -122,9 +128,11 @@ fn forks_since_boot() -> u64 {
 /// the measurement is repeated (at most three times) until such a minute is found; if none is,
 /// the test fails rather than pass without measuring.
 #[test]
-fn idle_daemon_wakes_at_most_a_handful_of_times_in_60_s() {
+fn idle_daemon_with_prediction_and_500_applications_wakes_at_most_a_handful_of_times_in_60_s() {
     let dir = tempfile::tempdir().unwrap();
-    let d = Daemon::start(dir.path(), &dir.path().join("state.db"));
+    let state = dir.path().join("state.db");
+    learned_500(&state);
+    let d = Daemon::start(dir.path(), &state, "[predict]\nenabled = true\n");
     let mut busy = Vec::new();
     for _ in 0..3 {
         // Let launch windows of whatever ran meanwhile close.

@@ -162,19 +162,30 @@ impl TestDaemon {
 
     /// Launch records of `app`, oldest first, once there are at least `n`.
     pub fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until {
+        match self.launches_within(app, n, Duration::from_secs(60)) {
+            Some(recs) => recs,
+            None => panic!("launch {n} of {app} never recorded: {}", self.log()),
+        }
+    }
+
+    /// Launch records of `app`, oldest first, once there are at least `n`; `None` if there are
+    /// fewer after `limit`.
+    pub fn launches_within(&self, app: &str, n: usize, limit: Duration) -> Option<Vec<LaunchRecord>> {
+        let until = Instant::now() + limit;
+        loop {
             let mut recs = match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
                 Response::Launches { launches } => launches,
                 other => panic!("unexpected {other:?}"),
             };
             if recs.len() >= n {
                 recs.reverse();
-                return recs;
+                return Some(recs);
+            }
+            if Instant::now() >= until {
+                return None;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("launch {n} of {app} never recorded: {}", self.log());
     }
 }
 
