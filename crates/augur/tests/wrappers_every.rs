@@ -90,8 +90,14 @@ impl Machine {
         }
         let polkit_up = Command::new("pgrep").args(["-x", "polkitd"]).status().unwrap().success();
         if !polkit_up {
-            m.polkitd =
-                Some(Command::new("/usr/lib/polkit-1/polkitd").arg("--no-debug").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+            m.polkitd = Some(
+                Command::new("/usr/lib/polkit-1/polkitd")
+                    .arg("--no-debug")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
             std::thread::sleep(Duration::from_secs(1));
         }
         m
@@ -205,7 +211,8 @@ fn through(wrapper: &str, app: &App, desktop_dir: &Path) -> Command {
             let apps_dir = desktop_dir.join("applications");
             std::fs::create_dir_all(&apps_dir).unwrap();
             let file = apps_dir.join(format!("{id}.desktop"));
-            std::fs::write(&file, format!("[Desktop Entry]\nType=Application\nName={id}\nExec={line}\nTerminal=false\n")).unwrap();
+            std::fs::write(&file, format!("[Desktop Entry]\nType=Application\nName={id}\nExec={line}\nTerminal=false\n"))
+                .unwrap();
             let mut c = if wrapper == "gio launch" {
                 let mut c = Command::new("gio");
                 c.arg("launch").arg(&file);
@@ -319,8 +326,27 @@ fn java_a_python_script_and_a_desktop_application_are_learned_through_every_wrap
     let out = Command::new(AUGUR).arg("apps").arg("--socket").arg(d.socket()).output().unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
     let wrapper_names = [
-        "env", "nice", "ionice", "chrt", "taskset", "nohup", "setsid", "timeout", "stdbuf", "sudo", "su", "doas", "pkexec",
-        "dbus-run-session", "dbus-launch", "dbus-daemon", "gio", "gtk-launch", "firejail", "bwrap", "ld-linux-x86-64.so.2",
+        "env",
+        "nice",
+        "ionice",
+        "chrt",
+        "taskset",
+        "nohup",
+        "setsid",
+        "timeout",
+        "stdbuf",
+        "sudo",
+        "su",
+        "doas",
+        "pkexec",
+        "dbus-run-session",
+        "dbus-launch",
+        "dbus-daemon",
+        "gio",
+        "gtk-launch",
+        "firejail",
+        "bwrap",
+        "ld-linux-x86-64.so.2",
     ];
     for line in listed.lines() {
         let name = line.rsplit('/').next().unwrap_or("");

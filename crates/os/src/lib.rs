@@ -8,6 +8,7 @@
 pub mod error;
 pub mod fetch;
 pub mod loop_io;
+pub mod machine;
 pub mod notify;
 pub mod privilege;
 pub mod sense;
