@@ -1,5 +1,5 @@
 //! Crash test of the daemon's state: a child process learns launches as fast as it can and is
-//! killed with SIGKILL at random moments, at least 50 times; after every kill the state must open,
+//! killed with SIGKILL at random moments, 200 times; after every kill the state must open,
 //! pass SQLite's integrity check, and hold every launch the child reported committed, each one
 //! whole (a launch's record and its model update are one transaction).
 
@@ -84,7 +84,7 @@ fn state_survives_sigkill_at_random_moments() {
     println!("seed {seed}");
     let mut rng = Rng(seed);
     let mut committed: Vec<u64> = Vec::new();
-    let kills = 60;
+    let kills = 200;
     for round in 0..kills {
         let mut child = Command::new(&exe)
             .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])

@@ -153,6 +153,9 @@ pub struct LearnSection {
     pub replay_threshold: f64,
     /// Launch records (hit-rate history) kept.
     pub recent_launches: usize,
+    /// Look up, learn and replay files on network and FUSE file systems (NFS, SMB, FUSE, 9p,
+    /// Ceph...), whose calls may take arbitrarily long; off, they are skipped without a call.
+    pub network_filesystems: bool,
 }
 
 impl Default for LearnSection {
@@ -165,6 +168,7 @@ impl Default for LearnSection {
             drop_after_launches: l.drop_after_launches,
             replay_threshold: l.replay_threshold,
             recent_launches: StateLimits::default().max_launch_records,
+            network_filesystems: false,
         }
     }
 }

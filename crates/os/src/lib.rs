@@ -13,3 +13,4 @@ pub mod notify;
 pub mod privilege;
 pub mod sense;
 pub mod signals;
+pub mod untrusted_path;

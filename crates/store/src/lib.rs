@@ -3,6 +3,7 @@
 //! Owns formats, versions and atomicity; it does not decide what is learned.
 #![forbid(unsafe_code)]
 
+pub mod atomic_file;
 pub mod error;
 pub mod profile_file;
 pub mod state;

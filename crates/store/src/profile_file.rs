@@ -5,8 +5,6 @@
 //! files with typed errors, and writing atomically. It does not decide what goes in a profile.
 
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -161,19 +159,10 @@ pub fn load(path: &Path) -> Result<LaunchProfile> {
     from_bytes(&bytes, path)
 }
 
-/// Writes the profile to `path` atomically (temporary file, fsync, rename), mode 0600.
+/// Writes the profile to `path` atomically, mode 0600 (see [`crate::atomic_file`]).
 pub fn save(profile: &LaunchProfile, path: &Path) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let write = || -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        f.write_all(&to_bytes(profile))?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        StoreError::io_at(path, "writing profile", e)
-    })
+    crate::atomic_file::write_atomically(path, &to_bytes(profile), 0o600)
+        .map_err(|e| StoreError::io_at(path, "writing profile", e))
 }
 
 #[cfg(test)]

@@ -189,6 +189,7 @@ impl StateStore {
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| fatal("opening state", e))?;
         let meta = file.metadata().map_err(|e| fatal("inspecting state", e))?;

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use augur_core::error::IoContext;
 use augur_core::model::usage_trace;
 use augur_core::sim::{Scenario, generate};
+use augur_store::atomic_file::AtomicFile;
 
 /// Arguments of `augur gen-trace`.
 #[derive(Debug, Args)]
@@ -38,8 +39,9 @@ pub fn run(args: GenTraceArgs) -> Result<ExitCode> {
     let trace = generate(scenario, args.seed, args.days);
     match &args.output {
         Some(path) => {
-            let mut f = std::fs::File::create(path).map_err(|e| Error::io_at(path, "creating", e))?;
+            let mut f = AtomicFile::create(path, 0o666).map_err(|e| Error::io_at(path, "creating", e))?;
             usage_trace::write_to(&trace, &mut f).context(|| format!("writing {}", path.display()))?;
+            f.commit().context(|| format!("writing {}", path.display()))?;
         }
         None => {
             let stdout = std::io::stdout();

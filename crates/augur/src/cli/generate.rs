@@ -15,6 +15,7 @@ use clap_complete::{Generator, Shell};
 use crate::cli::Cli;
 use crate::error::Result;
 use augur_core::error::IoContext;
+use augur_store::atomic_file::write_atomically;
 
 /// Arguments of `augur generate`.
 #[derive(Debug, Args)]
@@ -55,7 +56,7 @@ pub fn run(args: GenerateArgs) -> Result<ExitCode> {
                 Some(dir) => {
                     let path = dir.join(completion_file_name(shell));
                     create_dir(&dir)?;
-                    fs::write(&path, script).context(|| format!("writing {}", path.display()))?;
+                    write_atomically(&path, &script, 0o666).context(|| format!("writing {}", path.display()))?;
                     println!("{}", path.display());
                 }
                 None => std::io::stdout().write_all(&script).context(|| "writing to stdout".into())?,
@@ -108,7 +109,7 @@ fn write_man_page(cmd: clap::Command, dir: &Path, written: &mut Vec<PathBuf>) ->
     if is_root {
         page.extend_from_slice(root_page_sections(&see_also).as_bytes());
     }
-    fs::write(&path, page).context(|| format!("writing {}", path.display()))?;
+    write_atomically(&path, &page, 0o666).context(|| format!("writing {}", path.display()))?;
     written.push(path);
     Ok(())
 }

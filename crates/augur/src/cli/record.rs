@@ -15,6 +15,7 @@ use clap::Args;
 use crate::daemon::control::{self, Request, Response};
 use crate::error::{Error, Result};
 use augur_core::model::usage_trace;
+use augur_store::atomic_file::write_atomically;
 
 /// Arguments of `augur record`.
 #[derive(Debug, Args)]
@@ -55,9 +56,7 @@ pub fn run(args: RecordArgs) -> Result<ExitCode> {
     if args.output.as_os_str() == "-" {
         print!("{text}");
     } else {
-        let tmp = args.output.with_extension("partial");
-        std::fs::write(&tmp, &text).map_err(|e| Error::io_at(&tmp, "writing", e))?;
-        std::fs::rename(&tmp, &args.output).map_err(|e| Error::io_at(&args.output, "writing", e))?;
+        write_atomically(&args.output, text.as_bytes(), 0o666).map_err(|e| Error::io_at(&args.output, "writing", e))?;
         let apps: std::collections::BTreeSet<&str> = trace.events.iter().map(|e| e.app()).collect();
         eprintln!(
             "wrote {}: {} launches of {} applications over {:.1} s",

@@ -54,6 +54,9 @@ const RESOLVER_MAX: usize = 20_000;
 /// blocks): its lookups then find their blocks cached; a bigger one is only stat'ed.
 const LISTED_DIR_MAX_BYTES: u64 = 64 << 10;
 
+/// How long a stopping daemon waits for its replay worker to finish the chunk it is reading.
+const REPLAY_WORKER_STOP_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
+
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
 const EXEC_REPLAY_WINDOW_BYTES: u64 = 4 << 20;
@@ -208,7 +211,7 @@ fn exec_step_of(tgid: u32) -> Option<ExecStep> {
     let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
     let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
         let program = app::absolute(&argv[i], cwd.as_deref());
-        std::fs::canonicalize(program).ok().map(|p| p.to_string_lossy().into_owned())
+        augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
     });
     Some(ExecStep { pid: tgid, exe, argv, cwd, loader_target })
 }
@@ -277,6 +280,7 @@ impl Daemon {
     pub fn start(options: DaemonOptions, make_plan_step: PlanStepFactory) -> Result<Daemon> {
         let config = options.load_config()?;
         augur_os::privilege::require_root("running the daemon")?;
+        augur_os::untrusted_path::set_network_filesystems(config.learn.network_filesystems);
         let signals = DaemonSignals::new()?;
         let (state, outcome) = StateStore::open(&config.daemon.state_path)?;
         match &outcome {
@@ -648,6 +652,7 @@ impl Daemon {
         let _ = self.io.notifier.reloading();
         let loaded = self.io.options.load_config();
         self.feed(Event::Reload(loaded.map_err(Into::into)))?;
+        augur_os::untrusted_path::set_network_filesystems(self.engine.config().learn.network_filesystems);
         let _ = self.io.notifier.ready("configuration reloaded");
         Ok(())
     }
@@ -658,7 +663,17 @@ impl Daemon {
         self.io.replay_cancel.cancel();
         self.io.replay_tx = None;
         if let Some(w) = self.io.replay_worker.take() {
-            let _ = w.join();
+            // A read stuck on an (allowed) network or FUSE file system must not hold the stop up:
+            // the worker stops between chunks, and one that does not is left to the exit.
+            let until = Instant::now() + REPLAY_WORKER_STOP_WAIT;
+            while !w.is_finished() && Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if w.is_finished() {
+                let _ = w.join();
+            } else {
+                tracing::warn!("the replay worker is still reading; stopping without it");
+            }
         }
         self.collect_replays()?;
         self.feed(Event::Stop)?;

@@ -5,10 +5,14 @@
 //! program listed.
 //!
 //! It only stats and reads directories: it never opens anything but a directory (`O_DIRECTORY`
-//! guarantees that), never writes, never executes. It does not choose which lookups to replay
-//! (the plan does).
+//! guarantees that), never writes, never executes. The paths are what a traced program looked up,
+//! so each walk follows their symbolic links but stays on the path's mount and skips network and
+//! FUSE file systems ([`crate::untrusted_path`]). It does not choose which lookups to replay (the
+//! plan does).
 
-use rustix::fs::{AtFlags, CWD, Dir, Mode, OFlags, statat};
+use rustix::fs::{Dir, OFlags};
+
+use crate::untrusted_path::{self, Symlinks};
 
 use augur_core::model::profile::{Lookup, LookupKind};
 
@@ -37,13 +41,13 @@ pub fn replay_lookups(lookups: &[Lookup], cancel: &CancelFlag) -> LookupCounts {
         match l.kind {
             LookupKind::Stat | LookupKind::Missing => {
                 // The outcome does not matter: success or ENOENT, the walk is now cached.
-                let _ = statat(CWD, &l.path, AtFlags::empty());
+                let _ = untrusted_path::stat(&l.path, Symlinks::Follow);
             }
             LookupKind::Dir => {
                 if list_directory(l) {
                     counts.listed += 1;
                 } else {
-                    let _ = statat(CWD, &l.path, AtFlags::empty());
+                    let _ = untrusted_path::stat(&l.path, Symlinks::Follow);
                 }
             }
         }
@@ -54,8 +58,8 @@ pub fn replay_lookups(lookups: &[Lookup], cancel: &CancelFlag) -> LookupCounts {
 
 /// Reads the entries of a directory (and so its blocks and the dentries of its names).
 fn list_directory(l: &Lookup) -> bool {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
-    let Ok(fd) = rustix::fs::openat(CWD, &l.path, flags, Mode::empty()) else { return false };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let Ok(fd) = untrusted_path::open(&l.path, flags, Symlinks::Follow) else { return false };
     let Ok(mut dir) = Dir::new(fd) else { return false };
     let mut n = 0;
     while let Some(entry) = dir.read() {

@@ -6,7 +6,9 @@
 //! and refused without ever being opened for reading. Its identity (device, inode, size, mtime) is
 //! compared with the profile's; a mismatch makes the file *stale*: skipped, reported, never read.
 //! Only then is that same inode reopened for reading through `/proc/self/fd`, with `O_NOATIME`
-//! where the caller may use it, so no rename race can substitute another file in between.
+//! where the caller may use it, so no rename race can substitute another file in between. The
+//! path is walked the careful way of [`crate::untrusted_path`] (on its own mount only, no magic
+//! links, no network or FUSE file system unless allowed).
 
 use std::fmt;
 use std::io;
@@ -16,6 +18,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{CWD, FileType, Mode, OFlags, Stat};
 
 use augur_core::model::profile::FileIdentity;
+
+use crate::untrusted_path::{self, Refused, Symlinks};
 
 /// Why a file of a profile was not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,8 +73,13 @@ pub fn identity_of(stat: &Stat) -> FileIdentity {
 /// The identity of the regular file at `path` now, without following a final symbolic link and
 /// without opening it for reading (what a tracer records).
 pub fn current_identity(path: &Path) -> io::Result<FileIdentity> {
-    let fd = rustix::fs::openat(CWD, path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())?;
-    Ok(identity_of(&rustix::fs::fstat(&fd)?))
+    let path_only = OFlags::PATH | OFlags::NOFOLLOW;
+    untrusted_path::with_open(path, path_only, Symlinks::Follow, |fd| Ok(identity_of(&rustix::fs::fstat(&fd)?))).map_err(|r| {
+        match r {
+            Refused::Io(e) => e,
+            other => io::Error::other(other.to_string()),
+        }
+    })
 }
 
 /// Describes how `now` differs from `then`, or `None` when they are the same file unchanged.
@@ -112,10 +121,25 @@ fn refusal_for(err: io::Error) -> Refusal {
 }
 
 /// Opens `path` for reading if and only if it is the regular file `expected` describes.
+///
+/// The walk to it follows symbolic links on the way but not in the last component, stays on the
+/// path's mount, and skips network and FUSE file systems unless allowed ([`untrusted_path`]).
 pub fn open_profiled(path: &Path, expected: &FileIdentity) -> Result<OpenedFile, Refusal> {
+    let expected = *expected;
+    let owned = path.to_path_buf();
     // O_PATH runs no driver open routine: FIFOs, devices and sockets are examined, never opened.
-    let pathfd = rustix::fs::openat(CWD, path, OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| refusal_for(e.into()))?;
+    let path_only = OFlags::PATH | OFlags::NOFOLLOW;
+    match untrusted_path::with_open(path, path_only, Symlinks::Follow, move |pathfd| {
+        Ok(check_and_reopen(pathfd, &owned, &expected))
+    }) {
+        Ok(opened) => opened,
+        Err(Refused::Io(e)) => Err(refusal_for(e)),
+        Err(other) => Err(Refusal::Unreadable(other.to_string())),
+    }
+}
+
+/// The checks of [`open_profiled`] on the `O_PATH` descriptor of `path`, and the reopening.
+fn check_and_reopen(pathfd: OwnedFd, path: &Path, expected: &FileIdentity) -> Result<OpenedFile, Refusal> {
     let stat = rustix::fs::fstat(&pathfd).map_err(|e| refusal_for(e.into()))?;
     let ft = FileType::from_raw_mode(stat.st_mode);
     if ft != FileType::RegularFile {

@@ -120,7 +120,7 @@ pub struct MountedFs {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space and the like).
-fn unescape_mountinfo(s: &str) -> Vec<u8> {
+pub(crate) fn unescape_mountinfo(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -139,7 +139,8 @@ fn unescape_mountinfo(s: &str) -> Vec<u8> {
 
 /// The block-backed filesystems in a `/proc/self/mountinfo` text, one entry per superblock (the
 /// first mount of each). Block-backed: a device number with a non-zero major, or a `/dev/...`
-/// source (btrfs and friends use anonymous device numbers).
+/// source (btrfs and friends use anonymous device numbers). FUSE on a block device (`fuseblk`) is left
+/// out unless network and FUSE file systems are allowed.
 pub fn block_backed_filesystems(mountinfo: &str) -> Vec<MountedFs> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -154,6 +155,11 @@ pub fn block_backed_filesystems(mountinfo: &str) -> Vec<MountedFs> {
         let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
         let source = rfields[1];
         if major == 0 && !source.starts_with("/dev/") {
+            continue;
+        }
+        // A FUSE file system on a block device (ntfs-3g): its opens would be described by asking
+        // a user-space process, which may never answer.
+        if crate::untrusted_path::is_remote_fstype(rfields[0]) && !crate::untrusted_path::network_filesystems() {
             continue;
         }
         if !seen.insert((major, minor)) {

@@ -9,10 +9,11 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use augur_core::model::profile::InodeKey;
+
+use crate::untrusted_path::{self, Symlinks};
 
 use super::fanotify::block_backed_filesystems;
 
@@ -72,11 +73,13 @@ impl InodeNamer {
         };
         let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
         drop(fd);
-        let meta = std::fs::symlink_metadata(&path).ok()?;
-        if meta.dev() != key.dev || meta.ino() != key.ino || !path.is_absolute() {
+        // The kernel's name holds no symbolic link; the walk to it stays on the inode's mount.
+        let st = untrusted_path::stat(&path, Symlinks::Refuse).ok()?;
+        if st.st_dev != key.dev || st.st_ino != key.ino || !path.is_absolute() {
             return None;
         }
-        Some(NamedInode { path, dir_bytes: meta.is_dir().then_some(meta.len()) })
+        let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory;
+        Some(NamedInode { path, dir_bytes: is_dir.then(|| u64::try_from(st.st_size).unwrap_or(0)) })
     }
 }
 
@@ -98,6 +101,7 @@ fn open_dir(dir: &Path) -> Option<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     fn is_root() -> bool {
         rustix::process::geteuid().is_root()

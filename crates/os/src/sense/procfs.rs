@@ -18,6 +18,7 @@ use augur_core::proc_text;
 
 use crate::error::{IoContext, OsError, Result};
 use crate::fetch::foreground::parse_io_read_bytes;
+use crate::untrusted_path::{self, Symlinks};
 
 use super::event::st_dev_from_parts;
 
@@ -94,8 +95,13 @@ pub fn open_files(pid: u32) -> Vec<(ProcFile, FileIdentity)> {
         if !target.is_absolute() || target.to_string_lossy().ends_with(" (deleted)") {
             continue;
         }
-        // stat through the magic link reaches the open file itself, whatever its path now is.
-        let Some(identity) = identity_of(&link) else { continue };
+        // A file on a network or FUSE mount is passed over by its mount id, before anything asks
+        // its file system; stat through the magic link then reaches the open file itself,
+        // whatever its path now is, without asking the file system to refresh its attributes.
+        if !untrusted_path::open_file_is_local(pid, &entry.file_name()) {
+            continue;
+        }
+        let Some(identity) = untrusted_path::open_file_identity(&link) else { continue };
         out.push((ProcFile { key: InodeKey { dev: identity.dev, ino: identity.ino }, path: target }, identity));
     }
     out
@@ -239,11 +245,12 @@ pub fn sample(pid: u32) -> Result<ProcessSample> {
     Ok(ProcessSample { cpu_secs: (utime + stime) as f64 / TICKS_PER_SEC, rss_bytes, context_switches, read_bytes })
 }
 
-/// The identity of a regular file at `path` (following symlinks); `None` for anything else or
-/// when it cannot be stat'ed.
+/// The identity of a regular file at `path`, which another process named; `None` for anything
+/// else, or when it cannot be looked up safely. Symbolic links are followed as long as they stay
+/// on the path's mount, and network and FUSE file systems are skipped unless allowed (see
+/// [`crate::untrusted_path`]).
 pub fn identity_of(path: &Path) -> Option<FileIdentity> {
-    let m = fs::metadata(path).ok()?;
-    m.file_type().is_file().then(|| identity_from_metadata(&m))
+    crate::untrusted_path::identity(path, Symlinks::Follow)
 }
 
 /// A [`FileIdentity`] from metadata already obtained.
