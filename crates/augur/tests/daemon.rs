@@ -13,6 +13,7 @@ mod common;
 use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app};
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
+use augur_core::model::profile::LookupKind;
 
 #[test]
 fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
@@ -188,6 +189,81 @@ fn what_a_cold_launch_needed_beyond_its_pages_is_learned_as_lookups() {
     // Replayed before the pages: the profile the daemon would fetch carries them.
     let replay = model.replay_profile(&augur_core::model::learn::LearnSettings::default());
     assert_eq!(replay.lookups, model.lookups);
+}
+
+/// In bpf mode the kernel follows a launch from its `execve`: what the dynamic loader reads
+/// before `main` (`ld.so.cache`, libc) is learned, and so are the launch's path lookups, failed
+/// ones included, on any file system and without strace.
+#[test]
+fn in_bpf_mode_a_launch_is_learned_from_its_exec_with_the_loaders_reads_and_failed_lookups() {
+    let d = TestDaemon::start_in_mode("[launch]\nquiet_ms = 1500\n", "bpf");
+    let status = d.status();
+    assert_eq!(status.mode, "bpf", "{status:?}");
+    assert!(status.passed_over.is_empty(), "{status:?}");
+    assert!(d.log().contains("learning in bpf mode;"), "{}", d.log());
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let data = appdir.path().join("lines");
+    std::fs::write(&data, "x\n".repeat(32 << 10)).unwrap();
+    let missing = appdir.path().join("no-such-config");
+    // Builtins only: every page of the launch is the shell's own process's, the loader's first.
+    let script = appdir.path().join("reader.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n[ -e {} ] && exit 1\nwhile IFS= read -r line; do :; done < {}\n", missing.display(), data.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    let rec = d.wait_launches(&key, 1).remove(0);
+    println!("{rec:?}");
+    let (store, _) = augur_store::state::StateStore::open(&d.state()).unwrap();
+    let model = store.load_app(&key).unwrap().expect("the launch is learned");
+    let files: Vec<String> = model.files.keys().map(|p| p.to_string_lossy().into_owned()).collect();
+    let lookups: Vec<(String, LookupKind)> =
+        model.lookups.iter().map(|l| (l.path.to_string_lossy().into_owned(), l.kind)).collect();
+    println!("files {files:?}\nlookups {lookups:?}");
+    assert!(files.iter().any(|f| f == "/etc/ld.so.cache"), "no ld.so.cache pages: {files:?}\n{}", d.log());
+    assert!(files.iter().any(|f| f.contains("/libc.so")), "no libc pages: {files:?}");
+    assert!(files.iter().any(|f| *f == data.to_string_lossy()), "no data pages: {files:?}");
+    let missing = missing.to_string_lossy().into_owned();
+    assert!(lookups.contains(&(missing, LookupKind::Missing)), "no failed lookup: {lookups:?}");
+    assert!(lookups.iter().any(|(p, k)| p == "/etc/ld.so.cache" && *k == LookupKind::Stat), "{lookups:?}");
+    let status = d.status();
+    assert!(status.events.lookup_events > 0, "{:?}", status.events);
+    let text = Command::new(AUGUR).args(["status", "--socket"]).arg(d.socket()).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("mode: bpf (eBPF, followed from exec") && text.contains("records lost: "), "{text}");
+}
+
+/// Each lesser mode can be forced (as for `augur trace`), is reported with why the better ones
+/// were passed over, and the tracefs access mode still learns.
+#[test]
+fn forced_tracefs_modes_are_reported_and_access_mode_still_learns() {
+    let d = TestDaemon::start_in_mode("[launch]\nquiet_ms = 1500\nfollow_first_launches = 100\n", "access");
+    let status = d.status();
+    assert_eq!(status.mode, "access");
+    assert_eq!(status.passed_over, "bpf: --mode/AUGUR_FORCE_MODE asked for access");
+    assert!(d.log().contains("learning in access mode (better modes not used: bpf: "), "{}", d.log());
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    drop_caches();
+    run_app(&script);
+    let rec = d.wait_launches(&key, 1).remove(0);
+    assert!(rec.pages_used >= 8192, "learned only {} pages: {rec:?}", rec.pages_used);
+    drop(d);
+    for (mode, passed) in [
+        ("insertion", "bpf: --mode/AUGUR_FORCE_MODE asked for insertion; access: --mode/AUGUR_FORCE_MODE asked for insertion"),
+        (
+            "file-only",
+            "bpf: --mode/AUGUR_FORCE_MODE asked for file-only; access: --mode/AUGUR_FORCE_MODE asked for file-only; insertion: --mode/AUGUR_FORCE_MODE asked for file-only",
+        ),
+    ] {
+        let d = TestDaemon::start_in_mode("", mode);
+        let status = d.status();
+        assert_eq!((status.mode.as_str(), status.passed_over.as_str()), (mode, passed));
+    }
 }
 
 #[test]
