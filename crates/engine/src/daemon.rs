@@ -658,10 +658,11 @@ impl DaemonEngine {
 
     fn finish_launch(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) {
         tracing::debug!(
-            "launch {} of {} closed: {} page events, pids {:?} still live, {} backlog drops so far",
+            "launch {} of {} closed: {} page events ({} while not followed), pids {:?} still live, {} backlog drops so far",
             finished.launch.id,
             finished.launch.app.key,
             finished.launch.page_events,
+            finished.launch.page_events_not_followed,
             finished.launch.live,
             self.tracker.backlog_dropped
         );

@@ -102,6 +102,9 @@ pub struct ActiveLaunch {
     pub bytes_prefetched: u64,
     /// Page events attributed to the launch.
     pub page_events: u64,
+    /// Page events that reached it while it was not followed (observing every exec: those the
+    /// kernel sent before the daemon took its processes off).
+    pub page_events_not_followed: u64,
     /// Whether the launch is traced and learned; an unfollowed launch only groups its processes
     /// (so its helpers are not launches of their own) and closes when they exit or at the cap.
     pub followed: bool,
@@ -339,6 +342,7 @@ impl LaunchTracker {
             pages_prefetched: 0,
             bytes_prefetched: 0,
             page_events: 0,
+            page_events_not_followed: 0,
             followed: follow,
             stopped: None,
             exec_lookups: Vec::new(),
@@ -579,6 +583,7 @@ fn keep_inode_load(l: &mut ActiveLaunch, inode: InodeKey) {
 /// the page cap or settled).
 fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
     if !l.followed {
+        l.page_events_not_followed += 1;
         return false;
     }
     let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
