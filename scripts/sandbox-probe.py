@@ -144,6 +144,50 @@ def read_only_elsewhere():
         raise
     raise RuntimeError("/usr is writable")
 
+SYS_BPF, SYS_PERF_EVENT_OPEN = 321, 298  # x86_64
+
+def bpf_call(cmd, attr):
+    buf = ctypes.create_string_buffer(attr, 128)
+    fd = libc.syscall(SYS_BPF, cmd, buf, ctypes.c_uint(128))
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "bpf(%d): %s" % (cmd, errno.errorcode.get(e, e)))
+    return fd
+
+def bpf_ringbuf():
+    # BPF_MAP_CREATE of a BPF_MAP_TYPE_RINGBUF, as the observer's `events` map (CAP_BPF).
+    fd = bpf_call(0, struct.pack("IIIII", 27, 0, 0, 1 << 16, 0))
+    # Its consumer page is mapped read-write, its data read-only (as libbpf does).
+    m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    m.close()
+    os.close(fd)
+    btf = os.stat("/sys/kernel/btf/vmlinux").st_size
+    return "ring buffer map created and mapped; kernel BTF readable (%d bytes)" % btf
+
+def bpf_tracepoint():
+    # BPF_PROG_LOAD of a BPF_PROG_TYPE_TRACEPOINT program (r0 = 0; exit), attached to
+    # sched_process_exec with perf_event_open + PERF_EVENT_IOC_SET_BPF, as libbpf attaches the
+    # observer's classic tracepoints (CAP_BPF and CAP_PERFMON).
+    insns = ctypes.create_string_buffer(struct.pack("<BBhiBBhi", 0xb7, 0, 0, 0, 0x95, 0, 0, 0), 16)
+    license = ctypes.create_string_buffer(b"GPL")
+    prog = bpf_call(5, struct.pack("IIQQ", 5, 2, ctypes.addressof(insns), ctypes.addressof(license)))
+    try:
+        tp = int(open("/sys/kernel/tracing/events/sched/sched_process_exec/id").read())
+        attr = ctypes.create_string_buffer(struct.pack("IIQQ", 2, 128, tp, 1), 128)
+        pfd = libc.syscall(SYS_PERF_EVENT_OPEN, attr, -1, 0, -1, ctypes.c_ulong(0))
+        if pfd < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "perf_event_open: %s" % errno.errorcode.get(e, e))
+        try:
+            if libc.ioctl(pfd, ctypes.c_ulong(0x40042408), prog) != 0:  # PERF_EVENT_IOC_SET_BPF
+                e = ctypes.get_errno()
+                raise OSError(e, "PERF_EVENT_IOC_SET_BPF: %s" % errno.errorcode.get(e, e))
+        finally:
+            os.close(pfd)
+    finally:
+        os.close(prog)
+    return "tracepoint program loaded and attached to sched/sched_process_exec"
+
 def caps():
     for line in open("/proc/self/status"):
         if line.startswith(("CapEff", "CapBnd", "NoNewPrivs", "Seccomp:")):
@@ -155,6 +199,8 @@ check("proc connector (netlink)", proc_connector)
 check("/proc of another user's process (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH)", other_users_process(pid))
 check("read any file with O_NOATIME (CAP_DAC_READ_SEARCH, CAP_FOWNER)", noatime_read(secret))
 check("fanotify (CAP_SYS_ADMIN)", fanotify)
+check("bpf maps (CAP_BPF)", bpf_ringbuf)
+check("bpf tracepoint programs (CAP_BPF, CAP_PERFMON)", bpf_tracepoint)
 check("mincore", mincore)
 check("mincore of another user's file (CAP_FOWNER)", mincore_other_user(secret))
 check("cachestat", cachestat)

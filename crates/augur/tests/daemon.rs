@@ -13,6 +13,7 @@ mod common;
 use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app};
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
+use augur_core::model::profile::LookupKind;
 
 #[test]
 fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
@@ -94,20 +95,29 @@ fn launches_after_the_first_ones_are_replayed_without_being_traced() {
         if let Some(id) = launch
             && let Some(line) = log.lines().find(|l| l.contains(&format!("replay for launch {id}:")))
         {
-            break line.to_string();
+            break (id, line.to_string());
         }
         assert!(Instant::now() < until, "no untraced, replayed third launch: {log}");
         std::thread::sleep(Duration::from_millis(100));
     };
+    let (id, replayed) = replayed;
     println!("{replayed}");
     let loaded: u64 = replayed.split(", ").find_map(|p| p.strip_suffix(" loaded")?.parse().ok()).unwrap();
     assert!(loaded >= 8192, "the replay loaded only {loaded} pages: {replayed}");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(d.wait_launches(&key, 2).len(), 2, "the third launch was learned");
-    // The app reads 8192+ pages; none of its page events were recorded (other processes on the
-    // machine may be followed meanwhile, so allow a little).
-    let traced = d.status().events.page_events - events_before;
-    assert!(traced < 1000, "{traced} page events recorded during an untraced launch");
+    // The app reads 8192+ pages; (almost) none of its page events reached the daemon: in bpf
+    // mode the kernel follows its processes only until their execs are read.
+    let log = d.log();
+    let closed = log
+        .lines()
+        .find(|l| l.contains(&format!(" of {key} closed: ")) && l.contains(&format!("launch {id} ")))
+        .unwrap_or_else(|| panic!("launch {id} never closed: {log}"));
+    println!("{closed}");
+    let reached: u64 = closed.split(" page events (").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!(reached < 1000, "{reached} page events reached the daemon during an untraced launch: {closed}");
+    // Other processes on the machine may be followed meanwhile: their events are counted too.
+    println!("page events meanwhile, all processes: {}", d.status().events.page_events - events_before);
 }
 
 /// A launch that settles into re-using its pages (a build running one compiler after another)
@@ -132,13 +142,18 @@ fn a_launch_that_keeps_reusing_its_pages_stops_being_followed_and_is_learned() {
     run_app(&script);
     let rec = d.wait_launches(&key, 1).remove(0);
     let log = d.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains(&format!("launch of {key} stopped being followed after ")))
-        .unwrap_or_else(|| panic!("the launch never settled: {log}"));
-    println!("{line}\n{rec:?}");
-    let after_ms: u64 = line.split("followed after ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
-    assert!(after_ms <= 3000, "settled only after {after_ms} ms: {line}");
+    // Traced through tracefs, its page events keep re-using pages until it is found settled; in
+    // bpf mode the kernel reports each page once per launch, so it goes quiet instead and its
+    // window closes (its processes taken off) with the quiet time.
+    let settled = log.lines().find(|l| l.contains(&format!("launch of {key} stopped being followed after ")));
+    println!("{settled:?}\n{rec:?}");
+    if let Some(line) = settled {
+        let after_ms: u64 = line.split("followed after ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+        assert!(after_ms <= 3000, "settled only after {after_ms} ms: {line}");
+    } else {
+        let closed = log.lines().find(|l| l.contains(&format!(" of {key} closed: "))).unwrap();
+        assert!(!closed.contains("pids {}"), "followed until it ended: {closed}");
+    }
     assert!(rec.window_ms <= 3500, "window of {} ms", rec.window_ms);
     assert!(rec.pages_used >= 1024, "learned only {} pages", rec.pages_used);
 }
@@ -188,6 +203,81 @@ fn what_a_cold_launch_needed_beyond_its_pages_is_learned_as_lookups() {
     // Replayed before the pages: the profile the daemon would fetch carries them.
     let replay = model.replay_profile(&augur_core::model::learn::LearnSettings::default());
     assert_eq!(replay.lookups, model.lookups);
+}
+
+/// In bpf mode the kernel follows a launch from its `execve`: what the dynamic loader reads
+/// before `main` (`ld.so.cache`, libc) is learned, and so are the launch's path lookups, failed
+/// ones included, on any file system and without strace.
+#[test]
+fn in_bpf_mode_a_launch_is_learned_from_its_exec_with_the_loaders_reads_and_failed_lookups() {
+    let d = TestDaemon::start_in_mode("[launch]\nquiet_ms = 1500\n", "bpf");
+    let status = d.status();
+    assert_eq!(status.mode, "bpf", "{status:?}");
+    assert!(status.passed_over.is_empty(), "{status:?}");
+    assert!(d.log().contains("learning in bpf mode;"), "{}", d.log());
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let data = appdir.path().join("lines");
+    std::fs::write(&data, "x\n".repeat(32 << 10)).unwrap();
+    let missing = appdir.path().join("no-such-config");
+    // Builtins only: every page of the launch is the shell's own process's, the loader's first.
+    let script = appdir.path().join("reader.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n[ -e {} ] && exit 1\nwhile IFS= read -r line; do :; done < {}\n", missing.display(), data.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    let rec = d.wait_launches(&key, 1).remove(0);
+    println!("{rec:?}");
+    let (store, _) = augur_store::state::StateStore::open(&d.state()).unwrap();
+    let model = store.load_app(&key).unwrap().expect("the launch is learned");
+    let files: Vec<String> = model.files.keys().map(|p| p.to_string_lossy().into_owned()).collect();
+    let lookups: Vec<(String, LookupKind)> =
+        model.lookups.iter().map(|l| (l.path.to_string_lossy().into_owned(), l.kind)).collect();
+    println!("files {files:?}\nlookups {lookups:?}");
+    assert!(files.iter().any(|f| f == "/etc/ld.so.cache"), "no ld.so.cache pages: {files:?}\n{}", d.log());
+    assert!(files.iter().any(|f| f.contains("/libc.so")), "no libc pages: {files:?}");
+    assert!(files.iter().any(|f| *f == data.to_string_lossy()), "no data pages: {files:?}");
+    let missing = missing.to_string_lossy().into_owned();
+    assert!(lookups.contains(&(missing, LookupKind::Missing)), "no failed lookup: {lookups:?}");
+    assert!(lookups.iter().any(|(p, k)| p == "/etc/ld.so.cache" && *k == LookupKind::Stat), "{lookups:?}");
+    let status = d.status();
+    assert!(status.events.lookup_events > 0, "{:?}", status.events);
+    let text = Command::new(AUGUR).args(["status", "--socket"]).arg(d.socket()).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("mode: bpf (eBPF, followed from exec") && text.contains("records lost: "), "{text}");
+}
+
+/// Each lesser mode can be forced (as for `augur trace`), is reported with why the better ones
+/// were passed over, and the tracefs access mode still learns.
+#[test]
+fn forced_tracefs_modes_are_reported_and_access_mode_still_learns() {
+    let d = TestDaemon::start_in_mode("[launch]\nquiet_ms = 1500\nfollow_first_launches = 100\n", "access");
+    let status = d.status();
+    assert_eq!(status.mode, "access");
+    assert_eq!(status.passed_over, "bpf: --mode/AUGUR_FORCE_MODE asked for access");
+    assert!(d.log().contains("learning in access mode (better modes not used: bpf: "), "{}", d.log());
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    drop_caches();
+    run_app(&script);
+    let rec = d.wait_launches(&key, 1).remove(0);
+    assert!(rec.pages_used >= 8192, "learned only {} pages: {rec:?}", rec.pages_used);
+    drop(d);
+    for (mode, passed) in [
+        ("insertion", "bpf: --mode/AUGUR_FORCE_MODE asked for insertion; access: --mode/AUGUR_FORCE_MODE asked for insertion"),
+        (
+            "file-only",
+            "bpf: --mode/AUGUR_FORCE_MODE asked for file-only; access: --mode/AUGUR_FORCE_MODE asked for file-only; insertion: --mode/AUGUR_FORCE_MODE asked for file-only",
+        ),
+    ] {
+        let d = TestDaemon::start_in_mode("", mode);
+        let status = d.status();
+        assert_eq!((status.mode.as_str(), status.passed_over.as_str()), (mode, passed));
+    }
 }
 
 #[test]

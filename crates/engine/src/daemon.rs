@@ -7,8 +7,9 @@
 //! trace eagerness, configuration reload (prediction turned on, off or changed) and shutdown.
 //!
 //! It must not make system calls, read clocks or touch files: everything it needs from the world
-//! comes through [`DaemonWorld`], which the loop implements with the state store, the kernel's pid
-//! filter and the path resolver, and tests implement with a fake that records the actions.
+//! comes through [`DaemonWorld`], which the loop implements with the state store, the kernel's
+//! observation (the eBPF observer of every exec, or the tracefs pid filter: [`Observation`]) and
+//! the path resolver, and tests implement with a fake that records the actions.
 //!
 //! Why a trait rather than answers carried in the events: the questions are asked only for some
 //! events and in a fixed order with the actions. An exec of a helper under `make` joins a launch
@@ -24,7 +25,7 @@ use std::collections::HashMap;
 use augur_core::model::app::AppIdentity;
 use augur_core::model::launcher::{ExecStep, Hint};
 use augur_core::model::learn::LearnSettings;
-use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, TraceMode, Unresolved, UsedRange};
+use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, LookupList, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
 use augur_core::model::record::{ActivityRecord, LaunchRecord};
 use augur_core::model::usage_trace::Transition;
@@ -32,7 +33,9 @@ use augur_core::model::usage_trace::Transition;
 use crate::config::{Config, PredictSection, ReplayPriority};
 use crate::running::{InstanceChange, RunningInstances};
 use crate::usage_log::{self, UsageLog};
-use crate::window::{ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings};
+use crate::window::{
+    ActiveLaunch, ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings,
+};
 
 /// Launches and exits written to the state in one transaction at most; fewer are written once
 /// [`ACTIVITY_FLUSH_NS`] has passed since the last write (and at shutdown).
@@ -119,13 +122,42 @@ pub enum Event {
     AboutToSleep,
 }
 
-/// A page or inode-load event from the trace pipe (see [`DaemonEngine::on_trace`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A page, inode-load or lookup event from the kernel's observation (see
+/// [`DaemonEngine::on_trace`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceEvent {
     /// Thread `tid` used or read `pages` of `inode` at `ts_ns` (monotonic).
     Page { tid: u32, ts_ns: u64, kind: PageKind, inode: InodeKey, pages: PageRange },
     /// Thread `tid` needed `inode` from disk at `ts_ns` (monotonic).
     InodeLoad { tid: u32, ts_ns: u64, inode: InodeKey },
+    /// Thread `tid` looked up a path at `ts_ns` (monotonic): an open, stat, exec..., failed ones
+    /// included (only the eBPF observer sees them).
+    Lookup { tid: u32, ts_ns: u64, lookup: Lookup },
+    /// The kernel started following process `pid` at its exec at `ts_ns` (monotonic), under
+    /// [`Observation::EveryExec`]: if no exec or fork of it reaches the daemon (the process
+    /// events connector overran), it is taken off after [`UNCLAIMED_EXEC_NS`].
+    ExecObserved { pid: u32, ts_ns: u64 },
+}
+
+/// How long a process the kernel follows from its exec may stay unknown to the daemon (its
+/// process event lost) before it is taken off the kernel's set; its exec event is normally read
+/// within milliseconds.
+pub const UNCLAIMED_EXEC_NS: u64 = 2_000_000_000;
+
+/// Execs observed by the kernel kept for that check, at most (the oldest are dropped).
+const UNCLAIMED_MAX: usize = 16_384;
+
+/// How the kernel chooses what the daemon observes, which decides what following costs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// Only the processes the daemon adds to the kernel's pid filter (tracefs), and what they
+    /// fork: a launch is traced from when its pid is in force ([`Action::Follow`]), after a
+    /// grace period per filter write.
+    PidFilter,
+    /// Every exec, from its start, with what it forks (the eBPF observer): there is nothing to
+    /// add, and a process the daemon does not follow is taken off at its exec
+    /// ([`Action::Unfollow`]) so that it costs nothing more.
+    EveryExec,
 }
 
 /// A launch learned: resolved to files, ready to be saved.
@@ -156,9 +188,11 @@ pub struct ResolvedLaunch {
 /// What the engine decided; the loop carries it out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Trace process `pid` (add it to the kernel's pid filter): a launch is followed.
+    /// Trace process `pid` (add it to the kernel's pid filter): a launch is followed. Only under
+    /// [`Observation::PidFilter`].
     Follow { pid: u32 },
-    /// Stop tracing these tasks: their launches are no longer followed.
+    /// Stop tracing these tasks: their launches are no longer followed (under
+    /// [`Observation::EveryExec`]: also a process whose exec the daemon does not follow).
     Unfollow(Vec<u32>),
     /// Load `profile` for `launch` at exec, at `priority`; report with [`Event::ReplayFinished`].
     StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
@@ -239,6 +273,11 @@ pub trait DaemonWorld {
 /// The daemon's decisions. See the module documentation.
 pub struct DaemonEngine {
     config: Config,
+    /// What the kernel observes without being asked.
+    observation: Observation,
+    /// Execs the kernel follows whose process the daemon may not know yet, oldest first
+    /// ([`TraceEvent::ExecObserved`]).
+    observed_execs: std::collections::VecDeque<(u32, u64)>,
     /// The trace mode in use and the page size profiles are recorded in.
     mode: TraceMode,
     page_size: u64,
@@ -320,6 +359,23 @@ fn decide_follow(
     follow
 }
 
+/// What a launch's profile keeps of its lookups: the launcher's `PATH` search that found the
+/// program, then the lookups its processes made (observed by the kernel, in first-use order),
+/// then the inodes it needed from disk, named (`named`); each path once.
+fn launch_lookups(launch: &mut ActiveLaunch, named: Vec<Lookup>) -> Vec<Lookup> {
+    let observed = std::mem::take(&mut launch.lookups).finish();
+    if observed.is_empty() {
+        let mut lookups = launch.exec_lookups.clone();
+        lookups.extend(named);
+        return lookups;
+    }
+    let mut list = LookupList::new();
+    for l in launch.exec_lookups.iter().cloned().chain(observed).chain(named) {
+        list.record(l.path, l.kind);
+    }
+    list.finish()
+}
+
 /// The process whose launch a new task belongs to. A new thread's reported parent is the parent
 /// of its whole process (the kernel gives threads their group leader's `real_parent`: for java
 /// that is the shell), so a thread belongs to its own thread group; a new process to its parent.
@@ -328,12 +384,14 @@ pub fn creator_of(parent_tgid: u32, child_pid: u32, child_tgid: u32) -> u32 {
 }
 
 impl DaemonEngine {
-    /// Nothing in progress, under `config`, tracing in `mode` with profiles in pages of
-    /// `page_size`, started at `now`.
-    pub fn new(config: Config, mode: TraceMode, page_size: u64, now: Now) -> Self {
+    /// Nothing in progress, under `config`, observing as `observation` says in `mode` with
+    /// profiles in pages of `page_size`, started at `now`.
+    pub fn new(config: Config, observation: Observation, mode: TraceMode, page_size: u64, now: Now) -> Self {
         DaemonEngine {
             tracker: LaunchTracker::new(window_settings(&config, mode, page_size)),
             config,
+            observation,
+            observed_execs: std::collections::VecDeque::new(),
             mode,
             page_size,
             running: RunningInstances::new(),
@@ -391,6 +449,13 @@ impl DaemonEngine {
         match event {
             TraceEvent::Page { tid, ts_ns, kind, inode, pages } => self.tracker.on_page(tid, ts_ns, kind, inode, pages),
             TraceEvent::InodeLoad { tid, ts_ns, inode } => self.tracker.on_inode_load(tid, ts_ns, inode),
+            TraceEvent::Lookup { tid, ts_ns, lookup } => self.tracker.on_lookup(tid, ts_ns, lookup),
+            TraceEvent::ExecObserved { pid, ts_ns } => {
+                if self.observed_execs.len() >= UNCLAIMED_MAX {
+                    self.observed_execs.pop_front();
+                }
+                self.observed_execs.push_back((pid, ts_ns));
+            }
         }
     }
 
@@ -451,15 +516,18 @@ impl DaemonEngine {
         let traced = self.tracker.follows_process(tgid);
         let policy = follow_policy(&self.config);
         let outcome = self.tracker.on_exec(step, ts_ns, |app| decide_follow(policy, world, now, app, tgid, traced));
-        let id = match &outcome {
-            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) => *id,
-            ExecOutcome::Joined(id) => {
-                tracing::trace!("launch {id}: pid {tgid} joined");
-                return;
+        match &outcome {
+            ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) => {
+                tracing::debug!("launch {id}: pid {tgid} exec'd, {outcome:?}");
+                self.keyed(world, now, *id, (!traced).then_some(tgid));
             }
-        };
-        tracing::debug!("launch {id}: pid {tgid} exec'd, {outcome:?}");
-        self.keyed(world, now, id, (!traced).then_some(tgid));
+            ExecOutcome::Joined(id) => tracing::trace!("launch {id}: pid {tgid} joined"),
+        }
+        // The kernel follows every exec from its start: one the daemon does not follow (an
+        // application replayed only, a helper of a launch not followed) is taken off at once.
+        if self.observation == Observation::EveryExec && !self.tracker.follows_process(tgid) {
+            world.carry_out(Action::Unfollow(vec![tgid]), &self.config);
+        }
     }
     /// Launch `id` is now of the application its identity decided (it started, or was re-keyed):
     /// trace `new_pid` when the launch is followed and that process is not traced yet, learn
@@ -473,8 +541,9 @@ impl DaemonEngine {
         let (exe, argv0) = (l.app.exe.clone(), l.argv.first().cloned());
         // Only followed launches reach the kernel's pid filter: an exec of a known application
         // costs no filter write (each one waits for a grace period, see sense::pid_filter).
+        // Observing every exec, the kernel follows it already.
         if followed {
-            if let Some(p) = new_pid {
+            if let Some(p) = new_pid.filter(|_| self.observation == Observation::PidFilter) {
                 world.carry_out(Action::Follow { pid: p }, &self.config);
             }
             // Only a followed launch pays for this: environ and a stat per PATH directory.
@@ -604,10 +673,11 @@ impl DaemonEngine {
 
     fn finish_launch(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) {
         tracing::debug!(
-            "launch {} of {} closed: {} page events, pids {:?} still live, {} backlog drops so far",
+            "launch {} of {} closed: {} page events ({} while not followed), pids {:?} still live, {} backlog drops so far",
             finished.launch.id,
             finished.launch.app.key,
             finished.launch.page_events,
+            finished.launch.page_events_not_followed,
             finished.launch.live,
             self.tracker.backlog_dropped
         );
@@ -663,7 +733,7 @@ impl DaemonEngine {
                 finished.window_ms
             );
         }
-        let FinishedLaunch { launch, window_ms, working_set } = finished;
+        let FinishedLaunch { mut launch, window_ms, working_set } = finished;
         match launch.stopped {
             Some(FollowStop::PageCap) => tracing::info!(
                 "launch of {} stopped being followed at {} MiB (max_launch_mib): its first pages are learned",
@@ -683,8 +753,7 @@ impl DaemonEngine {
             return None;
         }
         let resolved = world.resolve(working_set, &launch.inodes_loaded);
-        let mut lookups = launch.exec_lookups.clone();
-        lookups.extend(resolved.lookups);
+        let lookups = launch_lookups(&mut launch, resolved.lookups);
         let profile = LaunchProfile {
             command: launch.argv.clone(),
             recorded_at: now.unix_ms / 1000,
@@ -804,8 +873,19 @@ impl DaemonEngine {
             tracing::debug!("launch {id}: re-keyed by the pages its programs used");
             self.keyed(world, now, id, None);
         }
-        // Tells the kernel to stop recording the processes of launches no longer followed.
-        let gone = self.tracker.take_unfollowed();
+        // Tells the kernel to stop recording the processes of launches no longer followed, and
+        // those it follows from an exec the daemon never heard of.
+        let mut gone = self.tracker.take_unfollowed();
+        while let Some(&(pid, ts_ns)) = self.observed_execs.front() {
+            if ts_ns.saturating_add(UNCLAIMED_EXEC_NS) > now.mono_ns {
+                break;
+            }
+            self.observed_execs.pop_front();
+            if !self.tracker.knows_process(pid) && !gone.contains(&pid) {
+                tracing::debug!("pid {pid}: followed by the kernel since its exec, unknown to the daemon: taken off");
+                gone.push(pid);
+            }
+        }
         if !gone.is_empty() {
             world.carry_out(Action::Unfollow(gone), &self.config);
         }
@@ -971,7 +1051,22 @@ mod tests {
 
     impl Daemon {
         fn new(config: Config) -> Daemon {
-            Daemon { engine: DaemonEngine::new(config, TraceMode::Access, 4096, at(0)), world: FakeWorld::default() }
+            Daemon {
+                engine: DaemonEngine::new(config, Observation::PidFilter, TraceMode::Access, 4096, at(0)),
+                world: FakeWorld::default(),
+            }
+        }
+
+        /// A daemon whose kernel observes every exec from its start (the eBPF observer).
+        fn every_exec(config: Config) -> Daemon {
+            let engine = DaemonEngine::new(config, Observation::EveryExec, TraceMode::Access, 4096, at(0));
+            Daemon { engine, world: FakeWorld::default() }
+        }
+
+        /// Thread `tid` looked `path` up at `ms` (`kind`: found, missing or listed).
+        fn lookup(&mut self, ms: u64, tid: u32, path: &str, kind: LookupKind) {
+            let lookup = Lookup { path: path.into(), kind };
+            self.engine.on_trace(TraceEvent::Lookup { tid, ts_ns: ns(ms), lookup });
         }
 
         /// A daemon with prediction on, started and ready; what it did so far is dropped.
@@ -1100,6 +1195,93 @@ mod tests {
         assert!(out.contains(&Action::TraceEager(false)) && out.contains(&Action::WatchOpens(false)), "{out:?}");
         assert_eq!(timer(&out), Some(None));
         assert_eq!(d.engine.usage_log().len(), 2, "the launch and its working set");
+    }
+
+    // --- Observing every exec (the eBPF observer) ---------------------------------------------
+
+    #[test]
+    fn observing_every_exec_a_new_application_is_learned_with_its_lookups_without_a_filter_write() {
+        let mut d = Daemon::every_exec(no_replay());
+        // The loader's first reads and lookups may be read before the exec's process event.
+        d.pages(0, 100, 7, 0, 2);
+        d.lookup(0, 100, "/etc/ld.so.cache", LookupKind::Stat);
+        let out = d.exec(1, 100, "/bin/a");
+        assert!(out.is_empty(), "nothing to add, nothing to take off: {out:?}");
+        d.lookup(5, 100, "/etc/ld.so.preload", LookupKind::Missing);
+        d.lookup(6, 100, "/etc/ld.so.cache", LookupKind::Stat);
+        d.pages(10, 100, 5, 0, 8);
+        d.fork(20, 100, 101);
+        d.lookup(30, 101, "/usr/share/a", LookupKind::Dir);
+        let out = d.wake(2000);
+        let learned = saved(&out);
+        assert_eq!(learned.len(), 1, "{out:?}");
+        let l = &learned[0];
+        assert_eq!(l.record.pages_used, 10, "the pages read before the exec event count");
+        assert_eq!(
+            l.profile.lookups,
+            vec![
+                Lookup { path: "/bin/a".into(), kind: LookupKind::Stat },
+                Lookup { path: "/etc/ld.so.cache".into(), kind: LookupKind::Stat },
+                Lookup { path: "/etc/ld.so.preload".into(), kind: LookupKind::Missing },
+                Lookup { path: "/usr/share/a".into(), kind: LookupKind::Dir },
+            ],
+            "the PATH search, then what its processes looked up, each once, failed ones included"
+        );
+        // Its processes still run: the kernel stops following them.
+        assert!(out.contains(&Action::Unfollow(vec![100, 101])) || out.contains(&Action::Unfollow(vec![101, 100])), "{out:?}");
+    }
+
+    #[test]
+    fn observing_every_exec_what_the_daemon_does_not_follow_is_taken_off_at_its_exec() {
+        let mut d = Daemon::every_exec(no_replay());
+        d.world.learned.insert("/bin/a".into(), (3, WALL_MS - 60_000));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Unfollow(vec![100])], "replayed only");
+        // A helper it forks and execs is part of its launch, and not followed either.
+        d.fork(10, 100, 101);
+        assert_eq!(d.exec(11, 101, "/bin/helper"), vec![Action::Unfollow(vec![101])]);
+        d.lookup(12, 101, "/etc/helper.conf", LookupKind::Stat);
+        d.pages(12, 101, 5, 0, 8);
+        // A followed application's helpers stay followed.
+        assert!(d.exec(20, 200, "/bin/b").is_empty());
+        d.fork(21, 200, 201);
+        assert!(d.exec(22, 201, "/bin/helper").is_empty());
+        d.pages(23, 201, 6, 0, 8);
+        d.lookup(23, 201, "/etc/b.conf", LookupKind::Missing);
+        d.exit(30, 101);
+        d.exit(30, 100);
+        let out = d.wake(3000);
+        let learned = saved(&out);
+        assert_eq!(learned.len(), 1, "{out:?}");
+        assert_eq!(learned[0].record.app, "/bin/b");
+        assert_eq!(learned[0].record.pages_used, 8);
+        assert!(learned[0].profile.lookups.contains(&Lookup { path: "/etc/b.conf".into(), kind: LookupKind::Missing }));
+        assert!(!out.iter().any(|a| matches!(a, Action::Follow { .. })), "{out:?}");
+    }
+
+    #[test]
+    fn observing_every_exec_a_process_whose_exec_event_was_lost_is_taken_off() {
+        let mut d = Daemon::every_exec(no_replay());
+        d.engine.on_trace(TraceEvent::ExecObserved { pid: 300, ts_ns: ns(0) });
+        d.engine.on_trace(TraceEvent::ExecObserved { pid: 100, ts_ns: ns(0) });
+        assert!(d.exec(1, 100, "/bin/a").is_empty(), "followed");
+        let out = d.event(1000, Event::AboutToSleep);
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "not yet: {out:?}");
+        let out = d.event(UNCLAIMED_EXEC_NS / MS + 1, Event::AboutToSleep);
+        assert!(out.contains(&Action::Unfollow(vec![300])), "{out:?}");
+        let out = d.event(5000, Event::AboutToSleep);
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "once: {out:?}");
+    }
+
+    #[test]
+    fn a_launch_that_leaves_no_lookup_keeps_its_lookups_as_before() {
+        let mut d = Daemon::every_exec(no_replay());
+        d.exec(0, 100, "/bin/a");
+        d.pages(10, 100, 5, 0, 8);
+        d.event(10, Event::Exit { pid: 100, tgid: 100, ts_ns: ns(10) });
+        let out = d.wake(2000);
+        let l = &saved(&out)[0];
+        assert_eq!(l.profile.lookups, vec![Lookup { path: "/bin/a".into(), kind: LookupKind::Stat }]);
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "its processes are gone: {out:?}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use augur_core::model::app::AppIdentity;
 use augur_core::model::launcher::{ExecStep, LaunchIdentity, Verdict};
-use augur_core::model::profile::{InodeKey, TraceMode, UsedRange, WorkingSetBuilder};
+use augur_core::model::profile::{InodeKey, Lookup, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
 /// Identifies a launch for the daemon's lifetime.
@@ -105,6 +105,9 @@ pub struct ActiveLaunch {
     pub bytes_prefetched: u64,
     /// Page events attributed to the launch.
     pub page_events: u64,
+    /// Page events that reached it while it was not followed (observing every exec: those the
+    /// kernel sent before the daemon took its processes off).
+    pub page_events_not_followed: u64,
     /// Whether the launch is traced and learned; an unfollowed launch only groups its processes
     /// (so its helpers are not launches of their own) and closes when they exit or at the cap.
     pub followed: bool,
@@ -116,6 +119,9 @@ pub struct ActiveLaunch {
     /// Inodes the launch needed from disk (ext4 read their inode-table blocks), in first-need
     /// order, each once, at most [`MAX_INODE_LOADS`].
     pub inodes_loaded: Vec<InodeKey>,
+    /// The path lookups its processes made while it was followed (opens, stats, execs, failed
+    /// ones included), as the kernel observed them, in first-use order.
+    pub lookups: LookupList,
     /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
     span: NoveltySpan,
 }
@@ -199,18 +205,19 @@ pub enum ExecOutcome {
 
 /// An event of process `tgid` at `ts_ns`, backlogged while the process is not (yet) known to
 /// belong to a launch: its exec or fork may be reported after the events it caused were read.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct TaskEvent {
     tgid: u32,
     ts_ns: u64,
     event: LaunchEvent,
 }
 
-/// What a launch learns from: a page used, or an inode read from disk.
-#[derive(Debug, Clone, Copy)]
+/// What a launch learns from: a page used, an inode read from disk, or a path looked up.
+#[derive(Debug, Clone)]
 enum LaunchEvent {
     Page { kind: PageKind, inode: InodeKey, pages: PageRange },
     InodeLoad(InodeKey),
+    Lookup(Lookup),
 }
 
 /// All launches in progress.
@@ -263,6 +270,12 @@ impl LaunchTracker {
     /// True when nothing is in progress (the daemon then arms no timer).
     pub fn is_idle(&self) -> bool {
         self.active.is_empty()
+    }
+
+    /// Whether process `tgid` belongs to a launch in progress, followed or not (its exec or its
+    /// fork was seen).
+    pub fn knows_process(&self, tgid: u32) -> bool {
+        self.owner.contains_key(&tgid)
     }
 
     /// Whether process `tgid` belongs to a followed launch in progress (the kernel traces it as
@@ -338,10 +351,12 @@ impl LaunchTracker {
             pages_prefetched: 0,
             bytes_prefetched: 0,
             page_events: 0,
+            page_events_not_followed: 0,
             followed: follow,
             stopped: None,
             exec_lookups: Vec::new(),
             inodes_loaded: Vec::new(),
+            lookups: LookupList::new(),
             span: NoveltySpan::default(),
         };
         // Events of this process read before its exec was reported.
@@ -402,6 +417,12 @@ impl LaunchTracker {
     /// `main`) are often read before its fork is reported.
     pub fn on_inode_load(&mut self, tgid: u32, ts_ns: u64, inode: InodeKey) {
         self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::InodeLoad(inode) });
+    }
+
+    /// A path lookup process `tgid` made at `ts_ns`; kept by its launch while the launch is
+    /// followed. Backlogged like page events (the loader's lookups come right after the exec).
+    pub fn on_lookup(&mut self, tgid: u32, ts_ns: u64, lookup: Lookup) {
+        self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::Lookup(lookup) });
     }
 
     /// Gives an event to its process's launch, or backlogs it while the process has none.
@@ -514,7 +535,7 @@ fn adopt_backlog(backlog: &mut VecDeque<TaskEvent>, launch: &mut ActiveLaunch, s
     let since = launch.started_ns.saturating_sub(EXEC_LOOKBEHIND_NS);
     backlog.retain(|b| {
         if b.tgid == tgid && b.ts_ns >= since {
-            attribute(launch, settings, b.tgid, b.ts_ns, b.event);
+            attribute(launch, settings, b.tgid, b.ts_ns, b.event.clone());
             false
         } else {
             true
@@ -551,6 +572,12 @@ fn attribute(l: &mut ActiveLaunch, settings: WindowSettings, tid: u32, ts_ns: u6
             keep_inode_load(l, inode);
             false
         }
+        LaunchEvent::Lookup(lookup) => {
+            if l.followed && l.stopped.is_none() {
+                l.lookups.record(lookup.path, lookup.kind);
+            }
+            false
+        }
     }
 }
 
@@ -565,6 +592,7 @@ fn keep_inode_load(l: &mut ActiveLaunch, inode: InodeKey) {
 /// the page cap or settled).
 fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
     if !l.followed {
+        l.page_events_not_followed += 1;
         return false;
     }
     let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;

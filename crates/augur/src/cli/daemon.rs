@@ -8,7 +8,7 @@ use clap::Args;
 use crate::daemon::prediction::PredictionStep;
 use crate::daemon::run::{Daemon, DaemonOptions, PlanStep, PlanStepFactory};
 use crate::error::{Error, Result};
-use augur_os::sense::mode::parse_mode;
+use augur_os::sense::mode::parse_observation_mode;
 
 /// Arguments of `augur daemon`.
 #[derive(Debug, Args)]
@@ -22,7 +22,8 @@ pub struct DaemonArgs {
     /// Control socket (overrides the configuration's `socket_path`).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Trace mode: access, insertion or file-only (only ever degrades to what the kernel has).
+    /// Observation mode: bpf (then required), access, insertion or file-only (these only ever
+    /// degrade to what the kernel has) [default: AUGUR_FORCE_MODE, else the best available].
     #[arg(long, value_name = "MODE")]
     pub mode: Option<String>,
     /// Check the configuration and exit.
@@ -33,7 +34,10 @@ pub struct DaemonArgs {
 /// Runs the subcommand.
 pub fn run(args: DaemonArgs, verbose: u8, quiet: bool) -> Result<ExitCode> {
     let mode = match &args.mode {
-        Some(m) => Some(parse_mode(m).ok_or_else(|| Error::Usage(format!("unknown mode {m:?} (access, insertion, file-only)")))?),
+        Some(m) => Some(
+            parse_observation_mode(m)
+                .ok_or_else(|| Error::Usage(format!("unknown mode {m:?} (bpf, access, insertion, file-only)")))?,
+        ),
         None => None,
     };
     let options = DaemonOptions { config_path: args.config, state_path: args.state, socket_path: args.socket, mode };

@@ -77,6 +77,9 @@ fn render(r: &StatusReport) -> String {
         r.health
     ));
     out.push_str(&format!("mode: {} ({})\n", r.mode, r.mode_description));
+    if !r.passed_over.is_empty() {
+        out.push_str(&format!("better modes not used: {}\n", r.passed_over));
+    }
     if !r.tracepoints.is_empty() {
         out.push_str(&format!("tracepoints: {}\n", r.tracepoints.join(", ")));
     }
@@ -97,6 +100,17 @@ fn render(r: &StatusReport) -> String {
         "events: {} process, {} page ({} lost), {} launches learned, {} replays, {} wakeups\n",
         e.process_events, e.page_events, e.page_events_lost, e.launches_learned, e.replays, e.wakeups
     ));
+    if r.mode == "bpf" {
+        let lost = if r.lost_by_cause.is_empty() {
+            "none".to_string()
+        } else {
+            r.lost_by_cause.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
+        };
+        out.push_str(&format!(
+            "eBPF: {} path lookups, {} launches stopped (not followed); records lost: {lost}\n",
+            e.lookup_events, e.launches_stopped
+        ));
+    }
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;

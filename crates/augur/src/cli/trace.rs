@@ -78,10 +78,7 @@ fn mib(bytes: u64) -> f64 {
 
 fn summarise(report: &TraceReport, output: &Path) {
     let p: &LaunchProfile = &report.profile;
-    let how = match report.mode {
-        ObservationMode::Bpf => format!("eBPF, followed from exec: {}", p.mode.describe()),
-        ObservationMode::Tracefs(m) => m.describe().to_string(),
-    };
+    let how = report.mode.describe(p.mode);
     eprintln!(
         "augur: traced {:?} for {:.2} s in {} mode ({how})",
         p.command.join(" "),

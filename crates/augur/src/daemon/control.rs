@@ -43,12 +43,21 @@ pub enum Request {
 pub struct EventCounts {
     /// Process events received.
     pub process_events: u64,
-    /// Page events received.
+    /// Page events received (in bpf mode: page records, each the pages of a 64-page chunk new
+    /// to a launch).
     pub page_events: u64,
+    /// Path lookups received (bpf mode).
+    #[serde(default)]
+    pub lookup_events: u64,
     /// File opens received from fanotify.
     pub open_events: u64,
-    /// Page events the kernel reported lost.
+    /// Page events the kernel reported lost (in bpf mode: every record lost, see
+    /// [`StatusReport::lost_by_cause`]).
     pub page_events_lost: u64,
+    /// Launches the kernel stopped following because the daemon does not follow them (bpf
+    /// mode: replayed-only applications, helpers of launches not followed, windows closed).
+    #[serde(default)]
+    pub launches_stopped: u64,
     /// Process-event overruns.
     pub process_overruns: u64,
     /// Launches learned since start.
@@ -73,10 +82,16 @@ pub struct StatusReport {
     pub uptime_secs: u64,
     /// "ok", or what is degraded.
     pub health: String,
-    /// Trace mode name ("access", "insertion", "file-only").
+    /// Observation mode name ("bpf", "access", "insertion", "file-only").
     pub mode: String,
     /// What the mode means for the user.
     pub mode_description: String,
+    /// The better modes not used, and why ("bpf: no BTF"); empty when the best is in use.
+    #[serde(default)]
+    pub passed_over: String,
+    /// Records the kernel could not deliver, by cause (bpf mode; only causes that lost any).
+    #[serde(default)]
+    pub lost_by_cause: Vec<(String, u64)>,
     /// Tracepoints enabled.
     pub tracepoints: Vec<String>,
     /// Applications learned.

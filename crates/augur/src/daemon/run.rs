@@ -1,12 +1,13 @@
-//! The event loop of `augur daemon`: one epoll over the process-events connector, the tracefs
-//! page-event pipe, fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
+//! The event loop of `augur daemon`: one epoll over the process-events connector, the kernel's
+//! observation of launches (the eBPF observer's ring buffer, else the tracefs page-event pipe),
+//! fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
 //! prediction step's memory-pressure trigger (PSI, `EPOLLPRI`: a pressure rise runs a planning
 //! round at once, which stops prefetching) and a one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
 //! in `epoll_wait` without a timeout.
 //!
 //! A thin driver: it turns what the file descriptors say into [`augur_engine::daemon`] events and
-//! carries out the actions the engine decides (tracing pids, replays, saving, planning rounds with
+//! carries out the actions the engine decides (following or dropping pids, replays, saving, planning rounds with
 //! the [`PlanStep`], the timer, building or dropping the prediction step). It decides nothing
 //! itself: which launch to follow, when a window closes, what is learned and when to plan are
 //! the engine's. System calls go through `augur-os`.
@@ -26,17 +27,19 @@ use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, Tr
 use augur_core::model::record::ActivityRecord;
 use augur_engine::config::{Config, ReplayPriority};
 use augur_engine::daemon::{
-    Action, DaemonEngine, DaemonWorld, Event, Now, Outcome, ReplayReport, ResolvedLaunch, TraceEvent, WorldError,
+    Action, DaemonEngine, DaemonWorld, Event, Now, Observation, Outcome, ReplayReport, ResolvedLaunch, TraceEvent, WorldError,
 };
 use augur_engine::window::{LaunchId, PageKind};
 use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
 use augur_os::loop_io::{self, DaemonSignal, DaemonSignals, EventPoll, Readiness, Timer, Wakeup, WakeupHandle};
 use augur_os::notify::Notifier;
+use augur_os::sense::bpf::record::chunk_ranges;
+use augur_os::sense::bpf::{FedRecord, LaunchFeed, ObservedEvent};
 use augur_os::sense::event::{EventKind, PageEventKind};
 use augur_os::sense::fanotify::OpenWatcher;
 use augur_os::sense::inode_name::InodeNamer;
 use augur_os::sense::lookups::path_search_lookups;
-use augur_os::sense::mode::mode_name;
+use augur_os::sense::mode::{ObservationMode, PassedOver, forced_observation_mode_from_env, open_bpf_unless_degraded};
 use augur_os::sense::proc_connector::{ProcConnector, ProcEvent};
 use augur_os::sense::procfs;
 use augur_os::sense::resolve::{PathResolver, assemble_files};
@@ -117,8 +120,9 @@ pub struct DaemonOptions {
     pub state_path: Option<PathBuf>,
     /// `--socket`, overriding the configuration.
     pub socket_path: Option<PathBuf>,
-    /// `--mode`: a trace mode asked for (can only degrade).
-    pub mode: Option<TraceMode>,
+    /// `--mode`: an observation mode asked for (`bpf` is then required; the tracefs modes can
+    /// only degrade); `None` reads `AUGUR_FORCE_MODE`, else takes the best.
+    pub mode: Option<ObservationMode>,
 }
 
 impl DaemonOptions {
@@ -225,6 +229,38 @@ const TOKEN_TIMER: u64 = 5;
 const TOKEN_WAKE: u64 = 6;
 const TOKEN_PRESSURE: u64 = 7;
 
+/// How the kernel shows the daemon launches.
+enum Observer {
+    /// The eBPF observer of every exec (`None` once closed at shutdown).
+    Bpf(Option<LaunchFeed>),
+    /// A tracefs page watch of the pids the daemon follows (or none: file-only).
+    Tracefs(PageWatch),
+}
+
+impl Observer {
+    fn mode(&self) -> ObservationMode {
+        match self {
+            Observer::Bpf(_) => ObservationMode::Bpf,
+            Observer::Tracefs(w) => ObservationMode::Tracefs(w.mode()),
+        }
+    }
+
+    /// What the pages seen mean (the mode profiles are learned in).
+    fn profile_mode(&self) -> TraceMode {
+        match self {
+            Observer::Bpf(feed) => feed.as_ref().map_or(TraceMode::Access, LaunchFeed::profile_mode),
+            Observer::Tracefs(w) => w.mode(),
+        }
+    }
+
+    fn observation(&self) -> Observation {
+        match self {
+            Observer::Bpf(_) => Observation::EveryExec,
+            Observer::Tracefs(_) => Observation::PidFilter,
+        }
+    }
+}
+
 /// The running daemon: the engine decides, the loop's handles carry out.
 pub struct Daemon {
     engine: DaemonEngine,
@@ -236,7 +272,9 @@ struct LoopIo {
     options: DaemonOptions,
     state: StateStore,
     procs: ProcConnector,
-    watch: PageWatch,
+    observer: Observer,
+    /// The better observation modes not used, and why.
+    passed_over: PassedOver,
     opens: Option<OpenWatcher>,
     listener: UnixListener,
     signals: DaemonSignals,
@@ -289,13 +327,28 @@ impl Daemon {
             OpenOutcome::MovedAside(p) => tracing::warn!("started a fresh state; the unusable one is {}", p.display()),
         }
         let procs = ProcConnector::open()?;
-        let choice = ModeChoice { requested: options.mode, degrade_to_file_only: true };
         let mut health = Vec::new();
-        // Only launches being learned are traced: the kernel drops everyone else's page events.
-        let watch = PageWatch::open("daemon", &WatchScope::Followed, choice, &InstanceOptions::default())?;
-        if watch.mode() == TraceMode::FileOnly {
-            health.push("no page tracing (file-only mode)".to_string());
-        }
+        let requested = match options.mode {
+            Some(m) => Some(m),
+            None => forced_observation_mode_from_env()?,
+        };
+        // Best first: the kernel follows every launch from its exec (eBPF); else only launches
+        // being learned are traced, the kernel dropping everyone else's page events (tracefs pid
+        // filter); else file-only.
+        let mut passed_over = PassedOver::default();
+        let observer = match open_bpf_unless_degraded(requested, &mut passed_over, LaunchFeed::open)? {
+            Some(feed) => Observer::Bpf(Some(feed)),
+            None => {
+                let choice = ModeChoice { requested: requested.and_then(ObservationMode::tracefs), degrade_to_file_only: true };
+                let watch = PageWatch::open("daemon", &WatchScope::Followed, choice, &InstanceOptions::default())?;
+                if watch.mode() == TraceMode::FileOnly {
+                    health.push("no page tracing (file-only mode)".to_string());
+                }
+                passed_over.0.extend(watch.passed_over().0.iter().cloned());
+                Observer::Tracefs(watch)
+            }
+        };
+        let passed_over = passed_over.better_than(observer.mode());
         let opens = match OpenWatcher::new(false) {
             Ok(o) => Some(o),
             Err(e) => {
@@ -309,7 +362,9 @@ impl Daemon {
         let wake = Wakeup::new()?;
         let replay_cancel = CancelFlag::new();
         let (tx, rx, worker) = spawn_replay_worker(wake.handle()?, replay_cancel.clone())?;
-        watch.start()?;
+        if let Observer::Tracefs(watch) = &observer {
+            watch.start()?;
+        }
         let socket_path = config.daemon.socket_path.clone();
         let notifier = Notifier::from_env()?;
         let resolver = fresh_resolver(opens.as_ref());
@@ -342,15 +397,17 @@ impl Daemon {
             utc_offset_ms: utc_offset_ms(),
             starting: true,
             fatal: None,
-            watch,
+            observer,
+            passed_over,
         };
-        let engine = DaemonEngine::new(config, io.watch.mode(), PROFILE_PAGE_SIZE, io.now());
+        let engine =
+            DaemonEngine::new(config, io.observer.observation(), io.observer.profile_mode(), PROFILE_PAGE_SIZE, io.now());
         Ok(Daemon { engine, io })
     }
 
-    /// The trace mode in use.
-    pub fn mode(&self) -> TraceMode {
-        self.io.watch.mode()
+    /// The observation mode in use.
+    pub fn mode(&self) -> ObservationMode {
+        self.io.observer.mode()
     }
 
     /// Hands `event` to the engine at the current time; the engine's actions are carried out
@@ -368,8 +425,17 @@ impl Daemon {
     pub fn run(mut self) -> Result<()> {
         let io = &mut self.io;
         io.poll.add(io.procs.as_fd(), TOKEN_PROC, Readiness::Readable)?;
-        if let Some(fd) = io.watch.fd()? {
-            io.poll.add(fd, TOKEN_TRACE, Readiness::Readable)?;
+        match &mut io.observer {
+            // Records below the observer's wakeup threshold do not make it readable: they are
+            // read at every wake-up (the timer's included), as the launch windows' deadlines
+            // come before the engine closes them.
+            Observer::Bpf(Some(feed)) => io.poll.add(feed.fd(), TOKEN_TRACE, Readiness::Readable)?,
+            Observer::Bpf(None) => {}
+            Observer::Tracefs(watch) => {
+                if let Some(fd) = watch.fd()? {
+                    io.poll.add(fd, TOKEN_TRACE, Readiness::Readable)?;
+                }
+            }
         }
         // fanotify is watched only while a launch is in progress (the engine's trace eagerness).
         io.poll.add(io.listener.as_fd(), TOKEN_CONTROL, Readiness::Readable)?;
@@ -380,9 +446,11 @@ impl Daemon {
         self.feed(Event::Start)?;
         self.io.starting = false;
 
+        let passed = &self.io.passed_over;
         let ready = format!(
-            "learning in {} mode; {} applications known",
-            mode_name(self.io.watch.mode()),
+            "learning in {} mode{}; {} applications known",
+            self.io.observer.mode().name(),
+            if passed.is_empty() { String::new() } else { format!(" (better modes not used: {passed})") },
             self.io.state.app_count().unwrap_or(0)
         );
         tracing::info!(
@@ -495,11 +563,67 @@ impl Daemon {
     }
 
     fn read_page_events(&mut self) {
+        match &self.io.observer {
+            Observer::Bpf(_) => self.read_bpf_records(),
+            Observer::Tracefs(_) => self.read_trace_pipe(),
+        }
+    }
+
+    /// The eBPF observer's records of confirmed launches: pages, inode loads and lookups go to
+    /// the engine, by thread, as the trace pipe's events do.
+    fn read_bpf_records(&mut self) {
         let engine = &mut self.engine;
         let io = &mut self.io;
-        let mono = io.watch.uses_mono_clock();
+        let Observer::Bpf(Some(feed)) = &mut io.observer else { return };
+        let (counts, resolver) = (&mut io.counts, &mut io.resolver);
+        let mut sink = |FedRecord { event, lookup }| {
+            if let Some(task) = event.task()
+                && let Some(lookup) = lookup
+            {
+                counts.lookup_events += 1;
+                engine.on_trace(TraceEvent::Lookup { tid: task.tid, ts_ns: task.ts_ns, lookup });
+            }
+            match event {
+                ObservedEvent::Pages { task, inode, source, chunk, bits } => {
+                    counts.page_events += 1;
+                    let kind = if source == PageEventKind::Insertion { PageKind::Insertion } else { PageKind::Access };
+                    for pages in chunk_ranges(chunk, bits) {
+                        engine.on_trace(TraceEvent::Page { tid: task.tid, ts_ns: task.ts_ns, kind, inode, pages });
+                    }
+                }
+                ObservedEvent::InodeLoad { task, inode } => {
+                    engine.on_trace(TraceEvent::InodeLoad { tid: task.tid, ts_ns: task.ts_ns, inode })
+                }
+                ObservedEvent::Exec { task, exe, filename, new_launch, .. } => {
+                    if new_launch {
+                        engine.on_trace(TraceEvent::ExecObserved { pid: task.tgid, ts_ns: task.ts_ns });
+                    }
+                    // The exe's name, for the page events that mention its inode.
+                    resolver.learn(exe, filename);
+                }
+                _ => {}
+            }
+        };
         loop {
-            let state = io.watch.read(50_000, |e| {
+            match feed.read(8, &mut sink) {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err(e) => {
+                    tracing::warn!("eBPF records: {e}");
+                    break;
+                }
+            }
+        }
+        io.counts.launches_stopped = feed.launches_stopped;
+    }
+
+    fn read_trace_pipe(&mut self) {
+        let engine = &mut self.engine;
+        let io = &mut self.io;
+        let Observer::Tracefs(watch) = &mut io.observer else { return };
+        let mono = watch.uses_mono_clock();
+        loop {
+            let state = watch.read(50_000, |e| {
                 let tid = e.pid;
                 match e.kind {
                     EventKind::Page(p) => {
@@ -533,7 +657,7 @@ impl Daemon {
                 }
             }
         }
-        io.counts.page_events_lost = io.watch.stats().lost;
+        io.counts.page_events_lost = watch.stats().lost;
     }
 
     fn serve_control(&mut self) {
@@ -623,16 +747,28 @@ impl Daemon {
     fn status(&self) -> Result<StatusReport> {
         let io = &self.io;
         let config = self.engine.config();
-        let mode = io.watch.mode();
+        let mode = io.observer.mode();
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
+        let mut events = io.counts.clone();
+        let (tracepoints, lost_by_cause) = match &io.observer {
+            Observer::Bpf(Some(feed)) => {
+                let lost = feed.lost_by_cause();
+                events.page_events_lost = lost.iter().map(|(_, n)| n).sum();
+                (feed.tracepoints(), lost.into_iter().map(|(why, n)| (why.to_string(), n)).collect())
+            }
+            Observer::Bpf(None) => (Vec::new(), Vec::new()),
+            Observer::Tracefs(watch) => (watch.events().iter().map(|s| s.to_string()).collect(), Vec::new()),
+        };
         Ok(StatusReport {
             pid: io.own_pid,
             version: env!("CARGO_PKG_VERSION").to_string(),
             uptime_secs: io.started.elapsed().as_secs(),
             health,
-            mode: mode_name(mode).to_string(),
-            mode_description: mode.describe().to_string(),
-            tracepoints: io.watch.events().iter().map(|s| s.to_string()).collect(),
+            mode: mode.name().to_string(),
+            mode_description: mode.describe(io.observer.profile_mode()),
+            passed_over: io.passed_over.to_string(),
+            lost_by_cause,
+            tracepoints,
             apps_learned: io.state.app_count()?,
             launches_in_progress: self.engine.launches_in_progress() as u64,
             recent_launches: io.state.recent_launches(20)?,
@@ -644,7 +780,7 @@ impl Daemon {
             }),
             replay_on_exec: config.launch.replay_on_exec,
             prediction_enabled: config.predict.enabled,
-            events: io.counts.clone(),
+            events,
         })
     }
 
@@ -676,12 +812,33 @@ impl Daemon {
             }
         }
         self.collect_replays()?;
+        // The eBPF observer: what the kernel recorded until now belongs to the launches being
+        // saved; then its programs are detached while the state is saved (detaching waits for
+        // an RCU grace period, about a second).
+        if matches!(self.io.observer, Observer::Bpf(_)) {
+            self.read_page_events();
+        }
+        let detaching = match &mut self.io.observer {
+            Observer::Bpf(feed) => {
+                feed.take().map(|feed| std::thread::Builder::new().name("augur-bpf-close".into()).spawn(move || feed.close()))
+            }
+            Observer::Tracefs(_) => None,
+        };
         self.feed(Event::Stop)?;
         if let Err(e) = self.io.state.checkpoint() {
             tracing::warn!("checkpointing the state: {e}");
         }
         let _ = std::fs::remove_file(&self.io.socket_path);
-        self.io.watch.stop()?;
+        if let Observer::Tracefs(watch) = &self.io.observer {
+            watch.stop()?;
+        }
+        match detaching {
+            Some(Ok(thread)) => {
+                let _ = thread.join();
+            }
+            Some(Err(e)) => tracing::debug!("detaching the BPF programs in a thread: {e}; detached one by one"),
+            None => {}
+        }
         tracing::info!("stopped");
         Ok(())
     }
@@ -711,7 +868,9 @@ impl LoopIo {
     /// no wakeups; both are read (for the exec look-behind and paths) as soon as a process event
     /// wakes the loop.
     fn set_trace_eager(&mut self, eager: bool) {
-        if let Some(instance) = self.watch.instance() {
+        if let Observer::Tracefs(watch) = &self.observer
+            && let Some(instance) = watch.instance()
+        {
             let path = instance.dir().join("buffer_percent");
             if let Err(e) = std::fs::write(&path, if eager { "0" } else { "50" }) {
                 tracing::debug!("{}: {e}", path.display());
@@ -806,7 +965,10 @@ impl DaemonWorld for LoopIo {
     }
 
     fn filter_busy(&self) -> bool {
-        self.watch.filter_busy()
+        match &self.observer {
+            Observer::Tracefs(watch) => watch.filter_busy(),
+            Observer::Bpf(_) => false,
+        }
     }
 
     fn exec_lookups(&mut self, pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
@@ -822,7 +984,11 @@ impl DaemonWorld for LoopIo {
     }
 
     fn take_in_force_since(&mut self, root: u32) -> Option<u64> {
-        self.watch.take_in_force_since(root)
+        match &self.observer {
+            Observer::Tracefs(watch) => watch.take_in_force_since(root),
+            // Followed in the kernel from its exec.
+            Observer::Bpf(_) => None,
+        }
     }
 
     fn learn_paths_of(&mut self, pids: &[u32]) {
@@ -843,8 +1009,16 @@ impl DaemonWorld for LoopIo {
 
     fn carry_out(&mut self, action: Action, config: &Config) -> Outcome {
         match action {
-            Action::Follow { pid } => self.watch.follow(&[pid]),
-            Action::Unfollow(pids) => self.watch.unfollow(&pids),
+            Action::Follow { pid } => {
+                if let Observer::Tracefs(watch) = &self.observer {
+                    watch.follow(&[pid]);
+                }
+            }
+            Action::Unfollow(pids) => match &mut self.observer {
+                Observer::Tracefs(watch) => watch.unfollow(&pids),
+                Observer::Bpf(Some(feed)) => feed.stop_following(&pids),
+                Observer::Bpf(None) => {}
+            },
             Action::StartReplay { launch, profile, priority } => {
                 let job = ReplayJob { launch, profile, priority: io_priority(priority) };
                 if let Some(tx) = &self.replay_tx

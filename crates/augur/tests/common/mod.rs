@@ -18,8 +18,13 @@ pub const AUGUR: &str = env!("CARGO_BIN_EXE_augur");
 /// Starts `augur daemon` with these paths, stderr to `log`, and waits until its socket answers;
 /// panics with the log if it exits first or never answers.
 pub fn spawn_daemon(config: &Path, state: &Path, socket: &Path, log: &Path, verbose: bool) -> Child {
+    spawn_daemon_with(config, state, socket, log, verbose, &[])
+}
+
+/// [`spawn_daemon`] with more arguments (`--mode access`, say).
+pub fn spawn_daemon_with(config: &Path, state: &Path, socket: &Path, log: &Path, verbose: bool, args: &[String]) -> Child {
     let mut cmd = Command::new(AUGUR);
-    cmd.arg("daemon");
+    cmd.arg("daemon").args(args);
     if verbose {
         cmd.arg("-v");
     }
@@ -114,6 +119,8 @@ pub fn run_app(script: &Path) {
 pub struct TestDaemon {
     pub child: Option<Child>,
     pub dir: tempfile::TempDir,
+    /// More arguments of `augur daemon`, kept for restarts.
+    pub args: Vec<String>,
 }
 
 impl TestDaemon {
@@ -135,10 +142,19 @@ impl TestDaemon {
 
     /// Starts a daemon with `config` (TOML text) and waits until its socket answers.
     pub fn start(config: &str) -> TestDaemon {
+        Self::start_with(config, &[])
+    }
+
+    /// Starts a daemon with `config` in observation `mode` (`--mode`).
+    pub fn start_in_mode(config: &str, mode: &str) -> TestDaemon {
+        Self::start_with(config, &["--mode", mode])
+    }
+
+    fn start_with(config: &str, args: &[&str]) -> TestDaemon {
         let dir = tempfile::tempdir().unwrap();
-        let mut d = TestDaemon { child: None, dir };
+        let mut d = TestDaemon { child: None, dir, args: args.iter().map(|a| a.to_string()).collect() };
         std::fs::write(d.config(), config).unwrap();
-        d.child = Some(spawn_daemon(&d.config(), &d.state(), &d.socket(), &d.log_path(), true));
+        d.child = Some(spawn_daemon_with(&d.config(), &d.state(), &d.socket(), &d.log_path(), true, &d.args));
         d
     }
 
@@ -149,7 +165,7 @@ impl TestDaemon {
             stop(&mut c);
         }
         between();
-        self.child = Some(spawn_daemon(&self.config(), &self.state(), &self.socket(), &self.log_path(), true));
+        self.child = Some(spawn_daemon_with(&self.config(), &self.state(), &self.socket(), &self.log_path(), true, &self.args));
     }
 
     pub fn log(&self) -> String {

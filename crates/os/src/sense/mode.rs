@@ -4,7 +4,8 @@
 //! which tracepoints each tracefs mode enables, and why a better mode was passed over.
 //!
 //! It only looks at a tracefs `events` directory (injected, so tests use a fake one) and at the
-//! `AUGUR_FORCE_MODE` override; it does not create instances, load programs or read events.
+//! `AUGUR_FORCE_MODE` override, and decides when a failed eBPF start falls back; it does not
+//! create instances, load programs (its caller's opener does) or read events.
 
 use std::path::Path;
 
@@ -188,6 +189,15 @@ impl ObservationMode {
         self.rank() > other.rank()
     }
 
+    /// What observing in this mode sees, for people; `pages` is what its pages mean (for
+    /// [`ObservationMode::Bpf`], access events where the kernel has them, else insertions).
+    pub fn describe(self, pages: TraceMode) -> String {
+        match self {
+            ObservationMode::Bpf => format!("eBPF, followed from exec: {}", pages.describe()),
+            ObservationMode::Tracefs(m) => m.describe().to_string(),
+        }
+    }
+
     /// The tracefs mode, `None` for [`ObservationMode::Bpf`].
     pub fn tracefs(self) -> Option<TraceMode> {
         match self {
@@ -216,6 +226,32 @@ pub fn forced_observation_mode_from_env() -> Result<Option<ObservationMode>> {
             expected: "bpf, access, insertion or file-only",
         }),
         Err(_) => Ok(None),
+    }
+}
+
+/// The eBPF step of the degrade chain every observer shares (`augur trace`, the daemon): unless
+/// a tracefs mode was `requested`, `open` is tried; when it fails because this machine cannot run
+/// BPF programs and bpf mode was not required, the reason is noted in `passed_over` and `None`
+/// says to fall back to tracefs. A required bpf mode that cannot start is an error.
+pub fn open_bpf_unless_degraded<T>(
+    requested: Option<ObservationMode>,
+    passed_over: &mut PassedOver,
+    open: impl FnOnce() -> std::result::Result<T, super::bpf::BpfError>,
+) -> Result<Option<T>> {
+    match requested {
+        None | Some(ObservationMode::Bpf) => match open() {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if requested.is_none() && e.is_unavailable() => {
+                tracing::debug!("eBPF observation unavailable, falling back to tracefs: {e}");
+                passed_over.add(ObservationMode::Bpf, e.reason());
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        },
+        Some(m) => {
+            passed_over.add(ObservationMode::Bpf, format!("--mode/{FORCE_MODE_ENV} asked for {}", m.name()));
+            Ok(None)
+        }
     }
 }
 

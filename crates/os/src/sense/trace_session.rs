@@ -27,7 +27,7 @@ use super::bpf::{BpfObserver, FollowPolicy, LookupPaths, ObservedEvent, Observer
 use super::event::{EventKind, TRACE_PAGE_SHIFT, TraceEvent};
 use super::fanotify::{OpenWatcher, OpenedFile};
 use super::lookups::LookupSource;
-use super::mode::{FORCE_MODE_ENV, ObservationMode, PassedOver, forced_observation_mode_from_env};
+use super::mode::{ObservationMode, PassedOver, forced_observation_mode_from_env, open_bpf_unless_degraded};
 use super::procfs;
 use super::resolve::{PathResolver, assemble_files, pages_in};
 use super::tracefs::InstanceOptions;
@@ -292,21 +292,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         None => forced_observation_mode_from_env()?,
     };
     let mut passed_over = PassedOver::default();
-    let bpf = match requested {
-        None | Some(ObservationMode::Bpf) => match BpfTrace::open(req.lookups) {
-            Ok(b) => Some(b),
-            Err(e) if requested.is_none() && e.is_unavailable() => {
-                tracing::debug!("eBPF observation unavailable, falling back to tracefs: {e}");
-                passed_over.add(ObservationMode::Bpf, e.reason());
-                None
-            }
-            Err(e) => return Err(e.into()),
-        },
-        Some(m) => {
-            passed_over.add(ObservationMode::Bpf, format!("--mode/{FORCE_MODE_ENV} asked for {}", m.name()));
-            None
-        }
-    };
+    let bpf = open_bpf_unless_degraded(requested, &mut passed_over, || BpfTrace::open(req.lookups))?;
     let mut source = match bpf {
         Some(b) => PageSourceOfTrace::Bpf(Box::new(b)),
         None => {

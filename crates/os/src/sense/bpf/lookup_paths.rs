@@ -56,6 +56,12 @@ impl LookupPaths {
     /// Takes one record of a confirmed launch; lookups go into `list`, process records update the
     /// working directories and descriptors.
     pub fn on_event(&mut self, event: &ObservedEvent, list: &mut LookupList) {
+        self.on_event_each(event, |path, kind| list.record(path, kind));
+    }
+
+    /// As [`on_event`](Self::on_event), but hands the record's lookup (at most one) to `record`
+    /// instead of a list (the daemon gives each to the launch its process belongs to).
+    pub fn on_event_each(&mut self, event: &ObservedEvent, mut record: impl FnMut(PathBuf, LookupKind)) {
         match event {
             ObservedEvent::Fork { task, child_tgid, .. } if *child_tgid != task.tgid => {
                 if let Some(cwd) = self.cwd_of(task.tgid).map(Path::to_path_buf) {
@@ -69,7 +75,7 @@ impl LookupPaths {
             }
             // The successful exec has no lookup record (the path's memory is gone by then).
             ObservedEvent::Exec { task, filename, .. } => match self.absolute(task.tgid, None, filename) {
-                Some(path) => list.record(path, LookupKind::Stat),
+                Some(path) => record(path, LookupKind::Stat),
                 None => self.skipped += 1,
             },
             ObservedEvent::Exit { task, .. } => {
@@ -84,7 +90,7 @@ impl LookupPaths {
                 if path.as_os_str().is_empty() {
                     if *syscall == LookupSyscall::Getdents64 {
                         match dirfd.and_then(|fd| self.fds.get(&(task.tgid, fd))) {
-                            Some(dir) => list.record(dir.clone(), LookupKind::Dir),
+                            Some(dir) => record(dir.clone(), LookupKind::Dir),
                             None => self.skipped += 1,
                         }
                     }
@@ -105,7 +111,7 @@ impl LookupPaths {
                     e if e == i64::from(libc::ENOENT) || e == i64::from(libc::ENOTDIR) => LookupKind::Missing,
                     _ => LookupKind::Stat,
                 };
-                list.record(abs, kind);
+                record(abs, kind);
             }
             _ => {}
         }

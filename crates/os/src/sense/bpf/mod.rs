@@ -10,12 +10,14 @@
 //! applications or resolve inodes to paths (the daemon, `trace_session` and `model` do).
 
 pub mod error;
+pub mod feed;
 pub mod launches;
 pub mod lookup_paths;
 pub mod observer;
 pub mod record;
 
 pub use error::BpfError;
+pub use feed::{FedRecord, LaunchFeed};
 pub use launches::PendingLaunches;
 pub use lookup_paths::LookupPaths;
 pub use observer::{Attached, BpfObserver, FollowPolicy, LostCounts, ObserverOptions};

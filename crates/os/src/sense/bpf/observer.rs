@@ -347,6 +347,20 @@ impl BpfObserver {
         }
     }
 
+    /// The launch task `tid` follows now, as the kernel's task map says (`None` when the task is
+    /// not followed, or its launch was stopped and the task not yet dropped: then
+    /// [`stop_following`](Self::stop_following) finds nothing to stop).
+    pub fn launch_of(&self, tid: u32) -> Result<Option<LaunchId>, BpfError> {
+        let value = find_map(&self.obj, "tasks")?.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(map_err("tasks"))?;
+        Ok(value.and_then(|v| {
+            v.get(..8).map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_ne_bytes(a)
+            })
+        }))
+    }
+
     /// Adds (`true`) or removes an executable, by the `st_dev` and inode `stat(2)` reports, from
     /// the set whose execs never start a launch. An exec by a task already followed stays in its
     /// launch whatever the executable.

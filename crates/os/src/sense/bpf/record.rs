@@ -206,6 +206,19 @@ pub enum ObservedEvent {
 }
 
 impl ObservedEvent {
+    /// The task the event happened in (`None` for a launch's end, which has none).
+    pub fn task(&self) -> Option<&TaskContext> {
+        match self {
+            ObservedEvent::Exec { task, .. }
+            | ObservedEvent::Fork { task, .. }
+            | ObservedEvent::Exit { task, .. }
+            | ObservedEvent::Pages { task, .. }
+            | ObservedEvent::InodeLoad { task, .. }
+            | ObservedEvent::Lookup { task, .. } => Some(task),
+            ObservedEvent::LaunchEnd { .. } => None,
+        }
+    }
+
     /// The launch the event belongs to.
     pub fn launch(&self) -> LaunchId {
         match self {

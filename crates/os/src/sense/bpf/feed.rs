@@ -1,0 +1,202 @@
+//! The daemon's reading of the eBPF observer: [`LaunchFeed`] follows every exec in the kernel
+//! ([`FollowPolicy::AllExecs`], augur's own executable excepted), holds each launch's records
+//! until its exec confirms it ([`PendingLaunches`]), turns lookup records into absolute paths per
+//! launch ([`LookupPaths`], each launch's first process starting in the working directory
+//! `/proc` gives), and stops observing the processes the daemon does not follow.
+//!
+//! It reports what the kernel said, record by record, with the lookup each stands for; it must
+//! not decide which launch is followed or learned (the daemon's engine does, by process id).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use augur_core::model::profile::{Lookup, TraceMode};
+
+use super::error::BpfError;
+use super::launches::PendingLaunches;
+use super::lookup_paths::LookupPaths;
+use super::observer::{BpfObserver, FollowPolicy, LostCounts, ObserverOptions};
+use super::record::{LaunchId, ObservedEvent};
+
+/// Records of a launch stopped this long ago are no longer expected: the ones the kernel had
+/// written before the stop were read by then.
+const STOPPED_MEMORY: Duration = Duration::from_secs(10);
+
+/// One confirmed record, with the path lookup it stands for (a lookup record made absolute, the
+/// file name of an exec); `None` when it stands for none or the path could not be made absolute.
+#[derive(Debug)]
+pub struct FedRecord {
+    /// The kernel's record.
+    pub event: ObservedEvent,
+    /// Its lookup.
+    pub lookup: Option<Lookup>,
+}
+
+/// The observer of every exec and what reading its records needs.
+pub struct LaunchFeed {
+    observer: BpfObserver,
+    launches: PendingLaunches,
+    /// The working directories and descriptors of each confirmed launch's processes.
+    paths: HashMap<LaunchId, LookupPaths>,
+    /// Launches stopped, and when: their records still in the ring buffer are dropped.
+    stopped: HashMap<LaunchId, Instant>,
+    /// Lookups whose path could not be made absolute.
+    pub lookups_skipped: u64,
+    /// Launches stopped because the daemon does not follow their processes.
+    pub launches_stopped: u64,
+}
+
+impl std::fmt::Debug for LaunchFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchFeed").field("observer", &self.observer).field("launches", &self.paths.len()).finish()
+    }
+}
+
+impl LaunchFeed {
+    /// Loads the observer for every exec; augur's own executable (`/proc/self/exe`) starts no
+    /// launch. Fails like [`BpfObserver::open`].
+    pub fn open() -> Result<LaunchFeed, BpfError> {
+        let observer = BpfObserver::open(ObserverOptions { follow: FollowPolicy::AllExecs, ..Default::default() })?;
+        if let Some(own) = crate::sense::procfs::identity_of(std::path::Path::new("/proc/self/exe")) {
+            observer.set_not_followed(own.dev, own.ino, true)?;
+        }
+        Ok(LaunchFeed {
+            observer,
+            launches: PendingLaunches::new(),
+            paths: HashMap::new(),
+            stopped: HashMap::new(),
+            lookups_skipped: 0,
+            launches_stopped: 0,
+        })
+    }
+
+    /// What the pages of the records mean: accesses where the kernel has the access tracepoints
+    /// (6.11+), else insertions.
+    pub fn profile_mode(&self) -> TraceMode {
+        if self.observer.attached().access { TraceMode::Access } else { TraceMode::Insertion }
+    }
+
+    /// The tracepoints the programs are attached to, for a status report.
+    pub fn tracepoints(&self) -> Vec<String> {
+        use crate::sense::mode::{ACCESS_EVENTS, INODE_LOAD_EVENT, INSERTION_EVENT, PROCESS_EVENTS};
+        let attached = self.observer.attached();
+        let mut out: Vec<String> = PROCESS_EVENTS.iter().map(|e| e.to_string()).collect();
+        out.push(INSERTION_EVENT.to_string());
+        if attached.access {
+            out.extend(ACCESS_EVENTS.iter().map(|e| e.to_string()));
+        }
+        if attached.inode_load {
+            out.push(INODE_LOAD_EVENT.to_string());
+        }
+        out.push("syscalls (path lookups)".to_string());
+        out
+    }
+
+    /// The descriptor to poll (see [`BpfObserver::fd`]: poll on a timer too).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.observer.fd()
+    }
+
+    /// Hands every waiting record of a confirmed launch to `sink`, at most `max_rounds` polls of
+    /// the observer's maximum each; true when records may still wait.
+    pub fn read(&mut self, max_rounds: usize, mut sink: impl FnMut(FedRecord)) -> Result<bool, BpfError> {
+        let full = ObserverOptions::default().max_records_per_poll;
+        let now = Instant::now();
+        self.stopped.retain(|_, at| now.duration_since(*at) < STOPPED_MEMORY);
+        for _ in 0..max_rounds {
+            let mut events = Vec::new();
+            let n = self.observer.poll(|e| events.push(e))?;
+            for e in events {
+                if self.stopped.contains_key(&e.launch()) {
+                    continue;
+                }
+                let (paths, skipped) = (&mut self.paths, &mut self.lookups_skipped);
+                self.launches.push(e, |event| {
+                    let launch = event.launch();
+                    let ended = matches!(event, ObservedEvent::LaunchEnd { .. });
+                    let mut lookup = None;
+                    if !ended {
+                        let p = paths.entry(launch).or_insert_with(|| LookupPaths::new(first_cwd(&event)));
+                        let before = p.skipped;
+                        p.on_event_each(&event, |path, kind| lookup = Some(Lookup { path, kind }));
+                        *skipped += p.skipped - before;
+                    } else {
+                        paths.remove(&launch);
+                    }
+                    sink(FedRecord { event, lookup });
+                });
+            }
+            if n < full {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Stops observing the launches of processes `pids` (the daemon does not follow them): the
+    /// kernel forgets the launches, so a later exec by one of their processes starts a new one.
+    pub fn stop_following(&mut self, pids: &[u32]) {
+        for &pid in pids {
+            let launch = match self.launch_of_process(pid) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!("the launch of pid {pid}: {e}");
+                    continue;
+                }
+            };
+            match self.observer.stop_following(launch) {
+                Ok(true) => self.launches_stopped += 1,
+                Ok(false) => {}
+                Err(e) => tracing::debug!("stopping launch {launch}: {e}"),
+            }
+            self.launches.forget(launch);
+            self.paths.remove(&launch);
+            self.stopped.insert(launch, Instant::now());
+        }
+    }
+
+    /// The launch process `pid` follows: its main thread's, else (the main thread exited) one of
+    /// its threads'.
+    fn launch_of_process(&self, pid: u32) -> Result<Option<LaunchId>, BpfError> {
+        if let Some(l) = self.observer.launch_of(pid)? {
+            return Ok(Some(l));
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Ok(None) };
+        for tid in tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()) {
+            if let Some(l) = self.observer.launch_of(tid)? {
+                return Ok(Some(l));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Records lost so far, by cause (only causes that lost any): the kernel's counters, and the
+    /// records held for a launch past the bound before its exec.
+    pub fn lost_by_cause(&self) -> Vec<(&'static str, u64)> {
+        let mut causes = match self.observer.stats() {
+            Ok(counts) => counts.by_cause(),
+            Err(e) => {
+                tracing::debug!("reading the lost counters: {e}");
+                LostCounts::default().by_cause()
+            }
+        };
+        if self.launches.overflowed_records > 0 {
+            causes.push(("held past the launch's exec bound", self.launches.overflowed_records));
+        }
+        causes
+    }
+
+    /// Detaches the programs (about a second: see [`BpfObserver::close`]).
+    pub fn close(self) {
+        self.observer.close();
+    }
+}
+
+/// The working directory a launch's first process started in, for its relative lookups: its
+/// `/proc` entry's, read when its first record is confirmed.
+fn first_cwd(event: &ObservedEvent) -> Option<PathBuf> {
+    let tgid = event.task()?.tgid;
+    std::fs::read_link(format!("/proc/{tgid}/cwd")).ok()
+}
