@@ -177,7 +177,7 @@ const WRAPPERS: &[&str] = &[
 ];
 
 /// The command that starts `app` through `wrapper`; `desktop_dir` holds the .desktop files.
-fn through(wrapper: &str, app: &App, desktop_dir: &Path) -> Command {
+fn through(wrapper: &str, app: &App, desktop_dir: &Path, display: &str) -> Command {
     let line = app.argv.join(" ");
     let prefix: &[&str] = match wrapper {
         "env" => &["env", "LANG=C"],
@@ -191,6 +191,9 @@ fn through(wrapper: &str, app: &App, desktop_dir: &Path) -> Command {
         "stdbuf" => &["stdbuf", "-oL"],
         "sudo" => &["sudo"],
         "doas" => &["doas"],
+        // pkexec clears the environment: a desktop application gets its display back by `env`,
+        // as graphical pkexec launches do.
+        "pkexec" if app.window => &["pkexec", "env", "DISPLAY=__DISPLAY__"],
         "pkexec" => &["pkexec"],
         "dbus-run-session" => &["dbus-run-session", "--"],
         "dbus-launch" => &["dbus-launch", "--exit-with-session"],
@@ -228,7 +231,7 @@ fn through(wrapper: &str, app: &App, desktop_dir: &Path) -> Command {
         other => panic!("no wrapper {other}"),
     };
     let mut c = Command::new(prefix[0]);
-    c.args(&prefix[1..]).args(&app.argv);
+    c.args(prefix[1..].iter().map(|w| w.replace("__DISPLAY__", display))).args(&app.argv);
     c
 }
 
@@ -245,7 +248,7 @@ fn processes_with(needle: &str) -> Vec<u32> {
 /// Runs `app` through `wrapper` once, to its exit (or, for a window, for two seconds, then
 /// closes it); an error says what went wrong.
 fn run_once(wrapper: &str, app: &App, desktop_dir: &Path, display: &str) -> Result<(), String> {
-    let mut cmd = through(wrapper, app, desktop_dir);
+    let mut cmd = through(wrapper, app, desktop_dir, display);
     cmd.env("DISPLAY", display).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
     if app.window {
@@ -278,13 +281,20 @@ fn run_once(wrapper: &str, app: &App, desktop_dir: &Path, display: &str) -> Resu
 fn java_a_python_script_and_a_desktop_application_are_learned_through_every_wrapper_and_replayed() {
     let machine = Machine::prepare();
     let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 100\n");
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // On disk (not a tmpfs), and not under /var/tmp, which firejail replaces with its own.
+    let dir = tempfile::tempdir_in("/opt").unwrap();
     let desktop_dir = dir.path().join("share");
     let apps = apps(dir.path());
     let mut failures = Vec::new();
     let mut passed = 0;
     for wrapper in WRAPPERS {
         for app in &apps {
+            if *wrapper == "ld.so" && app.name == "java" {
+                // java finds its runtime from /proc/self/exe, which is then the loader: it cannot
+                // start this way at all (exit 127), so there is nothing to learn.
+                assert!(run_once(wrapper, app, &desktop_dir, &machine.display).is_err(), "java now runs under ld.so: learn it");
+                continue;
+            }
             // Each wrapper starts from nothing learned about the application.
             let forget = Command::new(AUGUR).args(["forget", &app.key, "--socket"]).arg(d.socket()).output().unwrap();
             let err = String::from_utf8_lossy(&forget.stderr);
@@ -355,7 +365,7 @@ fn java_a_python_script_and_a_desktop_application_are_learned_through_every_wrap
         }
     }
     drop(machine);
-    println!("{passed} of {} wrapper and application pairs learned and replayed", WRAPPERS.len() * apps.len());
+    println!("{passed} of {} wrapper and application pairs learned and replayed", WRAPPERS.len() * apps.len() - 1);
     if !failures.is_empty() {
         let keys: Vec<PathBuf> = apps.iter().map(|a| PathBuf::from(&a.key)).collect();
         for line in d.log().lines().filter(|l| keys.iter().any(|k| l.contains(&*k.to_string_lossy()))).take(200) {

@@ -17,7 +17,9 @@
 //!    new pages and [`DOMINANCE_FACTOR`] times the application's, and was given the application's
 //!    arguments (`oosplash --writer` → `soffice.bin --writer --splash-pipe=5`). Below a known
 //!    launcher (`xdg-open`, `gtk-launch`, `gio launch`) the first descendant (session helpers
-//!    aside) to reach [`DOMINANT_MIN_PAGES`] is taken, whatever the launcher itself used.
+//!    aside) to reach [`DOMINANT_MIN_PAGES`] is taken, whatever the launcher itself used; and
+//!    the command a pass-through descendant of the launcher carries is taken at its exec
+//!    (`gio-launch-desktop CMD`, GLib's step between a launcher and a desktop file's Exec line).
 //! 4. **expected**: a program a previous launch of the same launcher found by dominance (see
 //!    [`Hint`]) is taken as soon as it is exec'd, so its profile is replayed at its exec.
 //! 5. **adopted**: a process outside the launch's tree (started by PID 1 for `systemd-run`) that
@@ -253,6 +255,19 @@ impl LaunchIdentity {
             return self.rekey(n, Choice::Exec);
         }
         if from_app && !helper && self.carried_by(self.app, n) {
+            return self.rekey(n, Choice::Payload);
+        }
+        // Below a known launcher, the command a pass-through descendant carries is the
+        // application, however few pages it uses (`gio launch x.desktop` → gio-launch-desktop →
+        // the desktop file's Exec line).
+        if let Some(p) = parent
+            && !helper
+            && self.nodes[self.app].program.role == Some(KnownRole::Launcher)
+            && self.nodes[p].program.role == Some(KnownRole::PassThrough)
+            && p != self.app
+            && self.descends(p, self.app)
+            && self.carried_by(p, n)
+        {
             return self.rekey(n, Choice::Payload);
         }
         match parent {

@@ -80,6 +80,8 @@ pub struct Program {
 
 /// Wrappers that run the command they are given (its words are the tail of their argv).
 const PASS_THROUGH: &[&str] = &[
+    // GLib's helper between a launcher (`gio launch`, `gtk-launch`) and the Exec line it starts.
+    "gio-launch-desktop",
     "env",
     "nice",
     "ionice",
@@ -134,7 +136,6 @@ const LAUNCHERS: &[&str] = &[
     "kde-open",
     "kde-open5",
     "dex",
-    "gio-launch-desktop",
     "gnome-open",
     "mimeopen",
     "see",
