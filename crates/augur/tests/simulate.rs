@@ -26,7 +26,7 @@ fn traces_are_reproducible_and_simulate_reports_every_predictor() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = report["results"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["predictor"].as_str().unwrap()).collect();
-    assert_eq!(names, ["none", "naive", "preload", "augur"]);
+    assert_eq!(names, ["none", "naive", "preload", "augur", "preload-fill", "augur-fill"]);
     for r in rows {
         assert!(r["hits"].as_u64().unwrap() <= r["launches"].as_u64().unwrap());
         assert!(r["wasted_bytes"].as_u64().unwrap() <= r["prefetched_bytes"].as_u64().unwrap());

@@ -1,5 +1,6 @@
 //! Parsers of the text the kernel writes in `/proc` files, handed in by the caller:
-//! `/proc/PID/stat` (state, parent, CPU time), `/proc/PID/status` and `/proc/meminfo` fields.
+//! `/proc/PID/stat` (state, parent, CPU time), `/proc/PID/status`, `/proc/meminfo` and
+//! `/proc/vmstat` fields.
 //!
 //! Pure: reading the files is `augur-os`'s (`augur_os::sense::procfs`); every parser returns
 //! `None` rather than failing on text it does not recognise.
@@ -52,9 +53,29 @@ pub fn kb_field_bytes(text: &str, name: &str) -> Option<u64> {
     field_value(text, name).map(|kb| kb.saturating_mul(1024))
 }
 
+/// Counter `name` of `/proc/vmstat` text (`name value` lines).
+pub fn vmstat_value(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        if words.next()? != name {
+            return None;
+        }
+        words.next()?.parse().ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vmstat_counters_parse() {
+        let text = "nr_free_pages 123\npgsteal_file 4567\nworkingset_refault_file 89\n";
+        assert_eq!(vmstat_value(text, "pgsteal_file"), Some(4567));
+        assert_eq!(vmstat_value(text, "workingset_refault_file"), Some(89));
+        assert_eq!(vmstat_value(text, "workingset_refault"), None);
+        assert_eq!(vmstat_value("pgsteal_file x\n", "pgsteal_file"), None);
+    }
 
     #[test]
     fn stat_fields_survive_hostile_comms() {

@@ -194,6 +194,13 @@ pub struct PredictSection {
     pub pressure_trigger_us: u64,
     /// PSI trigger window in microseconds (the kernel accepts 500000 to 10000000).
     pub pressure_window_us: u64,
+    /// Cost model: cost of reading a byte ahead of time, in bytes of launch-time reading saved;
+    /// a range is prefetched only when its believed chance of being needed (plus its seek
+    /// saving) beats it. In [0, 10].
+    pub read_cost: f64,
+    /// Cost model: the least chance counted that a byte a prefetch pushes out of a full page
+    /// cache is needed again (raised to the measured refault share). In [0, 1].
+    pub evict_cost: f64,
 }
 
 impl Default for PredictSection {
@@ -207,6 +214,8 @@ impl Default for PredictSection {
             pressure_stop_percent: 10.0,
             pressure_trigger_us: 150_000,
             pressure_window_us: 1_000_000,
+            read_cost: augur_core::plan::DEFAULT_READ_COST,
+            evict_cost: augur_core::plan::DEFAULT_EVICT_COST,
         }
     }
 }
@@ -294,6 +303,12 @@ impl Config {
         }
         if !(500_000..=10_000_000).contains(&p.pressure_window_us) {
             return Err(bad("predict", "pressure_window_us", format!("{} is not in [500000, 10000000]", p.pressure_window_us)));
+        }
+        if !(0.0..=10.0).contains(&p.read_cost) {
+            return Err(bad("predict", "read_cost", format!("{} is not in [0, 10]", p.read_cost)));
+        }
+        if !(0.0..=1.0).contains(&p.evict_cost) {
+            return Err(bad("predict", "evict_cost", format!("{} is not in [0, 1]", p.evict_cost)));
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
             return Err(bad(

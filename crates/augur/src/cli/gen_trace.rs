@@ -16,7 +16,7 @@ use augur_store::atomic_file::AtomicFile;
 /// Arguments of `augur gen-trace`.
 #[derive(Debug, Args)]
 pub struct GenTraceArgs {
-    /// Scenario: single-user, two-users or changing-habits.
+    /// Scenario: single-user, two-users, changing-habits, random-usage or many-apps.
     #[arg(long)]
     pub scenario: String,
     /// Seed of the generator: the same seed gives the same trace, byte for byte.

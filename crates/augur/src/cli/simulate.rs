@@ -25,6 +25,20 @@ pub struct SimulateArgs {
     /// all working sets in each trace.
     #[arg(long, value_parser = parse_bytes)]
     pub budget: Option<u64>,
+    /// Without --budget: the budget as this share of the bytes of all working sets in each trace.
+    #[arg(long, default_value_t = 0.5)]
+    pub budget_share: f64,
+    /// augur's cost model: cost of reading a byte ahead of time, in bytes of launch-time reading
+    /// saved (`[predict] read_cost`).
+    #[arg(long, default_value_t = augur_core::plan::DEFAULT_READ_COST)]
+    pub read_cost: f64,
+    /// augur's cost model: least chance counted that a byte pushed out is needed again
+    /// (`[predict] evict_cost`).
+    #[arg(long, default_value_t = augur_core::plan::DEFAULT_EVICT_COST)]
+    pub evict_cost: f64,
+    /// Print, on standard error, the wall time each replay took per planning round.
+    #[arg(long)]
+    pub round_cost: bool,
     /// Disk read rate for prefetching in bytes per second (suffixes allowed); 0 = instantaneous.
     #[arg(long, value_parser = parse_bytes, default_value = "64MiB")]
     pub fetch_rate: u64,
@@ -59,14 +73,37 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let predictors = predictors_named(&args.predictor).ok_or_else(|| {
         Error::Usage(format!("unknown predictor {:?} (known: {}, all, ablation)", args.predictor, SIM_PREDICTORS.join(", ")))
     })?;
-    let config = SimConfig { budget: args.budget, fetch_rate: args.fetch_rate, ..SimConfig::default() };
+    for (name, v) in [("--budget-share", args.budget_share), ("--read-cost", args.read_cost), ("--evict-cost", args.evict_cost)] {
+        if !(v.is_finite() && v >= 0.0) || (name == "--budget-share" && v > 1.0) {
+            return Err(Error::Usage(format!("{name} {v} is out of range")));
+        }
+    }
+    let config = SimConfig {
+        budget: args.budget,
+        budget_share: args.budget_share,
+        fetch_rate: args.fetch_rate,
+        read_cost: args.read_cost,
+        evict_cost: args.evict_cost,
+        ..SimConfig::default()
+    };
     let mut report = SimReport::default();
     for path in &args.trace {
         let trace = augur_store::usage_trace_file::load(path)?;
         let scenario = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
         let scenario = scenario.strip_suffix(".trace").unwrap_or(&scenario).to_string();
         for (name, which) in &predictors {
-            report.results.push(simulate(&trace, &scenario, name, *which, &config));
+            let started = std::time::Instant::now();
+            let result = simulate(&trace, &scenario, name, *which, &config);
+            if args.round_cost && result.rounds > 0 {
+                // The whole replay (cache, fetching, prediction and planning) over its rounds: an
+                // upper bound of a round's cost.
+                let per_round = started.elapsed().as_secs_f64() * 1e6 / result.rounds as f64;
+                eprintln!(
+                    "{scenario} {name}: {} rounds, {per_round:.1} µs per round (whole replay), at most {} footprint ranges per round",
+                    result.rounds, result.max_ranges_per_round
+                );
+            }
+            report.results.push(result);
         }
     }
     if args.json {

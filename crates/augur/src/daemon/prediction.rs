@@ -11,10 +11,13 @@
 //! (no PSI, an old kernel, injected sources) the fetch worker reads the pressure file between
 //! chunks instead, every [`PRESSURE_POLL`].
 //!
-//! It owns the wiring only: prediction is `model::predict`; the round's decision (pressure stop,
-//! budget, the at most 32 likeliest candidates, the plan) is `augur_core::plan::round`, the very
-//! function the simulator runs, fed here with /proc/meminfo, /proc/pressure/memory and the learned
-//! profiles from the state; the loading is `fetch`. The predictor observes each launch and the exit of the same instance (the root
+//! It owns the wiring only: prediction is `model::predict` (the configured predictor believed as
+//! far as its recent predictions came true, `ConfidentPredictor`); the round's decision (pressure
+//! stop, budget, the at most 32 likeliest candidates, the plan and its cost model) is
+//! `augur_core::plan::round`, the very function the simulator runs, fed here with /proc/meminfo
+//! (the budget, and MemFree as the memory a prefetch fills without pushing anything out),
+//! /proc/vmstat (the recent refault share of evicted file pages), /proc/pressure/memory and the
+//! learned profiles from the state; the loading is `fetch`. The predictor observes each launch and the exit of the same instance (the root
 //! process's pid, see [`augur_engine::running`]), so preload's running-state chain sees real pairs.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,11 +26,12 @@ use std::sync::mpsc;
 
 use super::run::{PlanContext, PlanStep, PlanTrigger};
 use crate::error::{Error, Result};
-use augur_core::model::predict::{self, LocalTime, Observation, Predictor, Transition};
+use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::plan::{
-    AppFootprint, LearnedFootprint, MemoryPressure, MemorySnapshot, PlanningRound, RangeUse, RoundConfig, RoundOutcome, RoundPlan,
+    AppFootprint, EvictionCounters, LearnedFootprint, MemoryHeadroom, MemoryPressure, MemorySnapshot, PlanningRound, RangeUse,
+    RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
 };
 use augur_engine::config::Config;
 use augur_os::fetch::IoPriority;
@@ -135,6 +139,8 @@ pub struct PredictionStep {
     /// A round was put off (asked for sooner than [`MIN_ROUND_GAP_MS`] after the last, during a
     /// start, or while pressure holds fetching off): it is owed in this many milliseconds.
     owed_in_ms: Option<u64>,
+    /// The recent refault share, from /proc/vmstat read at each round.
+    refaults: RefaultMeter,
 }
 
 impl PredictionStep {
@@ -142,6 +148,8 @@ impl PredictionStep {
     pub fn new(config: &Config) -> Result<PredictionStep> {
         let predictor = predict::by_name(&config.predict.predictor)
             .ok_or_else(|| Error::UnknownPredictor(config.predict.predictor.clone()))?;
+        // Believed only as far as its recent predictions came true (docs/predictors.md).
+        let predictor: Box<dyn Predictor> = Box::new(ConfidentPredictor::new(predictor, ConfidenceConfig::default()));
         let (tx, rx) = mpsc::channel::<FetchJob>();
         let worker = std::thread::Builder::new()
             .name("augur-predict".into())
@@ -222,6 +230,7 @@ impl PredictionStep {
             hold_until_ms: None,
             last_round_ms: None,
             owed_in_ms: None,
+            refaults: RefaultMeter::default(),
         })
     }
 
@@ -272,15 +281,22 @@ pub struct MemorySources {
     pub meminfo: PathBuf,
     /// /proc/pressure/memory (absent on kernels without PSI: no back-off then).
     pub pressure: PathBuf,
+    /// /proc/vmstat (file-page evictions and refaults; absent: nothing pushed out counts as
+    /// needed beyond `[predict] evict_cost`).
+    pub vmstat: PathBuf,
 }
 
 impl Default for MemorySources {
     fn default() -> Self {
-        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into() }
+        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into(), vmstat: "/proc/vmstat".into() }
     }
 }
 
 impl MemorySources {
+    fn evictions(&self) -> Option<EvictionCounters> {
+        std::fs::read_to_string(&self.vmstat).ok().as_deref().and_then(EvictionCounters::from_vmstat)
+    }
+
     fn pressure(&self) -> Option<MemoryPressure> {
         std::fs::read_to_string(&self.pressure).ok().as_deref().and_then(MemoryPressure::from_psi)
     }
@@ -316,8 +332,10 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
     for f in &profile.files {
         for r in &f.ranges {
-            ranges
-                .push((r.first_use_us, RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0 }));
+            ranges.push((
+                r.first_use_us,
+                RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0, resident_pages: 0 },
+            ));
         }
     }
     ranges.sort_by_key(|(t, _)| *t);
@@ -438,13 +456,23 @@ impl PlanStep for PredictionStep {
             budget_bytes: cfg.budget_bytes,
             budget_available_fraction: cfg.budget_available_fraction,
             pressure_stop_percent: cfg.pressure_stop_percent,
+            read_cost: cfg.read_cost,
+            evict_cost: cfg.evict_cost,
             ..RoundConfig::default()
         };
+        let memory = self.sources.memory();
+        if let Some(counters) = self.sources.evictions() {
+            self.refaults.update(counters);
+        }
+        // MemFree is what a prefetch fills without pushing anything out; without meminfo,
+        // everything it fills counts as pushed out.
+        let headroom = MemoryHeadroom { free_bytes: memory.map_or(0, |m| m.free), refault_share: self.refaults.share() };
         let round = PlanningRound {
             config: &round_config,
-            memory: self.sources.memory(),
+            memory,
             pressure: self.sources.pressure(),
             default_page_size: augur_os::fetch::page_size(),
+            headroom,
         };
         let settings = ctx.config.learn_settings();
         let mut profiles = BTreeMap::new();
@@ -551,7 +579,11 @@ mod tests {
     /// empty state in it.
     fn fixture() -> (tempfile::TempDir, MemorySources, augur_store::state::StateStore) {
         let dir = tempfile::tempdir().unwrap();
-        let sources = MemorySources { meminfo: dir.path().join("meminfo"), pressure: dir.path().join("psi") };
+        let sources = MemorySources {
+            meminfo: dir.path().join("meminfo"),
+            pressure: dir.path().join("psi"),
+            vmstat: dir.path().join("vmstat"),
+        };
         std::fs::write(
             &sources.meminfo,
             "MemTotal: 8000000 kB\nMemFree: 1000000 kB\nMemAvailable: 4000000 kB\nCached: 2000000 kB\n",
@@ -637,9 +669,11 @@ mod tests {
     #[test]
     fn injected_sources_use_the_polling_fallback_and_it_reads_the_pressure_file() {
         let dir = tempfile::tempdir().unwrap();
-        let step = PredictionStep::new(&Config::default())
-            .unwrap()
-            .with_sources(MemorySources { meminfo: dir.path().join("m"), pressure: dir.path().join("p") });
+        let step = PredictionStep::new(&Config::default()).unwrap().with_sources(MemorySources {
+            meminfo: dir.path().join("m"),
+            pressure: dir.path().join("p"),
+            vmstat: dir.path().join("v"),
+        });
         assert!(!step.has_pressure_trigger());
         assert!(step.pressure_trigger().is_none());
         let w = PressureWatch { path: dir.path().join("p"), stop_percent: 10.0 };

@@ -5,9 +5,15 @@
 //! Pure: no system calls; the budget's inputs (MemAvailable, pressure) are passed in by the daemon.
 
 pub mod budget;
+pub mod cost;
+pub mod ledger;
 pub mod planner;
 pub mod round;
 
 pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
-pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, RangeUse, ResidentPages, plan};
-pub use round::{LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig, RoundOutcome, RoundPlan};
+pub use cost::{EvictionCounters, MemoryHeadroom, RefaultMeter};
+pub use ledger::{LedgerTotals, PrefetchLedger};
+pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, PlannerWork, RangeUse, ResidentPages, plan, plan_within};
+pub use round::{
+    DEFAULT_EVICT_COST, DEFAULT_READ_COST, LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig, RoundOutcome, RoundPlan,
+};

@@ -1,16 +1,22 @@
-//! The planner: from launch probabilities, learned footprints and a memory budget, which page
-//! ranges to keep resident and in what order to fetch them; and, against what is already
-//! resident, which pages are still missing.
+//! The planner: from launch probabilities, learned footprints, a memory budget and what the
+//! memory to be filled holds, which page ranges to keep resident and in what order to fetch them;
+//! and, against what is already resident, which pages are still missing.
 //!
 //! Selection is by expected benefit per byte — the probability that some application needing the
 //! range starts, times the disk cost of reading it (its bytes plus a per-range seek cost) per
 //! byte held — taking the best ranges until the budget is full (the last one cut to fit, to the
-//! page). The selected ranges are fetched likeliest application first, in first-use order within
-//! an application. Pure: no system calls; `docs/predictors.md` states the rules.
+//! page), and only while the benefit beats the cost: the read itself (`read_cost` per byte) and,
+//! beyond the free memory, what the read pushes out (the largest of `evict_cost`, the measured
+//! refault share and the predictor's belief in an application at large, per byte); resident
+//! ranges are kept only when they beat that belief. A prefetch that cannot win is not made: with
+//! costs of zero the planner fills the budget as preload does. The selected ranges are fetched likeliest
+//! application first, in first-use order within an application. Pure: no system calls;
+//! `docs/predictors.md` ("Planner", "Cost model") states the rules.
 
 use std::collections::BTreeMap;
 
 use super::budget::MemoryBudget;
+use super::cost::MemoryHeadroom;
 use crate::model::predict::AppProbability;
 use crate::model::range::{PageRange, RangeSet};
 
@@ -23,6 +29,9 @@ pub struct RangeUse {
     pub range: PageRange,
     /// Share of the application's recent launches that used the range, in `[0, 1]`.
     pub use_share: f64,
+    /// Pages of the range known to be resident now (0 when unknown: all counted as missing).
+    /// Keeping resident pages costs no read; only missing pages pay the cost model.
+    pub resident_pages: u64,
 }
 
 /// What an application's launch needs, in first-use order.
@@ -43,12 +52,40 @@ pub struct PlannerConfig {
     pub seek_cost_bytes: u64,
     /// Ranges whose probability of being needed is at most this are never planned (default 0).
     pub min_probability: f64,
+    /// Cost of reading one byte ahead of time, in bytes of launch-time reading saved (default 0:
+    /// reading is free). A range is planned only when its benefit per byte exceeds it.
+    pub read_cost: f64,
+    /// Least chance counted that a byte pushed out of memory is needed again (default 0). Beyond
+    /// the free memory, a byte also costs `max(evict_cost, refault share)`.
+    pub evict_cost: f64,
+    /// The chance, as the predictor believes it, that an application not running is launched
+    /// soon — the value of the pages a prefetch pushes out when nothing better is known (the
+    /// round passes the mean believed probability of the applications not running; default 0).
+    pub displaced_probability: f64,
 }
 
 impl Default for PlannerConfig {
+    /// The plain budget planner: no read or eviction cost, so every range with a probability
+    /// above zero competes for the budget (preload's behaviour).
     fn default() -> Self {
-        PlannerConfig { page_size: 4096, seek_cost_bytes: 128 * 1024, min_probability: 0.0 }
+        PlannerConfig {
+            page_size: 4096,
+            seek_cost_bytes: 128 * 1024,
+            min_probability: 0.0,
+            read_cost: 0.0,
+            evict_cost: 0.0,
+            displaced_probability: 0.0,
+        }
     }
+}
+
+/// Counts of the planner's work, to bound its cost (each is linear in its input).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlannerWork {
+    /// Footprint ranges read (every range of every footprint, once).
+    pub ranges_read: usize,
+    /// Distinct (file, range) candidates scored.
+    pub candidates_scored: usize,
 }
 
 /// A range chosen to be resident.
@@ -77,6 +114,8 @@ pub struct Plan {
     pub bytes: u64,
     /// Bytes per page.
     pub page_size: u64,
+    /// What it cost to make.
+    pub work: PlannerWork,
 }
 
 /// Pages resident now, per file.
@@ -117,11 +156,68 @@ struct Candidate<'a> {
     owner: &'a str,
     owner_p: f64,
     first_use: usize,
+    resident: u64,
 }
 
-/// Chooses what to keep resident.
+/// Takes `s` into `chosen`, cut to `pages_fit` pages, counting its bytes against the budget left
+/// and its missing bytes against the free memory left.
+fn take<'a>(
+    s: Scored<'a>,
+    pages_fit: u64,
+    page: u64,
+    left: &mut u64,
+    free_left: &mut u64,
+    chosen: &mut Vec<(f64, f64, Candidate<'a>)>,
+) {
+    let mut c = s.c;
+    if c.range.len > pages_fit {
+        c.range = PageRange::new(c.range.start, pages_fit);
+    }
+    let bytes = c.range.len * page;
+    *left -= bytes;
+    *free_left = free_left.saturating_sub((bytes as f64 * s.missing).ceil() as u64);
+    chosen.push((s.benefit, s.p, c));
+}
+
+/// A candidate with its value per byte.
+struct Scored<'a> {
+    benefit: f64,
+    net_pushed: f64,
+    net_read: f64,
+    /// Share of its pages not resident.
+    missing: f64,
+    p: f64,
+    c: Candidate<'a>,
+}
+
+/// Chooses what to keep resident, with all memory counted as free ([`MemoryHeadroom::UNMEASURED`]).
 pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budget: MemoryBudget, config: &PlannerConfig) -> Plan {
+    plan_within(probabilities, footprints, budget, &MemoryHeadroom::UNMEASURED, config)
+}
+
+/// A non-negative finite cost (NaN and negatives count as 0).
+fn cost(c: f64) -> f64 {
+    if c.is_finite() { c.max(0.0) } else { 0.0 }
+}
+
+/// Chooses what to keep resident, given what the memory to be filled holds. With `p` the
+/// probability a range is needed, `m` its missing share and `per_byte = (bytes + seek) / bytes`,
+/// its net value per byte is `(p − (1 − m)·d − m·(read_cost + max(evict_cost, refault share,
+/// d)))·per_byte`, `d` being `displaced_probability`: its resident share must beat what an
+/// application at large is worth (keeping it holds memory the cache would give to what was used
+/// last), its missing share must also pay for its read and for what the read pushes out. Ranges
+/// are taken best net value first while that is positive, until the budget is full (the last
+/// cut to fit); then those whose missing share pays for its read alone
+/// (`(p − (1 − m)·d − m·read_cost) > 0`) fill what is left of the free memory, cut at its end.
+pub fn plan_within(
+    probabilities: &[AppProbability],
+    footprints: &[AppFootprint],
+    budget: MemoryBudget,
+    headroom: &MemoryHeadroom,
+    config: &PlannerConfig,
+) -> Plan {
     let page = config.page_size.max(1);
+    let mut work = PlannerWork::default();
     let p_of: BTreeMap<&str, f64> = probabilities
         .iter()
         .map(|a| (a.app.as_str(), if a.probability.is_finite() { a.probability.clamp(0.0, 1.0) } else { 0.0 }))
@@ -132,6 +228,7 @@ pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budge
     for fp in footprints {
         let p_app = p_of.get(fp.app.as_str()).copied().unwrap_or(0.0);
         for (i, r) in fp.ranges.iter().enumerate() {
+            work.ranges_read += 1;
             if r.range.is_empty() {
                 continue;
             }
@@ -143,7 +240,9 @@ pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budge
                 owner: &fp.app,
                 owner_p: -1.0,
                 first_use: i,
+                resident: 0,
             });
+            c.resident = c.resident.max(r.resident_pages.min(r.range.len));
             c.p_not *= 1.0 - p_app * share;
             if p_app > c.owner_p || (p_app == c.owner_p && fp.app.as_str() < c.owner) {
                 c.owner = &fp.app;
@@ -152,7 +251,13 @@ pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budge
             }
         }
     }
-    let mut scored: Vec<(f64, f64, Candidate<'_>)> = by_key
+    // Net value per byte: the benefit, less the cost model's price of the missing share — at
+    // the price of pushing something out (`net_pushed`) and of reading into free memory only
+    // (`net_read`). Resident pages are kept for nothing, so a missing range displaces a resident
+    // one only when it is worth more than that one after paying for its read.
+    let read_cost = cost(config.read_cost);
+    let pushed_cost = read_cost + cost(config.evict_cost).max(headroom.refault_share()).max(cost(config.displaced_probability));
+    let mut scored: Vec<Scored<'_>> = by_key
         .into_values()
         .filter_map(|c| {
             let p = (1.0 - c.p_not).clamp(0.0, 1.0);
@@ -160,31 +265,59 @@ pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budge
                 return None;
             }
             let bytes = (c.range.len * page) as f64;
-            let benefit = p * (bytes + config.seek_cost_bytes as f64) / bytes;
-            Some((benefit, p, c))
+            // Reading the range ahead, and reading again what it pushed out, each cost a seek
+            // too: every term scales with (bytes + seek cost).
+            let per_byte = (bytes + config.seek_cost_bytes as f64) / bytes;
+            let benefit = p * per_byte;
+            let missing = (c.range.len - c.resident) as f64 / c.range.len as f64;
+            // Keeping even a resident range holds memory the cache would otherwise give to what
+            // was used last: it must beat what the predictor believes of an application at large.
+            let keep = cost(config.displaced_probability);
+            let net_pushed = (p - keep - missing * (pushed_cost - keep)) * per_byte;
+            let net_read = (p - (1.0 - missing) * keep - missing * read_cost) * per_byte;
+            Some(Scored { benefit, net_pushed, net_read, missing, p, c })
         })
         .collect();
+    work.candidates_scored = scored.len();
     let owner_order = |a: &Candidate<'_>, b: &Candidate<'_>| {
         b.owner_p.total_cmp(&a.owner_p).then_with(|| a.owner.cmp(b.owner)).then(a.first_use.cmp(&b.first_use))
     };
-    scored.sort_by(|x, y| {
-        y.0.total_cmp(&x.0)
-            .then_with(|| owner_order(&x.2, &y.2))
-            .then_with(|| (x.2.file, x.2.range.start).cmp(&(y.2.file, y.2.range.start)))
-    });
-    // Best benefit per byte first until the budget is full; the last range is cut to fit.
+    let tie = |x: &Scored<'_>, y: &Scored<'_>| {
+        owner_order(&x.c, &y.c).then_with(|| (x.c.file, x.c.range.start).cmp(&(y.c.file, y.c.range.start)))
+    };
+    scored.sort_by(|x, y| y.net_pushed.total_cmp(&x.net_pushed).then_with(|| tie(x, y)));
+    // First pass: best net value first, while it is positive, until the budget is full (the last
+    // range cut to fit). Second pass: what is worth its read but not pushing anything out, best
+    // first, into the free memory left.
     let mut left = budget.bytes;
+    let mut free_left = headroom.free_bytes;
     let mut chosen: Vec<(f64, f64, Candidate<'_>)> = Vec::new();
-    for (benefit, p, mut c) in scored {
+    let mut rest: Vec<Scored<'_>> = Vec::new();
+    let mut scored = scored.into_iter();
+    for s in scored.by_ref() {
+        if s.net_pushed <= 0.0 {
+            rest.push(s);
+            break; // sorted: no later range is worth pushing anything out
+        }
         let pages_fit = left / page;
         if pages_fit == 0 {
             break;
         }
-        if c.range.len > pages_fit {
-            c.range = PageRange::new(c.range.start, pages_fit);
+        take(s, pages_fit, page, &mut left, &mut free_left, &mut chosen);
+    }
+    rest.extend(scored.filter(|s| s.net_read > 0.0));
+    rest.retain(|s| s.net_read > 0.0);
+    rest.sort_by(|x, y| y.net_read.total_cmp(&x.net_read).then_with(|| tie(x, y)));
+    for s in rest {
+        let free_pages = if s.missing > 0.0 { (free_left as f64 / (page as f64 * s.missing)).floor() as u64 } else { u64::MAX };
+        let pages_fit = (left / page).min(free_pages);
+        if pages_fit == 0 {
+            if left < page || free_left < page {
+                break;
+            }
+            continue;
         }
-        left -= c.range.len * page;
-        chosen.push((benefit, p, c));
+        take(s, pages_fit, page, &mut left, &mut free_left, &mut chosen);
     }
     chosen.sort_by(|x, y| owner_order(&x.2, &y.2).then_with(|| (x.2.file, x.2.range.start).cmp(&(y.2.file, y.2.range.start))));
     let ranges: Vec<PlannedRange> = chosen
@@ -198,7 +331,7 @@ pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budge
         })
         .collect();
     let bytes = ranges.iter().map(|r| r.range.len * page).sum();
-    Plan { ranges, budget, bytes, page_size: page }
+    Plan { ranges, budget, bytes, page_size: page, work }
 }
 
 /// Compares two plans' fetch orders by application (for tests and reports).
@@ -222,7 +355,7 @@ mod tests {
             app: app.into(),
             ranges: ranges
                 .iter()
-                .map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0 })
+                .map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0 })
                 .collect(),
         }
     }
@@ -231,7 +364,14 @@ mod tests {
         v.iter().map(|&(a, p)| AppProbability { app: a.into(), probability: p }).collect()
     }
 
-    const CFG: PlannerConfig = PlannerConfig { page_size: 4096, seek_cost_bytes: 0, min_probability: 0.0 };
+    const CFG: PlannerConfig = PlannerConfig {
+        page_size: 4096,
+        seek_cost_bytes: 0,
+        min_probability: 0.0,
+        read_cost: 0.0,
+        evict_cost: 0.0,
+        displaced_probability: 0.0,
+    };
 
     #[test]
     fn likeliest_first_in_first_use_order() {
@@ -295,6 +435,28 @@ mod tests {
         assert_eq!(p.missing_bytes(&resident), 13 * 4096);
     }
 
+    #[test]
+    fn a_prefetch_is_made_only_when_it_beats_its_cost() {
+        let cfg = PlannerConfig { read_cost: 0.1, evict_cost: 0.3, ..CFG };
+        let fps = [fp("sure", &[("/s", 0, 10)]), fp("maybe", &[("/m", 0, 10)]), fp("unlikely", &[("/u", 0, 10)])];
+        let ps = probs(&[("sure", 0.9), ("maybe", 0.2), ("unlikely", 0.05)]);
+        // Everything free: "sure" and "maybe" beat the read cost, "unlikely" does not.
+        let all_free = plan_within(&ps, &fps, MemoryBudget::of(1 << 30), &MemoryHeadroom::UNMEASURED, &cfg);
+        assert_eq!(app_order(&all_free), vec!["sure", "maybe"]);
+        // 15 free pages: "sure" is worth pushing things out for; "maybe" only fills what is free.
+        let some_free = MemoryHeadroom { free_bytes: 15 * 4096, refault_share: 0.0 };
+        let p = plan_within(&ps, &fps, MemoryBudget::of(1 << 30), &some_free, &cfg);
+        assert_eq!(app_order(&p), vec!["sure", "maybe"]);
+        assert_eq!(p.ranges[1].range, PageRange::new(0, 5), "cut at the end of the free memory");
+        // A high refault share raises the cost of pushing out above even "sure"'s benefit.
+        let thrashing = MemoryHeadroom { free_bytes: 0, refault_share: 0.95 };
+        assert!(plan_within(&ps, &fps, MemoryBudget::of(1 << 30), &thrashing, &cfg).ranges.is_empty());
+        // Costs of zero and nothing measured: the plain budget planner.
+        let fill = plan_within(&ps, &fps, MemoryBudget::of(1 << 30), &MemoryHeadroom::UNMEASURED, &CFG);
+        assert_eq!(app_order(&fill), vec!["sure", "maybe", "unlikely"]);
+        assert_eq!(fill.work, PlannerWork { ranges_read: 3, candidates_scored: 3 });
+    }
+
     fn arb_case() -> impl Strategy<Value = (Vec<AppFootprint>, Vec<AppProbability>)> {
         let range = (0usize..4, 0u64..50, 1u64..40, 0.0f64..=1.0);
         let app = proptest::collection::vec(range, 1..6);
@@ -307,7 +469,12 @@ mod tests {
                     app: name.clone(),
                     ranges: ranges
                         .into_iter()
-                        .map(|(f, s, l, u)| RangeUse { file: format!("/f{f}"), range: PageRange::new(s, l), use_share: u })
+                        .map(|(f, s, l, u)| RangeUse {
+                            file: format!("/f{f}"),
+                            range: PageRange::new(s, l),
+                            use_share: u,
+                            resident_pages: 0,
+                        })
                         .collect(),
                 });
                 ps.push(AppProbability { app: name, probability: p });
@@ -341,6 +508,41 @@ mod tests {
                 prop_assert!(!r.range.is_empty());
             }
             prop_assert!(p.missing_bytes(&ResidentPages::new()) <= p.bytes);
+        }
+
+        /// Whatever the memory holds, nothing is planned whose benefit per byte does not beat
+        /// the read cost — so a predictor believed at zero confidence (every probability 0, or
+        /// too small to pay for its read) prefetches nothing — and nothing beyond the free
+        /// memory whose benefit does not also beat what it pushes out.
+        #[test]
+        fn nothing_planned_that_loses((fps, ps) in arb_case(), budget in 0u64..400_000, seek in 0u64..200_000,
+                                      read in 0.0f64..1.5, evict in 0.0f64..1.0, free in 0u64..200_000, refault in 0.0f64..1.0,
+                                      confidence in 0.0f64..1.0) {
+            let cfg = PlannerConfig { seek_cost_bytes: seek, read_cost: read, evict_cost: evict, ..CFG };
+            let headroom = MemoryHeadroom { free_bytes: free, refault_share: refault };
+            let p = plan_within(&ps, &fps, MemoryBudget::of(budget), &headroom, &cfg);
+            prop_assert!(p.bytes <= budget);
+            let pushed = read + evict.max(refault);
+            let mut beyond = 0u64;
+            for r in &p.ranges {
+                prop_assert!(r.probability > read && r.benefit_per_byte > read);
+                if r.probability <= pushed {
+                    beyond += r.range.len * 4096;
+                }
+            }
+            prop_assert!(beyond <= free, "ranges not worth pushing anything out fit in the free memory");
+            let zero: Vec<AppProbability> = ps.iter().map(|a| AppProbability { probability: 0.0, ..a.clone() }).collect();
+            prop_assert!(plan_within(&zero, &fps, MemoryBudget::of(budget), &headroom, &cfg).ranges.is_empty());
+            // Probabilities scaled down by a confidence below the read cost over the largest
+            // seek bonus: nothing is worth reading.
+            let max_bonus = 1.0 + seek as f64 / 4096.0;
+            let doubted: Vec<AppProbability> = ps.iter()
+                .map(|a| AppProbability { probability: a.probability.clamp(0.0, 1.0) * confidence * read / max_bonus, ..a.clone() })
+                .collect();
+            let shared_max = fps.len() as f64; // at most this many applications share a range
+            if read > 0.0 && confidence * shared_max < 1.0 {
+                prop_assert!(plan_within(&doubted, &fps, MemoryBudget::of(budget), &headroom, &cfg).ranges.is_empty());
+            }
         }
 
         /// A larger budget keeps everything a smaller one kept (the plan grows as a prefix).

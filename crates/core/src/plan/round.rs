@@ -6,14 +6,16 @@
 //! Owns the round's rules, in order: stop while pressure is at or above the stop threshold;
 //! the budget (a fixed one, or the computed one from MemAvailable and pressure); the candidates
 //! (probability above zero, likeliest first, ties by name, at most [`MAX_CANDIDATES`]); the
-//! planner over their footprints. Both callers run [`PlanningRound::run`], so the simulator's
+//! planner over their footprints, within the memory headroom the caller measured and the cost
+//! model's knobs (`read_cost`, `evict_cost`: nothing is fetched that cannot win). Both callers run [`PlanningRound::run`], so the simulator's
 //! figures describe the daemon's choice. Pure: it reads nothing itself — the caller passes the
 //! memory figures in and gives the predictor's output and each candidate's footprint through
 //! closures, called only when the round gets that far (the daemon reads footprints from its
 //! state, and some predictors advance their state when asked).
 
 use super::budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
-use super::planner::{AppFootprint, Plan, PlannerConfig, plan};
+use super::cost::MemoryHeadroom;
+use super::planner::{AppFootprint, Plan, PlannerConfig, plan_within};
 use crate::model::predict::AppProbability;
 
 /// Applications considered per round at most (the likeliest), to bound the footprints read.
@@ -33,7 +35,22 @@ pub struct RoundConfig {
     pub max_candidates: usize,
     /// The planner's cost of one extra read request, in bytes of transfer.
     pub seek_cost_bytes: u64,
+    /// The planner's cost of reading a byte ahead of time, in bytes of launch-time reading saved
+    /// (`[predict] read_cost`; 0 with `evict_cost` 0 fills the budget as preload does).
+    pub read_cost: f64,
+    /// The planner's least chance that a byte pushed out is needed again (`[predict] evict_cost`).
+    pub evict_cost: f64,
 }
+
+/// `[predict] read_cost`'s default: reading ahead of time costs a fifth of what the same read
+/// costs a launch waiting for it (it runs at idle priority, but takes the disk and memory
+/// bandwidth, and energy). With it, a range is fetched only when the chance it is needed soon is
+/// above about 0.2 (less for small ranges, which also save a seek each).
+pub const DEFAULT_READ_COST: f64 = 0.2;
+
+/// `[predict] evict_cost`'s default: pushing a byte out of a full page cache counts as at least
+/// a one-in-ten chance of pushing out something needed (raised to the measured refault share).
+pub const DEFAULT_EVICT_COST: f64 = 0.1;
 
 impl Default for RoundConfig {
     /// The daemon's defaults.
@@ -45,6 +62,8 @@ impl Default for RoundConfig {
             pressure_stop_percent: budget.pressure_high,
             max_candidates: MAX_CANDIDATES,
             seek_cost_bytes: PlannerConfig::default().seek_cost_bytes,
+            read_cost: DEFAULT_READ_COST,
+            evict_cost: DEFAULT_EVICT_COST,
         }
     }
 }
@@ -69,6 +88,8 @@ pub struct PlanningRound<'a> {
     pub pressure: Option<MemoryPressure>,
     /// The page size planned in when no candidate has a footprint.
     pub default_page_size: u64,
+    /// What the memory to be filled holds: free bytes and the recent refault share.
+    pub headroom: MemoryHeadroom,
 }
 
 /// What a round decided.
@@ -97,11 +118,29 @@ pub struct RoundPlan {
 
 /// The candidates of a round: probability above zero (NaN is not), likeliest first, ties by
 /// application name, at most `max`.
+/// Linear in the number of predictions (a selection, then a sort of the `max` kept), so a round
+/// over thousands of known applications stays cheap.
 pub fn candidates(mut predictions: Vec<AppProbability>, max: usize) -> Vec<AppProbability> {
     predictions.retain(|p| p.probability > 0.0);
-    predictions.sort_by(|a, b| b.probability.total_cmp(&a.probability).then_with(|| a.app.cmp(&b.app)));
-    predictions.truncate(max);
+    let order = |a: &AppProbability, b: &AppProbability| b.probability.total_cmp(&a.probability).then_with(|| a.app.cmp(&b.app));
+    if max == 0 {
+        predictions.clear();
+    } else if predictions.len() > max {
+        predictions.select_nth_unstable_by(max - 1, order);
+        predictions.truncate(max);
+    }
+    predictions.sort_by(order);
     predictions
+}
+
+/// The mean probability of the applications predicted above zero (0 when none is): the value of
+/// an application's pages as far as the predictor can tell, when it cannot tell which.
+pub fn mean_probability(predictions: &[AppProbability]) -> f64 {
+    let (n, sum) = predictions
+        .iter()
+        .filter(|p| p.probability > 0.0)
+        .fold((0usize, 0.0f64), |(n, s), p| (n + 1, s + p.probability.min(1.0)));
+    if n == 0 { 0.0 } else { sum / n as f64 }
 }
 
 impl PlanningRound<'_> {
@@ -135,7 +174,10 @@ impl PlanningRound<'_> {
             Ok(b) => b,
             Err(outcome) => return Ok(outcome),
         };
-        let candidates = candidates(predict(), self.config.max_candidates);
+        let predictions = predict();
+        let displaced_probability =
+            if self.config.read_cost > 0.0 || self.config.evict_cost > 0.0 { mean_probability(&predictions) } else { 0.0 };
+        let candidates = candidates(predictions, self.config.max_candidates);
         let mut learned: Vec<LearnedFootprint> = Vec::new();
         for c in &candidates {
             if let Some(f) = footprint(&c.app)? {
@@ -146,8 +188,15 @@ impl PlanningRound<'_> {
         let page_size = learned.first().map_or(self.default_page_size, |f| f.page_size);
         let planned_apps: Vec<String> = learned.iter().map(|f| f.footprint.app.clone()).collect();
         let footprints: Vec<AppFootprint> = learned.into_iter().map(|f| f.footprint).collect();
-        let config = PlannerConfig { page_size, seek_cost_bytes: self.config.seek_cost_bytes, ..PlannerConfig::default() };
-        let plan = plan(&candidates, &footprints, budget, &config);
+        let config = PlannerConfig {
+            page_size,
+            seek_cost_bytes: self.config.seek_cost_bytes,
+            read_cost: self.config.read_cost,
+            evict_cost: self.config.evict_cost,
+            displaced_probability,
+            ..PlannerConfig::default()
+        };
+        let plan = plan_within(&candidates, &footprints, budget, &self.headroom, &config);
         Ok(RoundOutcome::Planned(RoundPlan { budget, candidates, planned_apps, plan }))
     }
 }
@@ -169,18 +218,23 @@ mod tests {
     fn footprints(apps: &[(&str, u64)]) -> BTreeMap<String, LearnedFootprint> {
         apps.iter()
             .map(|&(app, pages)| {
-                let ranges = vec![RangeUse { file: format!("/{app}"), range: PageRange::new(0, pages), use_share: 1.0 }];
+                let ranges = vec![RangeUse {
+                    file: format!("/{app}"),
+                    range: PageRange::new(0, pages),
+                    use_share: 1.0,
+                    resident_pages: 0,
+                }];
                 (app.to_string(), LearnedFootprint { footprint: AppFootprint { app: app.into(), ranges }, page_size: 4096 })
             })
             .collect()
     }
 
     fn fixed(bytes: u64) -> RoundConfig {
-        RoundConfig { budget_bytes: bytes, seek_cost_bytes: 0, ..RoundConfig::default() }
+        RoundConfig { budget_bytes: bytes, seek_cost_bytes: 0, read_cost: 0.0, evict_cost: 0.0, ..RoundConfig::default() }
     }
 
     fn round(config: &RoundConfig) -> PlanningRound<'_> {
-        PlanningRound { config, memory: None, pressure: None, default_page_size: 4096 }
+        PlanningRound { config, memory: None, pressure: None, default_page_size: 4096, headroom: MemoryHeadroom::UNMEASURED }
     }
 
     /// Runs `r` and returns the plan and the applications asked for, in order.
@@ -278,6 +332,7 @@ mod tests {
             memory: Some(mem),
             pressure: pressure.map(|some_avg10| MemoryPressure { some_avg10 }),
             default_page_size: 4096,
+            headroom: MemoryHeadroom::UNMEASURED,
         };
         assert_eq!(run(&at(None), probs(&[("a", 1.0)]), &fps).0.budget, MemoryBudget::of(2 << 30));
         // Back-off starts at a tenth of the stop threshold: 5.5 % is half-way from 1 % to 10 %.
@@ -301,6 +356,59 @@ mod tests {
         assert_eq!(round(&fixed_cfg).budget(), Ok(MemoryBudget::of(4096)));
         let pressed = PlanningRound { pressure: Some(MemoryPressure { some_avg10: 50.0 }), ..round(&fixed_cfg) };
         assert_eq!(pressed.budget(), Err(RoundOutcome::PressureStop));
+    }
+
+    /// The cost of a round does not grow with the applications known beyond the prediction
+    /// list itself: with 1,000 known applications (each a footprint of 40 ranges), the round reads
+    /// the footprints of 32 and the planner scores 32 × 40 ranges. (`augur simulate --round-cost`
+    /// measures the time; docs/predictors.md gives the figure.)
+    #[test]
+    fn a_round_over_a_thousand_applications_does_bounded_work() {
+        let n = 1000;
+        let fps: BTreeMap<String, LearnedFootprint> = (0..n)
+            .map(|i| {
+                let app = format!("app{i:04}");
+                let ranges = (0..40)
+                    .map(|k| RangeUse {
+                        file: format!("/{app}/{}", k % 5),
+                        range: PageRange::new(k * 100, 50),
+                        use_share: 1.0,
+                        resident_pages: 0,
+                    })
+                    .collect();
+                (app.clone(), LearnedFootprint { footprint: AppFootprint { app, ranges }, page_size: 4096 })
+            })
+            .collect();
+        let p: Vec<AppProbability> = (0..n)
+            .map(|i| AppProbability { app: format!("app{i:04}"), probability: ((i * 7919) % 1000) as f64 / 1000.0 })
+            .collect();
+        let config = RoundConfig { budget_bytes: 1 << 30, ..RoundConfig::default() };
+        let (plan, asked) = run(&round(&config), p, &fps);
+        assert_eq!(asked.len(), MAX_CANDIDATES);
+        assert_eq!(plan.plan.work.ranges_read, MAX_CANDIDATES * 40);
+        assert!(plan.plan.work.candidates_scored <= MAX_CANDIDATES * 40);
+        assert!(plan.candidates.windows(2).all(|w| w[0].probability >= w[1].probability));
+        assert_eq!(plan.candidates[0].probability, 0.999);
+    }
+
+    /// A predictor whose predictions never come true is believed at almost nothing, and a round
+    /// with the daemon's cost model then fetches nothing, however much memory is free.
+    #[test]
+    fn a_predictor_never_right_prefetches_nothing() {
+        use crate::model::predict::{ConfidenceConfig, PredictionConfidence};
+        let fps = footprints(&[("a", 10), ("b", 10)]);
+        let said = probs(&[("a", 0.9), ("b", 0.6)]);
+        let mut tally = PredictionConfidence::new(ConfidenceConfig::default());
+        let config = RoundConfig { budget_bytes: 1 << 30, ..RoundConfig::default() };
+        let believed = |tally: &PredictionConfidence| -> Vec<AppProbability> {
+            said.iter().map(|a| AppProbability { app: a.app.clone(), probability: tally.believe(a.probability) }).collect()
+        };
+        assert_eq!(app_order(&run(&round(&config), believed(&tally), &fps).0.plan), vec!["a", "b"], "taken at its word at first");
+        for _ in 0..300 {
+            tally.predicted(&said);
+            tally.launched("c");
+        }
+        assert!(run(&round(&config), believed(&tally), &fps).0.plan.ranges.is_empty());
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! The simulated page cache: a budget-sized LRU of blocks (fixed runs of pages), where the blocks
 //! of running applications are pinned (in use, never evicted, not counted against the budget)
 //! and everything else — pages left by exited applications and prefetched pages — competes by
-//! recency. It counts what prefetching read and what it wasted.
+//! recency. It counts what prefetching read and what it wasted, and charges prefetching for what
+//! it pushed out: a block evicted to make room for a prefetch and needed by a launch before it
+//! is read again counts against prefetching. Like the kernel, it also counts refaults — evicted
+//! blocks needed again before as many bytes as the cache holds were evicted after them — from
+//! which the planner's refault share is measured, as the daemon measures it from /proc/vmstat.
 //!
 //! Owns only residency and its accounting; it does not decide what to fetch. Pure.
 
@@ -18,6 +22,15 @@ struct Resident {
     unused_prefetch: bool,
 }
 
+/// What a block left behind when it was evicted.
+#[derive(Clone, Copy, Debug)]
+struct Evicted {
+    /// `evicted_bytes` when it went.
+    at: u64,
+    /// It was pushed out to make room for a prefetch.
+    by_prefetch: bool,
+}
+
 /// What prefetching did to the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheCounters {
@@ -27,6 +40,15 @@ pub struct CacheCounters {
     pub wasted_bytes: u64,
     /// Prefetched bytes a launch used.
     pub used_prefetch_bytes: u64,
+    /// Bytes evicted, for any reason.
+    pub evicted_bytes: u64,
+    /// Evicted bytes a launch needed while fewer bytes than the capacity had been evicted since.
+    pub refaulted_bytes: u64,
+    /// Bytes evicted to make room for a prefetch.
+    pub pushed_out_bytes: u64,
+    /// Of those, bytes a launch needed before they were read again: what prefetching cost the
+    /// launches.
+    pub pushed_out_needed_bytes: u64,
 }
 
 /// The simulated cache.
@@ -35,6 +57,7 @@ pub struct PageCache {
     capacity: u64,
     block_bytes: Vec<u64>,
     resident: Vec<Option<Resident>>,
+    evicted: Vec<Option<Evicted>>,
     lru: BTreeMap<u64, BlockId>,
     unpinned_bytes: u64,
     clock: u64,
@@ -47,6 +70,7 @@ impl PageCache {
         PageCache {
             capacity,
             resident: vec![None; block_bytes.len()],
+            evicted: vec![None; block_bytes.len()],
             block_bytes,
             lru: BTreeMap::new(),
             unpinned_bytes: 0,
@@ -68,6 +92,16 @@ impl PageCache {
     /// Bytes of unpinned resident blocks (never above capacity after an operation).
     pub fn unpinned_bytes(&self) -> u64 {
         self.unpinned_bytes
+    }
+
+    /// Bytes that can be filled without evicting anything.
+    pub fn free_bytes(&self) -> u64 {
+        self.capacity.saturating_sub(self.unpinned_bytes)
+    }
+
+    /// True when the block is not resident because a prefetch pushed it out.
+    pub fn pushed_out_by_prefetch(&self, b: BlockId) -> bool {
+        !self.is_resident(b) && self.evicted.get(b as usize).is_some_and(|e| e.is_some_and(|e| e.by_prefetch))
     }
 
     fn bytes(&self, b: BlockId) -> u64 {
@@ -102,7 +136,8 @@ impl PageCache {
         self.lru.insert(stamp, b);
         self.unpinned_bytes += bytes;
         self.counters.prefetched_bytes += bytes;
-        self.evict_over_capacity();
+        self.evicted[b as usize] = None;
+        self.evict_over_capacity(true);
         true
     }
 
@@ -124,6 +159,14 @@ impl PageCache {
             }
             None => {
                 *slot = Some(Resident { stamp: 0, pins: 1, unused_prefetch: false });
+                if let Some(e) = self.evicted[b as usize].take() {
+                    if self.counters.evicted_bytes - e.at <= self.capacity {
+                        self.counters.refaulted_bytes += bytes;
+                    }
+                    if e.by_prefetch {
+                        self.counters.pushed_out_needed_bytes += bytes;
+                    }
+                }
             }
         }
     }
@@ -142,10 +185,10 @@ impl PageCache {
                 self.unpinned_bytes += bytes;
             }
         }
-        self.evict_over_capacity();
+        self.evict_over_capacity(false);
     }
 
-    fn evict_over_capacity(&mut self) {
+    fn evict_over_capacity(&mut self, by_prefetch: bool) {
         while self.unpinned_bytes > self.capacity {
             let Some((_, victim)) = self.lru.pop_first() else { break };
             let bytes = self.bytes(victim);
@@ -155,6 +198,11 @@ impl PageCache {
                 }
             }
             self.unpinned_bytes -= bytes;
+            self.counters.evicted_bytes += bytes;
+            if by_prefetch {
+                self.counters.pushed_out_bytes += bytes;
+            }
+            self.evicted[victim as usize] = Some(Evicted { at: self.counters.evicted_bytes, by_prefetch });
         }
     }
 }
@@ -180,6 +228,42 @@ mod tests {
         c.unpin(0); // back in the LRU, most recent: evicts 2 (unused)
         assert!(!c.is_resident(2));
         assert!(c.unpinned_bytes() <= 20);
-        assert_eq!(c.counters(), CacheCounters { prefetched_bytes: 40, wasted_bytes: 20, used_prefetch_bytes: 10 });
+        assert_eq!(
+            c.counters(),
+            CacheCounters {
+                prefetched_bytes: 40,
+                wasted_bytes: 20,
+                used_prefetch_bytes: 10,
+                evicted_bytes: 20,
+                refaulted_bytes: 0,
+                pushed_out_bytes: 10,
+                pushed_out_needed_bytes: 0
+            }
+        );
+    }
+
+    #[test]
+    fn what_a_prefetch_pushes_out_and_a_launch_then_needs_is_charged_to_it() {
+        let mut c = PageCache::new(20, vec![10, 10, 10, 10]);
+        c.pin(0);
+        c.unpin(0); // ordinary cache, used
+        c.pin(1);
+        c.unpin(1);
+        assert_eq!(c.free_bytes(), 0);
+        assert!(c.prefetch(2)); // pushes 0 out
+        assert!(c.pushed_out_by_prefetch(0) && !c.pushed_out_by_prefetch(1));
+        c.pin(0); // a launch needs it: a refault, and a cost of the prefetch
+        let k = c.counters();
+        assert_eq!((k.pushed_out_bytes, k.pushed_out_needed_bytes, k.refaulted_bytes, k.evicted_bytes), (10, 10, 10, 10));
+        assert!(!c.pushed_out_by_prefetch(0));
+        // Pushed out again, and needed again after only 10 bytes of evictions: a refault again.
+        c.unpin(0); // evicts 1 (not by a prefetch)
+        assert!(c.prefetch(3)); // evicts 2 (unused: waste)
+        assert!(c.prefetch(1)); // evicts 0
+        assert!(c.prefetch(2)); // evicts 3
+        c.pin(0);
+        let k = c.counters();
+        assert_eq!(k.refaulted_bytes, 20);
+        assert_eq!(k.pushed_out_needed_bytes, 20);
     }
 }

@@ -6,7 +6,12 @@
 //! missing blocks in fetch order at a fixed disk rate) and the report. It does not predict or
 //! plan itself: each re-plan runs the daemon's own planning round ([`PlanningRound::run`]: the
 //! candidates above zero, likeliest first, at most 32, the planner over their footprints) with
-//! the simulated budget as a fixed one and the footprints in 256 KiB blocks. What it models
+//! the simulated budget as a fixed one and the footprints in 256 KiB blocks; for augur, with the
+//! daemon's cost model, its predictor believed as far as its recent predictions came true
+//! ([`ConfidentPredictor`]), and the memory headroom measured in the simulated cache (its free
+//! capacity and its refault share) as the daemon measures it in /proc. The baselines (`naive`,
+//! `preload`, and `augur-fill`, augur's predictor without the cost model) fill the budget as
+//! preload does. What it models
 //! differently from the daemon — when rounds run, how fetching proceeds, residency, no memory
 //! pressure — is listed in `docs/predictors.md` ("Simulator"). Pure.
 
@@ -17,45 +22,72 @@ use serde::Serialize;
 
 use super::page_cache::{BlockId, PageCache};
 use crate::model::predict::{
-    AppProbability, AugurConfig, AugurPredictor, LocalTime, NaivePredictor, Observation, Predictor, PreloadConfig,
-    PreloadPredictor, Transition,
+    AppProbability, AugurConfig, AugurPredictor, ConfidenceConfig, ConfidentPredictor, LocalTime, NaivePredictor, Observation,
+    Predictor, PreloadConfig, PreloadPredictor, Transition,
 };
 use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};
 use crate::plan::{
-    AppFootprint, LearnedFootprint, MemoryBudget, Plan, PlanningRound, RangeUse, RoundConfig, RoundOutcome, RoundPlan,
+    AppFootprint, DEFAULT_EVICT_COST, DEFAULT_READ_COST, EvictionCounters, LearnedFootprint, MemoryBudget, MemoryHeadroom, Plan,
+    PlanningRound, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
 };
 
 /// Pages per simulated block: residency is tracked in runs of this many pages.
 pub const BLOCK_PAGES: u64 = 64;
 
-/// Which predictor a simulation runs.
+/// Which predictor a simulation runs, and how its rounds plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SimPredictor {
     /// No prefetching at all: the cache alone.
     None,
-    /// The thesis's frequency baseline.
+    /// The thesis's frequency baseline, as the daemon would run it.
     Naive,
-    /// preload 0.6.4's model.
+    /// preload 0.6.4's model, as the daemon would run it.
     Preload,
-    /// augur's predictor with the given parts.
+    /// augur's predictor with the given parts, as the daemon runs it.
     Augur(AugurConfig),
+    /// The frequency baseline taken at its word, filling the budget.
+    NaiveFill,
+    /// preload 0.6.4's model taken at its word, filling the budget as preload itself does (no
+    /// confidence, no cost model).
+    PreloadFill,
+    /// augur's predictor taken at its word, filling the budget: augur before "never a loss".
+    AugurFill(AugurConfig),
 }
 
 impl SimPredictor {
     fn build(&self) -> Option<Box<dyn Predictor>> {
-        match self {
-            SimPredictor::None => None,
-            SimPredictor::Naive => Some(Box::new(NaivePredictor::new())),
-            SimPredictor::Preload => Some(Box::new(PreloadPredictor::new(PreloadConfig::default()))),
-            SimPredictor::Augur(c) => Some(Box::new(AugurPredictor::new(*c))),
-        }
+        let model: Box<dyn Predictor> = match self {
+            SimPredictor::None => return None,
+            SimPredictor::Naive | SimPredictor::NaiveFill => Box::new(NaivePredictor::new()),
+            SimPredictor::Preload | SimPredictor::PreloadFill => Box::new(PreloadPredictor::new(PreloadConfig::default())),
+            SimPredictor::Augur(c) | SimPredictor::AugurFill(c) => Box::new(AugurPredictor::new(*c)),
+        };
+        // As the daemon runs a predictor: believed as far as its recent predictions came true.
+        Some(if self.weighs_cost() { Box::new(ConfidentPredictor::new(model, ConfidenceConfig::default())) } else { model })
+    }
+
+    /// True when the rounds run as the daemon's do: the predictor believed by its recent
+    /// accuracy, each prefetch weighed against its cost.
+    fn weighs_cost(&self) -> bool {
+        !matches!(self, SimPredictor::None | SimPredictor::NaiveFill | SimPredictor::PreloadFill | SimPredictor::AugurFill(_))
     }
 }
 
 /// Predictor names `simulate` accepts, besides `all` and `ablation`.
-pub const SIM_PREDICTORS: [&str; 8] =
-    ["none", "naive", "preload", "augur", "augur+fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"];
+pub const SIM_PREDICTORS: [&str; 11] = [
+    "none",
+    "naive",
+    "preload",
+    "augur",
+    "naive-fill",
+    "preload-fill",
+    "augur-fill",
+    "augur+fading",
+    "augur-no-sequence",
+    "augur-no-time-of-day",
+    "augur-no-session",
+];
 
 /// The predictors a `--predictor` value stands for, with their report names.
 pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
@@ -66,6 +98,9 @@ pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
             "naive" => SimPredictor::Naive,
             "preload" => SimPredictor::Preload,
             "augur" => SimPredictor::Augur(d),
+            "naive-fill" => SimPredictor::NaiveFill,
+            "preload-fill" => SimPredictor::PreloadFill,
+            "augur-fill" => SimPredictor::AugurFill(d),
             "augur+fading" => SimPredictor::Augur(AugurConfig { fading: true, ..d }),
             "augur-no-sequence" => SimPredictor::Augur(AugurConfig { sequence: false, ..d }),
             "augur-no-time-of-day" => SimPredictor::Augur(AugurConfig { time_of_day: false, ..d }),
@@ -75,7 +110,7 @@ pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
         Some((n.to_string(), p))
     };
     match name {
-        "all" => ["none", "naive", "preload", "augur"].iter().map(|n| one(n)).collect(),
+        "all" => ["none", "naive", "preload", "augur", "preload-fill", "augur-fill"].iter().map(|n| one(n)).collect(),
         "ablation" => ["augur", "augur+fading", "augur-no-sequence", "augur-no-time-of-day", "augur-no-session"]
             .iter()
             .map(|n| one(n))
@@ -87,19 +122,33 @@ pub fn predictors_named(name: &str) -> Option<Vec<(String, SimPredictor)>> {
 /// Simulation settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimConfig {
-    /// Cache (and prefetch) budget in bytes; `None`: half the bytes of all working sets.
+    /// Cache (and prefetch) budget in bytes; `None`: `budget_share` of the bytes of all working sets.
     pub budget: Option<u64>,
+    /// Share of the bytes of all working sets the budget is when none is given (default 0.5).
+    pub budget_share: f64,
     /// Re-planning interval when nothing happens, in milliseconds (preload's cycle, 20 s).
     pub cycle_ms: u64,
     /// Disk read rate for prefetching, bytes per second; 0 = instantaneous.
     pub fetch_rate: u64,
     /// Cost of one extra read request in bytes, for the planner's benefit per byte.
     pub seek_cost_bytes: u64,
+    /// The cost model's read cost, for the predictors that weigh cost (`[predict] read_cost`).
+    pub read_cost: f64,
+    /// The cost model's least eviction cost (`[predict] evict_cost`).
+    pub evict_cost: f64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { budget: None, cycle_ms: 20_000, fetch_rate: 64 << 20, seek_cost_bytes: 128 * 1024 }
+        SimConfig {
+            budget: None,
+            budget_share: 0.5,
+            cycle_ms: 20_000,
+            fetch_rate: 64 << 20,
+            seek_cost_bytes: 128 * 1024,
+            read_cost: DEFAULT_READ_COST,
+            evict_cost: DEFAULT_EVICT_COST,
+        }
     }
 }
 
@@ -124,9 +173,23 @@ pub struct SimResult {
     pub prefetched_bytes: u64,
     /// Prefetched bytes evicted before a launch used them.
     pub wasted_bytes: u64,
+    /// Bytes prefetching pushed out of the cache that a launch needed before they were read
+    /// again (what prefetching cost the launches).
+    pub pushed_out_needed_bytes: u64,
+    /// Launches that missed because of blocks prefetching had pushed out.
+    pub launches_hurt: u64,
+    /// Planning rounds run.
+    pub rounds: u64,
+    /// The most footprint ranges one round's planner read.
+    pub max_ranges_per_round: u64,
 }
 
 impl SimResult {
+    /// Wasted / prefetched bytes (0 when nothing was prefetched).
+    pub fn wasted_share(&self) -> f64 {
+        if self.prefetched_bytes == 0 { 0.0 } else { self.wasted_bytes as f64 / self.prefetched_bytes as f64 }
+    }
+
     /// Hits / launches.
     pub fn hit_rate(&self) -> f64 {
         if self.launches == 0 { 0.0 } else { self.hits as f64 / self.launches as f64 }
@@ -195,7 +258,12 @@ impl BlockTable {
                             blocks.push(block_id(&file, k, &mut block_bytes));
                             match footprint.last_mut() {
                                 Some(last) if last.file == file && last.range.end() == k => last.range.len += 1,
-                                _ => footprint.push(RangeUse { file: file.clone(), range: PageRange::new(k, 1), use_share: 1.0 }),
+                                _ => footprint.push(RangeUse {
+                                    file: file.clone(),
+                                    range: PageRange::new(k, 1),
+                                    use_share: 1.0,
+                                    resident_pages: 0,
+                                }),
                             }
                         }
                     }
@@ -249,12 +317,21 @@ fn replay(
     on_round: &mut dyn FnMut(u64, &RoundPlan),
 ) -> SimResult {
     let table = BlockTable::build(trace);
-    let budget = config.budget.unwrap_or(table.total_bytes / 2);
+    let share = if config.budget_share.is_finite() { config.budget_share.clamp(0.0, 1.0) } else { 0.5 };
+    let budget = config.budget.unwrap_or((table.total_bytes as f64 * share) as u64);
     let block_unit = BLOCK_PAGES * trace.header.page_size;
     // The daemon's round with `[predict] budget_bytes` set to the simulated cache's budget; the
     // footprints are in blocks, so the planner's page is a block.
-    let round_config = RoundConfig { budget_bytes: budget, seek_cost_bytes: config.seek_cost_bytes, ..RoundConfig::default() };
-    let round = PlanningRound { config: &round_config, memory: None, pressure: None, default_page_size: block_unit };
+    let (read_cost, evict_cost) = if which.weighs_cost() { (config.read_cost, config.evict_cost) } else { (0.0, 0.0) };
+    let round_config = RoundConfig {
+        budget_bytes: budget,
+        seek_cost_bytes: config.seek_cost_bytes,
+        read_cost,
+        evict_cost,
+        ..RoundConfig::default()
+    };
+    let mut refaults = RefaultMeter::default();
+    let weighs_cost = which.weighs_cost();
     let mut cache = PageCache::new(budget, table.block_bytes.clone());
     let mut predictor = which.build();
     let mut current: BTreeMap<String, usize> = BTreeMap::new();
@@ -276,6 +353,10 @@ fn replay(
         resident_bytes: 0,
         prefetched_bytes: 0,
         wasted_bytes: 0,
+        pushed_out_needed_bytes: 0,
+        launches_hurt: 0,
+        rounds: 0,
+        max_ranges_per_round: 0,
     };
 
     let advance_fetch = |cache: &mut PageCache, queue: &mut VecDeque<BlockId>, credit: &mut f64, last: &mut u64, t: u64| {
@@ -330,6 +411,8 @@ fn replay(
                             result.resident_bytes += resident;
                             if resident == needed {
                                 result.hits += 1;
+                            } else if blocks.iter().any(|&b| cache.pushed_out_by_prefetch(b)) {
+                                result.launches_hurt += 1;
                             }
                             for &b in &blocks {
                                 cache.pin(b);
@@ -360,12 +443,33 @@ fn replay(
             if !learned.contains(app) {
                 return Ok(None);
             }
-            let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.1.clone());
+            let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| {
+                let mut ranges = d.1.clone();
+                if weighs_cost {
+                    // What the cost model needs: which of its blocks are resident now.
+                    for r in &mut ranges {
+                        r.resident_pages =
+                            blocks_of(r.range, &r.file, &table.index).filter(|&b| cache.is_resident(b)).count() as u64;
+                    }
+                }
+                ranges
+            });
             Ok(ranges.map(|ranges| LearnedFootprint {
                 footprint: AppFootprint { app: app.to_string(), ranges },
                 page_size: block_unit,
             }))
         };
+        // What the daemon reads from /proc before a round: free memory and the refault share.
+        let c = cache.counters();
+        refaults.update(EvictionCounters { evicted: c.evicted_bytes, refaulted: c.refaulted_bytes });
+        // The baselines fill the budget whatever the memory holds.
+        let headroom = if which.weighs_cost() {
+            MemoryHeadroom { free_bytes: cache.free_bytes(), refault_share: refaults.share() }
+        } else {
+            MemoryHeadroom::UNMEASURED
+        };
+        let round =
+            PlanningRound { config: &round_config, memory: None, pressure: None, default_page_size: block_unit, headroom };
         let planned = match round.run(|| probs.clone(), footprint) {
             Ok(RoundOutcome::Planned(planned)) => planned,
             // A zero budget reads as "compute it from memory", which the simulator has no
@@ -376,6 +480,8 @@ fn replay(
             Err(never) => match never {},
         };
         on_round(t, &planned);
+        result.rounds += 1;
+        result.max_ranges_per_round = result.max_ranges_per_round.max(planned.plan.work.ranges_read as u64);
         last_probs = Some(probs);
         let mut order: Vec<BlockId> = Vec::new();
         seen.fill(false);
@@ -406,6 +512,7 @@ fn replay(
     let c = cache.counters();
     result.prefetched_bytes = c.prefetched_bytes;
     result.wasted_bytes = c.wasted_bytes;
+    result.pushed_out_needed_bytes = c.pushed_out_needed_bytes;
     result
 }
 
@@ -455,12 +562,12 @@ impl SimReport {
             out.push('\n');
         }
         out.push_str(
-            "\n| scenario | predictor | launches | hits | hit rate | pages resident | prefetched MiB | wasted MiB |\n\
-             | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+            "\n| scenario | predictor | launches | hits | hit rate | pages resident | prefetched MiB | wasted MiB | wasted | pushed out, then needed MiB | launches hurt |\n\
+             | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
         );
         for r in &self.results {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {:.1} % | {:.1} % | {} | {} |\n",
+                "| {} | {} | {} | {} | {:.1} % | {:.1} % | {} | {} | {:.1} % | {} | {} |\n",
                 r.scenario,
                 r.predictor,
                 r.launches,
@@ -468,7 +575,10 @@ impl SimReport {
                 100.0 * r.hit_rate(),
                 100.0 * r.resident_share(),
                 mib(r.prefetched_bytes),
-                mib(r.wasted_bytes)
+                mib(r.wasted_bytes),
+                100.0 * r.wasted_share(),
+                mib(r.pushed_out_needed_bytes),
+                r.launches_hurt
             ));
         }
         out
@@ -563,7 +673,9 @@ mod tests {
         let t = trace(ev);
         let cfg = SimConfig { budget: Some(1 << 30), ..SimConfig::default() };
         let mut last: Option<(u64, RoundPlan)> = None;
-        replay(&t, "many", "naive", SimPredictor::Naive, &cfg, &mut |at, plan| last = Some((at, plan.clone())));
+        // The baseline taken at its word (a confidence tally would depend on every round the
+        // replay ran), with the round's cost model off, as for the fill baselines.
+        replay(&t, "many", "naive-fill", SimPredictor::NaiveFill, &cfg, &mut |at, plan| last = Some((at, plan.clone())));
         let (at, chosen) = last.unwrap();
         assert_eq!(at, t_s * 1000, "the last round follows the last launch");
 
@@ -576,8 +688,20 @@ mod tests {
         }
         let table = BlockTable::build(&t);
         let block = BLOCK_PAGES * 4096;
-        let config = RoundConfig { budget_bytes: 1 << 30, seek_cost_bytes: cfg.seek_cost_bytes, ..RoundConfig::default() };
-        let round = PlanningRound { config: &config, memory: None, pressure: None, default_page_size: block };
+        let config = RoundConfig {
+            budget_bytes: 1 << 30,
+            seek_cost_bytes: cfg.seek_cost_bytes,
+            read_cost: 0.0,
+            evict_cost: 0.0,
+            ..RoundConfig::default()
+        };
+        let round = PlanningRound {
+            config: &config,
+            memory: None,
+            pressure: None,
+            default_page_size: block,
+            headroom: MemoryHeadroom::UNMEASURED,
+        };
         let expected = round
             .run(
                 || naive.predict(LocalTime(at)),
@@ -604,7 +728,7 @@ mod tests {
 
     #[test]
     fn predictor_names_resolve() {
-        assert_eq!(predictors_named("all").unwrap().len(), 4);
+        assert_eq!(predictors_named("all").unwrap().len(), 6);
         assert_eq!(predictors_named("ablation").unwrap().len(), 5);
         for n in SIM_PREDICTORS {
             assert!(predictors_named(n).is_some());

@@ -1,12 +1,14 @@
 //! Seeded, reproducible usage traces for the simulator's scenarios: one user's desktop day to
-//! day, two users with different desktops sharing a browser, and a user whose habits change
-//! half-way.
+//! day, two users with different desktops sharing a browser, a user whose habits change
+//! half-way, random usage (nothing predicts what comes next), and a user of far more
+//! applications than a budget holds.
 //!
 //! Owns the scenario definitions (applications, working sets, daily schedules, what tends to
 //! follow what) and the generator that turns a scenario, a seed and a number of days into a
 //! [`UsageTrace`]. The same inputs always give the same trace, byte for byte. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use super::seeded::SeededRng;
 use crate::model::usage_trace::{FileRanges, TraceHeader, Transition, UsageEvent, UsageTrace, WorkingSet};
@@ -20,11 +22,18 @@ pub enum Scenario {
     TwoUsers,
     /// The single user, whose applications and schedule change half-way through.
     ChangingHabits,
+    /// Sixteen desktop applications, each launch any of those not running with equal chance, at
+    /// random hours: no order, schedule or time of day to learn. Prefetching can only lose here.
+    RandomUsage,
+    /// 120 tools of 10–130 MiB, used by popularity (Zipf) with a morning and an evening ranking
+    /// and a few habitual follow-ups: far more applications than a budget holds.
+    ManyApps,
 }
 
 impl Scenario {
     /// Every scenario, in report order.
-    pub const ALL: [Scenario; 3] = [Scenario::SingleUser, Scenario::TwoUsers, Scenario::ChangingHabits];
+    pub const ALL: [Scenario; 5] =
+        [Scenario::SingleUser, Scenario::TwoUsers, Scenario::ChangingHabits, Scenario::RandomUsage, Scenario::ManyApps];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -32,6 +41,8 @@ impl Scenario {
             Scenario::SingleUser => "single-user",
             Scenario::TwoUsers => "two-users",
             Scenario::ChangingHabits => "changing-habits",
+            Scenario::RandomUsage => "random-usage",
+            Scenario::ManyApps => "many-apps",
         }
     }
 
@@ -335,6 +346,96 @@ fn kde_user() -> UserSpec {
     }
 }
 
+fn random_user() -> UserSpec {
+    let apps = [
+        "thunderbird",
+        "firefox",
+        "telegram-desktop",
+        "rhythmbox",
+        "libreoffice-writer",
+        "libreoffice-calc",
+        "evince",
+        "gedit",
+        "gnome-terminal",
+        "eog",
+        "nautilus",
+        "gnome-calculator",
+        "supertuxkart",
+        "aisleriot",
+        "gimp",
+        "evolution",
+    ];
+    let menu: Vec<(&'static str, f64, f64)> = apps.iter().map(|&a| (a, 1.0, 20.0)).collect();
+    let session = |days, start_h| SessionSpec {
+        days,
+        start_h,
+        jitter_h: 2.5,
+        length_h: 5.0,
+        occurs: 0.9,
+        openers: Vec::new(),
+        menu: menu.clone(),
+        follows: Vec::new(),
+        gap_min: 12.0,
+    };
+    UserSpec {
+        shell: None,
+        sessions: vec![
+            session(Days::Weekdays, 9.5),
+            session(Days::Weekdays, 17.0),
+            session(Days::Weekends, 10.5),
+            session(Days::Weekends, 17.5),
+        ],
+    }
+}
+
+/// Applications of the many-apps scenario.
+const MANY_APPS: usize = 120;
+
+/// The many-apps scenario's application names (`tool-000` …), made once.
+fn many_app_names() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| (0..MANY_APPS).map(|i| format!("tool-{i:03}")).collect())
+}
+
+/// (private MiB, groups) of the many-apps scenario's `i`-th tool.
+fn many_app_size(i: usize) -> (u64, &'static [&'static str]) {
+    let name = &many_app_names()[i];
+    let groups: &'static [&'static str] = if i % 3 == 0 { &["base", "qt"] } else { &["base", "gtk"] };
+    (10 + name_seed(name) % 120, groups)
+}
+
+fn many_apps_user() -> UserSpec {
+    let names = many_app_names();
+    // Zipf popularity over a ranking: the morning ranks the tools in order, the evening by a
+    // fixed permutation.
+    let ranked = |rank_of: &dyn Fn(usize) -> usize| -> Vec<(&'static str, f64, f64)> {
+        (0..MANY_APPS).map(|i| (names[i].as_str(), 3.0 / (rank_of(i) + 1) as f64, 15.0 + (i % 4) as f64 * 10.0)).collect()
+    };
+    let morning = ranked(&|i| i);
+    let evening = ranked(&|i| (i * 37 + 11) % MANY_APPS);
+    let follows: Vec<(&'static str, &'static str, f64)> =
+        (0..12).map(|k| (names[3 * k].as_str(), names[3 * k + 1].as_str(), 2.0)).collect();
+    let session = |days, start_h, length_h, menu: &[(&'static str, f64, f64)], opener: usize| SessionSpec {
+        days,
+        start_h,
+        jitter_h: 0.7,
+        length_h,
+        occurs: 0.9,
+        openers: vec![(names[opener].as_str(), 0.85)],
+        menu: menu.to_vec(),
+        follows: follows.clone(),
+        gap_min: 12.0,
+    };
+    UserSpec {
+        shell: Some("gnome-shell"),
+        sessions: vec![
+            session(Days::Weekdays, 9.0, 4.0, &morning, 0),
+            session(Days::Weekdays, 19.0, 3.0, &evening, 1),
+            session(Days::Weekends, 12.0, 4.0, &evening, 1),
+        ],
+    }
+}
+
 /// The working set of an application: its private files and its groups' shared files.
 fn working_set(app: &str, private_mib: u64, groups: &[&str]) -> WorkingSet {
     let mut files = Vec::new();
@@ -470,6 +571,8 @@ pub fn generate(scenario: Scenario, seed: u64, days: u32) -> UsageTrace {
     let users: Vec<UserSpec> = match scenario {
         Scenario::SingleUser | Scenario::ChangingHabits => vec![single_user()],
         Scenario::TwoUsers => vec![gnome_user(), kde_user()],
+        Scenario::RandomUsage => vec![random_user()],
+        Scenario::ManyApps => vec![many_apps_user()],
     };
     let mut g = Generator { rng: SeededRng::new(seed), events: Vec::new(), seq: 0, instance: 0 };
     let day_ms = 86_400_000u64;
@@ -518,6 +621,14 @@ pub fn generate(scenario: Scenario, seed: u64, days: u32) -> UsageTrace {
             working_set: working_set(name, mib, groups),
         })
         .collect();
+    if scenario == Scenario::ManyApps {
+        for (i, name) in many_app_names().iter().enumerate() {
+            if used.contains(name) {
+                let (mib, groups) = many_app_size(i);
+                events.push(UsageEvent::App { t_ms: 0, app: name.clone(), working_set: working_set(name, mib, groups) });
+            }
+        }
+    }
     g.events.sort_by_key(|(t, seq, _)| (*t, *seq));
     events.extend(g.events.into_iter().map(|(_, _, e)| e));
     UsageTrace {
@@ -579,6 +690,27 @@ mod tests {
         for app in ["plasmashell", "gnome-shell", "firefox", "kmail", "evolution"] {
             assert!(t.working_sets().contains_key(app), "{app}");
         }
+    }
+
+    #[test]
+    fn random_usage_has_no_favourite_and_many_apps_has_a_long_tail() {
+        let t = generate(Scenario::RandomUsage, 2, 28);
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for e in &t.events {
+            if let UsageEvent::Activity { transition: Transition::Launch, app, .. } = e {
+                *counts.entry(app.as_str()).or_default() += 1;
+            }
+        }
+        assert_eq!(counts.len(), 16);
+        let (lo, hi) = (counts.values().min().unwrap(), counts.values().max().unwrap());
+        assert!(*hi < 2 * *lo, "uniform choice: {counts:?}");
+
+        let t = generate(Scenario::ManyApps, 2, 28);
+        let apps = t.working_sets();
+        assert!(apps.len() > 80, "{}", apps.len());
+        let total: u64 = apps.values().map(|ws| ws.bytes(4096)).sum();
+        let biggest = apps.values().map(|ws| ws.bytes(4096)).max().unwrap();
+        assert!(biggest * 20 < total, "a tenth of all working sets holds about a tenth of the applications");
     }
 
     #[test]

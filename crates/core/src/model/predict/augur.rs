@@ -342,17 +342,11 @@ impl Predictor for AugurPredictor {
 
     fn predict(&mut self, now: LocalTime) -> Vec<AppProbability> {
         let scores = self.scores(now);
-        let mut out: Vec<AppProbability> = self
-            .names
+        // `symbols` is ordered by name: no sort needed.
+        self.symbols
             .iter()
-            .enumerate()
-            .map(|(s, app)| AppProbability {
-                app: app.clone(),
-                probability: unit(scores.get(&(s as Symbol)).map_or(0.0, |v| v.0)),
-            })
-            .collect();
-        out.sort_by(|a, b| a.app.cmp(&b.app));
-        out
+            .map(|(app, s)| AppProbability { app: app.clone(), probability: unit(scores.get(s).map_or(0.0, |v| v.0)) })
+            .collect()
     }
 
     fn explain(&mut self, app: &str, now: LocalTime) -> Explanation {

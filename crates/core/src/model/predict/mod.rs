@@ -2,18 +2,21 @@
 //! times and say, for every application they know, the probability that it will be launched
 //! within their horizon, and why.
 //!
-//! Owns the [`Predictor`] trait, its event and answer types, and the three predictors
-//! ([`naive`], [`preload`], [`augur`]). Pure and deterministic: time comes only from the events
+//! Owns the [`Predictor`] trait, its event and answer types, the three predictors
+//! ([`naive`], [`preload`], [`augur`]) and [`confidence`], which believes any of them only as far
+//! as its recent predictions came true. Pure and deterministic: time comes only from the events
 //! and the `now` the caller passes; nothing here reads a clock or the system.
 
 use std::collections::BTreeMap;
 
 pub mod augur;
+pub mod confidence;
 pub mod context;
 pub mod naive;
 pub mod preload;
 
 pub use augur::{AugurConfig, AugurPredictor};
+pub use confidence::{ConfidenceConfig, ConfidentPredictor, PredictionConfidence};
 pub use naive::NaivePredictor;
 pub use preload::{PreloadConfig, PreloadPredictor};
 

@@ -1,0 +1,263 @@
+//! How far a predictor is to be believed, from how its own recent predictions came out: each
+//! prediction in force when a launch happens is checked against that launch and the next
+//! `horizon_launches − 1`; an application predicted with probability `p` is a hit when it is
+//! among them. Per probability band the tracker keeps faded sums of predictions, of their
+//! probabilities and of hits, and believes a new prediction `p` of that band at
+//! `p · (hits + k) / (Σ p + k)` (`k` = [`ConfidenceConfig::prior`]): a predictor whose
+//! predictions come true is taken at its word (or above it: the horizon spans several launches),
+//! one whose predictions do not is discounted towards zero — on random usage, where nothing
+//! predicts, the probabilities the planner sees shrink and it prefetches little or nothing.
+//!
+//! Owns [`PredictionConfidence`] (the tally) and [`ConfidentPredictor`] (any predictor, its
+//! probabilities passed through the tally). Pure: time and events come from the caller.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use super::{AppProbability, Explanation, LocalTime, Observation, Predictor, Transition, unit};
+
+/// Upper edges of the probability bands.
+const BANDS: [f64; 10] = [0.01, 0.03, 0.06, 0.1, 0.15, 0.25, 0.4, 0.6, 0.8, f64::INFINITY];
+
+/// Probabilities below this are not tallied (they could not pay for a read anyway); it bounds
+/// the tally's work per launch when thousands of applications are known.
+const TALLY_FLOOR: f64 = 1e-3;
+
+/// Settings of the tally.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConfidenceConfig {
+    /// A prediction is a hit when its application is launched at one of this many launches
+    /// from when it was in force (prefetched pages stay for more than the next launch).
+    pub horizon_launches: usize,
+    /// Tallies fade by half over this many launches: recent accuracy counts.
+    pub half_life_launches: f64,
+    /// Weight, in expected hits, of the predictor's own word before any outcome is known.
+    pub prior: f64,
+}
+
+impl Default for ConfidenceConfig {
+    fn default() -> Self {
+        ConfidenceConfig { horizon_launches: 3, half_life_launches: 200.0, prior: 2.0 }
+    }
+}
+
+/// Faded tallies of one probability band.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BandTally {
+    /// Predictions resolved.
+    pub predictions: f64,
+    /// Sum of their probabilities (the hits the predictor claimed, at one launch).
+    pub claimed: f64,
+    /// Predictions whose application came within the horizon.
+    pub hits: f64,
+}
+
+/// A prediction awaiting its outcome.
+#[derive(Clone, Debug)]
+struct Pending {
+    predictions: Vec<(String, f64)>,
+    launched: BTreeSet<String>,
+    launches: usize,
+}
+
+/// The tally of a predictor's recent predictions and what came of them.
+#[derive(Clone, Debug)]
+pub struct PredictionConfidence {
+    config: ConfidenceConfig,
+    bands: [BandTally; BANDS.len()],
+    /// The prediction in force now (the last one asked for), not yet attached to a launch.
+    latest: Vec<(String, f64)>,
+    pending: VecDeque<Pending>,
+    /// Resolved predictions above the tally floor, and hits, over the whole life (not faded).
+    resolved: u64,
+    hit: u64,
+}
+
+fn band_of(p: f64) -> usize {
+    BANDS.iter().position(|&edge| p < edge).unwrap_or(BANDS.len() - 1)
+}
+
+impl PredictionConfidence {
+    /// A tally that has seen nothing: predictions are taken at their word.
+    pub fn new(config: ConfidenceConfig) -> Self {
+        PredictionConfidence {
+            config,
+            bands: [BandTally::default(); BANDS.len()],
+            latest: Vec::new(),
+            pending: VecDeque::new(),
+            resolved: 0,
+            hit: 0,
+        }
+    }
+
+    /// The prediction now in force (replacing the previous one if no launch came in between).
+    pub fn predicted(&mut self, predictions: &[AppProbability]) {
+        self.latest.clear();
+        self.latest.extend(
+            predictions.iter().filter(|a| unit(a.probability) >= TALLY_FLOOR).map(|a| (a.app.clone(), unit(a.probability))),
+        );
+    }
+
+    /// A launch of `app`: it resolves the predictions in force at this and the previous launches.
+    pub fn launched(&mut self, app: &str) {
+        if !self.latest.is_empty() {
+            let predictions = std::mem::take(&mut self.latest);
+            self.pending.push_back(Pending { predictions, launched: BTreeSet::new(), launches: 0 });
+        }
+        let fade = 0.5f64.powf(1.0 / self.config.half_life_launches.max(1.0));
+        for b in &mut self.bands {
+            b.predictions *= fade;
+            b.claimed *= fade;
+            b.hits *= fade;
+        }
+        for p in &mut self.pending {
+            p.launched.insert(app.to_string());
+            p.launches += 1;
+        }
+        let horizon = self.config.horizon_launches.max(1);
+        while self.pending.front().is_some_and(|p| p.launches >= horizon) {
+            let Some(done) = self.pending.pop_front() else { break };
+            for (a, p) in &done.predictions {
+                let hit = done.launched.contains(a);
+                let b = &mut self.bands[band_of(*p)];
+                b.predictions += 1.0;
+                b.claimed += p;
+                self.resolved += 1;
+                if hit {
+                    b.hits += 1.0;
+                    self.hit += 1;
+                }
+            }
+        }
+    }
+
+    /// The factor a probability of `p`'s band is believed at: `(hits + k) / (claimed + k)`.
+    pub fn factor(&self, p: f64) -> f64 {
+        let b = &self.bands[band_of(unit(p))];
+        let k = self.config.prior.max(1e-9);
+        (b.hits + k) / (b.claimed + k)
+    }
+
+    /// The probability `p` is believed at, in `[0, 1]`.
+    pub fn believe(&self, p: f64) -> f64 {
+        let p = unit(p);
+        unit(p * self.factor(p))
+    }
+    /// (resolved predictions, hits) over the tally's whole life.
+    pub fn record(&self) -> (u64, u64) {
+        (self.resolved, self.hit)
+    }
+
+    /// The faded tallies per band, with the band's upper edge.
+    pub fn bands(&self) -> impl Iterator<Item = (f64, BandTally)> + '_ {
+        BANDS.iter().copied().zip(self.bands.iter().copied())
+    }
+}
+
+/// A predictor whose probabilities are believed as far as its recent predictions came true.
+pub struct ConfidentPredictor {
+    inner: Box<dyn Predictor>,
+    confidence: PredictionConfidence,
+}
+
+impl ConfidentPredictor {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn Predictor>, config: ConfidenceConfig) -> Self {
+        ConfidentPredictor { inner, confidence: PredictionConfidence::new(config) }
+    }
+
+    /// The tally.
+    pub fn confidence(&self) -> &PredictionConfidence {
+        &self.confidence
+    }
+}
+
+impl Predictor for ConfidentPredictor {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn observe(&mut self, event: &Observation<'_>) {
+        if event.transition == Transition::Launch {
+            self.confidence.launched(event.app);
+        }
+        self.inner.observe(event);
+    }
+
+    fn predict(&mut self, now: LocalTime) -> Vec<AppProbability> {
+        let mut out = self.inner.predict(now);
+        self.confidence.predicted(&out);
+        for a in &mut out {
+            a.probability = self.confidence.believe(a.probability);
+        }
+        out
+    }
+
+    fn explain(&mut self, app: &str, now: LocalTime) -> Explanation {
+        let mut e = self.inner.explain(app, now);
+        let raw = e.probability;
+        e.probability = self.confidence.believe(raw);
+        let (resolved, hits) = self.confidence.record();
+        e.reasons.push(format!(
+            "believed at {:.3}: predictions of its band came within {} launches {:.2}× as often as claimed ({hits} of {resolved} recent predictions came true)",
+            e.probability,
+            self.confidence.config.horizon_launches,
+            self.confidence.factor(raw)
+        ));
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ps(v: &[(&str, f64)]) -> Vec<AppProbability> {
+        v.iter().map(|&(a, p)| AppProbability { app: a.into(), probability: p }).collect()
+    }
+
+    #[test]
+    fn unknown_accuracy_takes_the_predictor_at_its_word() {
+        let c = PredictionConfidence::new(ConfidenceConfig::default());
+        assert_eq!(c.believe(0.3), 0.3);
+        assert_eq!(c.believe(f64::NAN), 0.0);
+    }
+
+    #[test]
+    fn predictions_that_never_come_true_are_believed_at_almost_nothing() {
+        let mut c = PredictionConfidence::new(ConfidenceConfig { horizon_launches: 1, ..ConfidenceConfig::default() });
+        for _ in 0..500 {
+            c.predicted(&ps(&[("a", 0.5), ("b", 0.5)]));
+            c.launched("c");
+        }
+        assert!(c.believe(0.5) < 0.02, "{}", c.believe(0.5));
+        assert_eq!(c.record().1, 0);
+    }
+
+    #[test]
+    fn calibrated_predictions_keep_their_value_and_the_horizon_raises_it() {
+        // "a" is predicted at 0.5 and comes every other launch.
+        let mut one = PredictionConfidence::new(ConfidenceConfig { horizon_launches: 1, ..ConfidenceConfig::default() });
+        let mut three = PredictionConfidence::new(ConfidenceConfig::default());
+        for k in 0..1000 {
+            for c in [&mut one, &mut three] {
+                c.predicted(&ps(&[("a", 0.5)]));
+                c.launched(if k % 2 == 0 { "a" } else { "b" });
+            }
+        }
+        assert!((one.believe(0.5) - 0.5).abs() < 0.03, "{}", one.believe(0.5));
+        assert!(three.believe(0.5) > 0.95, "within three launches it always came: {}", three.believe(0.5));
+    }
+
+    #[test]
+    fn uniform_random_launches_stay_at_their_small_probability() {
+        let apps: Vec<String> = (0..20).map(|i| format!("app{i}")).collect();
+        let mut c = PredictionConfidence::new(ConfidenceConfig { horizon_launches: 1, ..ConfidenceConfig::default() });
+        let mut rng = crate::sim::seeded::SeededRng::new(3);
+        for _ in 0..2000 {
+            let p: Vec<AppProbability> = apps.iter().map(|a| AppProbability { app: a.clone(), probability: 0.05 }).collect();
+            c.predicted(&p);
+            c.launched(&apps[rng.range(0, 20) as usize]);
+        }
+        assert!(c.believe(0.05) < 0.1, "{}", c.believe(0.05));
+    }
+}
