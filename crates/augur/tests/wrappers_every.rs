@@ -83,7 +83,9 @@ impl Machine {
         let bus_up = std::os::unix::net::UnixStream::connect("/run/dbus/system_bus_socket").is_ok();
         if !bus_up {
             std::fs::create_dir_all("/run/dbus").unwrap();
+            // Left by a bus that is gone: dbus-daemon refuses to start while its pid file exists.
             let _ = std::fs::remove_file("/run/dbus/system_bus_socket");
+            let _ = std::fs::remove_file("/run/dbus/pid");
             let out = Command::new("dbus-daemon").args(["--system", "--fork", "--print-pid"]).output().unwrap();
             assert!(out.status.success(), "starting a system bus: {}", String::from_utf8_lossy(&out.stderr));
             m.system_bus_pid = String::from_utf8_lossy(&out.stdout).trim().parse().ok();
@@ -106,6 +108,15 @@ impl Machine {
 
 impl Drop for Machine {
     fn drop(&mut self) {
+        // What the launches left behind on the test's display (a session bus GLib autolaunched).
+        let marker = format!("DISPLAY={}", self.display);
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            if pid != std::process::id() && environ.split(|&b| b == 0).any(|v| v == marker.as_bytes()) {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        }
         for child in [self.xvfb.take(), self.polkitd.take()].into_iter().flatten() {
             let mut child = child;
             let _ = child.kill();
@@ -113,6 +124,8 @@ impl Drop for Machine {
         }
         if let Some(pid) = self.system_bus_pid {
             let _ = Command::new("kill").arg(pid.to_string()).status();
+            let _ = std::fs::remove_file("/run/dbus/pid");
+            let _ = std::fs::remove_file("/run/dbus/system_bus_socket");
         }
         if self.doas_conf_written {
             let _ = std::fs::remove_file("/etc/doas.conf");

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::app::AppIdentity;
 use command::carries;
-pub use program::{ExecStep, KnownRole, Program, Stability, loader_program, program_of};
+pub use program::{ExecStep, KnownRole, Program, Stability, loader_program, program_of, starts_only_its_application};
 
 /// Fewest new pages (16 MiB) a forked program must use to be taken for the application by
 /// dominance: below that it is a helper (`file`, `xprop`, `dbus-daemon`).
@@ -255,6 +255,16 @@ impl LaunchIdentity {
             return self.rekey(n, Choice::Exec);
         }
         if from_app && !helper && self.carried_by(self.app, n) {
+            return self.rekey(n, Choice::Payload);
+        }
+        // Below `gio launch` or `gtk-launch`, the first program other than a session helper or a
+        // wrapper is the application, however few pages it uses: they start nothing else. (The
+        // daemon may see gio-launch-desktop's exec already as the program it exec'd.)
+        if !helper
+            && starts_only_its_application(&self.nodes[self.app].program)
+            && self.descends(n, self.app)
+            && !matches!(self.nodes[n].program.role, Some(KnownRole::PassThrough | KnownRole::Launcher))
+        {
             return self.rekey(n, Choice::Payload);
         }
         // Below a known launcher, the command a pass-through descendant carries is the

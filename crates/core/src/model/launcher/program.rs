@@ -141,6 +141,15 @@ const LAUNCHERS: &[&str] = &[
     "see",
     "run-mailcap",
 ];
+/// Whether `program` is a launcher that starts exactly one program, the application its
+/// arguments name (`gio launch x.desktop`, `gio open FILE`, `gtk-launch ID`: GLib spawns the
+/// desktop entry's Exec line and nothing else), unlike a script launcher (`xdg-open`) that runs
+/// helpers of its own first.
+pub fn starts_only_its_application(program: &Program) -> bool {
+    let name = Path::new(&program.identity.key).file_name().and_then(|n| n.to_str());
+    program.role == Some(KnownRole::Launcher) && matches!(name, Some("gio" | "gtk-launch"))
+}
+
 /// Whether an executable of this file name starts other programs for a living: a pass-through
 /// wrapper or a launcher (`gio` counts: its `launch` and `open` are launchers). Old state learned
 /// under such a name is dropped ([`super::migration`]).

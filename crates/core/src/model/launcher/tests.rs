@@ -550,3 +550,31 @@ fn a_script_s_file_reading_child_is_not_its_application() {
     // A launcher script without arguments whose child is given options only is still seen through.
     assert_eq!(key(&script(&["cat", "--show-all"])), ("/usr/bin/cat".into(), None));
 }
+
+#[test]
+fn below_gio_launch_the_first_program_is_the_application_even_when_gio_launch_desktop_was_not_seen() {
+    // The daemon reads /proc late: gio-launch-desktop has already exec'd the Exec line.
+    let late = [
+        exec(10, "/usr/bin/gio", &["gio", "launch", "/usr/share/applications/t.desktop"], 900),
+        Ev::Fork { parent: 10, child: 11 },
+        exec(11, "/usr/bin/dbus-launch", &["dbus-launch", "--autolaunch=1", "--binary-syntax"], 300),
+        Ev::Fork { parent: 10, child: 12 },
+        exec(12, "/usr/bin/python3.11", &["/usr/bin/python3", "/opt/t/tool.py"], 100),
+    ];
+    assert_eq!(key(&late), ("/opt/t/tool.py".into(), None));
+    // Seen in time, through gio-launch-desktop, and under gtk-launch: the same.
+    let seen = [
+        exec(10, "/usr/bin/gtk-launch", &["gtk-launch", "t"], 900),
+        Ev::Fork { parent: 10, child: 12 },
+        exec(12, "/usr/lib/x86_64-linux-gnu/glib-2.0/gio-launch-desktop", &["gio-launch-desktop", "/usr/bin/xterm"], 10),
+        exec(12, "/usr/bin/xterm", &["/usr/bin/xterm"], 100),
+    ];
+    assert_eq!(key(&seen), ("/usr/bin/xterm".into(), None));
+    // xdg-open runs helpers of its own first: they are not taken for the application.
+    let script = [
+        exec(10, "/usr/bin/dash", &["/bin/sh", "/usr/bin/xdg-open", "a.txt"], 500),
+        Ev::Fork { parent: 10, child: 11 },
+        exec(11, "/usr/bin/xdg-mime", &["xdg-mime", "query", "filetype", "a.txt"], 200),
+    ];
+    assert_ne!(key(&script).0, "/usr/bin/xdg-mime");
+}
