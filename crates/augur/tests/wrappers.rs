@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::{AUGUR, TestDaemon, make_app};
+use common::{AUGUR, TestDaemon, install, make_app};
 
 /// How each wrapper is asked to run the application `script`.
 fn through(wrapper: &str, script: &Path) -> Command {
@@ -31,16 +31,6 @@ fn through(wrapper: &str, script: &Path) -> Command {
     let mut c = Command::new(words[0]);
     c.args(&words[1..]).arg(script);
     c
-}
-
-/// Makes sure `program` is installed (Debian package `package`).
-fn install(program: &str, package: &str) {
-    if Command::new("sh").arg("-c").arg(format!("command -v {program}")).status().unwrap().success() {
-        return;
-    }
-    let s =
-        Command::new("apt-get").args(["install", "-y", "-q", package]).env("DEBIAN_FRONTEND", "noninteractive").status().unwrap();
-    assert!(s.success(), "installing {package}");
 }
 
 #[test]

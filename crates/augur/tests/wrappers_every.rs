@@ -17,17 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{AUGUR, TestDaemon};
-
-/// Makes sure `program` is installed (Debian package `package`).
-fn install(program: &str, package: &str) {
-    if Command::new("sh").arg("-c").arg(format!("command -v {program}")).status().unwrap().success() {
-        return;
-    }
-    let s =
-        Command::new("apt-get").args(["install", "-y", "-q", package]).env("DEBIAN_FRONTEND", "noninteractive").status().unwrap();
-    assert!(s.success(), "installing {package}");
-}
+use common::{AUGUR, TestDaemon, install};
 
 /// What the test started or changed on the machine, undone on drop.
 #[derive(Default)]
@@ -348,29 +338,9 @@ fn java_a_python_script_and_a_desktop_application_are_learned_through_every_wrap
     // No wrapper was learned as an application.
     let out = Command::new(AUGUR).arg("apps").arg("--socket").arg(d.socket()).output().unwrap();
     let listed = String::from_utf8_lossy(&out.stdout);
-    let wrapper_names = [
-        "env",
-        "nice",
-        "ionice",
-        "chrt",
-        "taskset",
-        "nohup",
-        "setsid",
-        "timeout",
-        "stdbuf",
-        "sudo",
-        "su",
-        "doas",
-        "pkexec",
-        "dbus-run-session",
-        "dbus-launch",
-        "dbus-daemon",
-        "gio",
-        "gtk-launch",
-        "firejail",
-        "bwrap",
-        "ld-linux-x86-64.so.2",
-    ];
+    // Each wrapper's program name, and the programs they start on the side.
+    let mut wrapper_names: Vec<&str> = WRAPPERS.iter().map(|w| w.split(' ').next().unwrap()).collect();
+    wrapper_names.extend(["dbus-daemon", "gio-launch-desktop", "ld-linux-x86-64.so.2"]);
     for line in listed.lines() {
         let name = line.rsplit('/').next().unwrap_or("");
         if wrapper_names.contains(&name) {

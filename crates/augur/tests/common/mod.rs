@@ -286,3 +286,13 @@ pub fn thread_named(pid: u32, name: &str) -> u32 {
     }
     panic!("process {pid} has no thread {name}");
 }
+
+/// Makes sure `program` is installed (Debian package `package`).
+pub fn install(program: &str, package: &str) {
+    if Command::new("sh").arg("-c").arg(format!("command -v {program}")).status().unwrap().success() {
+        return;
+    }
+    let s =
+        Command::new("apt-get").args(["install", "-y", "-q", package]).env("DEBIAN_FRONTEND", "noninteractive").status().unwrap();
+    assert!(s.success(), "installing {package}");
+}
