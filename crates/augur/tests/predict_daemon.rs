@@ -106,6 +106,16 @@ fn prediction_survives_a_restart_and_plans_before_any_launch() {
         assert!(log.contains("launches and exits remembered from earlier runs"), "{log}");
         assert!(ra >= wanted * 9 / 10, "after the restart A has {ra} of {wanted} pages resident: {log}");
         assert!(rb * 2 < ra, "B ({rb} pages resident) is less likely and only its first pages fit the budget beside A");
+        // `augur status` counts the round that planned before any launch.
+        let status = Command::new(AUGUR).arg("status").arg("--socket").arg(d.socket()).output().unwrap();
+        let text = String::from_utf8_lossy(&status.stdout);
+        let rounds: u64 = text
+            .split("prediction: on (")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no planning rounds in `augur status`: {text}"));
+        assert!(rounds >= 1, "{text}");
         return;
     }
     panic!("three attempts all disturbed by other cache drops");

@@ -89,10 +89,14 @@ fn render(r: &StatusReport) -> String {
         r.launches_in_progress,
         human_bytes(r.rss_bytes)
     ));
+    let prediction = if r.prediction_enabled {
+        format!("on ({} planning rounds, {} stopped by memory pressure)", r.events.planning_rounds, r.events.pressure_events)
+    } else {
+        "off".to_string()
+    };
     out.push_str(&format!(
-        "replay on exec: {}; prediction: {}; state: {}\n",
+        "replay on exec: {}; prediction: {prediction}; state: {}\n",
         if r.replay_on_exec { "on" } else { "off" },
-        if r.prediction_enabled { "on" } else { "off" },
         r.state_path.display()
     ));
     let e = &r.events;

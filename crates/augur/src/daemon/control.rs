@@ -69,6 +69,9 @@ pub struct EventCounts {
     /// Memory-pressure trigger events (each stops prefetching at once).
     #[serde(default)]
     pub pressure_events: u64,
+    /// Planning rounds of the prediction step that decided a plan (0 with prediction off).
+    #[serde(default)]
+    pub planning_rounds: u64,
 }
 
 /// What `augur status` shows.

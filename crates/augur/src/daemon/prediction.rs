@@ -130,6 +130,8 @@ pub struct PredictionStep {
     sources: MemorySources,
     /// Fetch jobs handed to the worker (for tests and status).
     jobs_sent: u64,
+    /// Planning rounds that decided a plan (for `augur status`).
+    rounds_planned: u64,
     /// The PSI trigger the event loop watches, if the kernel has one.
     trigger: Option<PressureTrigger>,
     /// No fetch starts before this wall-clock time (ms), after a pressure trigger.
@@ -226,6 +228,7 @@ impl PredictionStep {
             last: None,
             sources,
             jobs_sent: 0,
+            rounds_planned: 0,
             trigger,
             hold_until_ms: None,
             last_round_ms: None,
@@ -382,6 +385,10 @@ pub fn fetch_plans_of(
 }
 
 impl PlanStep for PredictionStep {
+    fn rounds_planned(&self) -> u64 {
+        self.rounds_planned
+    }
+
     fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
         self.trigger.as_ref().map(|t| t.as_fd())
@@ -504,6 +511,7 @@ impl PlanStep for PredictionStep {
                 return Ok(());
             }
         };
+        self.rounds_planned += 1;
         let fetch = fetch_plans_of(&planned, &profiles, augur_os::fetch::page_size());
         if self.last != Some((budget.bytes, planned.bytes)) {
             let page = augur_os::fetch::page_size();

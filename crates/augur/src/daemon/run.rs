@@ -101,6 +101,11 @@ pub trait PlanStep {
         None
     }
 
+    /// Planning rounds that decided a plan since the step was built.
+    fn rounds_planned(&self) -> u64 {
+        0
+    }
+
     /// Launches and exits seen before this start, oldest first: the step's predictor learns
     /// them again, so that prediction survives a restart.
     fn restore(&mut self, _history: &[ActivityRecord]) {}
@@ -750,6 +755,7 @@ impl Daemon {
         let mode = io.observer.mode();
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
         let mut events = io.counts.clone();
+        events.planning_rounds += io.plan_step.as_ref().map_or(0, |s| s.rounds_planned());
         let (tracepoints, lost_by_cause) = match &io.observer {
             Observer::Bpf(Some(feed)) => {
                 let lost = feed.lost_by_cause();
@@ -948,6 +954,7 @@ impl LoopIo {
     /// Drops the prediction step (its fetch stops), its pressure trigger first out of the epoll set.
     fn drop_plan_step(&mut self) {
         let Some(step) = self.plan_step.take() else { return };
+        self.counts.planning_rounds += step.rounds_planned();
         if self.pressure_watched
             && let Some(fd) = step.pressure_trigger()
             && let Err(e) = self.poll.delete(fd)
