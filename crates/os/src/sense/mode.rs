@@ -115,19 +115,6 @@ pub fn mode_name(mode: TraceMode) -> &'static str {
     }
 }
 
-/// Reads [`FORCE_MODE_ENV`]; an unknown value is an error rather than silently ignored.
-pub fn forced_mode_from_env() -> Result<Option<TraceMode>> {
-    match std::env::var(FORCE_MODE_ENV) {
-        Ok(v) if v.trim().is_empty() => Ok(None),
-        Ok(v) => parse_mode(&v).map(Some).ok_or(OsError::BadEnvironment {
-            variable: FORCE_MODE_ENV,
-            value: v,
-            expected: "access, insertion or file-only (bpf is augur trace's only)",
-        }),
-        Err(_) => Ok(None),
-    }
-}
-
 /// Chooses the mode: the best available, or `requested` when given. A request can only degrade:
 /// asking for more than the kernel has fails with [`OsError::KernelFeature`].
 pub fn select_mode(available: TraceMode, requested: Option<TraceMode>) -> Result<TraceMode> {

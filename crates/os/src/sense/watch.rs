@@ -11,7 +11,7 @@ use crate::error::{OsError, Result};
 use augur_core::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
-use super::mode::{KernelEvents, ObservationMode, PassedOver, forced_mode_from_env, mode_name, select_mode};
+use super::mode::{KernelEvents, ObservationMode, PassedOver, mode_name, select_mode};
 use super::pid_filter::{FilterFiles, PidFilterWriter};
 use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 
@@ -33,8 +33,9 @@ const NOBODY: u32 = 0;
 /// How the mode is chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ModeChoice {
-    /// A mode asked for explicitly (it can only degrade); `None` reads `AUGUR_FORCE_MODE` and
-    /// otherwise takes the best the kernel offers.
+    /// A mode asked for explicitly (it can only degrade); `None` takes the best the kernel
+    /// offers. Callers resolve `--mode` and `AUGUR_FORCE_MODE` first
+    /// ([`super::mode::forced_observation_mode_from_env`]).
     pub requested: Option<TraceMode>,
     /// Without tracefs or filemap tracepoints, fall back to [`TraceMode::FileOnly`] instead of
     /// failing with [`OsError::KernelFeature`] (the daemon degrades; `augur trace` fails unless
@@ -77,10 +78,7 @@ impl PageWatch {
     /// Chooses the mode, removes stale augur instances, creates `augur-<purpose>-<pid>`, enables
     /// the mode's events for `scope`. Recording starts with [`PageWatch::start`].
     pub fn open(purpose: &str, scope: &WatchScope, choice: ModeChoice, options: &InstanceOptions) -> Result<Self> {
-        let requested = match choice.requested {
-            Some(m) => Some(m),
-            None => forced_mode_from_env()?,
-        };
+        let requested = choice.requested;
         let own_pid = std::process::id();
         let file_only = |own_pid, passed_over| PageWatch {
             filter: None,
