@@ -69,21 +69,22 @@ fn write_suite_with(dir: &Path, command: &str, conditions: &str) -> std::path::P
     suite
 }
 
+/// `augur-bench --suite SUITE ARGS --skip-day --skip-cost`, writing to `dir`/out with its cache
+/// in `dir`/cache.
+fn suite_run(suite: &Path, dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(augur());
+    c.arg("--suite").arg(suite).args(args).args(["--skip-day", "--skip-cost", "--output-dir"]);
+    c.arg(dir.join("out")).arg("--cache-dir").arg(dir.join("cache"));
+    c
+}
+
 #[test]
 fn tiny_suite_as_is_and_slow_disk_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let suite = write_suite(dir.path(), r#"["sh", "-c", "ls /usr/bin > /dev/null"]"#);
     let out = dir.path().join("out");
-    let mut child = Command::new(augur())
-        .args(["--suite"])
-        .arg(&suite)
-        .args(["--machine", "as-is", "--machine", "slow-disk", "--skip-day", "--skip-cost", "--output-dir"])
-        .arg(&out)
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child =
+        suite_run(&suite, dir.path(), &["--machine", "as-is", "--machine", "slow-disk"]).stdout(Stdio::null()).spawn().unwrap();
     let pid = child.id();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
@@ -115,16 +116,7 @@ fn missing_peer_is_reported_not_measured_and_the_suite_goes_on() {
     let suite = write_suite_with(dir.path(), r#"["true"]"#, r#"["cold", "warm", "preload-ng"]"#);
     let out = dir.path().join("out");
     let missing = dir.path().join("no-such-dir/preload-ng");
-    let run = Command::new(augur())
-        .args(["--suite"])
-        .arg(&suite)
-        .args(["--machine", "as-is", "--skip-day", "--skip-cost", "--output-dir"])
-        .arg(&out)
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .env("PRELOAD_NG_BIN", &missing)
-        .output()
-        .unwrap();
+    let run = suite_run(&suite, dir.path(), &["--machine", "as-is"]).env("PRELOAD_NG_BIN", &missing).output().unwrap();
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{err}");
     let line = format!("preload-ng: not measured (binary not found at {}; run scripts/bench-setup)", missing.display());
@@ -184,15 +176,7 @@ fn a_desktop_file_launch_is_timed_to_its_window_and_closed_without_leftovers() {
     )
     .unwrap();
     let out = dir.path().join("out");
-    let run = Command::new(augur())
-        .args(["--suite"])
-        .arg(&suite)
-        .args(["--machine", "as-is", "--skip-day", "--skip-cost", "--output-dir"])
-        .arg(&out)
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .output()
-        .unwrap();
+    let run = suite_run(&suite, dir.path(), &["--machine", "as-is"]).output().unwrap();
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
     for c in json["profiles"][0]["workloads"][0]["conditions"].as_array().unwrap() {
@@ -210,19 +194,13 @@ fn interrupted_small_memory_slow_disk_run_cleans_up() {
     let before = mem_available();
     // Leave all but 512 MiB available, so the balloon is quick and harmless to others.
     let leave = before - (512 << 20);
-    let mut child = Command::new(augur())
-        .args(["--suite"])
-        .arg(&suite)
-        .args(["--machine", "small-memory+slow-disk", "--runs", "5", "--skip-day", "--skip-cost", "--leave-available"])
-        .arg(leave.to_string())
-        .arg("--output-dir")
-        .arg(dir.path().join("out"))
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let leave = leave.to_string();
+    let mut child =
+        suite_run(&suite, dir.path(), &["--machine", "small-memory+slow-disk", "--runs", "5", "--leave-available", &leave])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
     let stderr = BufReader::new(child.stderr.take().unwrap());
     let mut lines = stderr.lines();
     let mut applied = None;
