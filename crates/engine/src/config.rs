@@ -114,9 +114,18 @@ pub struct LaunchSection {
     pub min_pages: u64,
     /// The first this-many launches of an application are followed (traced and learned) ...
     pub follow_first_launches: u64,
+    /// ... and after them every launch until this many learned launches in a row were stable
+    /// (at most `stable_new_share` of their pages new to the profile) ...
+    pub stable_launches: u32,
+    /// ... or this many in a row were not (a profile that does not settle is sampled instead) ...
+    pub max_unstable_launches: u32,
     /// ... and after that one launch in this many seconds: a known application's launches are
-    /// replayed but not traced, so learning costs nothing once a profile is settled.
+    /// replayed but not traced, so learning costs nothing once a profile is settled. A sampled
+    /// launch that adds many pages makes the following launches followed again.
     pub refollow_after_secs: u64,
+    /// Largest share of a learned launch's pages that may be new to its profile for the launch
+    /// to count as stable, in [0, 1].
+    pub stable_new_share: f64,
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
@@ -131,7 +140,10 @@ impl Default for LaunchSection {
             replay_io_priority: ReplayPriority::BestEffort,
             min_pages: 4,
             follow_first_launches: 3,
+            stable_launches: 2,
+            max_unstable_launches: 8,
             refollow_after_secs: 3600,
+            stable_new_share: 0.05,
             max_launch_mib: 256,
         }
     }
@@ -265,6 +277,9 @@ impl Config {
         if l.follow_first_launches == 0 {
             return Err(bad("launch", "follow_first_launches", "must be at least 1 (or nothing is ever learned)".into()));
         }
+        if !(l.stable_new_share.is_finite() && (0.0..=1.0).contains(&l.stable_new_share)) {
+            return Err(bad("launch", "stable_new_share", format!("{} is not between 0 and 1", l.stable_new_share)));
+        }
         if l.max_launch_mib == 0 {
             return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
         }
@@ -333,6 +348,7 @@ impl Config {
             replay_threshold: self.learn.replay_threshold,
             max_ranges_per_app: self.learn.max_ranges_per_app,
             max_apps: self.learn.max_apps,
+            stable_new_share: self.launch.stable_new_share,
         }
     }
 

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 use augur_core::model::app::AppIdentity;
 use augur_core::model::launcher::{ExecStep, Hint};
-use augur_core::model::learn::LearnSettings;
+use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, LookupList, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
 use augur_core::model::record::{ActivityRecord, LaunchRecord};
@@ -240,7 +240,7 @@ pub type WorldError = Box<dyn std::error::Error + Send + Sync>;
 pub trait DaemonWorld {
     /// How many launches of `app` were learned and when the latest was (Unix ms); `None` when
     /// the application is unknown.
-    fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError>;
+    fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError>;
 
     /// True while the kernel's pid filter is being written (a pid added now would be in force
     /// only after a grace period, too late for a start).
@@ -317,6 +317,8 @@ pub fn window_settings(c: &Config, mode: TraceMode, page_size: u64) -> WindowSet
 pub fn follow_policy(c: &Config) -> FollowPolicy {
     FollowPolicy {
         first_launches: c.launch.follow_first_launches,
+        stable_launches: c.launch.stable_launches,
+        max_unstable_launches: c.launch.max_unstable_launches,
         refollow_after_ms: c.launch.refollow_after_secs.saturating_mul(1000),
     }
 }
@@ -340,11 +342,8 @@ fn decide_follow(
     pid: u32,
     traced: bool,
 ) -> bool {
-    let wanted = match world.learned_launches(&app.key) {
-        Ok(learned) => {
-            let (n, last_ms) = learned.unwrap_or((0, 0));
-            policy.follows(n, last_ms, now.unix_ms)
-        }
+    let wanted = match world.learning_history(&app.key) {
+        Ok(history) => policy.follows(&history.unwrap_or_default(), now.unix_ms),
         Err(e) => {
             tracing::warn!("reading what is known of {}: {e}", app.key);
             true
@@ -929,6 +928,12 @@ mod tests {
     use super::*;
     use augur_core::model::profile::{FileIdentity, LookupKind};
 
+    /// The history of an application learned `n` times, the latest at `last_ms`, whose profile
+    /// is stable.
+    fn settled(n: u64, last_ms: u64) -> LearningHistory {
+        LearningHistory { learned: n, last_learned_ms: last_ms, stable_streak: 2, unstable_streak: 0 }
+    }
+
     const MS: u64 = 1_000_000;
     /// Monotonic time of `at(0)`, ms (the daemon is not started at the clock's origin).
     const BASE_MS: u64 = 1_000_000;
@@ -963,7 +968,7 @@ mod tests {
     #[derive(Default)]
     struct FakeWorld {
         /// Applications' learned launches: (count, last learned Unix ms).
-        learned: HashMap<String, (u64, u64)>,
+        learned: HashMap<String, LearningHistory>,
         /// Applications' replayable profiles.
         profiles: HashMap<String, LaunchProfile>,
         /// Launchers' hints: (key, argv) → the application expected.
@@ -984,7 +989,7 @@ mod tests {
     }
 
     impl DaemonWorld for FakeWorld {
-        fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError> {
+        fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError> {
             self.learned_asked += 1;
             Ok(self.learned.get(app).copied())
         }
@@ -1234,7 +1239,7 @@ mod tests {
     #[test]
     fn observing_every_exec_what_the_daemon_does_not_follow_is_taken_off_at_its_exec() {
         let mut d = Daemon::every_exec(no_replay());
-        d.world.learned.insert("/bin/a".into(), (3, WALL_MS - 60_000));
+        d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS - 60_000));
         assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Unfollow(vec![100])], "replayed only");
         // A helper it forks and execs is part of its launch, and not followed either.
         d.fork(10, 100, 101);
@@ -1287,7 +1292,7 @@ mod tests {
     #[test]
     fn an_application_learned_often_and_lately_is_not_followed_and_learns_nothing() {
         let mut d = Daemon::new(no_replay());
-        d.world.learned.insert("/bin/a".into(), (3, WALL_MS - 60_000));
+        d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS - 60_000));
         assert_eq!(d.exec(0, 100, "/bin/a"), vec![]);
         d.pages(10, 100, 5, 0, 8);
         // It lasts while its processes do: the quiet time does not end it.
@@ -1302,10 +1307,45 @@ mod tests {
     #[test]
     fn a_settled_application_is_followed_again_after_the_refollow_interval() {
         let mut d = Daemon::new(no_replay());
-        d.world.learned.insert("/bin/a".into(), (5, WALL_MS - 3_600_000));
+        d.world.learned.insert("/bin/a".into(), settled(5, WALL_MS - 3_600_000));
         assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
-        d.world.learned.insert("/bin/b".into(), (5, WALL_MS - 3_599_000));
+        d.world.learned.insert("/bin/b".into(), settled(5, WALL_MS - 3_599_000));
         assert_eq!(d.exec(0, 200, "/bin/b"), vec![]);
+    }
+
+    #[test]
+    fn an_application_is_followed_until_its_profile_is_stable_then_sampled() {
+        let mut d = Daemon::new(no_replay());
+        let h = |learned, stable_streak, unstable_streak| LearningHistory {
+            learned,
+            last_learned_ms: WALL_MS - 60_000,
+            stable_streak,
+            unstable_streak,
+        };
+        // Past its first launches, still adding pages: followed.
+        d.world.learned.insert("/bin/a".into(), h(5, 0, 1));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
+        // One stable launch is not enough (stable_launches = 2).
+        d.world.learned.insert("/bin/b".into(), h(5, 1, 0));
+        assert_eq!(d.exec(0, 200, "/bin/b"), vec![Action::Follow { pid: 200 }]);
+        // Two in a row: settled, sampled once an hour.
+        d.world.learned.insert("/bin/c".into(), h(5, 2, 0));
+        assert_eq!(d.exec(0, 300, "/bin/c"), vec![]);
+        // A profile that never settles is sampled after max_unstable_launches in a row.
+        d.world.learned.insert("/bin/e".into(), h(12, 0, 8));
+        assert_eq!(d.exec(0, 400, "/bin/e"), vec![]);
+    }
+
+    #[test]
+    fn the_follow_policy_always_follows_the_first_launches_and_a_due_sample() {
+        let p = FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 1000 };
+        let settled = LearningHistory { learned: 3, last_learned_ms: 10_000, stable_streak: 5, unstable_streak: 0 };
+        assert!(!p.follows(&settled, 10_500));
+        assert!(p.follows(&settled, 11_000), "a sample is due");
+        assert!(p.follows(&settled, 9_000), "the clock went back");
+        assert!(p.follows(&LearningHistory { learned: 2, ..settled }, 10_500), "first launches");
+        let off = FollowPolicy { stable_launches: 0, ..p };
+        assert!(!off.follows(&LearningHistory { stable_streak: 0, unstable_streak: 3, ..settled }, 10_500));
     }
 
     #[test]
@@ -1589,7 +1629,7 @@ mod tests {
     #[test]
     fn launches_and_exits_are_written_in_batches_of_64() {
         let mut d = Daemon::new(no_replay());
-        d.world.learned.extend((0..64).map(|i| (format!("/bin/p{i}"), (9, WALL_MS))));
+        d.world.learned.extend((0..64).map(|i| (format!("/bin/p{i}"), settled(9, WALL_MS))));
         for i in 0..63u32 {
             d.exec(1, 1000 + i, &format!("/bin/p{i}"));
         }
@@ -1732,7 +1772,7 @@ mod tests {
             c.predict.enabled = true;
             let mut d = Daemon::predicting(c);
             d.world.profiles.insert("/bin/a".into(), profile(20));
-            d.world.learned.insert("/bin/c".into(), (9, WALL_MS));
+            d.world.learned.insert("/bin/c".into(), settled(9, WALL_MS));
             let mut saved_launches = Vec::new();
             let mut ms = 0;
             for (kind, pid, n, gap) in steps {
@@ -1926,7 +1966,7 @@ mod tests {
         // The next launch expects soffice.bin from the script's exec and replays its profile
         // there, once, even when the first replay is over before soffice.bin is exec'd, and even
         // when the launch is not followed (no page events to find it by).
-        d.world.learned.insert(bin.into(), (3, WALL_MS + 10_000));
+        d.world.learned.insert(bin.into(), settled(3, WALL_MS + 10_000));
         assert_eq!(launch(&mut d, 10_000, 200, true), (vec![50], vec![], vec![]));
     }
 

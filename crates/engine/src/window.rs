@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use augur_core::model::app::AppIdentity;
 use augur_core::model::launcher::{ExecStep, LaunchIdentity, Verdict};
+use augur_core::model::learn::LearningHistory;
 use augur_core::model::profile::{InodeKey, Lookup, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
@@ -511,22 +512,30 @@ impl LaunchTracker {
     }
 }
 
-/// Which launches are followed: every launch of an application until a few were learned, then
-/// one in a while, so a settled profile stays current without tracing every launch.
+/// Which launches are followed: every launch of an application until its profile is stable (its
+/// latest learned launches added almost no pages), then one in a while, so a settled profile
+/// stays current without tracing every launch; a sampled launch that adds many pages makes the
+/// next ones followed again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FollowPolicy {
-    /// Launches followed before sampling starts.
+    /// Launches always followed first.
     pub first_launches: u64,
+    /// Followed until this many learned launches in a row were stable ...
+    pub stable_launches: u32,
+    /// ... or this many in a row were not (such a profile is sampled instead).
+    pub max_unstable_launches: u32,
     /// Then one launch in this long (milliseconds) is followed.
     pub refollow_after_ms: u64,
 }
 
 impl FollowPolicy {
-    /// Whether a launch at `now_ms` of an application with `learned` launches so far, the latest
-    /// learned at `last_learned_ms` (Unix ms), is followed.
-    pub fn follows(&self, learned: u64, last_learned_ms: u64, now_ms: u64) -> bool {
+    /// Whether a launch at `now_ms` (Unix ms) of an application with learning history `h` is
+    /// followed.
+    pub fn follows(&self, h: &LearningHistory, now_ms: u64) -> bool {
+        let settling = h.stable_streak < self.stable_launches && h.unstable_streak < self.max_unstable_launches;
         // A clock set back re-follows at once instead of waiting for it to catch up.
-        learned < self.first_launches || now_ms < last_learned_ms || now_ms - last_learned_ms >= self.refollow_after_ms
+        let sample_due = now_ms < h.last_learned_ms || now_ms - h.last_learned_ms >= self.refollow_after_ms;
+        h.learned < self.first_launches || settling || sample_due
     }
 }
 
@@ -880,14 +889,15 @@ mod tests {
 
     #[test]
     fn the_first_launches_are_followed_then_one_in_a_while() {
-        let p = FollowPolicy { first_launches: 3, refollow_after_ms: 3_600_000 };
+        let p = FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
         let now = 10_000_000_000;
-        assert!(p.follows(0, 0, now));
-        assert!(p.follows(2, now - 1, now));
-        assert!(!p.follows(3, now - 1, now));
-        assert!(!p.follows(50, now - 3_599_999, now));
-        assert!(p.follows(50, now - 3_600_000, now));
-        assert!(p.follows(50, now + 5, now), "the clock was set back");
+        let h = |learned, last_learned_ms| LearningHistory { learned, last_learned_ms, stable_streak: 2, unstable_streak: 0 };
+        assert!(p.follows(&h(0, 0), now));
+        assert!(p.follows(&h(2, now - 1), now));
+        assert!(!p.follows(&h(3, now - 1), now));
+        assert!(!p.follows(&h(50, now - 3_599_999), now));
+        assert!(p.follows(&h(50, now - 3_600_000), now));
+        assert!(p.follows(&h(50, now + 5), now), "the clock was set back");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::control::{self, EventCounts, Request, Response, StatusReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::launcher::{self, ExecStep};
-use augur_core::model::learn::LearnSettings;
+use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_engine::config::{Config, ReplayPriority};
@@ -967,8 +967,8 @@ impl LoopIo {
 }
 
 impl DaemonWorld for LoopIo {
-    fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError> {
-        Ok(self.state.learned_launches(app)?)
+    fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError> {
+        Ok(self.state.learning_history(app)?)
     }
 
     fn filter_busy(&self) -> bool {
