@@ -69,11 +69,14 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     assert!(app.launches >= 3);
 }
 
-/// Once an application's first launches are learned, its launches are replayed but not traced:
-/// nothing is recorded for them, and the page events they cause never reach the daemon.
+/// Once an application's first launches are learned and its profile is stable, its launches are
+/// replayed but not traced: nothing is recorded for them, and the page events they cause never
+/// reach the daemon.
 #[test]
 fn launches_after_the_first_ones_are_replayed_without_being_traced() {
-    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n");
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nstable_launches = 1\nrefollow_after_secs = 3600\n",
+    );
     let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
     let script = make_app(appdir.path());
     let key = script.to_string_lossy().into_owned();
@@ -118,6 +121,37 @@ fn launches_after_the_first_ones_are_replayed_without_being_traced() {
     assert!(reached < 1000, "{reached} page events reached the daemon during an untraced launch: {closed}");
     // Other processes on the machine may be followed meanwhile: their events are counted too.
     println!("page events meanwhile, all processes: {}", d.status().events.page_events - events_before);
+}
+
+/// An application is followed until its profile is stable: a learned launch that read pages the
+/// profile lacked makes the next launch followed too, and once a launch adds nothing new the
+/// following ones are only replayed.
+#[test]
+fn an_application_is_followed_until_its_profile_is_stable() {
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 1\nstable_launches = 1\nrefollow_after_secs = 3600\n",
+    );
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    // The application changes: it now also reads 16 MiB more (a third of its pages are new).
+    let extra = appdir.path().join("extra");
+    std::fs::write(&extra, vec![3u8; 16 << 20]).unwrap();
+    let body = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, format!("{body}cat {} > /dev/null\n", extra.display())).unwrap();
+    run_app(&script);
+    d.wait_launches(&key, 2);
+    // Not stable yet: the third launch is followed and learned; it adds nothing new.
+    run_app(&script);
+    d.wait_launches(&key, 3);
+    // Stable now: the fourth is replayed only.
+    run_app(&script);
+    std::thread::sleep(Duration::from_secs(4));
+    let recs = d.wait_launches(&key, 3);
+    assert_eq!(recs.len(), 3, "the fourth launch was learned: {}", d.log());
+    assert!(d.log().lines().any(|l| l.contains(&format!(": {key} (pid")) && l.contains("replayed only")), "{}", d.log());
 }
 
 /// A launch that settles into re-using its pages (a build running one compiler after another)
