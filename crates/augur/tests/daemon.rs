@@ -154,6 +154,43 @@ fn an_application_is_followed_until_its_profile_is_stable() {
     assert!(d.log().lines().any(|l| l.contains(&format!(": {key} (pid")) && l.contains("replayed only")), "{}", d.log());
 }
 
+/// With eBPF, a launch that is replayed but not followed is still watched: the kernel counts the
+/// pages it reads from disk. One that read many pages its profile lacks (the application changed
+/// between samples) makes the next launch followed and learned at once, not an hour later.
+#[test]
+fn a_replayed_launch_that_read_pages_its_profile_lacks_makes_the_next_one_followed() {
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 1\nstable_launches = 1\nrefollow_after_secs = 3600\n",
+    );
+    assert_eq!(d.status().mode, "bpf", "this test needs the eBPF observer");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    run_app(&script);
+    d.wait_launches(&key, 2);
+    // Stable: the third launch is replayed only. It now also reads 16 MiB its profile lacks.
+    let extra = appdir.path().join("extra");
+    std::fs::write(&extra, vec![3u8; 16 << 20]).unwrap();
+    let body = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, format!("{body}cat {} > /dev/null\n", extra.display())).unwrap();
+    drop_caches();
+    run_app(&script);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !d.log().contains(&format!("launch of {key} read ")) {
+        assert!(Instant::now() < until, "the third launch was not found to read beyond its profile: {}", d.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(d.wait_launches(&key, 2).len(), 2, "the third launch was not followed");
+    assert_eq!(d.status().events.refollowed, 1);
+    // The fourth is followed and learned, with the new file.
+    run_app(&script);
+    d.wait_launches(&key, 3);
+    let app = d.apps().into_iter().find(|a| a.key == key).expect("app known");
+    assert!(app.pages >= 8192 + 4096, "the new file was not learned: {} pages", app.pages);
+}
+
 /// A launch that settles into re-using its pages (a build running one compiler after another)
 /// stops being followed within a couple of seconds, and what it used until then is learned.
 #[test]
@@ -446,6 +483,13 @@ impl TestDaemon {
     fn status(&self) -> StatusReport {
         match control::request(&self.socket(), &Request::Status).unwrap() {
             Response::Status(s) => *s,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn apps(&self) -> Vec<augur_core::model::record::AppSummary> {
+        match control::request(&self.socket(), &Request::Apps).unwrap() {
+            Response::Apps { apps } => apps,
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -126,6 +126,9 @@ pub struct LaunchSection {
     /// Largest share of a learned launch's pages that may be new to its profile for the launch
     /// to count as stable, in [0, 1].
     pub stable_new_share: f64,
+    /// A launch replayed but not followed that read from disk more than this share of its
+    /// profile's pages (and at least 1 MiB) makes the next launches followed again (eBPF only).
+    pub refollow_read_share: f64,
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
@@ -144,6 +147,7 @@ impl Default for LaunchSection {
             max_unstable_launches: 8,
             refollow_after_secs: 3600,
             stable_new_share: 0.05,
+            refollow_read_share: 0.25,
             max_launch_mib: 256,
         }
     }
@@ -279,6 +283,9 @@ impl Config {
         }
         if !(l.stable_new_share.is_finite() && (0.0..=1.0).contains(&l.stable_new_share)) {
             return Err(bad("launch", "stable_new_share", format!("{} is not between 0 and 1", l.stable_new_share)));
+        }
+        if !(l.refollow_read_share.is_finite() && (0.0..=100.0).contains(&l.refollow_read_share)) {
+            return Err(bad("launch", "refollow_read_share", format!("{} is not between 0 and 100", l.refollow_read_share)));
         }
         if l.max_launch_mib == 0 {
             return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));

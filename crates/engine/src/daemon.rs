@@ -194,6 +194,13 @@ pub enum Action {
     /// Stop tracing these tasks: their launches are no longer followed (under
     /// [`Observation::EveryExec`]: also a process whose exec the daemon does not follow).
     Unfollow(Vec<u32>),
+    /// Stop tracing these processes like [`Action::Unfollow`], but have the kernel count the pages
+    /// they read from disk over the next `window_ns` (under [`Observation::EveryExec`] only), for
+    /// [`DaemonWorld::disk_reads`].
+    Watch { pids: Vec<u32>, window_ns: u64 },
+    /// A launch of `app` that was replayed but not followed read many pages from disk its profile
+    /// did not hold: follow its next launches again until its profile is stable.
+    Refollow { app: String },
     /// Load `profile` for `launch` at exec, at `priority`; report with [`Event::ReplayFinished`].
     StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
     /// Save a learned launch to the state ([`Outcome::Failed`] when it could not be).
@@ -263,6 +270,10 @@ pub trait DaemonWorld {
     /// Learns the paths the processes `pids` map and hold open (a launch closed while they run).
     fn learn_paths_of(&mut self, pids: &[u32]);
 
+    /// The pages the processes watched for a launch ([`Action::Watch`]) read from disk, and
+    /// forgets them; `None` when the kernel did not count them.
+    fn disk_reads(&mut self, pids: &[u32]) -> Option<u64>;
+
     /// Resolves a closed launch's working set to files, and names the inodes it loaded.
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch;
 
@@ -321,6 +332,19 @@ pub fn follow_policy(c: &Config) -> FollowPolicy {
         max_unstable_launches: c.launch.max_unstable_launches,
         refollow_after_ms: c.launch.refollow_after_secs.saturating_mul(1000),
     }
+}
+
+/// A watched launch reads at least this many pages from disk before its profile is judged to
+/// lack pages (1 MiB of 4 KiB pages: what any launch may read of its data files).
+pub const REFOLLOW_MIN_PAGES: u64 = 256;
+
+/// Whether a launch replayed but not followed, which read `read` pages from disk with a profile
+/// of `expected` pages, shows its profile lacks pages: it read at least [`REFOLLOW_MIN_PAGES`]
+/// and more than `share` of its profile's size (its replay had loaded the profile, so most of
+/// what it read was not in it).
+pub fn profile_lacks_pages(read: u64, expected: u64, share: f64) -> bool {
+    let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
+    read >= REFOLLOW_MIN_PAGES && read as f64 > share * expected as f64
 }
 
 /// True when the prediction step must be built again for `new`: it reads these settings only
@@ -523,9 +547,26 @@ impl DaemonEngine {
             ExecOutcome::Joined(id) => tracing::trace!("launch {id}: pid {tgid} joined"),
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
-        // application replayed only, a helper of a launch not followed) is taken off at once.
+        // application replayed only, a helper of a launch not followed) is taken off at once. A
+        // known application's launch is watched instead: the kernel counts what it reads from
+        // disk, which says whether its profile still holds what it needs.
         if self.observation == Observation::EveryExec && !self.tracker.follows_process(tgid) {
-            world.carry_out(Action::Unfollow(vec![tgid]), &self.config);
+            let id = match &outcome {
+                ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) | ExecOutcome::Joined(id) => {
+                    *id
+                }
+            };
+            let watch = self.tracker.get_mut(id).filter(|l| l.replayed.is_some() && l.stopped.is_none());
+            match watch {
+                Some(l) => {
+                    l.watched.push(tgid);
+                    let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+                    world.carry_out(Action::Watch { pids: vec![tgid], window_ns }, &self.config);
+                }
+                None => {
+                    world.carry_out(Action::Unfollow(vec![tgid]), &self.config);
+                }
+            }
         }
     }
     /// Launch `id` is now of the application its identity decided (it started, or was re-keyed):
@@ -689,6 +730,9 @@ impl DaemonEngine {
         if !live.is_empty() {
             world.learn_paths_of(&live);
         }
+        if !finished.launch.followed && !finished.launch.watched.is_empty() {
+            self.judge_watched(world, &finished.launch);
+        }
         let id = finished.launch.id;
         // Resolve paths now, while the resolver still knows them.
         let learned = self.prepare(world, now, finished);
@@ -700,6 +744,25 @@ impl DaemonEngine {
                     self.save(world, now, l);
                 }
             }
+        }
+    }
+
+    /// A closed launch that was replayed but not followed: when it read from disk many pages
+    /// beyond what its profile holds, its profile lacks them, and the next launches are followed.
+    fn judge_watched(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch) {
+        let Some(read) = world.disk_reads(&l.watched) else { return };
+        let key = l.replayed.clone().unwrap_or_else(|| l.app.key.clone());
+        tracing::debug!(
+            "launch {} of {key} (replayed only) read {read} pages from disk in its window; its profile holds {}",
+            l.id,
+            l.pages_expected
+        );
+        if profile_lacks_pages(read, l.pages_expected, self.config.launch.refollow_read_share) {
+            tracing::info!(
+                "launch of {key} read {read} pages from disk, more than its profile of {} pages leaves to read: following its next launches until its profile is stable",
+                l.pages_expected
+            );
+            world.carry_out(Action::Refollow { app: key }, &self.config);
         }
     }
 
@@ -885,6 +948,25 @@ impl DaemonEngine {
                 gone.push(pid);
             }
         }
+        // A known application's launch re-keyed to it and not followed is watched (see on_exec).
+        let mut watch = Vec::new();
+        if self.observation == Observation::EveryExec {
+            gone.retain(|&pid| {
+                let l = self.tracker.active_mut().iter_mut().find(|l| l.live.contains(&pid));
+                match l.filter(|l| !l.followed && l.replayed.is_some() && l.stopped.is_none()) {
+                    Some(l) => {
+                        l.watched.push(pid);
+                        watch.push(pid);
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
+        if !watch.is_empty() {
+            let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+            world.carry_out(Action::Watch { pids: watch, window_ns }, &self.config);
+        }
         if !gone.is_empty() {
             world.carry_out(Action::Unfollow(gone), &self.config);
         }
@@ -985,6 +1067,8 @@ mod tests {
         /// Questions asked.
         learned_asked: u64,
         paths_of: Vec<u32>,
+        /// Pages each watched process read from disk, as the kernel would count them.
+        disk_reads: HashMap<u32, u64>,
         actions: Vec<Action>,
     }
 
@@ -1016,6 +1100,11 @@ mod tests {
 
         fn learn_paths_of(&mut self, pids: &[u32]) {
             self.paths_of.extend_from_slice(pids);
+        }
+
+        fn disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
+            let found: Vec<u64> = pids.iter().filter_map(|p| self.disk_reads.remove(p)).collect();
+            (!found.is_empty()).then(|| found.iter().sum())
         }
 
         fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
@@ -1261,6 +1350,43 @@ mod tests {
         assert_eq!(learned[0].record.pages_used, 8);
         assert!(learned[0].profile.lookups.contains(&Lookup { path: "/etc/b.conf".into(), kind: LookupKind::Missing }));
         assert!(!out.iter().any(|a| matches!(a, Action::Follow { .. })), "{out:?}");
+    }
+
+    #[test]
+    fn observing_every_exec_a_replayed_launch_is_watched_and_one_that_read_beyond_its_profile_is_followed_next() {
+        let mut d = Daemon::every_exec(Config::default());
+        let window_ns = Config::default().window_max().as_nanos() as u64;
+        for (app, pid) in [("/bin/a", 100), ("/bin/b", 200)] {
+            d.world.learned.insert(app.into(), settled(3, WALL_MS - 60_000));
+            d.world.profiles.insert(app.into(), profile(1000));
+            let out = d.exec(0, pid, app);
+            assert!(out.contains(&Action::Watch { pids: vec![pid], window_ns }), "{out:?}");
+            assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "{out:?}");
+        }
+        // A helper /bin/a execs is watched with it.
+        d.fork(10, 100, 101);
+        assert_eq!(d.exec(11, 101, "/bin/helper"), vec![Action::Watch { pids: vec![101], window_ns }]);
+        // /bin/a and its helper read 600 pages from disk, past a quarter of its 1000-page profile;
+        // /bin/b read 200 (its profile held what it needed).
+        d.world.disk_reads.extend([(100, 500), (101, 100), (200, 200)]);
+        d.exit(30, 101);
+        d.exit(30, 100);
+        d.exit(30, 200);
+        let out = d.wake(3000);
+        let refollowed: Vec<&Action> = out.iter().filter(|a| matches!(a, Action::Refollow { .. })).collect();
+        assert_eq!(refollowed, vec![&Action::Refollow { app: "/bin/a".into() }], "{out:?}");
+        assert!(d.world.disk_reads.is_empty(), "every watched process was read once");
+        assert!(saved(&out).is_empty(), "nothing learned from launches not followed");
+    }
+
+    #[test]
+    fn a_profile_lacks_pages_when_its_launch_read_more_than_its_share_and_a_mebibyte() {
+        assert!(profile_lacks_pages(300, 1000, 0.25));
+        assert!(!profile_lacks_pages(250, 1000, 0.25));
+        assert!(!profile_lacks_pages(255, 10, 0.25), "below a MiB: data any launch may read");
+        assert!(profile_lacks_pages(256, 0, 0.25));
+        assert!(!profile_lacks_pages(1000, 1000, f64::NAN), "NaN is read as 1: only beyond the whole profile");
+        assert!(profile_lacks_pages(1001, 1000, f64::NAN));
     }
 
     #[test]

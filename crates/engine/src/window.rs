@@ -123,6 +123,9 @@ pub struct ActiveLaunch {
     /// The path lookups its processes made while it was followed (opens, stats, execs, failed
     /// ones included), as the kernel observed them, in first-use order.
     pub lookups: LookupList,
+    /// Processes the kernel was asked to watch for this launch, not followed: it counts the pages
+    /// they read from disk in the launch's window ([`crate::daemon::Action::Watch`]).
+    pub watched: Vec<u32>,
     /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
     span: NoveltySpan,
 }
@@ -258,6 +261,11 @@ impl LaunchTracker {
         &self.active
     }
 
+    /// Launches in progress, to update what the engine learns of them.
+    pub fn active_mut(&mut self) -> &mut [ActiveLaunch] {
+        &mut self.active
+    }
+
     /// The launch in progress `id`.
     pub fn get(&self, id: LaunchId) -> Option<&ActiveLaunch> {
         self.active.iter().find(|l| l.id == id)
@@ -353,6 +361,7 @@ impl LaunchTracker {
             bytes_prefetched: 0,
             page_events: 0,
             page_events_not_followed: 0,
+            watched: Vec::new(),
             followed: follow,
             stopped: None,
             exec_lookups: Vec::new(),

@@ -367,6 +367,13 @@ impl StateStore {
         st.query_row([app], |r| history_of(r, 0)).optional().map_err(self.err("reading"))
     }
 
+    /// Marks `app`'s profile as not stable (a launch read pages it lacks), so that its next
+    /// launches are followed until it is stable again. Nothing happens for an unknown `app`.
+    pub fn unsettle(&mut self, app: &str) -> Result<()> {
+        self.conn.execute("UPDATE apps SET stable_streak = 0 WHERE key = ?1", [app]).map_err(self.err("writing"))?;
+        Ok(())
+    }
+
     /// Stores a launch record without learning (a launch too short or too empty to learn from).
     pub fn add_launch_record(&mut self, record: &LaunchRecord, limits: &StateLimits) -> Result<()> {
         let path = self.path.clone();
@@ -835,6 +842,10 @@ mod tests {
             s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
             let h = s.learning_history("/a").unwrap().unwrap();
             assert_eq!(h, LearningHistory { learned: 2, last_learned_ms: 20, stable_streak: 1, unstable_streak: 0 });
+            s.unsettle("/a").unwrap();
+            s.unsettle("/unknown").unwrap();
+            assert_eq!(s.learning_history("/a").unwrap().unwrap().stable_streak, 0);
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
             // As a schema 4 file was.
             s.conn
                 .execute_batch("ALTER TABLE apps DROP COLUMN stable_streak; ALTER TABLE apps DROP COLUMN unstable_streak;")
@@ -844,7 +855,7 @@ mod tests {
         let (s, outcome) = StateStore::open(&path).unwrap();
         assert_eq!(outcome, OpenOutcome::Opened);
         let h = s.learning_history("/a").unwrap().unwrap();
-        assert_eq!(h, LearningHistory { learned: 2, last_learned_ms: 20, stable_streak: 0, unstable_streak: 0 });
+        assert_eq!(h, LearningHistory { learned: 3, last_learned_ms: 20, stable_streak: 0, unstable_streak: 0 });
     }
 
     #[test]

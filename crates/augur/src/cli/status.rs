@@ -111,8 +111,8 @@ fn render(r: &StatusReport) -> String {
             r.lost_by_cause.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
         };
         out.push_str(&format!(
-            "eBPF: {} path lookups, {} launches stopped (not followed); records lost: {lost}\n",
-            e.lookup_events, e.launches_stopped
+            "eBPF: {} path lookups, {} launches stopped (not followed), {} of them read pages their profile lacked (followed again); records lost: {lost}\n",
+            e.lookup_events, e.launches_stopped, e.refollowed
         ));
     }
     if r.recent_launches.is_empty() {

@@ -72,6 +72,10 @@ pub struct EventCounts {
     /// Planning rounds of the prediction step that decided a plan (0 with prediction off).
     #[serde(default)]
     pub planning_rounds: u64,
+    /// Launches replayed but not followed that read many pages their profile lacked, so their
+    /// applications are followed again (bpf mode).
+    #[serde(default)]
+    pub refollowed: u64,
 }
 
 /// What `augur status` shows.

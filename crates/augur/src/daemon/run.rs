@@ -998,6 +998,13 @@ impl DaemonWorld for LoopIo {
         }
     }
 
+    fn disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
+        match &mut self.observer {
+            Observer::Bpf(Some(feed)) => feed.take_disk_reads(pids),
+            _ => None,
+        }
+    }
+
     fn learn_paths_of(&mut self, pids: &[u32]) {
         for &pid in pids {
             for f in procfs::mapped_files(pid) {
@@ -1026,6 +1033,18 @@ impl DaemonWorld for LoopIo {
                 Observer::Bpf(Some(feed)) => feed.stop_following(&pids),
                 Observer::Bpf(None) => {}
             },
+            Action::Watch { pids, window_ns } => match &mut self.observer {
+                Observer::Tracefs(watch) => watch.unfollow(&pids),
+                Observer::Bpf(Some(feed)) => feed.watch(&pids, std::time::Duration::from_nanos(window_ns)),
+                Observer::Bpf(None) => {}
+            },
+            Action::Refollow { app } => {
+                if let Err(e) = self.state.unsettle(&app) {
+                    tracing::warn!("marking {app} to be followed again: {e}");
+                    return Outcome::Failed;
+                }
+                self.counts.refollowed += 1;
+            }
             Action::StartReplay { launch, profile, priority } => {
                 let job = ReplayJob { launch, profile, priority: io_priority(priority) };
                 if let Some(tx) = &self.replay_tx
