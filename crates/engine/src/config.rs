@@ -120,6 +120,12 @@ pub struct LaunchSection {
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
+    /// An exec-time replay reads at most this many MiB of the launch's learned pages (the ones
+    /// it used first).
+    pub replay_max_mib: u64,
+    /// Exec-time replays read at most this many MiB over any minute; a launch past it is replayed
+    /// in part or not at all.
+    pub replay_mib_per_minute: u64,
 }
 
 impl Default for LaunchSection {
@@ -133,6 +139,8 @@ impl Default for LaunchSection {
             follow_first_launches: 3,
             refollow_after_secs: 3600,
             max_launch_mib: 256,
+            replay_max_mib: 512,
+            replay_mib_per_minute: 2048,
         }
     }
 }
@@ -190,7 +198,8 @@ pub struct PredictSection {
     /// Stop prefetching while memory pressure (PSI `some avg10`, percent) is above this.
     pub pressure_stop_percent: f64,
     /// PSI trigger: a memory stall of at least this many microseconds within
-    /// `pressure_window_us` stops prefetching at once (the kernel wakes the daemon).
+    /// `pressure_window_us` stops prefetching and exec-time replay at once (the kernel wakes the
+    /// daemon). Armed whenever anything fetches (replay on exec or prediction).
     pub pressure_trigger_us: u64,
     /// PSI trigger window in microseconds (the kernel accepts 500000 to 10000000).
     pub pressure_window_us: u64,
@@ -267,6 +276,11 @@ impl Config {
         }
         if l.max_launch_mib == 0 {
             return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
+        }
+        for (key, v) in [("replay_max_mib", l.replay_max_mib), ("replay_mib_per_minute", l.replay_mib_per_minute)] {
+            if v == 0 {
+                return Err(bad("launch", key, "must be at least 1 (replay_on_exec = false turns replay off)".into()));
+            }
         }
         let n = &self.learn;
         if !(n.decay > 0.0 && n.decay <= 1.0) {

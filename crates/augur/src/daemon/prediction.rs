@@ -4,12 +4,13 @@
 //! of the learned profiles to keep resident, and hands them to a fetch worker that loads only the
 //! missing pages.
 //!
-//! Memory pressure stops fetching at once: the step registers a PSI trigger (`some STALL WINDOW`
-//! on /proc/pressure/memory) that the event loop watches; when it fires, the running fetch is
-//! cancelled (between 2 MiB chunks) and no new one starts for [`PRESSURE_HOLD_MS`]. Rounds also
-//! stop while `some avg10` is at or above `pressure_stop_percent`. Where triggers are unavailable
-//! (no PSI, an old kernel, injected sources) the fetch worker reads the pressure file between
-//! chunks instead, every [`PRESSURE_POLL`].
+//! Memory pressure stops fetching at once: the event loop watches a PSI trigger (`some STALL
+//! WINDOW` on /proc/pressure/memory, registered whenever anything fetches); when it fires, the
+//! running fetch is cancelled (between 2 MiB chunks) and no new one starts for
+//! [`PRESSURE_HOLD_MS`]. Rounds also stop while `some avg10` is at or above
+//! `pressure_stop_percent`. Where the loop watches no trigger (no PSI, an old kernel, injected
+//! sources) the fetch worker reads the pressure file between chunks instead, every
+//! [`PRESSURE_POLL`].
 //!
 //! It owns the wiring only: prediction is `model::predict` (the configured predictor believed as
 //! far as its recent predictions came true, `ConfidentPredictor`); the round's decision (pressure
@@ -37,7 +38,7 @@ use augur_engine::config::Config;
 use augur_os::fetch::IoPriority;
 use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
 use augur_os::fetch::request::FetchPlan;
-use augur_os::loop_io::{self, PressureTrigger};
+use augur_os::loop_io;
 
 /// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
 /// 10 s; later rounds then go by it).
@@ -132,8 +133,8 @@ pub struct PredictionStep {
     jobs_sent: u64,
     /// Planning rounds that decided a plan (for `augur status`).
     rounds_planned: u64,
-    /// The PSI trigger the event loop watches, if the kernel has one.
-    trigger: Option<PressureTrigger>,
+    /// Whether the event loop watches the kernel's PSI trigger (else the worker polls).
+    trigger_watched: bool,
     /// No fetch starts before this wall-clock time (ms), after a pressure trigger.
     hold_until_ms: Option<u64>,
     /// When the last full round ran (wall-clock ms).
@@ -207,18 +208,6 @@ impl PredictionStep {
             })
             .map_err(|e| Error::io("starting the prediction worker", e))?;
         let sources = MemorySources::default();
-        let trigger =
-            match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us)
-            {
-                Ok(t) => {
-                    tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
-                    Some(t)
-                }
-                Err(e) => {
-                    tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
-                    None
-                }
-            };
         Ok(PredictionStep {
             predictor,
             jobs: Some(tx),
@@ -229,7 +218,7 @@ impl PredictionStep {
             sources,
             jobs_sent: 0,
             rounds_planned: 0,
-            trigger,
+            trigger_watched: false,
             hold_until_ms: None,
             last_round_ms: None,
             owed_in_ms: None,
@@ -237,17 +226,11 @@ impl PredictionStep {
         })
     }
 
-    /// The same step reading its memory figures from `sources`. The kernel's trigger is dropped:
-    /// the fetch worker checks `sources.pressure` itself while fetching.
+    /// The same step reading its memory figures from `sources`. Until the loop says it watches
+    /// the kernel's trigger, the fetch worker checks `sources.pressure` itself while fetching.
     pub fn with_sources(mut self, sources: MemorySources) -> Self {
         self.sources = sources;
-        self.trigger = None;
         self
-    }
-
-    /// True when the step has a PSI trigger for the event loop to watch.
-    pub fn has_pressure_trigger(&self) -> bool {
-        self.trigger.is_some()
     }
 
     /// Fetch jobs handed to the worker so far.
@@ -389,13 +372,8 @@ impl PlanStep for PredictionStep {
         self.rounds_planned
     }
 
-    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
-        self.trigger.as_ref().map(|t| t.as_fd())
-    }
-
-    fn pressure_trigger_unusable(&mut self) {
-        self.trigger = None;
+    fn pressure_watched(&mut self, watched: bool) {
+        self.trigger_watched = watched;
     }
 
     fn restore(&mut self, history: &[ActivityRecord]) {
@@ -536,9 +514,7 @@ impl PlanStep for PredictionStep {
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
         if let Some(tx) = &self.jobs {
-            let watch = self
-                .trigger
-                .is_none()
+            let watch = (!self.trigger_watched)
                 .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
             let plans = fetch.into_iter().map(|(_, p)| p).collect();
             if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err()
@@ -675,15 +651,16 @@ mod tests {
     }
 
     #[test]
-    fn injected_sources_use_the_polling_fallback_and_it_reads_the_pressure_file() {
+    fn an_unwatched_trigger_means_the_polling_fallback_and_it_reads_the_pressure_file() {
         let dir = tempfile::tempdir().unwrap();
-        let step = PredictionStep::new(&Config::default()).unwrap().with_sources(MemorySources {
+        let mut step = PredictionStep::new(&Config::default()).unwrap().with_sources(MemorySources {
             meminfo: dir.path().join("m"),
             pressure: dir.path().join("p"),
             vmstat: dir.path().join("v"),
         });
-        assert!(!step.has_pressure_trigger());
-        assert!(step.pressure_trigger().is_none());
+        assert!(!step.trigger_watched, "polling until the loop says it watches the trigger");
+        step.pressure_watched(true);
+        assert!(step.trigger_watched);
         let w = PressureWatch { path: dir.path().join("p"), stop_percent: 10.0 };
         assert!(!w.high(), "a missing file is no pressure");
         std::fs::write(&w.path, "some avg10=12.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();
