@@ -73,7 +73,10 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
 /// nothing is recorded for them, and the page events they cause never reach the daemon.
 #[test]
 fn launches_after_the_first_ones_are_replayed_without_being_traced() {
-    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n");
+    // Replay alone: a prediction fetch (on by default) could load the pages before the replay does.
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n[predict]\nenabled = false\n",
+    );
     let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
     let script = make_app(appdir.path());
     let key = script.to_string_lossy().into_owned();
@@ -327,7 +330,7 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_old_config() {
 #[test]
 fn sighup_turns_prediction_on_changes_its_predictor_and_turns_it_off() {
     // docs/config.md: only state_path and socket_path wait for the next start.
-    let d = TestDaemon::start("");
+    let d = TestDaemon::start("[predict]\nenabled = false\n");
     let explain = || {
         let out = Command::new(AUGUR).args(["explain", "/usr/bin/sleep", "--socket"]).arg(d.socket()).output().unwrap();
         (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
@@ -348,10 +351,14 @@ fn sighup_turns_prediction_on_changes_its_predictor_and_turns_it_off() {
     std::fs::write(d.config(), "[predict]\nenabled = true\npredictor = \"augur\"\n").unwrap();
     d.signal(libc::SIGHUP);
     wait_for("predictor not changed", &|| explain().1.starts_with("/usr/bin/sleep (augur)"));
-    std::fs::write(d.config(), "").unwrap();
+    std::fs::write(d.config(), "[predict]\nenabled = false\n").unwrap();
     d.signal(libc::SIGHUP);
     wait_for("prediction not turned off", &|| !explain().0);
-    assert!(!d.status().prediction_enabled);
+    // Prediction is on by default: an empty file turns it on again.
+    std::fs::write(d.config(), "").unwrap();
+    d.signal(libc::SIGHUP);
+    wait_for("prediction not on by default", &|| explain().1.starts_with("/usr/bin/sleep (augur)"));
+    assert!(d.status().prediction_enabled);
 }
 
 #[test]

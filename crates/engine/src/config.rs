@@ -185,7 +185,7 @@ impl Default for LearnSection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PredictSection {
-    /// Predict and prefetch before launches (exec-time replay works without it).
+    /// Predict and prefetch before launches (on by default; exec-time replay works without it).
     pub enabled: bool,
     /// Predictor: "augur", "preload" or "naive".
     pub predictor: String,
@@ -215,7 +215,7 @@ pub struct PredictSection {
 impl Default for PredictSection {
     fn default() -> Self {
         PredictSection {
-            enabled: false,
+            enabled: true,
             predictor: "augur".into(),
             replan_interval_secs: 300,
             budget_bytes: 0,

@@ -1244,9 +1244,11 @@ mod tests {
         actions.iter().filter_map(|a| if let Action::WriteActivity(r) = a { Some(r.clone()) } else { None }).collect()
     }
 
+    /// A daemon that only learns: neither exec-time replay nor prediction (on by default).
     fn no_replay() -> Config {
         let mut c = Config::default();
         c.launch.replay_on_exec = false;
+        c.predict.enabled = false;
         c
     }
 
