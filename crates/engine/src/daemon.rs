@@ -201,8 +201,9 @@ pub enum Action {
     /// Stop tracing these tasks: their launches are no longer followed (under
     /// [`Observation::EveryExec`]: also a process whose exec the daemon does not follow).
     Unfollow(Vec<u32>),
-    /// Load `profile` for `launch` at exec, at `priority`; report with [`Event::ReplayFinished`].
-    StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
+    /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`; report with
+    /// [`Event::ReplayFinished`].
+    StartReplay { launch: LaunchId, app: String, profile: LaunchProfile, priority: ReplayPriority },
     /// Memory pressure: stop the exec-time replays running or queued (each still reports, with
     /// what it loaded).
     StopReplays,
@@ -690,7 +691,9 @@ impl DaemonEngine {
         };
         let bytes = profile.byte_count();
         let priority = self.config.launch.replay_io_priority;
-        if world.carry_out(Action::StartReplay { launch: id, profile, priority }, &self.config) == Outcome::Done {
+        if world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority }, &self.config)
+            == Outcome::Done
+        {
             self.replays_in_flight.insert(id, None);
             self.replay_spent.push_back((now.mono_ns, id, bytes));
             return true;
@@ -1433,7 +1436,7 @@ mod tests {
         assert_eq!(out.len(), 2, "{out:?}");
         assert_eq!(out[0], Action::Follow { pid: 100 }, "the pid filter first");
         assert!(
-            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort } if p.page_count() == 50)
+            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort, .. } if p.page_count() == 50)
         );
         let report = ReplayReport { pages_wanted: 50, pages_resident: 10, pages_loaded: 40, bytes_read: 40 * 4096 };
         d.event(20, Event::ReplayFinished { launch: 1, report });

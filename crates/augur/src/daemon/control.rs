@@ -113,6 +113,10 @@ pub struct StatusReport {
     pub replay_on_exec: bool,
     /// Prediction on.
     pub prediction_enabled: bool,
+    /// What prefetching bought over the last day, as observed (`None` with prediction off):
+    /// launches predicted and loaded in time, bytes prefetched, used and wasted.
+    #[serde(default)]
+    pub prefetch_last_day: Option<augur_core::plan::LedgerTotals>,
     /// Event counters.
     pub events: EventCounts,
 }

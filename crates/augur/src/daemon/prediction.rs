@@ -20,6 +20,11 @@
 //! /proc/vmstat (the recent refault share of evicted file pages), /proc/pressure/memory and the
 //! learned profiles from the state; the loading is `fetch`. The predictor observes each launch and the exit of the same instance (the root
 //! process's pid, see [`augur_engine::running`]), so preload's running-state chain sees real pairs.
+//!
+//! What prefetching bought over the last day ([`PrefetchLedger`], shown by `augur status`) is
+//! counted from what was observed, never assumed ([`ObservedPrefetch`]): the pages each fetch
+//! loaded per application (its report, verified with `mincore`), and at the application's next
+//! launch the pages its exec-time replay found resident.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -31,8 +36,8 @@ use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, Loc
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::plan::{
-    AppFootprint, EvictionCounters, LearnedFootprint, MemoryHeadroom, MemoryPressure, MemorySnapshot, PlanningRound, RangeUse,
-    RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
+    AppFootprint, EvictionCounters, LearnedFootprint, LedgerTotals, MemoryHeadroom, MemoryPressure, MemorySnapshot,
+    PlanningRound, PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
 };
 use augur_engine::config::Config;
 use augur_os::fetch::IoPriority;
@@ -58,12 +63,72 @@ pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(
 
 struct FetchJob {
     /// One plan per application, the likeliest first.
-    plans: Vec<FetchPlan>,
+    plans: Vec<(String, FetchPlan)>,
     cancel: CancelFlag,
     /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
     pressure: CancelFlag,
     /// Set when no trigger is watched: the worker checks pressure itself while fetching.
     watch: Option<PressureWatch>,
+}
+
+/// What one application's fetch did, in pages, as its report says (sent back to the step).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppFetched {
+    /// The application.
+    pub app: String,
+    /// Pages planned for it.
+    pub wanted: u64,
+    /// Of those, pages found resident already.
+    pub resident: u64,
+    /// Pages the fetch loaded.
+    pub loaded: u64,
+}
+
+/// Prefetched pages per application followed until they are used or found gone, into a
+/// [`PrefetchLedger`]. Pure: the step hands it fetch reports and replay reports with the time.
+///
+/// - A fetch that loaded `loaded` pages for an application adds them to its pages prefetched and
+///   not yet used (and to the bytes prefetched); pages of those a later fetch for the same
+///   application had to load again were pushed out unused: wasted.
+/// - At the application's launch its exec-time replay reports how many of its learned pages it
+///   found resident: of the pages prefetched and not yet used, that many at most were used, the
+///   rest were pushed out before the launch: wasted. The launch was predicted when a fetch had
+///   planned pages for it, and they were loaded in time when the replay found at least as many
+///   resident as were planned.
+#[derive(Debug, Default)]
+pub struct ObservedPrefetch {
+    /// Per application: (pages planned by its latest fetch, pages prefetched not yet used).
+    outstanding: BTreeMap<String, (u64, u64)>,
+    ledger: PrefetchLedger,
+}
+
+impl ObservedPrefetch {
+    /// A fetch for `f.app` ended at `at_ms`, pages of `page_size` bytes.
+    pub fn fetched(&mut self, at_ms: u64, f: &AppFetched, page_size: u64) {
+        let (planned, unused) = self.outstanding.entry(f.app.clone()).or_default();
+        let again = (*unused).min(f.loaded);
+        *planned = f.wanted;
+        *unused = *unused - again + f.loaded;
+        self.ledger.prefetched(at_ms, f.loaded * page_size);
+        self.ledger.wasted(at_ms, again * page_size);
+    }
+
+    /// `app` launched and its exec-time replay found `resident` of its learned pages resident.
+    pub fn launched(&mut self, at_ms: u64, app: &str, resident: u64, page_size: u64) {
+        let Some((planned, unused)) = self.outstanding.remove(app) else {
+            self.ledger.launch(at_ms, false, false);
+            return;
+        };
+        let used = unused.min(resident);
+        self.ledger.launch(at_ms, planned > 0, planned > 0 && resident >= planned);
+        self.ledger.used(at_ms, used * page_size);
+        self.ledger.wasted(at_ms, (unused - used) * page_size);
+    }
+
+    /// The last day's counts up to `now_ms`.
+    pub fn last_day(&self, now_ms: u64) -> LedgerTotals {
+        self.ledger.last_day(now_ms)
+    }
 }
 
 /// Pressure checked by reading the PSI file (the fallback when no trigger is watched).
@@ -144,6 +209,10 @@ pub struct PredictionStep {
     owed_in_ms: Option<u64>,
     /// The recent refault share, from /proc/vmstat read at each round.
     refaults: RefaultMeter,
+    /// What each application's fetch did, from the worker.
+    fetched: mpsc::Receiver<AppFetched>,
+    /// What prefetching bought, as observed.
+    observed: ObservedPrefetch,
 }
 
 impl PredictionStep {
@@ -154,6 +223,7 @@ impl PredictionStep {
         // Believed only as far as its recent predictions came true (docs/predictors.md).
         let predictor: Box<dyn Predictor> = Box::new(ConfidentPredictor::new(predictor, ConfidenceConfig::default()));
         let (tx, rx) = mpsc::channel::<FetchJob>();
+        let (fetched_tx, fetched) = mpsc::channel::<AppFetched>();
         let worker = std::thread::Builder::new()
             .name("augur-predict".into())
             .spawn(move || {
@@ -175,8 +245,14 @@ impl PredictionStep {
                     let mut pages = augur_os::fetch::PageCounts::default();
                     let mut cancelled = false;
                     let mut waited_ms = 0.0;
-                    for plan in &job.plans {
+                    for (app, plan) in &job.plans {
                         let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                        let _ = fetched_tx.send(AppFetched {
+                            app: app.clone(),
+                            wanted: report.pages.wanted,
+                            resident: report.pages.already_resident,
+                            loaded: report.pages.loaded,
+                        });
                         waited_ms += report.foreground_wait_ms;
                         pages.wanted += report.pages.wanted;
                         pages.already_resident += report.pages.already_resident;
@@ -223,6 +299,8 @@ impl PredictionStep {
             last_round_ms: None,
             owed_in_ms: None,
             refaults: RefaultMeter::default(),
+            fetched,
+            observed: ObservedPrefetch::default(),
         })
     }
 
@@ -241,6 +319,14 @@ impl PredictionStep {
     /// True when the most recent fetch has been told to stop.
     pub fn fetching_stopped(&self) -> bool {
         self.current.is_cancelled()
+    }
+
+    /// Takes in what the fetch worker reported so far.
+    fn take_fetched(&mut self) {
+        let page = augur_os::fetch::page_size();
+        while let Ok(f) = self.fetched.try_recv() {
+            self.observed.fetched(loop_io::unix_ms(), &f, page);
+        }
     }
 
     /// Stops the running fetch because of memory pressure.
@@ -388,6 +474,16 @@ impl PlanStep for PredictionStep {
         Some(self.predictor.explain(app, LocalTime(now_ms)))
     }
 
+    fn launch_replayed(&mut self, app: &str, pages_resident: u64, page_size: u64, now_ms: u64) {
+        self.take_fetched();
+        self.observed.launched(now_ms, app, pages_resident, page_size);
+    }
+
+    fn last_day(&mut self, now_ms: u64) -> Option<LedgerTotals> {
+        self.take_fetched();
+        Some(self.observed.last_day(now_ms))
+    }
+
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
         let now = LocalTime(ctx.local_ms);
         match trigger {
@@ -513,11 +609,13 @@ impl PlanStep for PredictionStep {
         self.current.cancel();
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
+        self.take_fetched();
         if let Some(tx) = &self.jobs {
             let watch = (!self.trigger_watched)
                 .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            let plans = fetch.into_iter().map(|(_, p)| p).collect();
-            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err()
+            if tx
+                .send(FetchJob { plans: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch })
+                .is_err()
             {
                 tracing::warn!("prediction worker gone");
             } else {
@@ -575,6 +673,36 @@ mod tests {
         .unwrap();
         let (state, _) = augur_store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
         (dir, sources, state)
+    }
+
+    #[test]
+    fn prefetched_pages_count_as_used_when_the_launch_finds_them_and_wasted_when_they_are_gone() {
+        let mut o = ObservedPrefetch::default();
+        let fetched = |app: &str, wanted, resident, loaded| AppFetched { app: app.into(), wanted, resident, loaded };
+        // a: 100 pages planned, 100 loaded; its launch finds all of them: used, in time.
+        o.fetched(1_000, &fetched("a", 100, 0, 100), 10);
+        o.launched(2_000, "a", 120, 10);
+        // b: 50 loaded, then 30 of them loaded again (pushed out meanwhile); its launch finds 40
+        // of its pages resident: 40 used, 10 gone before it started.
+        o.fetched(1_000, &fetched("b", 60, 10, 50), 10);
+        o.fetched(1_500, &fetched("b", 60, 30, 30), 10);
+        o.launched(2_000, "b", 40, 10);
+        // c: never prefetched; d: prefetched, not launched yet.
+        o.launched(2_000, "c", 0, 10);
+        o.fetched(2_000, &fetched("d", 5, 0, 5), 10);
+        let t = o.last_day(3_000);
+        assert_eq!(
+            t,
+            LedgerTotals {
+                launches: 3,
+                predicted: 2,
+                loaded_in_time: 1,
+                prefetched_bytes: 1850,
+                used_bytes: 1400,
+                wasted_bytes: 400
+            }
+        );
+        assert!(t.used_bytes + t.wasted_bytes <= t.prefetched_bytes);
     }
 
     #[test]

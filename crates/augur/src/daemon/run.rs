@@ -102,6 +102,15 @@ pub trait PlanStep {
         0
     }
 
+    /// `app` launched and its exec-time replay found `pages_resident` of its learned pages (of
+    /// `page_size` bytes) resident at wall-clock `now_ms`: what the step prefetched for it was used.
+    fn launch_replayed(&mut self, _app: &str, _pages_resident: u64, _page_size: u64, _now_ms: u64) {}
+
+    /// What prefetching bought over the day up to wall-clock `now_ms`, as observed.
+    fn last_day(&mut self, _now_ms: u64) -> Option<augur_core::plan::LedgerTotals> {
+        None
+    }
+
     /// Launches and exits seen before this start, oldest first: the step's predictor learns
     /// them again, so that prediction survives a restart.
     fn restore(&mut self, _history: &[ActivityRecord]) {}
@@ -142,6 +151,7 @@ impl DaemonOptions {
 
 struct ReplayJob {
     launch: LaunchId,
+    app: String,
     profile: LaunchProfile,
     priority: IoPriority,
     stop: ReplayStop,
@@ -158,6 +168,7 @@ struct ReplayStop {
 
 struct ReplayDone {
     launch: LaunchId,
+    app: String,
     report: FetchReport,
 }
 
@@ -194,7 +205,7 @@ fn spawn_replay_worker(
                         report.pages.not_attempted
                     );
                 }
-                if done_tx.send(ReplayDone { launch: job.launch, report }).is_err() {
+                if done_tx.send(ReplayDone { launch: job.launch, app: job.app, report }).is_err() {
                     break;
                 }
                 wake.wake();
@@ -574,6 +585,9 @@ impl Daemon {
         while let Ok(done) = self.io.replay_rx.try_recv() {
             self.io.replays.retain(|(l, _)| *l != done.launch);
             let r = &done.report;
+            if let Some(step) = self.io.plan_step.as_mut() {
+                step.launch_replayed(&done.app, r.pages.already_resident, r.page_size, loop_io::unix_ms());
+            }
             let report = ReplayReport {
                 pages_wanted: r.pages.wanted,
                 pages_resident: r.pages.already_resident,
@@ -767,8 +781,8 @@ impl Daemon {
         }
     }
 
-    fn status(&self) -> Result<StatusReport> {
-        let io = &self.io;
+    fn status(&mut self) -> Result<StatusReport> {
+        let io = &mut self.io;
         let config = self.engine.config();
         let mode = io.observer.mode();
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
@@ -804,6 +818,7 @@ impl Daemon {
             }),
             replay_on_exec: config.launch.replay_on_exec,
             prediction_enabled: config.predict.enabled,
+            prefetch_last_day: io.plan_step.as_mut().and_then(|s| s.last_day(loop_io::unix_ms())),
             events,
         })
     }
@@ -1062,9 +1077,9 @@ impl DaemonWorld for LoopIo {
                 Observer::Bpf(Some(feed)) => feed.stop_following(&pids),
                 Observer::Bpf(None) => {}
             },
-            Action::StartReplay { launch, profile, priority } => {
+            Action::StartReplay { launch, app, profile, priority } => {
                 let stop = ReplayStop::default();
-                let job = ReplayJob { launch, profile, priority: io_priority(priority), stop: stop.clone() };
+                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), stop: stop.clone() };
                 if let Some(tx) = &self.replay_tx
                     && tx.send(job).is_ok()
                 {
