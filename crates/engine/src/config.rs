@@ -210,6 +210,11 @@ pub struct PredictSection {
     /// Cost model: the least chance counted that a byte a prefetch pushes out of a full page
     /// cache is needed again (raised to the measured refault share). In [0, 1].
     pub evict_cost: f64,
+    /// On battery, `read_cost` is multiplied by this (reading ahead spends energy). In [1, 50].
+    pub battery_read_cost_factor: f64,
+    /// When the disk the applications live on is not rotational (a miss costs little),
+    /// `read_cost` is multiplied by this. In [1, 50].
+    pub non_rotational_read_cost_factor: f64,
 }
 
 impl Default for PredictSection {
@@ -225,6 +230,8 @@ impl Default for PredictSection {
             pressure_window_us: 1_000_000,
             read_cost: augur_core::plan::DEFAULT_READ_COST,
             evict_cost: augur_core::plan::DEFAULT_EVICT_COST,
+            battery_read_cost_factor: 3.0,
+            non_rotational_read_cost_factor: 2.0,
         }
     }
 }
@@ -323,6 +330,14 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&p.evict_cost) {
             return Err(bad("predict", "evict_cost", format!("{} is not in [0, 1]", p.evict_cost)));
+        }
+        for (key, v) in [
+            ("battery_read_cost_factor", p.battery_read_cost_factor),
+            ("non_rotational_read_cost_factor", p.non_rotational_read_cost_factor),
+        ] {
+            if !(1.0..=50.0).contains(&v) {
+                return Err(bad("predict", key, format!("{v} is not in [1, 50]")));
+            }
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
             return Err(bad(

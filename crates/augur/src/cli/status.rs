@@ -99,6 +99,9 @@ fn render(r: &StatusReport) -> String {
         if r.replay_on_exec { "on" } else { "off" },
         r.state_path.display()
     ));
+    if let Some(rule) = &r.prefetch_rule {
+        out.push_str(&format!("prefetching: {} (read cost {})\n", rule.reasons.join("; "), rule.read_cost));
+    }
     if let Some(t) = &r.prefetch_last_day {
         out.push_str(&prefetch_line(t));
     }

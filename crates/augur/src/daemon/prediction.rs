@@ -21,6 +21,10 @@
 //! learned profiles from the state; the loading is `fetch`. The predictor observes each launch and the exit of the same instance (the root
 //! process's pid, see [`augur_engine::running`]), so preload's running-state chain sees real pairs.
 //!
+//! On battery and on a non-rotational disk, where a miss costs little, it prefetches less: the
+//! round's `read_cost` is scaled by [`augur_engine::read_cost`]'s rule, fed with the power source
+//! (read each round) and the disk of `/usr` (read once) from `augur-os::machine`.
+//!
 //! What prefetching bought over the last day ([`PrefetchLedger`], shown by `augur status`) is
 //! counted from what was observed, never assumed ([`ObservedPrefetch`]): the pages each fetch
 //! loaded per application (its report, verified with `mincore`), and at the application's next
@@ -40,10 +44,12 @@ use augur_core::plan::{
     PlanningRound, PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
 };
 use augur_engine::config::Config;
+use augur_engine::read_cost::{MachineFacts, ReadCostRule, read_cost_rule};
 use augur_os::fetch::IoPriority;
 use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
 use augur_os::fetch::request::FetchPlan;
 use augur_os::loop_io;
+use augur_os::machine::{self, PowerSource};
 
 /// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
 /// 10 s; later rounds then go by it).
@@ -213,6 +219,10 @@ pub struct PredictionStep {
     fetched: mpsc::Receiver<AppFetched>,
     /// What prefetching bought, as observed.
     observed: ObservedPrefetch,
+    /// The disk the applications live on (`/usr`'s): name and whether it is rotational.
+    disk: Option<(String, bool)>,
+    /// The read-cost rule of the latest round.
+    rule: Option<ReadCostRule>,
 }
 
 impl PredictionStep {
@@ -301,6 +311,8 @@ impl PredictionStep {
             refaults: RefaultMeter::default(),
             fetched,
             observed: ObservedPrefetch::default(),
+            disk: machine::disk_of(std::path::Path::new("/usr")).map(|d| (d.name, d.rotational)),
+            rule: None,
         })
     }
 
@@ -356,11 +368,18 @@ pub struct MemorySources {
     /// /proc/vmstat (file-page evictions and refaults; absent: nothing pushed out counts as
     /// needed beyond `[predict] evict_cost`).
     pub vmstat: PathBuf,
+    /// /sys/class/power_supply (absent: mains power).
+    pub power_supply: PathBuf,
 }
 
 impl Default for MemorySources {
     fn default() -> Self {
-        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into(), vmstat: "/proc/vmstat".into() }
+        MemorySources {
+            meminfo: "/proc/meminfo".into(),
+            pressure: "/proc/pressure/memory".into(),
+            vmstat: "/proc/vmstat".into(),
+            power_supply: "/sys/class/power_supply".into(),
+        }
     }
 }
 
@@ -479,6 +498,10 @@ impl PlanStep for PredictionStep {
         self.observed.launched(now_ms, app, pages_resident, page_size);
     }
 
+    fn read_cost_rule(&self) -> Option<ReadCostRule> {
+        self.rule.clone()
+    }
+
     fn last_day(&mut self, now_ms: u64) -> Option<LedgerTotals> {
         self.take_fetched();
         Some(self.observed.last_day(now_ms))
@@ -533,14 +556,23 @@ impl PlanStep for PredictionStep {
         }
         self.owed_in_ms = None;
         self.last_round_ms = Some(ctx.now_ms);
+        let facts = MachineFacts {
+            on_battery: machine::power_source_in(&self.sources.power_supply) == PowerSource::Battery,
+            disk: self.disk.clone(),
+        };
+        let rule = read_cost_rule(cfg, &facts);
+        if self.rule.as_ref().is_none_or(|r| r.reasons != rule.reasons) {
+            tracing::info!("prefetching: {} (read cost {})", rule.reasons.join("; "), rule.read_cost);
+        }
         let round_config = RoundConfig {
             budget_bytes: cfg.budget_bytes,
             budget_available_fraction: cfg.budget_available_fraction,
             pressure_stop_percent: cfg.pressure_stop_percent,
-            read_cost: cfg.read_cost,
+            read_cost: rule.read_cost,
             evict_cost: cfg.evict_cost,
             ..RoundConfig::default()
         };
+        self.rule = Some(rule);
         let memory = self.sources.memory();
         if let Some(counters) = self.sources.evictions() {
             self.refaults.update(counters);
@@ -665,6 +697,7 @@ mod tests {
             meminfo: dir.path().join("meminfo"),
             pressure: dir.path().join("psi"),
             vmstat: dir.path().join("vmstat"),
+            power_supply: dir.path().join("power_supply"),
         };
         std::fs::write(
             &sources.meminfo,
@@ -757,6 +790,31 @@ mod tests {
     }
 
     #[test]
+    fn on_battery_and_on_a_fast_disk_the_round_reads_at_a_higher_cost_and_says_why() {
+        let (dir, sources, state) = fixture();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        step.disk = Some(("vda".into(), true));
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        let rule = step.read_cost_rule().unwrap();
+        assert_eq!(rule.read_cost, config.predict.read_cost);
+        assert_eq!(rule.reasons, vec!["disk vda: rotational → full prefetching", "on mains power"]);
+        // sysfs as a laptop's, unplugged, on an NVMe disk.
+        let bat = sources.power_supply.join("BAT0");
+        std::fs::create_dir_all(&bat).unwrap();
+        std::fs::write(bat.join("type"), "Battery\n").unwrap();
+        std::fs::write(bat.join("status"), "Discharging\n").unwrap();
+        step.disk = Some(("nvme0n1".into(), false));
+        step.plan(&PlanTrigger::Interval, &at(20_000)).unwrap();
+        let rule = step.read_cost_rule().unwrap();
+        let p = &config.predict;
+        assert!((rule.read_cost - p.read_cost * p.battery_read_cost_factor * p.non_rotational_read_cost_factor).abs() < 1e-12);
+        assert_eq!(rule.reasons[1], format!("on battery → read cost ×{}", p.battery_read_cost_factor));
+        drop(dir);
+    }
+
+    #[test]
     fn rounds_are_rate_limited_and_the_owed_one_is_asked_for() {
         let (_dir, sources, state) = fixture();
         let config = Config::default();
@@ -785,6 +843,7 @@ mod tests {
             meminfo: dir.path().join("m"),
             pressure: dir.path().join("p"),
             vmstat: dir.path().join("v"),
+            power_supply: dir.path().join("ps"),
         });
         assert!(!step.trigger_watched, "polling until the loop says it watches the trigger");
         step.pressure_watched(true);

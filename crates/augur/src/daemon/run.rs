@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::control::{self, EventCounts, Request, Response, StatusReport};
+use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::launcher::{self, ExecStep};
@@ -105,6 +105,11 @@ pub trait PlanStep {
     /// `app` launched and its exec-time replay found `pages_resident` of its learned pages (of
     /// `page_size` bytes) resident at wall-clock `now_ms`: what the step prefetched for it was used.
     fn launch_replayed(&mut self, _app: &str, _pages_resident: u64, _page_size: u64, _now_ms: u64) {}
+
+    /// The read-cost rule (battery, disk) the latest round applied, and why.
+    fn read_cost_rule(&self) -> Option<augur_engine::read_cost::ReadCostRule> {
+        None
+    }
 
     /// What prefetching bought over the day up to wall-clock `now_ms`, as observed.
     fn last_day(&mut self, _now_ms: u64) -> Option<augur_core::plan::LedgerTotals> {
@@ -819,6 +824,11 @@ impl Daemon {
             replay_on_exec: config.launch.replay_on_exec,
             prediction_enabled: config.predict.enabled,
             prefetch_last_day: io.plan_step.as_mut().and_then(|s| s.last_day(loop_io::unix_ms())),
+            prefetch_rule: io
+                .plan_step
+                .as_ref()
+                .and_then(|s| s.read_cost_rule())
+                .map(|r| PrefetchRule { read_cost: r.read_cost, reasons: r.reasons }),
             events,
         })
     }
