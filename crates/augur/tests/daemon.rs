@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app};
 
-use augur::daemon::control::{self, Request, Response, StatusReport};
+use augur::daemon::control::{self, Request, Response};
 use augur_core::model::profile::LookupKind;
 
 #[test]
@@ -412,13 +412,6 @@ impl TestDaemon {
     fn launches(&self, app: &str) -> usize {
         match control::request(&self.socket(), &Request::Launches { app: app.into(), limit: 100 }).unwrap() {
             Response::Launches { launches } => launches.len(),
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    fn status(&self) -> StatusReport {
-        match control::request(&self.socket(), &Request::Status).unwrap() {
-            Response::Status(s) => *s,
             other => panic!("unexpected {other:?}"),
         }
     }

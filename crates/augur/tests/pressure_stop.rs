@@ -18,8 +18,6 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{Cgroup, TestDaemon, drop_caches, resident_pages, thread_named};
 
-use augur::daemon::control::{self, Request, Response};
-
 const MIB: u64 = 1 << 20;
 /// PSI trigger of the daemon and of this test: 150 ms of memory stall within 2 s (a window in
 /// whole 2 s, which processes without CAP_SYS_RESOURCE are limited to, so both get the same).
@@ -157,13 +155,6 @@ fn wait_calm() {
     }
 }
 
-fn status_of(d: &TestDaemon) -> Box<control::StatusReport> {
-    match control::request(&d.socket(), &Request::Status).unwrap() {
-        Response::Status(s) => s,
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
 #[test]
 fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     wait_calm();
@@ -194,7 +185,7 @@ fn fetching_stops_within_one_second_of_memory_pressure_rising() {
     println!("hog started at {hog_started} ns, pressure rose at {rise} ns, fetch stopped at {stop} ns");
     println!("fetch stopped {:.3} s after the rise", (stop as f64 - rise as f64) / 1e9);
     assert!(stop <= rise + 1_000_000_000, "fetching stopped {} ms after the rise", (stop - rise) / 1_000_000);
-    assert!(status_of(&d).events.pressure_events >= 1, "no pressure event counted");
+    assert!(d.status().events.pressure_events >= 1, "no pressure event counted");
 }
 
 #[test]
@@ -245,5 +236,5 @@ fn exec_time_replay_stops_within_one_chunk_of_memory_pressure_rising_with_predic
         resident_later.saturating_sub(resident_at_rise) * page <= 6 * MIB + MIB,
         "the replay went on loading after the rise: {resident_at_rise} -> {resident_later} pages"
     );
-    assert!(status_of(&d).events.pressure_events >= 1, "no pressure event counted");
+    assert!(d.status().events.pressure_events >= 1, "no pressure event counted");
 }
