@@ -49,9 +49,9 @@ pub const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
 /// two-core machine would wait for. Execs of applications without a profile do not count.
 pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
 
-/// After the memory-pressure trigger fires, no exec-time replay starts for this long (as no
-/// prediction fetch does: PSI's shortest average, avg10, spans 10 s).
-pub const REPLAY_PRESSURE_HOLD_NS: u64 = 10_000_000_000;
+/// After the memory-pressure trigger fires, no exec-time replay and no prediction fetch starts
+/// for this long (PSI's shortest average, avg10, spans 10 s; later rounds then go by it).
+pub const PRESSURE_HOLD_NS: u64 = 10_000_000_000;
 
 /// The span `[launch] replay_mib_per_minute` counts over.
 pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
@@ -630,15 +630,15 @@ impl DaemonEngine {
     }
 
     /// Memory pressure rose: the exec-time replays stop and none starts for
-    /// [`REPLAY_PRESSURE_HOLD_NS`]; the prediction step stops fetching.
+    /// [`PRESSURE_HOLD_NS`]; the prediction step stops fetching.
     fn on_pressure(&mut self, world: &mut impl DaemonWorld, now: Now) {
         let held = self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t);
-        self.replay_held_until_ns = Some(now.mono_ns.saturating_add(REPLAY_PRESSURE_HOLD_NS));
+        self.replay_held_until_ns = Some(now.mono_ns.saturating_add(PRESSURE_HOLD_NS));
         if !self.replays_in_flight.is_empty() {
             tracing::info!("memory pressure rose: exec-time replay stopped");
             world.carry_out(Action::StopReplays, &self.config);
         } else if !held {
-            tracing::debug!("memory pressure rose: no exec-time replay for {} s", REPLAY_PRESSURE_HOLD_NS / 1_000_000_000);
+            tracing::debug!("memory pressure rose: no exec-time replay for {} s", PRESSURE_HOLD_NS / 1_000_000_000);
         }
         self.plan(world, now, PlanTrigger::Pressure);
     }

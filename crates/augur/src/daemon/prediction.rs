@@ -51,9 +51,9 @@ use augur_os::fetch::request::FetchPlan;
 use augur_os::loop_io;
 use augur_os::machine::{self, PowerSource};
 
-/// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
-/// 10 s; later rounds then go by it).
-pub const PRESSURE_HOLD_MS: u64 = 10_000;
+/// After a pressure trigger, no fetch starts for this long: the engine's hold, which exec-time
+/// replay keeps too.
+pub const PRESSURE_HOLD_MS: u64 = augur_engine::daemon::PRESSURE_HOLD_NS / 1_000_000;
 
 /// Reads the prediction fetch keeps queued ahead of the chunk it waits for. A cancelled fetch stops
 /// at the next chunk, after what is queued: 8 MiB bounds that to half a second on a 16 MiB/s disk.
