@@ -298,12 +298,12 @@ fn with_the_default_configuration_b_after_a_reads_at_most_a_tenth_of_its_cold_pa
         while resident_pages(&bdir.join("data")) < wanted * 9 / 10 && started.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(100));
         }
-        let resident = resident_pages(&bdir.join("data"));
+        let (waited, resident) = (started.elapsed(), resident_pages(&bdir.join("data")));
         let n = pages_read_by(&b, &format!("b-after-a-{attempt}"));
         settle(&d);
         println!(
-            "B started {:.1} s after A had ended, {resident} of its {wanted} data pages resident: it read {n} pages",
-            started.elapsed().as_secs_f64()
+            "B started {:.1} s after A's launch was learned, {resident} of its {wanted} data pages resident: it read {n} pages",
+            waited.as_secs_f64()
         );
         if pagecache_drops() == drops {
             after_a = Some(n);
