@@ -132,6 +132,12 @@ pub struct LaunchSection {
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
+    /// An exec-time replay reads at most this many MiB of the launch's learned pages (the ones
+    /// it used first).
+    pub replay_max_mib: u64,
+    /// Exec-time replays read at most this many MiB over any minute; a launch past it is replayed
+    /// in part or not at all.
+    pub replay_mib_per_minute: u64,
 }
 
 impl Default for LaunchSection {
@@ -149,6 +155,8 @@ impl Default for LaunchSection {
             stable_new_share: 0.05,
             refollow_read_share: 0.25,
             max_launch_mib: 256,
+            replay_max_mib: 512,
+            replay_mib_per_minute: 2048,
         }
     }
 }
@@ -193,7 +201,7 @@ impl Default for LearnSection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PredictSection {
-    /// Predict and prefetch before launches (exec-time replay works without it).
+    /// Predict and prefetch before launches (on by default; exec-time replay works without it).
     pub enabled: bool,
     /// Predictor: "augur", "preload" or "naive".
     pub predictor: String,
@@ -206,7 +214,8 @@ pub struct PredictSection {
     /// Stop prefetching while memory pressure (PSI `some avg10`, percent) is above this.
     pub pressure_stop_percent: f64,
     /// PSI trigger: a memory stall of at least this many microseconds within
-    /// `pressure_window_us` stops prefetching at once (the kernel wakes the daemon).
+    /// `pressure_window_us` stops prefetching and exec-time replay at once (the kernel wakes the
+    /// daemon). Armed whenever anything fetches (replay on exec or prediction).
     pub pressure_trigger_us: u64,
     /// PSI trigger window in microseconds (the kernel accepts 500000 to 10000000).
     pub pressure_window_us: u64,
@@ -217,12 +226,17 @@ pub struct PredictSection {
     /// Cost model: the least chance counted that a byte a prefetch pushes out of a full page
     /// cache is needed again (raised to the measured refault share). In [0, 1].
     pub evict_cost: f64,
+    /// On battery, `read_cost` is multiplied by this (reading ahead spends energy). In [1, 50].
+    pub battery_read_cost_factor: f64,
+    /// When the disk the applications live on is not rotational (a miss costs little),
+    /// `read_cost` is multiplied by this. In [1, 50].
+    pub non_rotational_read_cost_factor: f64,
 }
 
 impl Default for PredictSection {
     fn default() -> Self {
         PredictSection {
-            enabled: false,
+            enabled: true,
             predictor: "augur".into(),
             replan_interval_secs: 300,
             budget_bytes: 0,
@@ -232,6 +246,8 @@ impl Default for PredictSection {
             pressure_window_us: 1_000_000,
             read_cost: augur_core::plan::DEFAULT_READ_COST,
             evict_cost: augur_core::plan::DEFAULT_EVICT_COST,
+            battery_read_cost_factor: 3.0,
+            non_rotational_read_cost_factor: 2.0,
         }
     }
 }
@@ -290,6 +306,11 @@ impl Config {
         if l.max_launch_mib == 0 {
             return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
         }
+        for (key, v) in [("replay_max_mib", l.replay_max_mib), ("replay_mib_per_minute", l.replay_mib_per_minute)] {
+            if v == 0 {
+                return Err(bad("launch", key, "must be at least 1 (replay_on_exec = false turns replay off)".into()));
+            }
+        }
         let n = &self.learn;
         if !(n.decay > 0.0 && n.decay <= 1.0) {
             return Err(bad("learn", "decay", format!("{} is not in (0, 1]", n.decay)));
@@ -331,6 +352,14 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&p.evict_cost) {
             return Err(bad("predict", "evict_cost", format!("{} is not in [0, 1]", p.evict_cost)));
+        }
+        for (key, v) in [
+            ("battery_read_cost_factor", p.battery_read_cost_factor),
+            ("non_rotational_read_cost_factor", p.non_rotational_read_cost_factor),
+        ] {
+            if !(1.0..=50.0).contains(&v) {
+                return Err(bad("predict", key, format!("{v} is not in [1, 50]")));
+            }
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
             return Err(bad(

@@ -49,6 +49,13 @@ pub const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
 /// two-core machine would wait for. Execs of applications without a profile do not count.
 pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
 
+/// After the memory-pressure trigger fires, no exec-time replay and no prediction fetch starts
+/// for this long (PSI's shortest average, avg10, spans 10 s; later rounds then go by it).
+pub const PRESSURE_HOLD_NS: u64 = 10_000_000_000;
+
+/// The span `[launch] replay_mib_per_minute` counts over.
+pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
+
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanTrigger {
@@ -201,8 +208,16 @@ pub enum Action {
     /// A launch of `app` that was replayed but not followed read many pages from disk its profile
     /// did not hold: follow its next launches again until its profile is stable.
     Refollow { app: String },
-    /// Load `profile` for `launch` at exec, at `priority`; report with [`Event::ReplayFinished`].
-    StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
+    /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`; report with
+    /// [`Event::ReplayFinished`].
+    StartReplay { launch: LaunchId, app: String, profile: LaunchProfile, priority: ReplayPriority },
+    /// Memory pressure: stop the exec-time replays running or queued (each still reports, with
+    /// what it loaded).
+    StopReplays,
+    /// Watch the kernel's memory-pressure trigger (`[predict] pressure_trigger_us` within
+    /// `pressure_window_us`; registered again when already watched) or stop watching it. Watched
+    /// whenever anything fetches: exec-time replay or prediction.
+    WatchPressure(bool),
     /// Save a learned launch to the state ([`Outcome::Failed`] when it could not be).
     SaveLaunch(Box<LearnedLaunch>),
     /// Keep what a launcher's launch was found to start (its next launch expects it).
@@ -214,10 +229,10 @@ pub enum Action {
     /// Answered with [`Outcome::Planned`].
     Plan { trigger: PlanTrigger, launching: bool },
     /// Build the prediction step for the configuration in force (its predictor learns the
-    /// launches and exits the state remembers) and watch its pressure trigger.
+    /// launches and exits the state remembers).
     /// [`Outcome::Failed`] when it could not be built.
     BuildPredictionStep,
-    /// Stop watching the prediction step's pressure trigger and drop the step.
+    /// Drop the prediction step (its fetch stops).
     DropPredictionStep,
     /// Whether the trace pipe wakes the loop on any event (`true`) or only when half full.
     TraceEager(bool),
@@ -308,6 +323,13 @@ pub struct DaemonEngine {
     trace_eager: bool,
     /// Whether fanotify opens wake the loop.
     opens_watched: bool,
+    /// Whether the memory-pressure trigger is watched.
+    pressure_watched: bool,
+    /// No exec-time replay starts before this monotonic time (ns): memory pressure rose.
+    replay_held_until_ns: Option<u64>,
+    /// Exec-time replays of the last [`REPLAY_BUDGET_SPAN_NS`]: (start, launch, bytes: asked,
+    /// then read once it reported), oldest first.
+    replay_spent: std::collections::VecDeque<(u64, LaunchId, u64)>,
     /// Launches and exits not yet written to the state.
     pending_activity: Vec<ActivityRecord>,
     /// When `pending_activity` was last written (monotonic ns).
@@ -347,12 +369,16 @@ pub fn profile_lacks_pages(read: u64, expected: u64, share: f64) -> bool {
     read >= REFOLLOW_MIN_PAGES && read as f64 > share * expected as f64
 }
 
-/// True when the prediction step must be built again for `new`: it reads these settings only
-/// when it is built (the others it reads each round).
+/// True when the prediction step must be built again for `new`: it reads its predictor only
+/// when it is built (the other settings it reads each round).
 fn step_settings_changed(old: &PredictSection, new: &PredictSection) -> bool {
     old.predictor != new.predictor
-        || old.pressure_trigger_us != new.pressure_trigger_us
-        || old.pressure_window_us != new.pressure_window_us
+}
+
+/// True when anything under `c` reads pages ahead (exec-time replay or prediction): memory
+/// pressure must then be watched.
+fn fetches(c: &Config) -> bool {
+    c.launch.replay_on_exec || c.predict.enabled
 }
 
 /// Whether a launch of `app` (process `pid`) is followed now: by the follow `policy`, and not
@@ -425,6 +451,9 @@ impl DaemonEngine {
             last_launch_ns: None,
             trace_eager: true,
             opens_watched: false,
+            pressure_watched: false,
+            replay_held_until_ns: None,
+            replay_spent: std::collections::VecDeque::new(),
             pending_activity: Vec::new(),
             activity_flushed_ns: now.mono_ns,
         }
@@ -491,6 +520,10 @@ impl DaemonEngine {
     pub fn handle(&mut self, world: &mut impl DaemonWorld, now: Now, event: Event) {
         match event {
             Event::Start => {
+                if fetches(&self.config) {
+                    self.pressure_watched = true;
+                    world.carry_out(Action::WatchPressure(true), &self.config);
+                }
                 if self.config.predict.enabled {
                     self.build_step(world, now);
                 }
@@ -515,7 +548,7 @@ impl DaemonEngine {
                 }
             }
             Event::ReplayFinished { launch, report } => self.on_replay_finished(world, now, launch, report),
-            Event::Pressure => self.plan(world, now, PlanTrigger::Pressure),
+            Event::Pressure => self.on_pressure(world, now),
             Event::Tick => {
                 for finished in self.tracker.expire(now.mono_ns) {
                     self.finish_launch(world, now, finished);
@@ -622,7 +655,7 @@ impl DaemonEngine {
             && self.config.launch.replay_on_exec
             && !self.replays_in_flight.contains_key(&id)
             && self.tracker.get(id).is_some_and(|l| l.replayed.as_deref() != Some(replay_key))
-            && self.replay(world, id, replay_key)
+            && self.replay(world, now, id, replay_key)
         {
             // A start augur serves: prediction leaves it the machine for a moment. Other execs
             // (a shell loop's, a build's) do not hold prediction off.
@@ -636,8 +669,39 @@ impl DaemonEngine {
         }
     }
 
-    /// Starts the exec-time replay of `key`'s learned profile; true when one was started.
-    fn replay(&mut self, world: &mut impl DaemonWorld, id: LaunchId, key: &str) -> bool {
+    /// Memory pressure rose: the exec-time replays stop and none starts for
+    /// [`PRESSURE_HOLD_NS`]; the prediction step stops fetching.
+    fn on_pressure(&mut self, world: &mut impl DaemonWorld, now: Now) {
+        let held = self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t);
+        self.replay_held_until_ns = Some(now.mono_ns.saturating_add(PRESSURE_HOLD_NS));
+        if !self.replays_in_flight.is_empty() {
+            tracing::info!("memory pressure rose: exec-time replay stopped");
+            world.carry_out(Action::StopReplays, &self.config);
+        } else if !held {
+            tracing::debug!("memory pressure rose: no exec-time replay for {} s", PRESSURE_HOLD_NS / 1_000_000_000);
+        }
+        self.plan(world, now, PlanTrigger::Pressure);
+    }
+
+    /// Bytes exec-time replays may still read now: `[launch] replay_max_mib` for one launch,
+    /// within what is left of `replay_mib_per_minute`.
+    fn replay_budget_bytes(&mut self, now: Now) -> u64 {
+        while self.replay_spent.front().is_some_and(|&(t, _, _)| t.saturating_add(REPLAY_BUDGET_SPAN_NS) <= now.mono_ns) {
+            self.replay_spent.pop_front();
+        }
+        let spent: u64 = self.replay_spent.iter().map(|&(_, _, b)| b).sum();
+        let l = &self.config.launch;
+        let per_minute = l.replay_mib_per_minute.saturating_mul(1 << 20);
+        l.replay_max_mib.saturating_mul(1 << 20).min(per_minute.saturating_sub(spent))
+    }
+
+    /// Starts the exec-time replay of `key`'s learned profile, within the replay budget and not
+    /// while memory pressure holds replay off; true when one was started.
+    fn replay(&mut self, world: &mut impl DaemonWorld, now: Now, id: LaunchId, key: &str) -> bool {
+        if self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t) {
+            tracing::debug!("launch {id}: {key} not replayed: memory pressure rose less than 10 s ago");
+            return false;
+        }
         let profile = match world.replay_profile(key, &self.config.learn_settings()) {
             Ok(Some(p)) => p,
             Ok(None) => return false,
@@ -654,15 +718,34 @@ impl DaemonEngine {
             l.pages_expected = expected;
             l.replayed = Some(key.to_string());
         }
+        let budget_pages = self.replay_budget_bytes(now) / profile.page_size.max(1);
+        if budget_pages == 0 {
+            tracing::info!("launch {id}: {key} not replayed: exec-time replays read their budget for this minute");
+            return false;
+        }
+        let profile = if expected > budget_pages {
+            tracing::debug!("launch {id}: {key} replayed in part: {budget_pages} of its {expected} pages (the replay budget)");
+            profile.first_pages(budget_pages)
+        } else {
+            profile
+        };
+        let bytes = profile.byte_count();
         let priority = self.config.launch.replay_io_priority;
-        if world.carry_out(Action::StartReplay { launch: id, profile, priority }, &self.config) == Outcome::Done {
+        if world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority }, &self.config)
+            == Outcome::Done
+        {
             self.replays_in_flight.insert(id, None);
+            self.replay_spent.push_back((now.mono_ns, id, bytes));
             return true;
         }
         false
     }
 
     fn on_replay_finished(&mut self, world: &mut impl DaemonWorld, now: Now, launch: LaunchId, r: ReplayReport) {
+        // What it read counts against the budget, not what it asked for (resident pages cost nothing).
+        if let Some(spent) = self.replay_spent.iter_mut().find(|(_, l, _)| *l == launch) {
+            spent.2 = r.bytes_read;
+        }
         match self.replays_in_flight.remove(&launch) {
             Some(Some(mut learned)) => {
                 learned.record.pages_resident_at_exec = r.pages_resident;
@@ -912,6 +995,13 @@ impl DaemonEngine {
         let old = std::mem::replace(&mut self.config, new);
         let (was, want) = (old.predict.enabled && self.step, self.config.predict.enabled);
         let rebuild = was && want && step_settings_changed(&old.predict, &self.config.predict);
+        let watch = fetches(&self.config);
+        let (o, n) = (&old.predict, &self.config.predict);
+        let respec = o.pressure_trigger_us != n.pressure_trigger_us || o.pressure_window_us != n.pressure_window_us;
+        if watch != self.pressure_watched || (watch && respec) {
+            world.carry_out(Action::WatchPressure(watch), &self.config);
+            self.pressure_watched = watch;
+        }
         if self.step && (!want || rebuild) {
             world.carry_out(Action::DropPredictionStep, &self.config);
             self.step = false;
@@ -1251,9 +1341,11 @@ mod tests {
         actions.iter().filter_map(|a| if let Action::WriteActivity(r) = a { Some(r.clone()) } else { None }).collect()
     }
 
+    /// A daemon that only learns: neither exec-time replay nor prediction (on by default).
     fn no_replay() -> Config {
         let mut c = Config::default();
         c.launch.replay_on_exec = false;
+        c.predict.enabled = false;
         c
     }
 
@@ -1510,7 +1602,7 @@ mod tests {
         assert_eq!(out.len(), 2, "{out:?}");
         assert_eq!(out[0], Action::Follow { pid: 100 }, "the pid filter first");
         assert!(
-            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort } if p.page_count() == 50)
+            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort, .. } if p.page_count() == 50)
         );
         let report = ReplayReport { pages_wanted: 50, pages_resident: 10, pages_loaded: 40, bytes_read: 40 * 4096 };
         d.event(20, Event::ReplayFinished { launch: 1, report });
@@ -1649,6 +1741,62 @@ mod tests {
         assert!(d.engine.is_idle());
     }
 
+    // --- Exec-time replay: budget and memory pressure --------------------------------------
+
+    /// The replay report of a replay that read `pages` pages.
+    fn read(pages: u64) -> ReplayReport {
+        ReplayReport { pages_wanted: pages, pages_resident: 0, pages_loaded: pages, bytes_read: pages * 4096 }
+    }
+
+    #[test]
+    fn replay_alone_watches_memory_pressure_without_a_prediction_step() {
+        let mut d =
+            Daemon::new(Config { predict: PredictSection { enabled: false, ..PredictSection::default() }, ..Config::default() });
+        assert_eq!(d.event(0, Event::Start), vec![Action::WatchPressure(true)]);
+        let mut d =
+            Daemon::new(Config { predict: PredictSection { enabled: false, ..PredictSection::default() }, ..no_replay() });
+        assert_eq!(d.event(0, Event::Start), vec![], "nothing fetches: nothing watched");
+    }
+
+    #[test]
+    fn memory_pressure_stops_exec_time_replay_and_holds_it_off_for_ten_seconds() {
+        let mut d =
+            Daemon::new(Config { predict: PredictSection { enabled: false, ..PredictSection::default() }, ..Config::default() });
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        d.event(0, Event::Start);
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![50]);
+        assert_eq!(d.event(20, Event::Pressure), vec![Action::StopReplays]);
+        d.event(30, Event::ReplayFinished { launch: 1, report: read(8) });
+        assert_eq!(replays(&d.exec(5_000, 101, "/bin/a")), Vec::<u64>::new(), "held off");
+        assert_eq!(d.event(6_000, Event::Pressure), vec![], "nothing to stop: the hold is extended");
+        assert_eq!(replays(&d.exec(15_000, 102, "/bin/a")), Vec::<u64>::new(), "still held off");
+        assert_eq!(replays(&d.exec(16_001, 103, "/bin/a")), vec![50], "ten seconds after the last rise");
+    }
+
+    #[test]
+    fn a_replay_reads_at_most_its_budget_the_pages_used_first() {
+        let mut c = Config::default();
+        c.launch.replay_max_mib = 1;
+        let mut d = Daemon::new(c);
+        d.world.profiles.insert("/bin/a".into(), profile(1000));
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![256]);
+    }
+
+    #[test]
+    fn replays_read_at_most_the_per_minute_budget_counted_by_what_they_read() {
+        let mut c = Config::default();
+        c.launch.replay_mib_per_minute = 2;
+        let mut d = Daemon::new(c);
+        d.world.profiles.insert("/bin/a".into(), profile(300));
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![300]);
+        assert_eq!(replays(&d.exec(20, 101, "/bin/a")), vec![212], "the rest of the minute's 512 pages");
+        assert_eq!(replays(&d.exec(30, 102, "/bin/a")), Vec::<u64>::new(), "spent");
+        // The first found most of its pages resident: only what it read counts.
+        d.event(40, Event::ReplayFinished { launch: 1, report: read(100) });
+        assert_eq!(replays(&d.exec(50, 103, "/bin/a")), vec![200]);
+        assert_eq!(replays(&d.exec(60_020, 104, "/bin/a")), vec![300], "a minute later the first two no longer count");
+    }
+
     // --- Planning rounds --------------------------------------------------------------------
 
     #[test]
@@ -1656,7 +1804,7 @@ mod tests {
         let mut c = no_replay();
         c.predict.enabled = true;
         let mut d = Daemon::new(c);
-        assert_eq!(d.event(0, Event::Start), vec![Action::BuildPredictionStep]);
+        assert_eq!(d.event(0, Event::Start), vec![Action::WatchPressure(true), Action::BuildPredictionStep]);
         assert_eq!(plans(&d.event(5, Event::Ready)), vec![(PlanTrigger::Start, false)]);
         assert_eq!(timer(&d.event(5, Event::AboutToSleep)), Some(Some(ns(5 + 300_000))));
         assert!(plans(&d.wake(299_000)).is_empty());
@@ -1805,7 +1953,8 @@ mod tests {
         let out = d.event(500, Event::Reload(Ok(with_prediction("augur"))));
         assert_eq!(activity(&out).len(), 1, "the step's predictor restores from the state: {out:?}");
         let build = out.iter().position(|a| *a == Action::BuildPredictionStep).expect("built");
-        assert!(matches!(out[0], Action::WriteActivity(_)) && build == 1, "{out:?}");
+        assert_eq!(out[0], Action::WatchPressure(true), "something fetches now: pressure is watched first");
+        assert!(matches!(out[1], Action::WriteActivity(_)) && build == 2, "{out:?}");
         assert_eq!(plans(&out), vec![(PlanTrigger::Start, false)]);
         assert!(d.engine.predicting());
         assert_eq!(d.engine.next_replan_ns(), Some(ns(500 + 300_000)));
@@ -1816,7 +1965,7 @@ mod tests {
     fn a_reload_turns_prediction_off() {
         let mut d = Daemon::predicting(with_prediction("augur"));
         let out = d.event(500, Event::Reload(Ok(no_replay())));
-        assert_eq!(out, vec![Action::DropPredictionStep]);
+        assert_eq!(out, vec![Action::WatchPressure(false), Action::DropPredictionStep], "nothing fetches any more");
         assert!(!d.engine.predicting());
         assert!(plans(&d.event(600, Event::Pressure)).is_empty());
         assert!(plans(&d.exec(700, 100, "/bin/a")).is_empty());
@@ -1835,7 +1984,11 @@ mod tests {
         assert_eq!(d.event(600, Event::Reload(Ok(c))), vec![], "read each round: no new step");
         let mut c = with_prediction("preload");
         c.predict.pressure_trigger_us = 50_000;
-        assert!(d.event(700, Event::Reload(Ok(c))).contains(&Action::BuildPredictionStep), "the trigger is the step's");
+        assert_eq!(
+            d.event(700, Event::Reload(Ok(c))),
+            vec![Action::WatchPressure(true)],
+            "the trigger is re-armed, the step kept"
+        );
     }
 
     #[test]

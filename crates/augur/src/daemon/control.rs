@@ -79,6 +79,15 @@ pub struct EventCounts {
 }
 
 /// What `augur status` shows.
+/// The read cost the planner was given on this machine, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchRule {
+    /// `[predict] read_cost` scaled by the battery and disk factors.
+    pub read_cost: f64,
+    /// One reason per fact ("disk vda: rotational → full prefetching", "on battery → read cost ×3").
+    pub reasons: Vec<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     /// Daemon process id.
@@ -117,6 +126,14 @@ pub struct StatusReport {
     pub replay_on_exec: bool,
     /// Prediction on.
     pub prediction_enabled: bool,
+    /// What prefetching bought over the last day, as observed (`None` with prediction off):
+    /// launches predicted and loaded in time, bytes prefetched, used and wasted.
+    #[serde(default)]
+    pub prefetch_last_day: Option<augur_core::plan::LedgerTotals>,
+    /// How much the latest planning round prefetched for the machine it runs on (battery, disk),
+    /// and why (`None` with prediction off or before the first round).
+    #[serde(default)]
+    pub prefetch_rule: Option<PrefetchRule>,
     /// Event counters.
     pub events: EventCounts,
 }

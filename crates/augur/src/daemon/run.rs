@@ -1,8 +1,9 @@
 //! The event loop of `augur daemon`: one epoll over the process-events connector, the kernel's
 //! observation of launches (the eBPF observer's ring buffer, else the tracefs page-event pipe),
 //! fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
-//! prediction step's memory-pressure trigger (PSI, `EPOLLPRI`: a pressure rise runs a planning
-//! round at once, which stops prefetching) and a one-shot timer armed only while something is
+//! memory-pressure trigger, watched whenever anything fetches (PSI, `EPOLLPRI`: a pressure rise
+//! stops exec-time replay and runs a planning round at once, which stops prefetching) and a
+//! one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
 //! in `epoll_wait` without a timeout.
 //!
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::control::{self, EventCounts, Request, Response, StatusReport};
+use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::launcher::{self, ExecStep};
@@ -31,7 +32,7 @@ use augur_engine::daemon::{
 };
 use augur_engine::window::{LaunchId, PageKind};
 use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
-use augur_os::loop_io::{self, DaemonSignal, DaemonSignals, EventPoll, Readiness, Timer, Wakeup, WakeupHandle};
+use augur_os::loop_io::{self, DaemonSignal, DaemonSignals, EventPoll, PressureTrigger, Readiness, Timer, Wakeup, WakeupHandle};
 use augur_os::notify::Notifier;
 use augur_os::sense::bpf::record::chunk_ranges;
 use augur_os::sense::bpf::{FedRecord, LaunchFeed, ObservedEvent};
@@ -85,15 +86,10 @@ pub trait PlanStep {
     /// One planning round.
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()>;
 
-    /// A PSI trigger the event loop should watch (`EPOLLPRI`); when it fires the loop runs a
-    /// [`PlanTrigger::Pressure`] round at once.
-    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        None
-    }
-
-    /// The loop could not watch [`PlanStep::pressure_trigger`]: the step must watch pressure on
-    /// its own.
-    fn pressure_trigger_unusable(&mut self) {}
+    /// Whether the loop watches the kernel's memory-pressure trigger (it then runs a
+    /// [`PlanTrigger::Pressure`] round at once when it fires); when it does not, the step must
+    /// watch pressure on its own while fetching. Told when the step is built and at each change.
+    fn pressure_watched(&mut self, _watched: bool) {}
 
     /// When the last [`PlanStep::plan`] call put its round off (rounds are rate-limited): the
     /// loop calls again with [`PlanTrigger::Interval`] within this many milliseconds.
@@ -104,6 +100,20 @@ pub trait PlanStep {
     /// Planning rounds that decided a plan since the step was built.
     fn rounds_planned(&self) -> u64 {
         0
+    }
+
+    /// `app` launched and its exec-time replay found `pages_resident` of its learned pages (of
+    /// `page_size` bytes) resident at wall-clock `now_ms`: what the step prefetched for it was used.
+    fn launch_replayed(&mut self, _app: &str, _pages_resident: u64, _page_size: u64, _now_ms: u64) {}
+
+    /// The read-cost rule (battery, disk) the latest round applied, and why.
+    fn read_cost_rule(&self) -> Option<augur_engine::read_cost::ReadCostRule> {
+        None
+    }
+
+    /// What prefetching bought over the day up to wall-clock `now_ms`, as observed.
+    fn last_day(&mut self, _now_ms: u64) -> Option<augur_core::plan::LedgerTotals> {
+        None
     }
 
     /// Launches and exits seen before this start, oldest first: the step's predictor learns
@@ -146,12 +156,24 @@ impl DaemonOptions {
 
 struct ReplayJob {
     launch: LaunchId,
+    app: String,
     profile: LaunchProfile,
     priority: IoPriority,
+    stop: ReplayStop,
+}
+
+/// How a queued or running exec-time replay is stopped.
+#[derive(Clone, Default)]
+struct ReplayStop {
+    /// Stops it (between chunks).
+    cancel: CancelFlag,
+    /// Set before `cancel` when it is stopped for memory pressure.
+    pressure: CancelFlag,
 }
 
 struct ReplayDone {
     launch: LaunchId,
+    app: String,
     report: FetchReport,
 }
 
@@ -179,8 +201,16 @@ fn spawn_replay_worker(
                     window_bytes: EXEC_REPLAY_WINDOW_BYTES,
                     ..FetchOptions::default()
                 };
-                let report = Prefetcher::new(options).fetch(&plan, &cancel);
-                if done_tx.send(ReplayDone { launch: job.launch, report }).is_err() {
+                let report = Prefetcher::new(options).fetch(&plan, &job.stop.cancel);
+                if report.cancelled && job.stop.pressure.is_cancelled() {
+                    tracing::info!(
+                        "exec-time replay stopped by memory pressure at monotonic {} ns: {} pages loaded, {} not attempted",
+                        loop_io::monotonic_ns(),
+                        report.pages.loaded,
+                        report.pages.not_attempted
+                    );
+                }
+                if done_tx.send(ReplayDone { launch: job.launch, app: job.app, report }).is_err() {
                     break;
                 }
                 wake.wake();
@@ -293,10 +323,12 @@ struct LoopIo {
     replay_rx: mpsc::Receiver<ReplayDone>,
     replay_worker: Option<std::thread::JoinHandle<()>>,
     replay_cancel: CancelFlag,
+    /// How to stop each exec-time replay queued or running.
+    replays: Vec<(LaunchId, ReplayStop)>,
     plan_step: Option<Box<dyn PlanStep>>,
     make_plan_step: PlanStepFactory,
-    /// Whether the step's pressure trigger is in the epoll set.
-    pressure_watched: bool,
+    /// The memory-pressure trigger in the epoll set, while anything fetches.
+    pressure: Option<PressureTrigger>,
     started: Instant,
     own_pid: u32,
     counts: EventCounts,
@@ -390,9 +422,10 @@ impl Daemon {
             replay_rx: rx,
             replay_worker: Some(worker),
             replay_cancel,
+            replays: Vec::new(),
             plan_step: None,
             make_plan_step,
-            pressure_watched: false,
+            pressure: None,
             started: Instant::now(),
             own_pid: std::process::id(),
             counts: EventCounts::default(),
@@ -555,7 +588,11 @@ impl Daemon {
 
     fn collect_replays(&mut self) -> Result<()> {
         while let Ok(done) = self.io.replay_rx.try_recv() {
+            self.io.replays.retain(|(l, _)| *l != done.launch);
             let r = &done.report;
+            if let Some(step) = self.io.plan_step.as_mut() {
+                step.launch_replayed(&done.app, r.pages.already_resident, r.page_size, loop_io::unix_ms());
+            }
             let report = ReplayReport {
                 pages_wanted: r.pages.wanted,
                 pages_resident: r.pages.already_resident,
@@ -749,8 +786,8 @@ impl Daemon {
         }
     }
 
-    fn status(&self) -> Result<StatusReport> {
-        let io = &self.io;
+    fn status(&mut self) -> Result<StatusReport> {
+        let io = &mut self.io;
         let config = self.engine.config();
         let mode = io.observer.mode();
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
@@ -786,6 +823,12 @@ impl Daemon {
             }),
             replay_on_exec: config.launch.replay_on_exec,
             prediction_enabled: config.predict.enabled,
+            prefetch_last_day: io.plan_step.as_mut().and_then(|s| s.last_day(loop_io::unix_ms())),
+            prefetch_rule: io
+                .plan_step
+                .as_ref()
+                .and_then(|s| s.read_cost_rule())
+                .map(|r| PrefetchRule { read_cost: r.read_cost, reasons: r.reasons }),
             events,
         })
     }
@@ -803,6 +846,9 @@ impl Daemon {
         let _ = self.io.notifier.stopping();
         tracing::info!("stopping: saving launches in progress");
         self.io.replay_cancel.cancel();
+        for (_, stop) in &self.io.replays {
+            stop.cancel.cancel();
+        }
         self.io.replay_tx = None;
         if let Some(w) = self.io.replay_worker.take() {
             // A read stuck on an (allowed) network or FUSE file system must not hold the stop up:
@@ -935,34 +981,49 @@ impl LoopIo {
             Err(e) => tracing::warn!("reading the remembered launches: {e}; prediction starts from nothing"),
         }
         tracing::info!("prediction on: predictor {}", config.predict.predictor);
-        let watched = step.pressure_trigger().map(|fd| self.poll.add(fd, TOKEN_PRESSURE, Readiness::Priority));
-        match watched {
-            Some(Ok(())) => {
-                tracing::info!("memory pressure trigger armed");
-                self.pressure_watched = true;
-            }
-            Some(Err(e)) => {
-                tracing::warn!("cannot watch the memory pressure trigger ({e}); checking pressure while fetching instead");
-                step.pressure_trigger_unusable();
-            }
-            None => {}
-        }
+        step.pressure_watched(self.pressure.is_some());
         self.plan_step = Some(step);
         Outcome::Done
     }
 
-    /// Drops the prediction step (its fetch stops), its pressure trigger first out of the epoll set.
+    /// Drops the prediction step (its fetch stops).
     fn drop_plan_step(&mut self) {
         let Some(step) = self.plan_step.take() else { return };
         self.counts.planning_rounds += step.rounds_planned();
-        if self.pressure_watched
-            && let Some(fd) = step.pressure_trigger()
-            && let Err(e) = self.poll.delete(fd)
+        drop(step);
+    }
+
+    /// Watches the memory-pressure trigger `config` specifies (registered anew when one is
+    /// watched already), or stops watching it; the prediction step is told.
+    fn watch_pressure(&mut self, config: &Config, watched: bool) -> Outcome {
+        if let Some(old) = self.pressure.take()
+            && let Err(e) = self.poll.delete(old.as_fd())
         {
             tracing::debug!("memory pressure trigger: {e}");
         }
-        self.pressure_watched = false;
-        drop(step);
+        let mut outcome = Outcome::Done;
+        if watched {
+            let p = &config.predict;
+            let opened = PressureTrigger::open(Path::new("/proc/pressure/memory"), p.pressure_trigger_us, p.pressure_window_us)
+                .map_err(Error::from)
+                .and_then(|t| Ok(self.poll.add(t.as_fd(), TOKEN_PRESSURE, Readiness::Priority).map(|()| t)?));
+            match opened {
+                Ok(t) => {
+                    tracing::info!("memory pressure trigger armed: {} us of stall within {} us", t.spec.0, t.spec.1);
+                    self.pressure = Some(t);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot watch a memory pressure trigger ({e}); prediction checks pressure while fetching instead, exec-time replay does not stop for it"
+                    );
+                    outcome = Outcome::Failed;
+                }
+            }
+        }
+        if let Some(step) = self.plan_step.as_mut() {
+            step.pressure_watched(self.pressure.is_some());
+        }
+        outcome
     }
 }
 
@@ -1045,16 +1106,25 @@ impl DaemonWorld for LoopIo {
                 }
                 self.counts.refollowed += 1;
             }
-            Action::StartReplay { launch, profile, priority } => {
-                let job = ReplayJob { launch, profile, priority: io_priority(priority) };
+            Action::StartReplay { launch, app, profile, priority } => {
+                let stop = ReplayStop::default();
+                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), stop: stop.clone() };
                 if let Some(tx) = &self.replay_tx
                     && tx.send(job).is_ok()
                 {
                     self.counts.replays += 1;
+                    self.replays.push((launch, stop));
                     return Outcome::Done;
                 }
                 return Outcome::Failed;
             }
+            Action::StopReplays => {
+                for (_, stop) in &self.replays {
+                    stop.pressure.cancel();
+                    stop.cancel.cancel();
+                }
+            }
+            Action::WatchPressure(watched) => return self.watch_pressure(config, watched),
             Action::SaveLaunch(l) => {
                 let r = &l.record;
                 if let Err(e) = self.state.learn_launch(&r.app, &l.exe, &l.profile, r, &config.state_limits()) {
