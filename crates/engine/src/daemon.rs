@@ -270,6 +270,23 @@ pub trait DaemonWorld {
     fn carry_out(&mut self, action: Action, config: &Config) -> Outcome;
 }
 
+/// What the engine's bounded lists and queues dropped, by cause ([`DaemonEngine::drops`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineDrops {
+    /// Execs that started no launch: the launch list was full ([`crate::window::MAX_LAUNCHES`]).
+    pub launches: u64,
+    /// Execs inside a launch not recorded for its identity ([`crate::window::MAX_EXECS_PER_LAUNCH`]).
+    pub execs_not_recorded: u64,
+    /// Page, inode and lookup events of no launch dropped from the full look-behind backlog.
+    pub backlog_events: u64,
+    /// Oldest events dropped from the full usage log (`augur record`).
+    pub usage_log_events: u64,
+    /// Exec-time replays not started because the same application's replay was in flight.
+    pub replays_coalesced: u64,
+    /// Execs the kernel follows dropped from the full list of those not yet claimed.
+    pub observed_execs: u64,
+}
+
 /// The daemon's decisions. See the module documentation.
 pub struct DaemonEngine {
     config: Config,
@@ -288,6 +305,13 @@ pub struct DaemonEngine {
     usage_log: UsageLog,
     /// Launches whose replay is still running, and finished launches waiting for their replay.
     replays_in_flight: HashMap<LaunchId, Option<LearnedLaunch>>,
+    /// The application each replay in flight loads: a launch of one of them is not replayed
+    /// again (the replay in flight loads its pages already).
+    replaying_apps: HashMap<LaunchId, String>,
+    /// Replays not started because the same application's was in flight.
+    replays_coalesced: u64,
+    /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
+    observed_execs_dropped: u64,
     /// A prediction step is in place.
     step: bool,
     next_replan_ns: Option<u64>,
@@ -397,6 +421,9 @@ impl DaemonEngine {
             running: RunningInstances::new(),
             usage_log: UsageLog::new(now.unix_ms, usage_log::MAX_EVENTS),
             replays_in_flight: HashMap::new(),
+            replaying_apps: HashMap::new(),
+            replays_coalesced: 0,
+            observed_execs_dropped: 0,
             step: false,
             next_replan_ns: None,
             last_launch_ns: None,
@@ -453,6 +480,7 @@ impl DaemonEngine {
             TraceEvent::ExecObserved { pid, ts_ns } => {
                 if self.observed_execs.len() >= UNCLAIMED_MAX {
                     self.observed_execs.pop_front();
+                    self.observed_execs_dropped += 1;
                 }
                 self.observed_execs.push_back((pid, ts_ns));
             }
@@ -462,6 +490,18 @@ impl DaemonEngine {
     /// Unattributed page events dropped from the full backlog (diagnostics).
     pub fn backlog_dropped(&self) -> u64 {
         self.tracker.backlog_dropped
+    }
+
+    /// What the engine's bounded lists and queues dropped since the start, by cause.
+    pub fn drops(&self) -> EngineDrops {
+        EngineDrops {
+            launches: self.tracker.launches_dropped,
+            execs_not_recorded: self.tracker.execs_not_recorded,
+            backlog_events: self.tracker.backlog_dropped,
+            usage_log_events: self.usage_log.dropped,
+            replays_coalesced: self.replays_coalesced,
+            observed_execs: self.observed_execs_dropped,
+        }
     }
 
     /// Decides what `event` at `now` means; the actions go to `world` as they are decided.
@@ -522,6 +562,7 @@ impl DaemonEngine {
                 self.keyed(world, now, *id, (!traced).then_some(tgid));
             }
             ExecOutcome::Joined(id) => tracing::trace!("launch {id}: pid {tgid} joined"),
+            ExecOutcome::Dropped => tracing::debug!("pid {tgid} exec'd while the launch list was full: no launch"),
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
         // application replayed only, a helper of a launch not followed) is taken off at once.
@@ -598,6 +639,11 @@ impl DaemonEngine {
 
     /// Starts the exec-time replay of `key`'s learned profile; true when one was started.
     fn replay(&mut self, world: &mut impl DaemonWorld, id: LaunchId, key: &str) -> bool {
+        if self.replaying_apps.values().any(|k| k == key) {
+            // An exec flood of one application: one replay loads its pages for all.
+            self.replays_coalesced += 1;
+            return false;
+        }
         let profile = match world.replay_profile(key, &self.config.learn_settings()) {
             Ok(Some(p)) => p,
             Ok(None) => return false,
@@ -617,12 +663,14 @@ impl DaemonEngine {
         let priority = self.config.launch.replay_io_priority;
         if world.carry_out(Action::StartReplay { launch: id, profile, priority }, &self.config) == Outcome::Done {
             self.replays_in_flight.insert(id, None);
+            self.replaying_apps.insert(id, key.to_string());
             return true;
         }
         false
     }
 
     fn on_replay_finished(&mut self, world: &mut impl DaemonWorld, now: Now, launch: LaunchId, r: ReplayReport) {
+        self.replaying_apps.remove(&launch);
         match self.replays_in_flight.remove(&launch) {
             Some(Some(mut learned)) => {
                 learned.record.pages_resident_at_exec = r.pages_resident;
@@ -909,6 +957,7 @@ impl DaemonEngine {
 
     fn stop(&mut self, world: &mut impl DaemonWorld, now: Now) {
         let pending: Vec<LearnedLaunch> = self.replays_in_flight.drain().filter_map(|(_, l)| l).collect();
+        self.replaying_apps.clear();
         for l in pending {
             self.save(world, now, l);
         }
@@ -1354,6 +1403,21 @@ mod tests {
             (l.record.pages_expected, l.record.pages_resident_at_exec, l.record.pages_prefetched, l.record.bytes_prefetched),
             (50, 10, 40, 40 * 4096)
         );
+    }
+
+    #[test]
+    fn an_exec_flood_of_one_application_runs_one_replay_at_a_time_and_counts_the_rest() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        let mut started = 0;
+        for i in 0..100u32 {
+            started += replays(&d.exec(i as u64, 100 + i, "/bin/a")).len();
+        }
+        assert_eq!(started, 1, "one replay for the flood");
+        assert_eq!(d.engine.drops().replays_coalesced, 99);
+        let report = ReplayReport { pages_wanted: 50, pages_resident: 0, pages_loaded: 50, bytes_read: 50 * 4096 };
+        d.event(200, Event::ReplayFinished { launch: 1, report });
+        assert_eq!(replays(&d.exec(300, 999, "/bin/a")).len(), 1, "replayed again once the first finished");
     }
 
     #[test]
