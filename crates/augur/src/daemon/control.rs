@@ -72,6 +72,16 @@ pub struct EventCounts {
     /// Planning rounds of the prediction step that decided a plan (0 with prediction off).
     #[serde(default)]
     pub planning_rounds: u64,
+    /// Command lines cut to what identity needs (counted in [`StatusReport::drops`]).
+    #[serde(default)]
+    pub argv_cut: u64,
+    /// Exec-time replays not started because the replay queue was full.
+    #[serde(default)]
+    pub replay_queue_full: u64,
+    /// Times the event loop stopped reading page records with more waiting, to serve the other
+    /// sources first (the rest is read at the next wake-up, at once).
+    #[serde(default)]
+    pub page_reads_deferred: u64,
 }
 
 /// What `augur status` shows.
@@ -95,6 +105,10 @@ pub struct StatusReport {
     /// Records the kernel could not deliver, by cause (bpf mode; only causes that lost any).
     #[serde(default)]
     pub lost_by_cause: Vec<(String, u64)>,
+    /// What the daemon's bounded queues and lists dropped or cut, by cause (only causes that
+    /// dropped any): the bounds are listed in the README (Security).
+    #[serde(default)]
+    pub drops: Vec<(String, u64)>,
     /// Tracepoints enabled.
     pub tracepoints: Vec<String>,
     /// Applications learned.
