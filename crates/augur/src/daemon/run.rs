@@ -67,15 +67,19 @@ const REPLAY_WORKER_STOP_WAIT: std::time::Duration = std::time::Duration::from_m
 /// application at a time, so only many different applications starting at once fill it.
 const REPLAY_QUEUE_MAX: usize = 16;
 
-/// Page records (eBPF) or trace lines (tracefs) read per wake-up at most: a launch faulting pages
-/// at full speed must not keep the loop from the control socket, process events and the timer.
-/// What is left is read at the next wake-up, which comes at once (the loop wakes itself).
-const TRACE_LINES_PER_WAKE: usize = 20_000;
-/// eBPF ring-buffer polls per wake-up at most (each up to the observer's records per poll).
-const BPF_POLLS_PER_WAKE: usize = 8;
-/// Process events (forks, execs, exits) handled per wake-up at most: an exec costs reads of /proc
-/// and of the state.
-const PROCESS_EVENTS_PER_WAKE: usize = 256;
+/// How long one wake-up spends at most on page records, and on process events: a launch faulting
+/// pages at full speed or an exec flood must not keep the loop from the control socket and the
+/// timer. What is left is read at the next wake-up, which comes at once (the loop wakes itself).
+/// A time, not a count: what a record costs depends on the machine and the build.
+const SOURCE_BUDGET: std::time::Duration = std::time::Duration::from_millis(25);
+/// Trace lines (tracefs) read between two looks at the clock.
+const TRACE_LINES_PER_READ: usize = 2_000;
+/// eBPF ring-buffer polls (each up to the observer's records per poll) between two looks at the
+/// clock.
+const BPF_POLLS_PER_READ: usize = 1;
+/// Process events (forks, execs, exits) handled between two looks at the clock: an exec costs
+/// reads of /proc and of the state.
+const PROCESS_EVENTS_PER_READ: usize = 32;
 /// fanotify reads (of up to 64 KiB of events each) per wake-up at most.
 const OPEN_READS_PER_WAKE: usize = 4;
 /// Control connections served per wake-up at most.
@@ -521,11 +525,24 @@ impl Daemon {
             // Process events first, so page events are attributed to launches they belong to.
             // Each source gets a bounded share of the wake-up; one that left work wakes the
             // loop again at once, after the others were served.
-            let mut more = self.read_process_events()?;
+            let until = Instant::now() + SOURCE_BUDGET;
+            let mut more = loop {
+                let more = self.read_process_events()?;
+                if !more || Instant::now() >= until {
+                    break more;
+                }
+            };
             if tokens[TOKEN_OPENS as usize] || self.engine.is_following() {
                 more |= self.io.read_opens();
             }
-            if self.read_page_events(TRACE_LINES_PER_WAKE, BPF_POLLS_PER_WAKE) {
+            let until = Instant::now() + SOURCE_BUDGET;
+            let pages_left = loop {
+                let more = self.read_page_events(TRACE_LINES_PER_READ, BPF_POLLS_PER_READ);
+                if !more || Instant::now() >= until {
+                    break more;
+                }
+            };
+            if pages_left {
                 self.io.counts.page_reads_deferred += 1;
                 more = true;
             }
@@ -562,10 +579,10 @@ impl Daemon {
         }
     }
 
-    /// Handles at most [`PROCESS_EVENTS_PER_WAKE`] process events; true when more may wait.
+    /// Handles at most [`PROCESS_EVENTS_PER_READ`] process events; true when more may wait.
     fn read_process_events(&mut self) -> Result<bool> {
         let mut batch = Vec::new();
-        let more = match self.io.procs.read_some(PROCESS_EVENTS_PER_WAKE, |ev| batch.push(ev)) {
+        let more = match self.io.procs.read_some(PROCESS_EVENTS_PER_READ, |ev| batch.push(ev)) {
             Ok(more) => more,
             Err(e) => {
                 tracing::warn!("process events: {e}");
