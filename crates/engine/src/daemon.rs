@@ -296,6 +296,23 @@ pub trait DaemonWorld {
     fn carry_out(&mut self, action: Action, config: &Config) -> Outcome;
 }
 
+/// What the engine's bounded lists and queues dropped, by cause ([`DaemonEngine::drops`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineDrops {
+    /// Execs that started no launch: the launch list was full ([`crate::window::MAX_LAUNCHES`]).
+    pub launches: u64,
+    /// Execs inside a launch not recorded for its identity ([`crate::window::MAX_EXECS_PER_LAUNCH`]).
+    pub execs_not_recorded: u64,
+    /// Page, inode and lookup events of no launch dropped from the full look-behind backlog.
+    pub backlog_events: u64,
+    /// Oldest events dropped from the full usage log (`augur record`).
+    pub usage_log_events: u64,
+    /// Exec-time replays not started because the same application's replay was in flight.
+    pub replays_coalesced: u64,
+    /// Execs the kernel follows dropped from the full list of those not yet claimed.
+    pub observed_execs: u64,
+}
+
 /// The daemon's decisions. See the module documentation.
 pub struct DaemonEngine {
     config: Config,
@@ -314,6 +331,13 @@ pub struct DaemonEngine {
     usage_log: UsageLog,
     /// Launches whose replay is still running, and finished launches waiting for their replay.
     replays_in_flight: HashMap<LaunchId, Option<LearnedLaunch>>,
+    /// The application each replay in flight loads: a launch of one of them is not replayed
+    /// again (the replay in flight loads its pages already).
+    replaying_apps: HashMap<LaunchId, String>,
+    /// Replays not started because the same application's was in flight.
+    replays_coalesced: u64,
+    /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
+    observed_execs_dropped: u64,
     /// A prediction step is in place.
     step: bool,
     next_replan_ns: Option<u64>,
@@ -446,6 +470,9 @@ impl DaemonEngine {
             running: RunningInstances::new(),
             usage_log: UsageLog::new(now.unix_ms, usage_log::MAX_EVENTS),
             replays_in_flight: HashMap::new(),
+            replaying_apps: HashMap::new(),
+            replays_coalesced: 0,
+            observed_execs_dropped: 0,
             step: false,
             next_replan_ns: None,
             last_launch_ns: None,
@@ -505,6 +532,7 @@ impl DaemonEngine {
             TraceEvent::ExecObserved { pid, ts_ns } => {
                 if self.observed_execs.len() >= UNCLAIMED_MAX {
                     self.observed_execs.pop_front();
+                    self.observed_execs_dropped += 1;
                 }
                 self.observed_execs.push_back((pid, ts_ns));
             }
@@ -514,6 +542,18 @@ impl DaemonEngine {
     /// Unattributed page events dropped from the full backlog (diagnostics).
     pub fn backlog_dropped(&self) -> u64 {
         self.tracker.backlog_dropped
+    }
+
+    /// What the engine's bounded lists and queues dropped since the start, by cause.
+    pub fn drops(&self) -> EngineDrops {
+        EngineDrops {
+            launches: self.tracker.launches_dropped,
+            execs_not_recorded: self.tracker.execs_not_recorded,
+            backlog_events: self.tracker.backlog_dropped,
+            usage_log_events: self.usage_log.dropped,
+            replays_coalesced: self.replays_coalesced,
+            observed_execs: self.observed_execs_dropped,
+        }
     }
 
     /// Decides what `event` at `now` means; the actions go to `world` as they are decided.
@@ -578,6 +618,7 @@ impl DaemonEngine {
                 self.keyed(world, now, *id, (!traced).then_some(tgid));
             }
             ExecOutcome::Joined(id) => tracing::trace!("launch {id}: pid {tgid} joined"),
+            ExecOutcome::Dropped => tracing::debug!("pid {tgid} exec'd while the launch list was full: no launch"),
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
         // application replayed only, a helper of a launch not followed) is taken off at once. A
@@ -586,10 +627,11 @@ impl DaemonEngine {
         if self.observation == Observation::EveryExec && !self.tracker.follows_process(tgid) {
             let id = match &outcome {
                 ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) | ExecOutcome::Joined(id) => {
-                    *id
+                    Some(*id)
                 }
+                ExecOutcome::Dropped => None,
             };
-            let watch = self.tracker.get_mut(id).filter(|l| l.replayed.is_some() && l.stopped.is_none());
+            let watch = id.and_then(|id| self.tracker.get_mut(id)).filter(|l| l.replayed.is_some() && l.stopped.is_none());
             match watch {
                 Some(l) => {
                     l.watched.push(tgid);
@@ -702,6 +744,11 @@ impl DaemonEngine {
             tracing::debug!("launch {id}: {key} not replayed: memory pressure rose less than 10 s ago");
             return false;
         }
+        if self.replaying_apps.values().any(|k| k == key) {
+            // An exec flood of one application: one replay loads its pages for all.
+            self.replays_coalesced += 1;
+            return false;
+        }
         let profile = match world.replay_profile(key, &self.config.learn_settings()) {
             Ok(Some(p)) => p,
             Ok(None) => return false,
@@ -736,6 +783,7 @@ impl DaemonEngine {
         {
             self.replays_in_flight.insert(id, None);
             self.replay_spent.push_back((now.mono_ns, id, bytes));
+            self.replaying_apps.insert(id, key.to_string());
             return true;
         }
         false
@@ -746,6 +794,7 @@ impl DaemonEngine {
         if let Some(spent) = self.replay_spent.iter_mut().find(|(_, l, _)| *l == launch) {
             spent.2 = r.bytes_read;
         }
+        self.replaying_apps.remove(&launch);
         match self.replays_in_flight.remove(&launch) {
             Some(Some(mut learned)) => {
                 learned.record.pages_resident_at_exec = r.pages_resident;
@@ -1080,6 +1129,7 @@ impl DaemonEngine {
 
     fn stop(&mut self, world: &mut impl DaemonWorld, now: Now) {
         let pending: Vec<LearnedLaunch> = self.replays_in_flight.drain().filter_map(|(_, l)| l).collect();
+        self.replaying_apps.clear();
         for l in pending {
             self.save(world, now, l);
         }
@@ -1615,6 +1665,21 @@ mod tests {
     }
 
     #[test]
+    fn an_exec_flood_of_one_application_runs_one_replay_at_a_time_and_counts_the_rest() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        let mut started = 0;
+        for i in 0..100u32 {
+            started += replays(&d.exec(i as u64, 100 + i, "/bin/a")).len();
+        }
+        assert_eq!(started, 1, "one replay for the flood");
+        assert_eq!(d.engine.drops().replays_coalesced, 99);
+        let report = ReplayReport { pages_wanted: 50, pages_resident: 0, pages_loaded: 50, bytes_read: 50 * 4096 };
+        d.event(200, Event::ReplayFinished { launch: 1, report });
+        assert_eq!(replays(&d.exec(300, 999, "/bin/a")).len(), 1, "replayed again once the first finished");
+    }
+
+    #[test]
     fn a_learned_launch_waits_for_its_replay_report_before_it_is_saved() {
         let mut d = Daemon::new(Config::default());
         d.world.profiles.insert("/bin/a".into(), profile(50));
@@ -1787,14 +1852,17 @@ mod tests {
         let mut c = Config::default();
         c.launch.replay_mib_per_minute = 2;
         let mut d = Daemon::new(c);
-        d.world.profiles.insert("/bin/a".into(), profile(300));
+        // Five applications (one replay of an application runs at a time: see the flood tests).
+        for app in ["/bin/a", "/bin/b", "/bin/c", "/bin/d", "/bin/e"] {
+            d.world.profiles.insert(app.into(), profile(300));
+        }
         assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![300]);
-        assert_eq!(replays(&d.exec(20, 101, "/bin/a")), vec![212], "the rest of the minute's 512 pages");
-        assert_eq!(replays(&d.exec(30, 102, "/bin/a")), Vec::<u64>::new(), "spent");
+        assert_eq!(replays(&d.exec(20, 101, "/bin/b")), vec![212], "the rest of the minute's 512 pages");
+        assert_eq!(replays(&d.exec(30, 102, "/bin/c")), Vec::<u64>::new(), "spent");
         // The first found most of its pages resident: only what it read counts.
         d.event(40, Event::ReplayFinished { launch: 1, report: read(100) });
-        assert_eq!(replays(&d.exec(50, 103, "/bin/a")), vec![200]);
-        assert_eq!(replays(&d.exec(60_020, 104, "/bin/a")), vec![300], "a minute later the first two no longer count");
+        assert_eq!(replays(&d.exec(50, 103, "/bin/d")), vec![200]);
+        assert_eq!(replays(&d.exec(60_020, 104, "/bin/e")), vec![300], "a minute later the first two no longer count");
     }
 
     // --- Planning rounds --------------------------------------------------------------------

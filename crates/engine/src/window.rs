@@ -40,6 +40,14 @@ const SETTLE_EVENTS_PER_NOVEL: u64 = 50;
 /// Inodes one launch records as read from disk, at most (a launch that reads more is walking a
 /// tree, not starting).
 const MAX_INODE_LOADS: usize = 1_024;
+/// Launches in progress at most: an exec outside every launch while this many are open starts
+/// none (it is neither followed nor replayed), and is counted ([`LaunchTracker::launches_dropped`]).
+pub const MAX_LAUNCHES: usize = 256;
+/// Execs one launch records at most (each keeps its program's command line, for the launch's
+/// identity); later execs of its processes are helpers, counted ([`LaunchTracker::execs_not_recorded`]).
+pub const MAX_EXECS_PER_LAUNCH: usize = 256;
+/// Execs all launches in progress record at most, together.
+pub const MAX_EXECS_RECORDED: usize = 2_048;
 /// A followed launch whose pid reached the kernel's filter this long after its exec, and after
 /// more than a quarter of its window, was traced from its middle (a short start while the daemon
 /// was busy): learning it would teach that the pages it used before were not needed.
@@ -205,6 +213,9 @@ pub enum ExecOutcome {
     Adopted(LaunchId),
     /// A process of a launch in progress exec'd a helper: part of that launch.
     Joined(LaunchId),
+    /// A process outside every launch exec'd while [`MAX_LAUNCHES`] launches were open: no
+    /// launch started (counted in [`LaunchTracker::launches_dropped`]).
+    Dropped,
 }
 
 /// An event of process `tgid` at `ts_ns`, backlogged while the process is not (yet) known to
@@ -235,6 +246,11 @@ pub struct LaunchTracker {
     unfollowed: Vec<u32>,
     /// Unattributed events dropped from the full backlog (diagnostics).
     pub backlog_dropped: u64,
+    /// Execs that started no launch because [`MAX_LAUNCHES`] were open.
+    pub launches_dropped: u64,
+    /// Execs of a launch's processes not recorded for its identity ([`MAX_EXECS_PER_LAUNCH`],
+    /// [`MAX_EXECS_RECORDED`]).
+    pub execs_not_recorded: u64,
 }
 
 impl LaunchTracker {
@@ -248,6 +264,8 @@ impl LaunchTracker {
             next_id: 1,
             unfollowed: Vec::new(),
             backlog_dropped: 0,
+            launches_dropped: 0,
+            execs_not_recorded: 0,
         }
     }
 
@@ -307,10 +325,17 @@ impl LaunchTracker {
     /// and never for an application that cannot be learned (a memfd or throwaway executable).
     pub fn on_exec(&mut self, step: ExecStep, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
         let tgid = step.pid;
+        let recorded: usize = self.active.iter().map(|l| l.identity.exec_count()).sum();
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
         {
+            if l.identity.exec_count() >= MAX_EXECS_PER_LAUNCH || recorded >= MAX_EXECS_RECORDED {
+                // A tree of thousands of execs (a build, an exec flood): the process keeps the
+                // program it ran before for the identity, and the launch keeps its application.
+                self.execs_not_recorded += 1;
+                return ExecOutcome::Joined(id);
+            }
             return match l.identity.on_exec(&step) {
                 // The same application again (`/proc` was read after the exec that followed: the
                 // first exec already showed the program): nothing changes.
@@ -334,6 +359,10 @@ impl LaunchTracker {
             adopt_backlog(&mut self.backlog, l, self.settings, tgid);
             relabel(l, &mut self.unfollowed, follow);
             return ExecOutcome::Adopted(id);
+        }
+        if self.active.len() >= MAX_LAUNCHES || recorded >= MAX_EXECS_RECORDED {
+            self.launches_dropped += 1;
+            return ExecOutcome::Dropped;
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -679,6 +708,35 @@ mod tests {
         assert_eq!(d.launch.pages_read_from_disk, 4);
         assert!(t.is_idle());
         assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn an_exec_flood_is_bounded_and_its_drops_are_counted() {
+        let mut t = tracker();
+        let base = 10_000 * MS;
+        // One launch whose shell loop execs thousands of helpers: a bounded number is recorded.
+        assert_eq!(t.on_exec(step(100, "/bin/sh"), base, |_| true), ExecOutcome::Started(1));
+        for i in 0..1_000u32 {
+            t.on_fork(100, 1_000 + i);
+            assert_eq!(t.on_exec(step(1_000 + i, "/bin/true"), base + MS, |_| true), ExecOutcome::Joined(1));
+        }
+        assert_eq!(t.get(1).unwrap().identity.exec_count(), MAX_EXECS_PER_LAUNCH);
+        assert_eq!(t.execs_not_recorded, 1_000 - (MAX_EXECS_PER_LAUNCH as u64 - 1));
+        // Execs outside every launch: at most MAX_LAUNCHES open, the rest counted.
+        let mut dropped = 0;
+        for i in 0..1_000u32 {
+            if t.on_exec(step(100_000 + i, &format!("/bin/x{i}")), base + 2 * MS, |_| true) == ExecOutcome::Dropped {
+                dropped += 1;
+            }
+        }
+        assert_eq!(t.active().len(), MAX_LAUNCHES);
+        assert_eq!(dropped, 1_000 - (MAX_LAUNCHES as u64 - 1));
+        assert_eq!(t.launches_dropped, dropped);
+        let recorded: usize = t.active().iter().map(|l| l.identity.exec_count()).sum();
+        assert!(recorded <= MAX_EXECS_RECORDED);
+        // Closing windows makes room again.
+        assert_eq!(t.expire(base + 60_000 * MS).len(), MAX_LAUNCHES);
+        assert_eq!(t.on_exec(step(7, "/bin/y"), base + 61_000 * MS, |_| true), ExecOutcome::Started(MAX_LAUNCHES as u64 + 1));
     }
 
     #[test]

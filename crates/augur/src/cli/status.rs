@@ -121,6 +121,12 @@ fn render(r: &StatusReport) -> String {
             e.lookup_events, e.launches_stopped, e.refollowed
         ));
     }
+    let drops = if r.drops.is_empty() {
+        "none".to_string()
+    } else {
+        r.drops.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
+    };
+    out.push_str(&format!("dropped or cut (bounded queues): {drops}\n"));
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;
