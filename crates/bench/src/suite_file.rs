@@ -167,8 +167,9 @@ pub struct DaySpec {
     /// does with the page cache between launches.
     #[serde(default = "default_keep_open")]
     pub keep_open: bool,
-    /// A measured day is cut short after this many seconds (0: never), its remaining launches
-    /// reported as not made: a prefetcher that starves the launches must not take the session.
+    /// A replayed day (training or measured) is cut short after this many seconds (0: never), a
+    /// measured day's remaining launches reported as not made: a prefetcher that starves the
+    /// launches must not take the session.
     #[serde(default)]
     pub stop_after_secs: u64,
 }

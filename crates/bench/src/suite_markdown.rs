@@ -306,7 +306,7 @@ fn render_day(out: &mut String, day: &crate::suite_report::DayReport, notes: &mu
                 let _ = writeln!(
                     out,
                     "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    r.prefetcher,
+                    if r.prefetcher == "augur" { "augur (as installed)" } else { r.prefetcher.as_str() },
                     secs(s.median),
                     secs(r.p90.unwrap_or(s.max)),
                     secs(s.max),
@@ -400,6 +400,51 @@ mod tests {
         assert!(md.contains("- augur-predict: not measured (not implemented)"), "{md}");
         assert!(!md.contains("- augur: not measured"), "{md}");
         assert!(md.contains("`augur-bench --suite bench/suite.toml`"));
+    }
+
+    #[test]
+    fn the_day_shows_memory_need_latency_disk_and_waste() {
+        use crate::suite_report::{DayReport, DayRun};
+        let run = |p: &str, lat: &[f64], disk: u64, own| {
+            let mut r = DayRun {
+                prefetcher: p.into(),
+                latencies: lat.to_vec(),
+                disk_read_bytes: Some(disk << 20),
+                prefetch_read_bytes: 100 << 20,
+                own_ledger: own,
+                ..DayRun::default()
+            };
+            r.finish();
+            r
+        };
+        let mut day = DayReport {
+            trace: "bench/day.jsonl".into(),
+            trace_day: 1,
+            launches: 3,
+            working_sets: vec![("firefox-esr".into(), 400 << 20), ("evolution".into(), 1200 << 20)],
+            memory_left_bytes: 512 << 20,
+            min_memory_ratio: 3.0,
+            disk_counter: "the suite's cgroup".into(),
+            runs: vec![
+                run("none", &[1.0, 2.0, 3.0], 900, None),
+                run("preload-ng", &[1.0, 1.0, 2.0], 1000, None),
+                run("augur", &[0.5, 0.5, 1.0], 800, Some((300 << 20, 50 << 20))),
+            ],
+            ..DayReport::default()
+        };
+        day.finish();
+        let mut r = report();
+        r.profiles[0].day = Some(day.clone());
+        let md = render(&r);
+        assert!(md.contains("sum to 1600 MiB, 3.1 × the 512 MiB this profile leaves available"), "{md}");
+        assert!(md.contains("| none | 2.00 | 2.80 | 3.00 | 0 | 900 MiB |  | – |  |"), "{md}");
+        assert!(md.contains("| preload-ng | 1.00 | 1.80 | 2.00 | 0 | 1000 MiB | 100 MiB | 100 MiB | not reported |"), "{md}");
+        assert!(md.contains("| augur (as installed) | 0.50 | 0.90 | 1.00 | 0 | 800 MiB | 100 MiB | −100 MiB | 300 MiB prefetched, 50 MiB wasted |"), "{md}");
+        day.refused = Some("refused: it fits".into());
+        r.profiles[0].day = Some(day);
+        let md = render(&r);
+        assert!(md.contains("Not run: refused: it fits"), "{md}");
+        assert!(!md.contains("| preload-ng | 1.00"), "{md}");
     }
 
     #[test]

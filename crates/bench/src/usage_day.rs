@@ -282,7 +282,8 @@ fn run_days(
             d.wait_ready(ctx.cycle_wait)?;
             daemons.push(d);
         }
-        let _ = replay(ctx, &training, "training", spec.keep_open, None)?;
+        let stop_at = (spec.stop_after_secs > 0).then(|| Instant::now() + Duration::from_secs(spec.stop_after_secs));
+        let _ = replay(ctx, &training, "training", spec.keep_open, stop_at)?;
         if let Some(b) = balloon.as_deref_mut() {
             b.check_alive()?;
         }
