@@ -195,6 +195,30 @@ pub struct DayContext<'a> {
 /// when the day's working sets are less than `min_memory_ratio` times the memory left.
 pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
     let acts = read_trace(&spec.trace)?;
+    let days_in_trace = trace_days(&acts);
+    let measured_day = trace_day_for(days_in_trace, spec.training_days, None);
+    let steps = plan(&day_of(&acts, measured_day), ctx.workloads, spec);
+    let launches = steps.iter().filter(|s| s.launch).count();
+    let mut report = DayReport {
+        trace: spec.trace.display().to_string(),
+        trace_day: measured_day,
+        launches,
+        disk_counter: ctx.disk.describe(),
+        min_memory_ratio: spec.min_memory_ratio,
+        ..DayReport::default()
+    };
+    // The applications of the day and what each needs, under the profile as the tables' cold
+    // runs had it (before the day's own balloon).
+    let mut used: Vec<usize> = steps.iter().filter(|s| s.launch).map(|s| s.workload).collect();
+    used.sort_unstable();
+    used.dedup();
+    for &wi in &used {
+        let bytes = match ctx.working_sets.get(&wi) {
+            Some(&b) => b,
+            None => measure_working_set(ctx, &ctx.workloads[wi])?,
+        };
+        report.working_sets.push((ctx.workloads[wi].name.clone(), bytes));
+    }
     // Less memory for the day than for the rest of the profile, when asked and when the profile
     // is a small-memory one: a second balloon, gone when the day is.
     let mut day_balloon = None;
@@ -211,42 +235,8 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
             day_balloon = Some(b);
         }
     }
-    let report = run_days(ctx, spec, &acts, day_balloon.as_mut());
-    drop(day_balloon);
-    report
-}
-
-fn run_days(
-    ctx: &mut DayContext<'_>,
-    spec: &DaySpec,
-    acts: &[TraceActivity],
-    mut balloon: Option<&mut crate::balloon::Balloon>,
-) -> Result<DayReport> {
-    let days_in_trace = trace_days(acts);
-    let measured_day = trace_day_for(days_in_trace, spec.training_days, None);
-    let steps = plan(&day_of(acts, measured_day), ctx.workloads, spec);
-    let launches = steps.iter().filter(|s| s.launch).count();
-    let mut report = DayReport {
-        trace: spec.trace.display().to_string(),
-        trace_day: measured_day,
-        launches,
-        disk_counter: ctx.disk.describe(),
-        memory_left_bytes: ctx.memory_left,
-        min_memory_ratio: spec.min_memory_ratio,
-        ..DayReport::default()
-    };
-    // The applications of the day and what each needs.
-    let mut used: Vec<usize> = steps.iter().filter(|s| s.launch).map(|s| s.workload).collect();
-    used.sort_unstable();
-    used.dedup();
-    for &wi in &used {
-        let bytes = match ctx.working_sets.get(&wi) {
-            Some(&b) => b,
-            None => measure_working_set(ctx, &ctx.workloads[wi])?,
-        };
-        report.working_sets.push((ctx.workloads[wi].name.clone(), bytes));
-    }
-    let need: u64 = report.working_sets.iter().map(|(_, b)| b).sum();
+    report.memory_left_bytes = ctx.memory_left;
+    let need = report.working_set_bytes();
     (ctx.progress)(&format!(
         "usage day: trace day {measured_day}, {launches} launches of {} applications; their working sets (bytes each cold launch read from disk) sum to {} MiB, the profile leaves {} MiB available: {:.1}× (at least {:.1}× asked)",
         used.len(),
@@ -257,7 +247,7 @@ fn run_days(
     ));
     if (need as f64) < spec.min_memory_ratio * ctx.memory_left as f64 {
         let why = format!(
-            "refused: the day's working sets ({} MiB) are less than {:.1} × the {} MiB the profile leaves available; everything would fit and prediction would not matter (leave less memory with --leave-available, or add applications to the day)",
+            "refused: the day's working sets ({} MiB) are less than {:.1} × the {} MiB the profile leaves available; everything would fit and prediction would not matter (leave less memory with --leave-available or [day] leave_available, or add applications to the day)",
             need >> 20,
             spec.min_memory_ratio,
             ctx.memory_left >> 20
@@ -266,6 +256,21 @@ fn run_days(
         report.refused = Some(why);
         return Ok(report);
     }
+    let result = run_days(ctx, spec, &acts, &steps, report, day_balloon.as_mut());
+    drop(day_balloon);
+    result
+}
+
+fn run_days(
+    ctx: &mut DayContext<'_>,
+    spec: &DaySpec,
+    acts: &[TraceActivity],
+    steps: &[Step],
+    mut report: DayReport,
+    mut balloon: Option<&mut crate::balloon::Balloon>,
+) -> Result<DayReport> {
+    let days_in_trace = trace_days(acts);
+    let launches = report.launches;
     let watchers = crate::prefetchers::watching(ctx.available);
     for day in 0..spec.training_days {
         let trace_day = trace_day_for(days_in_trace, spec.training_days, Some(day));
@@ -322,7 +327,7 @@ fn run_days(
             None => None,
         };
         let stop_at = (spec.stop_after_secs > 0).then(|| started + Duration::from_secs(spec.stop_after_secs));
-        let (latencies, mut failures) = replay(ctx, &steps, &name, spec.keep_open, stop_at)?;
+        let (latencies, mut failures) = replay(ctx, steps, &name, spec.keep_open, stop_at)?;
         if latencies.len() + failures.len() < launches {
             let why = format!(
                 "day stopped after {} s (stop_after_secs) with {} of {launches} launches made",
