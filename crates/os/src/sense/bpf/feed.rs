@@ -148,23 +148,13 @@ impl LaunchFeed {
     /// Stops observing the launches of processes `pids` (the daemon does not follow them): the
     /// kernel forgets the launches, so a later exec by one of their processes starts a new one.
     pub fn stop_following(&mut self, pids: &[u32]) {
-        for &pid in pids {
-            let launch = match self.launch_of_process(pid) {
-                Ok(Some(l)) => l,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::debug!("the launch of pid {pid}: {e}");
-                    continue;
-                }
-            };
+        for (_, launch) in self.launches_of(pids) {
             match self.observer.stop_following(launch) {
                 Ok(true) => self.launches_stopped += 1,
                 Ok(false) => {}
                 Err(e) => tracing::debug!("stopping launch {launch}: {e}"),
             }
-            self.launches.forget(launch);
-            self.paths.remove(&launch);
-            self.stopped.insert(launch, Instant::now());
+            self.forget(launch);
         }
     }
 
@@ -173,15 +163,7 @@ impl LaunchFeed {
     /// by [`take_disk_reads`](Self::take_disk_reads).
     pub fn watch(&mut self, pids: &[u32], window: Duration) {
         let until_ns = crate::sense::monotonic_ns().saturating_add(window.as_nanos().min(u128::from(u64::MAX)) as u64);
-        for &pid in pids {
-            let launch = match self.launch_of_process(pid) {
-                Ok(Some(l)) => l,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::debug!("the launch of pid {pid}: {e}");
-                    continue;
-                }
-            };
+        for (pid, launch) in self.launches_of(pids) {
             match self.observer.watch(launch, until_ns) {
                 Ok(true) => {
                     self.launches_stopped += 1;
@@ -197,10 +179,30 @@ impl LaunchFeed {
                 Ok(false) => {}
                 Err(e) => tracing::debug!("watching launch {launch}: {e}"),
             }
-            self.launches.forget(launch);
-            self.paths.remove(&launch);
-            self.stopped.insert(launch, Instant::now());
+            self.forget(launch);
         }
+    }
+
+    /// The launches the processes `pids` follow, each with its process (those the kernel does
+    /// not follow are left out).
+    fn launches_of(&self, pids: &[u32]) -> Vec<(u32, LaunchId)> {
+        pids.iter()
+            .filter_map(|&pid| match self.launch_of_process(pid) {
+                Ok(l) => l.map(|l| (pid, l)),
+                Err(e) => {
+                    tracing::debug!("the launch of pid {pid}: {e}");
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Forgets what is held for `launch`, no longer observed: its records still in the ring
+    /// buffer are dropped.
+    fn forget(&mut self, launch: LaunchId) {
+        self.launches.forget(launch);
+        self.paths.remove(&launch);
+        self.stopped.insert(launch, Instant::now());
     }
 
     /// The pages the launches watched for `pids` read from disk, summed, and forgets them;
