@@ -42,6 +42,9 @@ pub struct SimulateArgs {
     /// Disk read rate for prefetching in bytes per second (suffixes allowed); 0 = instantaneous.
     #[arg(long, value_parser = parse_bytes, default_value = "64MiB")]
     pub fetch_rate: u64,
+    /// After the tables, why launches missed and where the wasted bytes went.
+    #[arg(long)]
+    pub diagnose: bool,
     /// Print JSON instead of Markdown tables.
     #[arg(long)]
     pub json: bool,
@@ -110,6 +113,9 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
         print!("{}", report.to_markdown());
+        if args.diagnose {
+            print!("\n{}", report.to_diagnosis_markdown());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

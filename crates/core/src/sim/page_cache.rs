@@ -29,6 +29,8 @@ struct Evicted {
     at: u64,
     /// It was pushed out to make room for a prefetch.
     by_prefetch: bool,
+    /// It was a prefetch no launch had used (wasted), and nothing has read it since.
+    wasted: bool,
 }
 
 /// What prefetching did to the cache.
@@ -49,6 +51,14 @@ pub struct CacheCounters {
     /// Of those, bytes a launch needed before they were read again: what prefetching cost the
     /// launches.
     pub pushed_out_needed_bytes: u64,
+    /// Wasted bytes pushed out by another prefetch (the rest were pushed out by the pages of an
+    /// exiting application re-entering the cache).
+    pub wasted_by_prefetch_bytes: u64,
+    /// Wasted bytes prefetched again before any launch needed them (churn).
+    pub wasted_refetched_bytes: u64,
+    /// Wasted bytes a launch then needed before they were prefetched again (fetched too early,
+    /// or kept too briefly). The rest of the waste was not needed again.
+    pub wasted_needed_later_bytes: u64,
 }
 
 /// The simulated cache.
@@ -60,6 +70,9 @@ pub struct PageCache {
     evicted: Vec<Option<Evicted>>,
     lru: BTreeMap<u64, BlockId>,
     unpinned_bytes: u64,
+    pinned_bytes: u64,
+    /// Wasted blocks evicted since the last [`PageCache::take_wasted`].
+    wasted_log: Vec<BlockId>,
     clock: u64,
     counters: CacheCounters,
 }
@@ -74,6 +87,8 @@ impl PageCache {
             block_bytes,
             lru: BTreeMap::new(),
             unpinned_bytes: 0,
+            pinned_bytes: 0,
+            wasted_log: Vec::new(),
             clock: 0,
             counters: CacheCounters::default(),
         }
@@ -92,6 +107,16 @@ impl PageCache {
     /// Bytes of unpinned resident blocks (never above capacity after an operation).
     pub fn unpinned_bytes(&self) -> u64 {
         self.unpinned_bytes
+    }
+
+    /// Bytes of pinned blocks (in use by running applications).
+    pub fn pinned_bytes(&self) -> u64 {
+        self.pinned_bytes
+    }
+
+    /// The wasted blocks evicted since the last call, oldest first.
+    pub fn take_wasted(&mut self) -> Vec<BlockId> {
+        std::mem::take(&mut self.wasted_log)
     }
 
     /// Bytes that can be filled without evicting anything.
@@ -136,7 +161,9 @@ impl PageCache {
         self.lru.insert(stamp, b);
         self.unpinned_bytes += bytes;
         self.counters.prefetched_bytes += bytes;
-        self.evicted[b as usize] = None;
+        if self.evicted[b as usize].take().is_some_and(|e| e.wasted) {
+            self.counters.wasted_refetched_bytes += bytes;
+        }
         self.evict_over_capacity(true);
         true
     }
@@ -154,17 +181,22 @@ impl PageCache {
                 if r.pins == 0 {
                     self.lru.remove(&r.stamp);
                     self.unpinned_bytes -= bytes;
+                    self.pinned_bytes += bytes;
                 }
                 r.pins += 1;
             }
             None => {
                 *slot = Some(Resident { stamp: 0, pins: 1, unused_prefetch: false });
+                self.pinned_bytes += bytes;
                 if let Some(e) = self.evicted[b as usize].take() {
                     if self.counters.evicted_bytes - e.at <= self.capacity {
                         self.counters.refaulted_bytes += bytes;
                     }
                     if e.by_prefetch {
                         self.counters.pushed_out_needed_bytes += bytes;
+                    }
+                    if e.wasted {
+                        self.counters.wasted_needed_later_bytes += bytes;
                     }
                 }
             }
@@ -183,6 +215,7 @@ impl PageCache {
                 r.stamp = stamp;
                 self.lru.insert(stamp, b);
                 self.unpinned_bytes += bytes;
+                self.pinned_bytes -= bytes;
             }
         }
         self.evict_over_capacity(false);
@@ -192,9 +225,12 @@ impl PageCache {
         while self.unpinned_bytes > self.capacity {
             let Some((_, victim)) = self.lru.pop_first() else { break };
             let bytes = self.bytes(victim);
-            if let Some(r) = self.resident.get_mut(victim as usize).and_then(Option::take) {
-                if r.unused_prefetch {
-                    self.counters.wasted_bytes += bytes;
+            let wasted = self.resident.get_mut(victim as usize).and_then(Option::take).is_some_and(|r| r.unused_prefetch);
+            if wasted {
+                self.wasted_log.push(victim);
+                self.counters.wasted_bytes += bytes;
+                if by_prefetch {
+                    self.counters.wasted_by_prefetch_bytes += bytes;
                 }
             }
             self.unpinned_bytes -= bytes;
@@ -202,7 +238,7 @@ impl PageCache {
             if by_prefetch {
                 self.counters.pushed_out_bytes += bytes;
             }
-            self.evicted[victim as usize] = Some(Evicted { at: self.counters.evicted_bytes, by_prefetch });
+            self.evicted[victim as usize] = Some(Evicted { at: self.counters.evicted_bytes, by_prefetch, wasted });
         }
     }
 }
@@ -237,7 +273,10 @@ mod tests {
                 evicted_bytes: 20,
                 refaulted_bytes: 0,
                 pushed_out_bytes: 10,
-                pushed_out_needed_bytes: 0
+                pushed_out_needed_bytes: 0,
+                wasted_by_prefetch_bytes: 10,
+                wasted_refetched_bytes: 10,
+                wasted_needed_later_bytes: 0,
             }
         );
     }

@@ -182,6 +182,39 @@ pub struct SimResult {
     pub rounds: u64,
     /// The most footprint ranges one round's planner read.
     pub max_ranges_per_round: u64,
+    /// Why launches missed and what became of the waste.
+    pub diagnosis: SimDiagnosis,
+}
+
+/// Upper edges of the bands [`SimDiagnosis::by_probability`] counts launches in.
+pub const DIAGNOSIS_BANDS: [f64; 8] = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0];
+
+/// Where the hits were lost and where the waste came from (`augur simulate --diagnose`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SimDiagnosis {
+    /// Missed launches that were the application's first (nothing learned yet).
+    pub miss_first: u64,
+    /// Missed launches with some missing block still queued for fetching: planned, too late.
+    pub miss_late: u64,
+    /// Missed launches with some missing block outside the last plan: never prefetched (or kept).
+    pub miss_unplanned: u64,
+    /// Missed launches whose missing blocks were all planned, and were pushed out before the
+    /// launch (by another prefetch or by pages an exiting application left).
+    pub miss_evicted: u64,
+    /// Wasted bytes pushed out by another prefetch (the rest: by an exiting application's pages).
+    pub wasted_by_prefetch_bytes: u64,
+    /// Wasted bytes prefetched again before any launch needed them (churn between rounds).
+    pub wasted_refetched_bytes: u64,
+    /// Wasted bytes a launch then needed before they were prefetched again (fetched too early,
+    /// or kept too briefly).
+    pub wasted_needed_later_bytes: u64,
+    /// Wasted bytes pushed out while the plan still held them (the rest had been dropped from
+    /// the plan before they were pushed out).
+    pub wasted_while_planned_bytes: u64,
+    /// Per band of the launched application's probability at the last round before its launch
+    /// (upper edges [`DIAGNOSIS_BANDS`], the first band exactly 0): (launches, hits), first
+    /// launches excluded.
+    pub by_probability: Vec<(u64, u64)>,
 }
 
 impl SimResult {
@@ -357,7 +390,10 @@ fn replay(
         launches_hurt: 0,
         rounds: 0,
         max_ranges_per_round: 0,
+        diagnosis: SimDiagnosis { by_probability: vec![(0, 0); DIAGNOSIS_BANDS.len()], ..SimDiagnosis::default() },
     };
+    // Blocks the last round planned (kept or fetched).
+    let mut in_plan = vec![false; table.block_bytes.len()];
 
     let advance_fetch = |cache: &mut PageCache, queue: &mut VecDeque<BlockId>, credit: &mut f64, last: &mut u64, t: u64| {
         if config.fetch_rate > 0 {
@@ -413,6 +449,33 @@ fn replay(
                                 result.hits += 1;
                             } else if blocks.iter().any(|&b| cache.pushed_out_by_prefetch(b)) {
                                 result.launches_hurt += 1;
+                            }
+                            let d = &mut result.diagnosis;
+                            if !learned.contains(app) {
+                                if resident != needed {
+                                    d.miss_first += 1;
+                                }
+                            } else {
+                                let p = last_probs
+                                    .as_ref()
+                                    .and_then(|ps| ps.iter().find(|a| &a.app == app))
+                                    .map_or(0.0, |a| a.probability);
+                                let band =
+                                    DIAGNOSIS_BANDS.iter().position(|&edge| p <= edge).unwrap_or(DIAGNOSIS_BANDS.len() - 1);
+                                d.by_probability[band].0 += 1;
+                                if resident == needed {
+                                    d.by_probability[band].1 += 1;
+                                } else {
+                                    let missing: Vec<BlockId> =
+                                        blocks.iter().copied().filter(|&b| !cache.is_resident(b)).collect();
+                                    if missing.iter().any(|b| queue.contains(b)) {
+                                        d.miss_late += 1;
+                                    } else if missing.iter().any(|&b| !in_plan[b as usize]) {
+                                        d.miss_unplanned += 1;
+                                    } else {
+                                        d.miss_evicted += 1;
+                                    }
+                                }
                             }
                             for &b in &blocks {
                                 cache.pin(b);
@@ -495,6 +558,12 @@ fn replay(
         if !forced && order == last_order {
             continue; // same plan, nothing happened since: nothing to refresh or fetch
         }
+        for b in cache.take_wasted() {
+            if in_plan[b as usize] {
+                result.diagnosis.wasted_while_planned_bytes += table.block_bytes[b as usize];
+            }
+        }
+        in_plan.copy_from_slice(&seen);
         last_order.clone_from(&order);
         // What the plan keeps resident is refreshed, likeliest last so it is evicted last.
         for &b in order.iter().rev() {
@@ -509,10 +578,18 @@ fn replay(
             }
         }
     }
+    for b in cache.take_wasted() {
+        if in_plan[b as usize] {
+            result.diagnosis.wasted_while_planned_bytes += table.block_bytes[b as usize];
+        }
+    }
     let c = cache.counters();
     result.prefetched_bytes = c.prefetched_bytes;
     result.wasted_bytes = c.wasted_bytes;
     result.pushed_out_needed_bytes = c.pushed_out_needed_bytes;
+    result.diagnosis.wasted_by_prefetch_bytes = c.wasted_by_prefetch_bytes;
+    result.diagnosis.wasted_refetched_bytes = c.wasted_refetched_bytes;
+    result.diagnosis.wasted_needed_later_bytes = c.wasted_needed_later_bytes;
     result
 }
 
@@ -580,6 +657,60 @@ impl SimReport {
                 mib(r.pushed_out_needed_bytes),
                 r.launches_hurt
             ));
+        }
+        out
+    }
+}
+
+impl SimReport {
+    /// Markdown: per row, why launches missed and what became of the wasted bytes; then, per
+    /// band of the launched application's probability at the last round, hits of launches.
+    pub fn to_diagnosis_markdown(&self) -> String {
+        let mut out = String::from(
+            "| scenario | predictor | misses | first | late | unplanned | evicted | wasted MiB | while planned | by prefetch | by exit | refetched | needed later | not needed again |\n\
+             | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        );
+        for r in &self.results {
+            let d = &r.diagnosis;
+            let again = r.wasted_bytes.saturating_sub(d.wasted_refetched_bytes + d.wasted_needed_later_bytes);
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.scenario,
+                r.predictor,
+                r.launches - r.hits,
+                d.miss_first,
+                d.miss_late,
+                d.miss_unplanned,
+                d.miss_evicted,
+                mib(r.wasted_bytes),
+                mib(d.wasted_while_planned_bytes),
+                mib(d.wasted_by_prefetch_bytes),
+                mib(r.wasted_bytes.saturating_sub(d.wasted_by_prefetch_bytes)),
+                mib(d.wasted_refetched_bytes),
+                mib(d.wasted_needed_later_bytes),
+                mib(again)
+            ));
+        }
+        out.push_str("\nHits / launches by the launched application's probability at the last round (first launches excluded):\n\n| scenario | predictor |");
+        let mut lower = None;
+        for edge in DIAGNOSIS_BANDS {
+            match lower {
+                None => out.push_str(" p = 0 |"),
+                Some(lo) => out.push_str(&format!(" {lo}–{edge} |")),
+            }
+            lower = Some(edge);
+        }
+        out.push_str("\n| --- | --- |");
+        for _ in DIAGNOSIS_BANDS {
+            out.push_str(" ---: |");
+        }
+        out.push('\n');
+        for r in &self.results {
+            out.push_str(&format!("| {} | {} |", r.scenario, r.predictor));
+            for (launches, hits) in &r.diagnosis.by_probability {
+                out.push_str(&format!(" {hits}/{launches} |"));
+            }
+            out.push('\n');
         }
         out
     }

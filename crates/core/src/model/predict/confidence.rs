@@ -22,6 +22,9 @@ const BANDS: [f64; 10] = [0.01, 0.03, 0.06, 0.1, 0.15, 0.25, 0.4, 0.6, 0.8, f64:
 /// the tally's work per launch when thousands of applications are known.
 const TALLY_FLOOR: f64 = 1e-3;
 
+/// Resolved predictions (faded) below which the skill is not judged: the predictor keeps its word.
+const SKILL_EVIDENCE: f64 = 100.0;
+
 /// Settings of the tally.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConfidenceConfig {
@@ -32,11 +35,16 @@ pub struct ConfidenceConfig {
     pub half_life_launches: f64,
     /// Weight, in expected hits, of the predictor's own word before any outcome is known.
     pub prior: f64,
+    /// Skill ([`PredictionConfidence::skill`]) at or below which the predictor is believed at
+    /// nothing: it tells what comes no better than chance, and the cache's recency is left alone.
+    pub skill_floor: f64,
+    /// Skill from which the predictor keeps its (band-calibrated) word.
+    pub skill_full: f64,
 }
 
 impl Default for ConfidenceConfig {
     fn default() -> Self {
-        ConfidenceConfig { horizon_launches: 3, half_life_launches: 200.0, prior: 2.0 }
+        ConfidenceConfig { horizon_launches: 3, half_life_launches: 200.0, prior: 2.0, skill_floor: 0.005, skill_full: 0.01 }
     }
 }
 
@@ -137,11 +145,57 @@ impl PredictionConfidence {
         (b.hits + k) / (b.claimed + k)
     }
 
-    /// The probability `p` is believed at, in `[0, 1]`.
+    /// How far the bands tell what comes from what does not: the resolution term of the Brier
+    /// score (how far each band's hit rate is from the overall one, weighted by its predictions)
+    /// over its uncertainty term (`h·(1 − h)`, `h` the overall hit rate), less what chance alone
+    /// gives a predictor without skill over as many predictions (`(bands used − 1) / predictions`),
+    /// in `[0, 1]`. 1 until [`SKILL_EVIDENCE`] predictions are resolved: the predictor is taken at its
+    /// word.
+    pub fn skill(&self) -> f64 {
+        let n: f64 = self.bands.iter().map(|b| b.predictions).sum();
+        let hits: f64 = self.bands.iter().map(|b| b.hits).sum();
+        if n < SKILL_EVIDENCE {
+            return 1.0;
+        }
+        let h = hits / n;
+        let uncertainty = h * (1.0 - h);
+        if uncertainty <= 0.0 {
+            // Every prediction came, or none did: nothing to resolve; the factor decides.
+            return 1.0;
+        }
+        let used = self.bands.iter().filter(|b| b.predictions > 0.0).count() as f64;
+        if used < 2.0 {
+            // One band: nothing to compare its predictions with (those below the tally's floor
+            // are not counted); the band's factor alone decides.
+            return 1.0;
+        }
+        let resolution: f64 = self
+            .bands
+            .iter()
+            .filter(|b| b.predictions > 0.0)
+            .map(|b| b.predictions * (b.hits / b.predictions - h).powi(2))
+            .sum::<f64>()
+            / n;
+        (resolution / uncertainty - (used - 1.0).max(0.0) / n).clamp(0.0, 1.0)
+    }
+
+    /// The share of its word a predictor of this skill keeps: 0 at or below
+    /// [`ConfidenceConfig::skill_floor`], 1 from [`ConfidenceConfig::skill_full`], linear between.
+    pub fn skill_gate(&self) -> f64 {
+        let (lo, hi) = (self.config.skill_floor, self.config.skill_full);
+        let s = self.skill();
+        if hi <= lo {
+            return if s > lo { 1.0 } else { 0.0 };
+        }
+        ((s - lo) / (hi - lo)).clamp(0.0, 1.0)
+    }
+
+    /// The probability `p` is believed at, in `[0, 1]`: its band's factor, times the skill gate.
     pub fn believe(&self, p: f64) -> f64 {
         let p = unit(p);
-        unit(p * self.factor(p))
+        unit(self.skill_gate() * p * self.factor(p))
     }
+
     /// (resolved predictions, hits) over the tally's whole life.
     pub fn record(&self) -> (u64, u64) {
         (self.resolved, self.hit)
@@ -259,5 +313,61 @@ mod tests {
             c.launched(&apps[rng.range(0, 20) as usize]);
         }
         assert!(c.believe(0.05) < 0.1, "{}", c.believe(0.05));
+    }
+
+    /// Predictions whose bands all come as often as each other (no skill) are believed at
+    /// nothing, so the planner leaves the cache to recency; predictions whose higher bands come
+    /// more often keep their word.
+    #[test]
+    fn without_skill_nothing_is_believed_and_with_it_the_word_stands() {
+        let apps: Vec<String> = (0..12).map(|i| format!("app{i}")).collect();
+        let mut rng = crate::sim::seeded::SeededRng::new(5);
+        let mut chance = PredictionConfidence::new(ConfidenceConfig::default());
+        let mut skilled = PredictionConfidence::new(ConfidenceConfig::default());
+        assert_eq!(chance.skill(), 1.0, "taken at its word before any outcome");
+        for _ in 0..1500 {
+            // Chance: probabilities spread over bands at random, launches uniform.
+            let noisy: Vec<AppProbability> =
+                apps.iter().map(|a| AppProbability { app: a.clone(), probability: 0.02 + rng.unit() * 0.2 }).collect();
+            chance.predicted(&noisy);
+            chance.launched(&apps[rng.range(0, 12) as usize]);
+            // Skill: the one predicted at 0.7 comes, the others (0.02) rarely do.
+            let next = rng.range(0, 12) as usize;
+            let told: Vec<AppProbability> = apps
+                .iter()
+                .enumerate()
+                .map(|(i, a)| AppProbability { app: a.clone(), probability: if i == next { 0.7 } else { 0.02 } })
+                .collect();
+            skilled.predicted(&told);
+            skilled.launched(&apps[if rng.chance(0.9) { next } else { rng.range(0, 12) as usize }]);
+        }
+        assert!(chance.skill() < 0.005, "{}", chance.skill());
+        assert_eq!(chance.skill_gate(), 0.0);
+        assert_eq!(chance.believe(0.2), 0.0);
+        assert!(skilled.skill() > 0.1, "{}", skilled.skill());
+        assert_eq!(skilled.skill_gate(), 1.0);
+        assert!(skilled.believe(0.7) > 0.7, "{}", skilled.believe(0.7));
+    }
+
+    proptest::proptest! {
+        /// Skill and gate stay in [0, 1], and a belief never exceeds what the band's factor
+        /// alone gives: the gate only ever lowers it.
+        #[test]
+        fn the_gate_only_lowers_belief(ps in proptest::collection::vec(0.0f64..1.0, 1..8),
+                                       launches in proptest::collection::vec(0usize..10, 0..300),
+                                       q in 0.0f64..1.0) {
+            let mut c = PredictionConfidence::new(ConfidenceConfig::default());
+            let apps: Vec<String> = (0..10).map(|i| format!("app{i}")).collect();
+            for (k, l) in launches.iter().enumerate() {
+                let p: Vec<AppProbability> = ps.iter().enumerate()
+                    .map(|(i, &p)| AppProbability { app: apps[(i + k) % 10].clone(), probability: p })
+                    .collect();
+                c.predicted(&p);
+                c.launched(&apps[*l]);
+            }
+            proptest::prop_assert!((0.0..=1.0).contains(&c.skill()));
+            proptest::prop_assert!((0.0..=1.0).contains(&c.skill_gate()));
+            proptest::prop_assert!(c.believe(q) <= (q * c.factor(q)).min(1.0) + 1e-12);
+        }
     }
 }
