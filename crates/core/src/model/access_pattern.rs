@@ -16,6 +16,7 @@
 //!   previous one began, or overlaps it);
 //! - anything else is a *jump* by `d = start - last`; consecutive jumps by the same `d` are a
 //!   *strided* run of stride `d`.
+//!
 //! A run of [`PatternRule::establish`] consecutive steps of one kind (jumps counting only with
 //! equal `d`) establishes forward, backward or strided. A jump back to the first page of a forward
 //! run at least that long establishes a *loop* over the range that run covered; later forward
