@@ -74,6 +74,27 @@ pub struct EventCounts {
     pub planning_rounds: u64,
 }
 
+/// Prefetching ahead of backward and strided readers (`[pattern]`), for `augur status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AheadStatus {
+    /// "on", "off: why", "stopped: why".
+    pub note: String,
+    /// Streams (task, file) followed now.
+    pub streams_now: u64,
+    /// Streams followed since start.
+    pub streams_followed: u64,
+    /// Bytes requested ahead of readers since start.
+    pub bytes_ahead: u64,
+    /// Times a reader caught up and its distance ahead doubled.
+    pub windows_grown: u64,
+    /// Times following stopped for memory pressure.
+    pub pressure_stops: u64,
+    /// Pattern records received from the kernel.
+    pub records: u64,
+    /// Pattern records lost (ring buffer full).
+    pub records_lost: u64,
+}
+
 /// What `augur status` shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
@@ -115,6 +136,9 @@ pub struct StatusReport {
     pub prediction_enabled: bool,
     /// Event counters.
     pub events: EventCounts,
+    /// Prefetching ahead of readers (`None`: `[pattern] prefetch_ahead` is off).
+    #[serde(default)]
+    pub ahead: Option<AheadStatus>,
 }
 
 /// The daemon's answer.

@@ -307,6 +307,8 @@ struct LoopIo {
     utc_offset_ms: i64,
     /// The loop is starting: a prediction step that cannot be built stops the daemon.
     starting: bool,
+    /// The stream worker loading ahead of backward and strided readers (`[pattern]`).
+    ahead: Option<super::ahead::AheadWorker>,
     /// Why the loop cannot go on, when an action failed that way (the timer could not be armed,
     /// or the prediction step could not be built at the start).
     fatal: Option<Error>,
@@ -401,6 +403,7 @@ impl Daemon {
             socket_path,
             utc_offset_ms: utc_offset_ms(),
             starting: true,
+            ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
             fatal: None,
             observer,
             passed_over,
@@ -787,6 +790,7 @@ impl Daemon {
             replay_on_exec: config.launch.replay_on_exec,
             prediction_enabled: config.predict.enabled,
             events,
+            ahead: io.ahead.as_ref().map(super::ahead::AheadWorker::status),
         })
     }
 
@@ -830,6 +834,9 @@ impl Daemon {
             }
             Observer::Tracefs(_) => None,
         };
+        if let Some(ahead) = self.io.ahead.take() {
+            ahead.stop();
+        }
         self.feed(Event::Stop)?;
         if let Err(e) = self.io.state.checkpoint() {
             tracing::warn!("checkpointing the state: {e}");
