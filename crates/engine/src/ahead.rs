@@ -7,8 +7,8 @@
 //! [`AheadSettings::kernel_covers_pages`], by default all of them: the kernel takes a read after
 //! a gap for a random read and reads ahead nothing). Forward readers, loops and random readers are left to
 //! the kernel, so nothing here can slow them. The distance ahead starts at
-//! [`AheadSettings::initial_pages`], doubles each time the reader catches up with what was
-//! requested (up to [`AheadSettings::max_pages`]), and halves when memory pressure rises, which
+//! [`AheadSettings::initial_pages`], doubles each time the reader has caught up with half of what
+//! was requested and the stream is topped up (up to [`AheadSettings::max_pages`]), and halves when memory pressure rises, which
 //! also stops every stream until it falls; a stream whose pattern breaks is dropped at once.
 //!
 //! Pure: sightings, pressure and the time in; load requests and drops out. It must not open or
@@ -103,7 +103,7 @@ pub struct AheadCounts {
     pub streams_followed: u64,
     /// Pages requested ahead of readers since start.
     pub pages_requested: u64,
-    /// Times a distance ahead doubled because its reader caught up.
+    /// Times a distance ahead doubled because its reader caught up with half of it.
     pub grown: u64,
     /// Times following stopped for memory pressure.
     pub pressure_stops: u64,
@@ -257,16 +257,18 @@ fn plan(f: &mut Followed, access: Access, settings: &AheadSettings, grown: &mut 
     let pos = access.start as i64;
     match f.direction {
         Direction::Backward => {
-            // Requested ahead: pages frontier..pos. The reader at or below the frontier caught up.
-            if f.requested && pos <= f.frontier {
-                grow(f, settings, grown);
-            }
+            // Requested ahead: pages frontier..pos.
             if pos < f.frontier {
                 f.frontier = pos;
             }
             let covered = (pos - f.frontier) as u64;
             if covered >= f.window / 2 || f.frontier <= 0 {
                 return Vec::new();
+            }
+            // The reader has caught up with half of what was requested: ramp up, as the
+            // kernel's readahead does for forward readers.
+            if f.requested {
+                grow(f, settings, grown);
             }
             let target = (pos - f.window as i64).max(0);
             let range = PageRange::from_bounds(target as u64, f.frontier as u64);
@@ -282,17 +284,17 @@ fn plan(f: &mut Followed, access: Access, settings: &AheadSettings, grown: &mut 
             let next = pos + stride;
             let behind = if stride > 0 { f.frontier <= next } else { f.frontier >= next };
             if behind {
-                if f.requested {
-                    grow(f, settings, grown);
-                }
                 f.frontier = next;
             }
             let covered = ((f.frontier - next) / stride) as u64;
             let per_access = len.max(1);
-            let ahead = (f.window / per_access).max(1);
-            if covered >= ahead.div_ceil(2) {
+            if covered >= (f.window / per_access).max(1).div_ceil(2) {
                 return Vec::new();
             }
+            if f.requested {
+                grow(f, settings, grown);
+            }
+            let ahead = (f.window / per_access).max(1);
             let mut ranges: Vec<PageRange> = Vec::new();
             let mut at = f.frontier;
             for _ in covered..ahead {
@@ -368,11 +370,10 @@ mod tests {
         assert_eq!(loads(&a), vec![PageRange::new(968, 32), PageRange::new(936, 32)]);
         // Half the window still ahead: nothing more yet.
         assert!(loads(&s.on_sighting(&sight(970, 1, Pattern::Backward), 1)).is_empty());
-        // Less than half: topped up to a window below the reader.
-        assert_eq!(
-            loads(&s.on_sighting(&sight(960, 1, Pattern::Backward), 2)),
-            vec![PageRange::new(896, 32), PageRange::new(896 + 32, 8)].into_iter().rev().collect::<Vec<_>>()
-        );
+        // Less than half: topped up, the distance doubled (the reader caught up with half).
+        let expected = vec![PageRange::new(928, 8), PageRange::new(896, 32), PageRange::new(864, 32), PageRange::new(832, 32)];
+        assert_eq!(loads(&s.on_sighting(&sight(960, 1, Pattern::Backward), 2)), expected);
+        assert_eq!(s.counts().grown, 1);
         assert_eq!(s.followed(), 1);
     }
 
