@@ -154,6 +154,11 @@ impl AheadStreams {
         self.streams.len()
     }
 
+    /// Whether memory pressure is high (nothing is followed until it falls).
+    pub fn pressure(&self) -> bool {
+        self.pressure
+    }
+
     /// Counters since start.
     pub fn counts(&self) -> AheadCounts {
         self.counts

@@ -1,7 +1,7 @@
 //! The pattern watch's integration test: loads the real `pattern.bpf.c` (root, BTF, the 6.11+
 //! filemap tracepoints), reads three files forward, backward and strided from this process, and
 //! checks that the kernel established each pattern, once, and sent progress for the backward
-//! reader. Skips (passes with a note) when not root.
+//! reader; and that with the daemon's setting a forward reader sends nothing. Skips (passes with a note) when not root.
 
 use std::fs::File;
 use std::io::Write;
@@ -64,16 +64,24 @@ fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
         progress_backward: true,
         progress_strided: true,
         own_tgid: 0,
+        all_changes: true,
     };
     let mut watch = PatternWatch::open(options).expect("the pattern watch loads");
+    // The daemon's setting: changes to or from backward and strided only.
+    let mut quiet = PatternWatch::open(PatternWatchOptions { all_changes: false, ..options }).expect("a second watch loads");
     read_pages(&fwd, 0..PAGES);
     read_pages(&bwd, (0..PAGES).rev());
     read_pages(&strided, (0..PAGES / 16).map(|i| i * 16));
     let mut records: Vec<PatternRecord> = Vec::new();
-    watch.wait(Duration::from_millis(200));
+    watch.wait(None, Some(Duration::from_millis(200)));
     while watch.poll(4096, |r| records.push(r)).unwrap() > 0 {}
     assert_eq!(watch.lost().unwrap(), 0);
     watch.close();
+    let mut quiet_records: Vec<PatternRecord> = Vec::new();
+    while quiet.poll(4096, |r| quiet_records.push(r)).unwrap() > 0 {}
+    quiet.close();
+    assert!(quiet_records.iter().all(|r| r.ino != fwd_ino), "a forward reader woke the daemon");
+    assert!(quiet_records.iter().any(|r| r.ino == bwd_ino && !r.progress));
     std::fs::remove_dir_all(&dir).unwrap();
 
     let of = |ino: u64| records.iter().filter(|r| r.ino == ino).copied().collect::<Vec<_>>();

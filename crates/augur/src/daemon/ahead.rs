@@ -8,6 +8,7 @@
 //! flag. It owns no policy: what to load and when is the engine's.
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,23 +20,29 @@ use augur_core::plan::budget::MemoryPressure;
 use augur_engine::ahead::{AheadAction, AheadStreams, Sighting, StreamKey};
 use augur_engine::config::Config;
 use augur_os::fetch::ahead::ReaderFile;
+use augur_os::loop_io::{Wakeup, WakeupHandle};
 use augur_os::sense::bpf::{PatternRecord, PatternWatch, PatternWatchOptions};
 
 pub use super::control::AheadStatus;
 
-/// How often memory pressure is read and idle streams are dropped.
+/// How often memory pressure is read and idle streams are dropped, while any stream is
+/// followed (with none, the worker sleeps until a record or a stop wakes it).
 const HOUSEKEEPING: Duration = Duration::from_millis(250);
-/// Longest wait for records (bounds how long a stop takes).
-const WAIT: Duration = Duration::from_millis(100);
 /// Most records handled per poll.
 const BATCH: usize = 1024;
 
 /// The running stream worker.
-#[derive(Debug)]
 pub struct AheadWorker {
     stop: Arc<AtomicBool>,
+    wake: WakeupHandle,
     status: Arc<Mutex<AheadStatus>>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for AheadWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AheadWorker").field("status", &self.status()).finish()
+    }
 }
 
 impl AheadWorker {
@@ -56,14 +63,22 @@ impl AheadWorker {
             progress_backward: true,
             progress_strided: true,
             own_tgid: std::process::id(),
+            all_changes: false,
+        };
+        let (wakeup, wake) = match Wakeup::new().and_then(|w| w.handle().map(|h| (w, h))) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!("cannot start the stream worker: {e}");
+                return None;
+            }
         };
         let stop_percent = config.predict.pressure_stop_percent;
         let (s, st) = (Arc::clone(&stop), Arc::clone(&status));
         let spawned = std::thread::Builder::new()
             .name("augur-ahead".into())
-            .spawn(move || run(options, streams, page_size, stop_percent, &s, &st));
+            .spawn(move || run(options, streams, page_size, stop_percent, &wakeup, &s, &st));
         match spawned {
-            Ok(thread) => Some(AheadWorker { stop, status, thread: Some(thread) }),
+            Ok(thread) => Some(AheadWorker { stop, wake, status, thread: Some(thread) }),
             Err(e) => {
                 tracing::warn!("cannot start the stream worker: {e}");
                 None
@@ -85,6 +100,7 @@ impl AheadWorker {
 impl Drop for AheadWorker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.wake.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -96,6 +112,7 @@ fn run(
     mut streams: AheadStreams,
     page_size: u64,
     stop_percent: f64,
+    wakeup: &Wakeup,
     stop: &AtomicBool,
     status: &Mutex<AheadStatus>,
 ) {
@@ -118,7 +135,11 @@ fn run(
     let mut bytes_ahead = 0u64;
     let mut lost = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        watch.wait(WAIT);
+        let busy = streams.followed() > 0 || streams.pressure();
+        let timeout = busy.then_some(HOUSEKEEPING);
+        if watch.wait(Some(wakeup.as_fd()), timeout) {
+            wakeup.clear();
+        }
         let mut batch: Vec<PatternRecord> = Vec::new();
         if let Err(e) = watch.poll(BATCH, |r| batch.push(r)) {
             tracing::warn!("reading pattern records: {e}; no longer loading ahead of readers");
@@ -143,7 +164,7 @@ fn run(
             }
             actions.extend(streams.on_sighting(&Sighting { key, access: r.access, pattern: r.pattern }, now_ms));
         }
-        if last_housekeeping.elapsed() >= HOUSEKEEPING {
+        if busy && last_housekeeping.elapsed() >= HOUSEKEEPING {
             last_housekeeping = Instant::now();
             let high = std::fs::read_to_string(&pressure_path)
                 .ok()

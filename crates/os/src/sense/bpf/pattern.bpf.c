@@ -3,9 +3,9 @@
  * augur's kernel-side access-pattern watch: for every (task, file) that reads through the page
  * cache (read(2)-style reads: mm_filemap_get_pages; mapped reads: mm_filemap_fault), the rule of
  * augur_core::model::access_pattern, step for step, on a per-stream LRU map entry. User space
- * hears of a stream only when its established pattern changes, and, for the patterns it asks
- * for (config.progress_mask), each time the reader has moved config.progress_pages since the
- * stream's last record: never once per page.
+ * hears of a stream only when its established pattern changes to or from a pattern it asks for
+ * (config.change_mask), and, for the patterns it asks for (config.progress_mask), each time the
+ * reader has moved config.progress_pages since the stream's last record: never once per page.
  *
  * Owns: the stream map, the ring buffer, the lost counter. Must not: block, sleep, or follow
  * launches (observe.bpf.c does). User space only writes `config`, before attach.
@@ -44,10 +44,12 @@ struct {
 	__uint(max_entries, 1 << 20);
 } pattern_events SEC(".maps");
 
-static __always_inline void emit(struct stream_val *v, u32 tid, u32 tgid, u32 dev, u64 ino, u64 start, u64 len,
-				 u32 prev, u32 event)
+static __always_inline void emit(struct pattern_config *cfg, struct stream_val *v, u32 tid, u32 tgid, u32 dev,
+				 u64 ino, u64 start, u64 len, u32 prev, u32 event)
 {
 	v->reported_at = start;
+	if (event == PEV_CHANGE && !(cfg->change_mask & ((1U << (v->pattern & 31)) | (1U << (prev & 31)))))
+		return;
 	struct rec_pattern *r = bpf_ringbuf_reserve(&pattern_events, sizeof(*r), 0);
 	if (!r) {
 		u32 zero = 0;
@@ -140,7 +142,7 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 		v->loop_first = prior_first;
 		v->loop_end = loop_end;
 		if (!same && establish(v, PAT_LOOP, &prev))
-			emit(v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+			emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
 		return;
 	}
 
@@ -166,7 +168,7 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 		if (cfg->progress_pages && (cfg->progress_mask & (1U << v->pattern))) {
 			u64 moved = start > v->reported_at ? start - v->reported_at : v->reported_at - start;
 			if (moved >= cfg->progress_pages)
-				emit(v, tid, tgid, dev, ino, start, len, v->pattern, PEV_PROGRESS);
+				emit(cfg, v, tid, tgid, dev, ino, start, len, v->pattern, PEV_PROGRESS);
 		}
 		return;
 	}
@@ -179,13 +181,13 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 			v->stride = d;
 		}
 		if (establish(v, p, &prev))
-			emit(v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+			emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
 		return;
 	}
 	v->misses += 1;
 	if (v->misses >= cfg->random_after && v->pattern != PAT_RANDOM) {
 		establish(v, PAT_RANDOM, &prev);
-		emit(v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+		emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
 	}
 }
 

@@ -42,6 +42,9 @@ pub struct PatternWatchOptions {
     pub progress_strided: bool,
     /// The process whose reads are not watched (the daemon itself).
     pub own_tgid: u32,
+    /// Send every change; otherwise only changes to or from backward or strided (so that a
+    /// system full of forward readers wakes nobody).
+    pub all_changes: bool,
 }
 
 /// What the kernel said about one stream (one task reading one file).
@@ -159,12 +162,15 @@ impl PatternWatch {
         if options.progress_strided {
             mask |= 1 << 3;
         }
-        let mut cfg = Vec::with_capacity(24);
+        let change_mask = if options.all_changes { u32::MAX } else { (1 << 2) | (1 << 3) };
+        let mut cfg = Vec::with_capacity(32);
         cfg.extend_from_slice(&options.rule.establish.max(1).to_ne_bytes());
         cfg.extend_from_slice(&options.rule.random_after.max(1).to_ne_bytes());
         cfg.extend_from_slice(&options.progress_pages.to_ne_bytes());
         cfg.extend_from_slice(&mask.to_ne_bytes());
         cfg.extend_from_slice(&options.own_tgid.to_ne_bytes());
+        cfg.extend_from_slice(&change_mask.to_ne_bytes());
+        cfg.extend_from_slice(&0u32.to_ne_bytes());
         find_map(&obj, "pattern_config")?.update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY).map_err(map_err("pattern_config"))?;
 
         let inbox = Arc::new(Mutex::new(Inbox::default()));
@@ -201,12 +207,16 @@ impl PatternWatch {
         unsafe { BorrowedFd::borrow_raw(raw) }
     }
 
-    /// Waits up to `timeout` for records; true when some wait.
-    pub fn wait(&self, timeout: Duration) -> bool {
+    /// Waits up to `timeout` (`None`: without limit) for records, or for `also` to become
+    /// readable (a wakeup from another thread); true when something is ready.
+    pub fn wait(&self, also: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> bool {
         use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        let timeout = Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
-        let mut fds = [PollFd::from_borrowed_fd(self.fd(), PollFlags::IN)];
-        matches!(poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
+        let timeout = timeout.map(|t| Timespec { tv_sec: t.as_secs() as i64, tv_nsec: i64::from(t.subsec_nanos()) });
+        let mut fds = vec![PollFd::from_borrowed_fd(self.fd(), PollFlags::IN)];
+        if let Some(fd) = also {
+            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+        }
+        matches!(poll(&mut fds, timeout.as_ref()), Ok(n) if n > 0)
     }
 
     /// Hands the caller at most `max` waiting records without blocking; returns how many.

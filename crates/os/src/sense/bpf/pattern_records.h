@@ -39,6 +39,8 @@ struct pattern_config {
 	u64 progress_pages; /* movement between progress records (0: none) */
 	u32 progress_mask;  /* bit (1 << pattern): patterns that get progress records */
 	u32 own_tgid;       /* the daemon: its reads are not watched */
+	u32 change_mask;    /* bit (1 << pattern): changes to or from these patterns are sent */
+	u32 pad;
 };
 
 struct stream_key {
