@@ -187,10 +187,11 @@ pub fn evict(path: &Path) -> Result<()> {
 
 /// Runs the reader process for `case` in `cgroup`, cold; returns its elapsed time.
 pub fn time_case(exe: &Path, path: &Path, case: Case, cgroup: &ReaderCgroup) -> Result<Duration> {
-    evict(path)?;
+    // Quiet first (nothing of the previous run still arriving), then cold.
     if let Ok(dev) = crate::throttle::root_disk() {
-        crate::page_cache::wait_until_disk_quiet(&dev, Duration::from_millis(300), Duration::from_secs(10))?;
+        crate::page_cache::wait_until_disk_quiet(&dev, Duration::from_millis(300), Duration::from_secs(3))?;
     }
+    evict(path)?;
     let out = Command::new(exe)
         .arg("aasfp-reader")
         .arg("--case")
