@@ -91,7 +91,14 @@ impl AheadWorker {
         self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Stops the thread and detaches the programs (as dropping does).
+    /// Asks the thread to stop and detach the programs, without waiting (detaching takes about
+    /// an RCU grace period): [`Self::stop`] or dropping then waits for it.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.wake.wake();
+    }
+
+    /// Stops the thread and waits until the programs are detached (as dropping does).
     pub fn stop(self) {
         drop(self);
     }
@@ -99,8 +106,7 @@ impl AheadWorker {
 
 impl Drop for AheadWorker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.wake.wake();
+        self.request_stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

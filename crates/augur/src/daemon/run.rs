@@ -808,6 +808,11 @@ impl Daemon {
         tracing::info!("stopping: saving launches in progress");
         self.io.replay_cancel.cancel();
         self.io.replay_tx = None;
+        // The stream worker detaches its programs while the rest stops; joined at the end.
+        let ahead = self.io.ahead.take();
+        if let Some(a) = &ahead {
+            a.request_stop();
+        }
         if let Some(w) = self.io.replay_worker.take() {
             // A read stuck on an (allowed) network or FUSE file system must not hold the stop up:
             // the worker stops between chunks, and one that does not is left to the exit.
@@ -834,9 +839,6 @@ impl Daemon {
             }
             Observer::Tracefs(_) => None,
         };
-        if let Some(ahead) = self.io.ahead.take() {
-            ahead.stop();
-        }
         self.feed(Event::Stop)?;
         if let Err(e) = self.io.state.checkpoint() {
             tracing::warn!("checkpointing the state: {e}");
@@ -851,6 +853,9 @@ impl Daemon {
             }
             Some(Err(e)) => tracing::debug!("detaching the BPF programs in a thread: {e}; detached one by one"),
             None => {}
+        }
+        if let Some(a) = ahead {
+            a.stop();
         }
         tracing::info!("stopped");
         Ok(())
