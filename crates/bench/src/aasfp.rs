@@ -4,7 +4,8 @@
 //! the kernel alone and with augur's daemon running as installed; elapsed time per run.
 //!
 //! The reader is a separate process (`augur-bench aasfp-reader`, [`read_case`]) that first moves
-//! itself into a memory cgroup whose `memory.max` is the memory left to it ([`ReaderCgroup`]).
+//! itself into a memory cgroup whose limit (`memory.max`, or v1 `memory.limit_in_bytes`) is the
+//! memory left to it ([`ReaderCgroup`]).
 //! Cold means the file's pages are dropped from the page cache before each run (POSIX_FADV_DONTNEED
 //! on the file, so other users of the cache are not disturbed) and the disk is quiet.
 //!
@@ -133,25 +134,39 @@ pub struct ReaderCgroup {
 }
 
 impl ReaderCgroup {
-    /// Creates a cgroup v2 memory cgroup with `memory.max` = `bytes` (and no swap).
+    /// Creates a memory cgroup limited to `bytes`: cgroup v2 (`memory.max`, no swap) where the
+    /// unified hierarchy has the memory controller, else cgroup v1 (`memory.limit_in_bytes`).
     pub fn create(bytes: u64) -> Result<ReaderCgroup> {
-        let root = Path::new("/sys/fs/cgroup");
-        let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-        if !controllers.split_whitespace().any(|c| c == "memory") {
-            return Err(BenchError::kernel("the cgroup v2 memory controller", "not in /sys/fs/cgroup/cgroup.controllers"));
+        let name = format!("{}aasfp-{}", crate::throttle::CGROUP_PREFIX, std::process::id());
+        for root in [Path::new("/sys/fs/cgroup"), Path::new("/sys/fs/cgroup/unified")] {
+            let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "memory") {
+                continue;
+            }
+            let subtree = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+            if !subtree.split_whitespace().any(|c| c == "memory") {
+                fs::write(root.join("cgroup.subtree_control"), "+memory").context(|| "enabling the memory controller".into())?;
+            }
+            let cg = ReaderCgroup::make(root.join(&name))?;
+            fs::write(cg.dir.join("memory.max"), bytes.to_string()).context(|| "writing memory.max".into())?;
+            let _ = fs::write(cg.dir.join("memory.swap.max"), "0");
+            return Ok(cg);
         }
-        let subtree = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
-        if !subtree.split_whitespace().any(|c| c == "memory") {
-            fs::write(root.join("cgroup.subtree_control"), "+memory").context(|| "enabling the memory controller".into())?;
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        if v1.join("memory.limit_in_bytes").exists() {
+            let cg = ReaderCgroup::make(v1.join(&name))?;
+            fs::write(cg.dir.join("memory.limit_in_bytes"), bytes.to_string())
+                .context(|| "writing memory.limit_in_bytes".into())?;
+            return Ok(cg);
         }
-        let dir = root.join(format!("{}aasfp-{}", crate::throttle::CGROUP_PREFIX, std::process::id()));
+        Err(BenchError::kernel("a memory cgroup controller", "neither cgroup v2 nor v1 has one mounted"))
+    }
+
+    fn make(dir: PathBuf) -> Result<ReaderCgroup> {
         if !dir.exists() {
             fs::create_dir(&dir).context(|| format!("creating cgroup {}", dir.display()))?;
         }
-        let cg = ReaderCgroup { dir };
-        fs::write(cg.dir.join("memory.max"), bytes.to_string()).context(|| "writing memory.max".into())?;
-        let _ = fs::write(cg.dir.join("memory.swap.max"), "0");
-        Ok(cg)
+        Ok(ReaderCgroup { dir })
     }
 
     /// Its directory (the reader writes its pid into `cgroup.procs` there).
@@ -253,7 +268,7 @@ pub struct Setup {
 /// The Markdown table: mean ± standard deviation per condition, the gain, and the acceptance.
 pub fn markdown(setup: &Setup, rows: &[(Case, CaseTimes)]) -> String {
     let mut out = format!(
-        "File of {} MiB read by a process whose memory cgroup allows {} MiB (`memory.max`), cold (the file's pages dropped \
+        "File of {} MiB read by a process whose memory cgroup allows {} MiB, cold (the file's pages dropped \
          before each run); {} runs per case and condition, machine profile {}; elapsed time of the reading loop, mean ± \
          standard deviation.\n\n",
         setup.file_bytes >> 20,

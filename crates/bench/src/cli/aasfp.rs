@@ -22,7 +22,7 @@ pub struct AasfpArgs {
     /// Size of the file read, MiB.
     #[arg(long, default_value_t = 1024)]
     pub file_mib: u64,
-    /// Memory left to the reader (`memory.max` of its cgroup), MiB.
+    /// Memory left to the reader (the limit of its memory cgroup), MiB.
     #[arg(long, default_value_t = 256)]
     pub memory_mib: u64,
     /// The file read (created once, on a disk-backed file system: tmpfs has no page cache to miss).
