@@ -131,6 +131,8 @@ fn run(
             return;
         }
     };
+    // Loading parsed the kernel's BTF in this thread's heap: give that memory back.
+    augur_os::loop_io::release_free_heap();
     tracing::info!("access patterns watched: loading ahead of backward and strided readers");
     set_note("on".into());
     let started = Instant::now();
