@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{AUGUR, TestDaemon, drop_caches, make_app, pagecache_drops, run_app};
 
-use augur::daemon::control::{self, Request, Response, StatusReport};
+use augur::daemon::control::{self, Request, Response};
 use augur_core::model::profile::LookupKind;
 
 #[test]
@@ -69,11 +69,15 @@ fn third_launch_reads_90_percent_fewer_pages_from_disk_than_the_cold_first() {
     assert!(app.launches >= 3);
 }
 
-/// Once an application's first launches are learned, its launches are replayed but not traced:
-/// nothing is recorded for them, and the page events they cause never reach the daemon.
+/// Once an application's first launches are learned and its profile is stable, its launches are
+/// replayed but not traced: nothing is recorded for them, and the page events they cause never
+/// reach the daemon.
 #[test]
 fn launches_after_the_first_ones_are_replayed_without_being_traced() {
-    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nrefollow_after_secs = 3600\n");
+    // Replay alone: a prediction fetch (on by default) could load the pages before the replay does.
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 2\nstable_launches = 1\nrefollow_after_secs = 3600\n[predict]\nenabled = false\n",
+    );
     let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
     let script = make_app(appdir.path());
     let key = script.to_string_lossy().into_owned();
@@ -118,6 +122,74 @@ fn launches_after_the_first_ones_are_replayed_without_being_traced() {
     assert!(reached < 1000, "{reached} page events reached the daemon during an untraced launch: {closed}");
     // Other processes on the machine may be followed meanwhile: their events are counted too.
     println!("page events meanwhile, all processes: {}", d.status().events.page_events - events_before);
+}
+
+/// An application is followed until its profile is stable: a learned launch that read pages the
+/// profile lacked makes the next launch followed too, and once a launch adds nothing new the
+/// following ones are only replayed.
+#[test]
+fn an_application_is_followed_until_its_profile_is_stable() {
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 1\nstable_launches = 1\nrefollow_after_secs = 3600\n",
+    );
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    // The application changes: it now also reads 16 MiB more (a third of its pages are new).
+    let extra = appdir.path().join("extra");
+    std::fs::write(&extra, vec![3u8; 16 << 20]).unwrap();
+    let body = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, format!("{body}cat {} > /dev/null\n", extra.display())).unwrap();
+    run_app(&script);
+    d.wait_launches(&key, 2);
+    // Not stable yet: the third launch is followed and learned; it adds nothing new.
+    run_app(&script);
+    d.wait_launches(&key, 3);
+    // Stable now: the fourth is replayed only.
+    run_app(&script);
+    std::thread::sleep(Duration::from_secs(4));
+    let recs = d.wait_launches(&key, 3);
+    assert_eq!(recs.len(), 3, "the fourth launch was learned: {}", d.log());
+    assert!(d.log().lines().any(|l| l.contains(&format!(": {key} (pid")) && l.contains("replayed only")), "{}", d.log());
+}
+
+/// With eBPF, a launch that is replayed but not followed is still watched: the kernel counts the
+/// pages it reads from disk. One that read many pages its profile lacks (the application changed
+/// between samples) makes the next launch followed and learned at once, not an hour later.
+#[test]
+fn a_replayed_launch_that_read_pages_its_profile_lacks_makes_the_next_one_followed() {
+    let d = TestDaemon::start(
+        "[launch]\nquiet_ms = 1500\nfollow_first_launches = 1\nstable_launches = 1\nrefollow_after_secs = 3600\n",
+    );
+    assert_eq!(d.status().mode, "bpf", "this test needs the eBPF observer");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    run_app(&script);
+    d.wait_launches(&key, 1);
+    run_app(&script);
+    d.wait_launches(&key, 2);
+    // Stable: the third launch is replayed only. It now also reads 16 MiB its profile lacks.
+    let extra = appdir.path().join("extra");
+    std::fs::write(&extra, vec![3u8; 16 << 20]).unwrap();
+    let body = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, format!("{body}cat {} > /dev/null\n", extra.display())).unwrap();
+    drop_caches();
+    run_app(&script);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !d.log().contains(&format!("launch of {key} read ")) {
+        assert!(Instant::now() < until, "the third launch was not found to read beyond its profile: {}", d.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(d.wait_launches(&key, 2).len(), 2, "the third launch was not followed");
+    assert_eq!(d.status().events.refollowed, 1);
+    // The fourth is followed and learned, with the new file.
+    run_app(&script);
+    d.wait_launches(&key, 3);
+    let app = d.apps().into_iter().find(|a| a.key == key).expect("app known");
+    assert!(app.pages >= 8192 + 4096, "the new file was not learned: {} pages", app.pages);
 }
 
 /// A launch that settles into re-using its pages (a build running one compiler after another)
@@ -327,7 +399,7 @@ fn sighup_reloads_and_a_bad_reload_keeps_the_old_config() {
 #[test]
 fn sighup_turns_prediction_on_changes_its_predictor_and_turns_it_off() {
     // docs/config.md: only state_path and socket_path wait for the next start.
-    let d = TestDaemon::start("");
+    let d = TestDaemon::start("[predict]\nenabled = false\n");
     let explain = || {
         let out = Command::new(AUGUR).args(["explain", "/usr/bin/sleep", "--socket"]).arg(d.socket()).output().unwrap();
         (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
@@ -348,10 +420,14 @@ fn sighup_turns_prediction_on_changes_its_predictor_and_turns_it_off() {
     std::fs::write(d.config(), "[predict]\nenabled = true\npredictor = \"augur\"\n").unwrap();
     d.signal(libc::SIGHUP);
     wait_for("predictor not changed", &|| explain().1.starts_with("/usr/bin/sleep (augur)"));
-    std::fs::write(d.config(), "").unwrap();
+    std::fs::write(d.config(), "[predict]\nenabled = false\n").unwrap();
     d.signal(libc::SIGHUP);
     wait_for("prediction not turned off", &|| !explain().0);
-    assert!(!d.status().prediction_enabled);
+    // Prediction is on by default: an empty file turns it on again.
+    std::fs::write(d.config(), "").unwrap();
+    d.signal(libc::SIGHUP);
+    wait_for("prediction not on by default", &|| explain().1.starts_with("/usr/bin/sleep (augur)"));
+    assert!(d.status().prediction_enabled);
 }
 
 #[test]
@@ -409,9 +485,9 @@ impl TestDaemon {
         }
     }
 
-    fn status(&self) -> StatusReport {
-        match control::request(&self.socket(), &Request::Status).unwrap() {
-            Response::Status(s) => *s,
+    fn apps(&self) -> Vec<augur_core::model::record::AppSummary> {
+        match control::request(&self.socket(), &Request::Apps).unwrap() {
+            Response::Apps { apps } => apps,
             other => panic!("unexpected {other:?}"),
         }
     }

@@ -1,5 +1,5 @@
 //! What the daemon costs: memory with 500 learned applications, and wakeups while nothing
-//! happens with prediction on and 500 learned applications (run as root, as CI does). Each test
+//! happens with the default configuration (prediction on) and 500 learned applications (run as root, as CI does). Each test
 //! starts its own daemon on temporary paths.
 
 use std::path::{Path, PathBuf};
@@ -132,7 +132,9 @@ fn idle_daemon_with_prediction_and_500_applications_wakes_at_most_a_handful_of_t
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.db");
     learned_500(&state);
-    let d = Daemon::start(dir.path(), &state, "[predict]\nenabled = true\n");
+    // The default configuration: prediction is on by default.
+    let d = Daemon::start(dir.path(), &state, "");
+    assert!(d.status().prediction_enabled, "prediction is on by default");
     let mut busy = Vec::new();
     for _ in 0..3 {
         // Let launch windows of whatever ran meanwhile close.

@@ -105,6 +105,10 @@ pub fn hold(leave_available: u64, owner: u32) -> Result<()> {
     if !procfs::is_alive(owner) {
         return Ok(());
     }
+    // When memory runs out (the usage day leaves little), the OOM killer must pick a workload,
+    // whose launch is then reported as failed, not the balloon, whose locked memory would
+    // otherwise make it the first choice and end the profile.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     // Every mapping from now on is locked and populated as it is made, so nothing of the
     // balloon can be reclaimed or swapped.
     rustix::mm::mlockall(rustix::mm::MlockAllFlags::CURRENT | rustix::mm::MlockAllFlags::FUTURE)

@@ -35,6 +35,7 @@ pub mod page_reporting;
 pub mod prefetchers;
 pub mod suite;
 pub mod suite_chart;
+pub mod suite_estimate;
 pub mod suite_file;
 pub mod suite_markdown;
 pub mod suite_report;

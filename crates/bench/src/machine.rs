@@ -190,6 +190,11 @@ impl ActiveMachine {
         Ok(active)
     }
 
+    /// Where this profile counts bytes read from disk: its throttled cgroup, else the root disk.
+    pub fn disk_reads(&self) -> Result<crate::throttle::DiskReadCounter> {
+        crate::throttle::DiskReadCounter::new(self.cgroup.as_ref())
+    }
+
     /// Fails if the profile no longer holds (the balloon was killed).
     pub fn check(&mut self) -> Result<()> {
         match self.balloon.as_mut() {

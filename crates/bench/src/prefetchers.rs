@@ -66,11 +66,33 @@ impl Prefetcher {
 
     /// Whether it loads pages ahead of launches on its own, at start and every cycle (so a
     /// measurement waits for its first cycle), rather than only when a launch is exec'd.
-    /// augur as installed replays at exec only: `packaging/config.toml` leaves prediction off
-    /// (a unit test below fails when that changes).
+    /// augur as installed does when `packaging/config.toml` turns prediction on
+    /// ([`shipped_augur_predicts`]).
     pub fn prefetches_ahead(self) -> bool {
-        matches!(self, Self::Preload | Self::PreloadNg | Self::AugurPredict)
+        match self {
+            Self::Preload | Self::PreloadNg | Self::AugurPredict => true,
+            Self::AugurReplay => false,
+            Self::Augur => shipped_augur_predicts(),
+        }
     }
+
+    /// Whether one of augur's variants runs what augur as installed already runs, as far as
+    /// prefetching goes (prediction on in both, or off in both): measuring it again would
+    /// measure nothing new. The variants differ from the shipped file in their log level and
+    /// re-plan interval only.
+    pub fn same_as_installed(self) -> bool {
+        match self {
+            Self::AugurPredict => shipped_augur_predicts(),
+            Self::AugurReplay => !shipped_augur_predicts(),
+            _ => false,
+        }
+    }
+}
+
+/// Whether the shipped configuration (`packaging/config.toml`, with the engine's defaults for
+/// what it leaves commented out) has `[predict] enabled`.
+pub fn shipped_augur_predicts() -> bool {
+    augur_engine::config::Config::parse(SHIPPED_AUGUR_CONFIG, Path::new("packaging/config.toml")).is_ok_and(|c| c.predict.enabled)
 }
 
 /// The daemons that watch training, the usage day's training days and the idle cost: every
@@ -362,48 +384,60 @@ impl RunningDaemon {
         }
     }
 
-    /// Whether augur's daemon has logged a planning round since it started (a debug line that
-    /// mentions planning). Without one, `[predict] enabled = true` is not prediction.
-    pub fn saw_planning_round(&self) -> bool {
-        self.log_since_start().lines().any(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("plan") && !l.contains("failed")
-        })
+    /// The planning rounds augur's daemon has run since it started, as `augur status --json`
+    /// counts them (`events.planning_rounds`, the "prediction: on (N planning rounds, ...)" of
+    /// its text): read from the daemon itself, so it holds at the shipped log level too.
+    /// `None` while the daemon does not answer.
+    pub fn planning_rounds(&self, files: &DaemonFiles) -> Option<u64> {
+        planning_rounds_of_status(&self.status_json(files)?)
     }
 
-    /// Waits for augur's first planning round (its re-plan interval is the preload cycle), at
-    /// most `limit`; fails when none is logged, so that no replay-only figure is reported as
-    /// prediction.
-    pub fn wait_planning_round(&mut self, limit: Duration) -> Result<()> {
+    /// `augur status --json` of this augur daemon, `None` while it does not answer.
+    pub fn status_json(&self, files: &DaemonFiles) -> Option<Vec<u8>> {
+        let out = Command::new(&files.augur_exe)
+            .arg("status")
+            .arg("--json")
+            .arg("--socket")
+            .arg(files.augur_socket())
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then_some(out.stdout)
+    }
+
+    /// Waits for augur's first planning round (`augur status`'s counter), at most `limit`;
+    /// fails when none comes, so that no replay-only figure is reported as prediction.
+    pub fn wait_planning_round(&mut self, files: &DaemonFiles, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
         loop {
             self.check_alive()?;
-            if self.saw_planning_round() {
+            if self.planning_rounds(files).is_some_and(|n| n > 0) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
                 return Err(BenchError::Command {
                     command: self.kind.name().into(),
                     detail: format!(
-                        "no planning round logged within {} s of start: prediction is not active in this augur daemon",
+                        "augur status counted no planning round within {} s of start: prediction is not active in this augur daemon",
                         limit.as_secs()
                     ),
                 });
             }
-            interrupt::sleep(Duration::from_millis(100))?;
+            interrupt::sleep(Duration::from_millis(250))?;
         }
     }
 
     /// Waits for the daemon's first planning round after start to finish loading pages: preload
-    /// and preload-ng plan their first cycle at once; augur plans after its re-plan interval
-    /// (set to preload's cycle). Then waits until the daemon stops reading, the page cache stops
+    /// and preload-ng plan their first cycle at once; augur plans as soon as it starts, from
+    /// the launches it remembers (counted by `augur status`). Then waits until the daemon stops reading, the page cache stops
     /// growing and the disk has read nothing for a second. Returns the daemon's own decision of
     /// how much to load, in bytes: preload's "using N kb", preload-ng's plan's `total_bytes`.
-    pub fn wait_first_cycle(&mut self, limit: Duration, cycle: Duration) -> Result<Option<u64>> {
+    pub fn wait_first_cycle(&mut self, files: &DaemonFiles, limit: Duration) -> Result<Option<u64>> {
         let start = Instant::now();
         self.wait_ready(limit)?;
-        if self.kind == Prefetcher::AugurPredict {
-            self.wait_planning_round(cycle + Duration::from_secs(10))?;
+        if self.kind.is_augur() {
+            self.wait_planning_round(files, limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)))?;
         }
         // Done when the daemon has read nothing for a while: on a throttled disk a prefetch of
         // small scattered ranges fills the cache too slowly for "the cache stopped growing" to
@@ -528,6 +562,33 @@ fn strip_ansi(line: &str) -> String {
     out
 }
 
+/// `events.planning_rounds` of `augur status --json` output.
+pub fn planning_rounds_of_status(json: &[u8]) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_slice(json).ok()?;
+    v.get("events")?.get("planning_rounds")?.as_u64()
+}
+
+/// What augur's own accounting says it prefetched and wasted, when its `augur status --json`
+/// has it: the first object anywhere in the report holding both `prefetched_bytes` and
+/// `wasted_bytes` (the prefetch ledger's totals). `None` when this augur does not report them.
+pub fn ledger_of_status(json: &[u8]) -> Option<(u64, u64)> {
+    fn find(v: &serde_json::Value) -> Option<(u64, u64)> {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let (Some(p), Some(w)) =
+                    (m.get("prefetched_bytes").and_then(|x| x.as_u64()), m.get("wasted_bytes").and_then(|x| x.as_u64()))
+                {
+                    return Some((p, w));
+                }
+                m.values().find_map(find)
+            }
+            serde_json::Value::Array(a) => a.iter().find_map(find),
+            _ => None,
+        }
+    }
+    find(&serde_json::from_slice(json).ok()?)
+}
+
 /// Whether preload's state file lists an executable whose path is `exe` (preload learned it).
 pub fn preload_knows(state_text: &str, exe: &Path) -> bool {
     let want = format!("file://{}", exe.display());
@@ -631,13 +692,27 @@ mod tests {
     }
 
     #[test]
-    fn shipped_config_replays_at_exec_only() {
-        // The suite waits only for the as-installed daemon's socket, as for augur-replay. If the
-        // package ever turns prediction on, `Prefetcher::prefetches_ahead` must say so and the
-        // suite must wait for the daemon's first planning round (which it reads at debug level).
+    fn as_installed_waits_for_prediction_when_the_package_turns_it_on() {
+        // The suite waits for the as-installed daemon's first planning round exactly when the
+        // shipped file predicts, and skips the variant that would measure the same thing.
         let c = augur_engine::config::Config::parse(SHIPPED_AUGUR_CONFIG, Path::new("packaging/config.toml")).unwrap();
-        assert!(!c.predict.enabled && c.launch.replay_on_exec);
-        assert!(!Prefetcher::Augur.prefetches_ahead());
+        assert!(c.launch.replay_on_exec);
+        assert_eq!(Prefetcher::Augur.prefetches_ahead(), c.predict.enabled);
+        assert_eq!(Prefetcher::AugurPredict.same_as_installed(), c.predict.enabled);
+        assert_eq!(Prefetcher::AugurReplay.same_as_installed(), !c.predict.enabled);
+        assert!(Prefetcher::AugurPredict.prefetches_ahead() && !Prefetcher::AugurReplay.prefetches_ahead());
+    }
+
+    #[test]
+    fn status_json_counters() {
+        let status = br#"{"pid":1,"events":{"replays":2,"planning_rounds":7},"recent_launches":[]}"#;
+        assert_eq!(planning_rounds_of_status(status), Some(7));
+        assert_eq!(planning_rounds_of_status(b"{\"events\":{}}"), None);
+        assert_eq!(planning_rounds_of_status(b"not json"), None);
+        assert_eq!(ledger_of_status(status), None);
+        let with_ledger =
+            br#"{"events":{"planning_rounds":1},"accuracy":{"day":{"prefetched_bytes":100,"used_bytes":60,"wasted_bytes":30}}}"#;
+        assert_eq!(ledger_of_status(with_ledger), Some((100, 30)));
     }
 
     #[test]

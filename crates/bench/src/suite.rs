@@ -55,6 +55,8 @@ pub struct SuiteOptions {
     pub skip_day: bool,
     /// Skip the cost measurements.
     pub skip_cost: bool,
+    /// Skip the launch-time tables (training, the usage day and the costs still run).
+    pub skip_tables: bool,
     /// Apply each profile, measure that it bites, and stop.
     pub check_profiles_only: bool,
     /// The command line, recorded in the outputs.
@@ -65,15 +67,10 @@ pub struct SuiteOptions {
     pub preload_ng_exe: PathBuf,
 }
 
-/// Progress lines for stderr.
-pub type Progress<'a> = &'a dyn Fn(&str);
-
-/// The size of the file read cold to prove a profile's disk throttle.
-const CHECK_FILE_BYTES: u64 = 128 << 20;
-
-/// Runs the suite; returns the report, also written to the output directory.
-pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
-    require_root("augur-bench --suite")?;
+/// The suite file as this run uses it: `--only`, `--runs` and `--training-secs` applied, and
+/// augur's variant that would run what augur as installed runs dropped (see
+/// [`Prefetcher::same_as_installed`]), with a line saying so. Needs no privilege.
+pub fn prepared_suite(opts: &SuiteOptions) -> Result<(Suite, Vec<String>)> {
     let mut suite = Suite::load(&opts.suite_path)?;
     if !opts.only.is_empty() {
         if let Some(unknown) = opts.only.iter().find(|o| !suite.workloads.iter().any(|w| &&w.name == o)) {
@@ -90,6 +87,40 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
     if let Some(t) = opts.training_secs {
         suite.training_secs = t;
     }
+    let mut notes = Vec::new();
+    if suite.conditions.contains(&Condition::Augur) {
+        let predicts = prefetchers::shipped_augur_predicts();
+        suite.conditions.retain(|c| {
+            let same = prefetcher_of(*c).is_some_and(Prefetcher::same_as_installed);
+            if same {
+                notes.push(format!(
+                    "{}: not measured separately: augur as installed already runs with prediction {} (packaging/config.toml)",
+                    c.name(),
+                    if predicts { "on" } else { "off" }
+                ));
+            }
+            !same
+        });
+    }
+    Ok((suite, notes))
+}
+
+/// Progress lines for stderr.
+pub type Progress<'a> = &'a dyn Fn(&str);
+
+/// The size of the file read cold to prove a profile's disk throttle.
+const CHECK_FILE_BYTES: u64 = 128 << 20;
+
+/// Runs the suite; returns the report, also written to the output directory.
+pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
+    require_root("augur-bench --suite")?;
+    let started = Instant::now();
+    let (suite, notes) = prepared_suite(opts)?;
+    for n in &notes {
+        progress(n);
+    }
+    let estimate = crate::suite_estimate::estimate(&suite, &opts.profiles, opts);
+    progress(&format!("planned duration: {}", crate::suite_estimate::describe(&estimate)));
     interrupt::install()?;
     if let Some(msg) = machine::clean_leftovers() {
         progress(&msg);
@@ -103,18 +134,31 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
         machine: machine_description(),
         started_utc: utc_now(),
         command: opts.command_line.clone(),
+        notes,
+        estimated_secs: estimate.iter().map(|(_, s)| s).sum(),
         profiles: Vec::new(),
+        elapsed_secs: 0.0,
     };
+    // One directory of daemon state for the whole run: the prefetchers are trained once, under
+    // the first profile, and every later profile starts from what they learned.
+    let daemons_dir = opts.output_dir.join("daemons");
+    if daemons_dir.exists() {
+        fs::remove_dir_all(&daemons_dir).context(|| format!("clearing {}", daemons_dir.display()))?;
+    }
+    let mut trained_under: Option<String> = None;
     for &profile in &opts.profiles {
         interrupt::check()?;
         progress(&format!(
             "profile {profile}: applying (in a VM, free memory is touched once so the host backs it: minutes the first time)"
         ));
-        let p = run_profile(&suite, opts, profile, progress)?;
+        let p = run_profile(&suite, opts, profile, &mut trained_under, progress)?;
         report.profiles.push(p);
+        report.elapsed_secs = started.elapsed().as_secs_f64();
         write_outputs(&report, &opts.output_dir)?;
     }
+    report.elapsed_secs = started.elapsed().as_secs_f64();
     write_outputs(&report, &opts.output_dir)?;
+    progress(&format!("took {:.0} min (planned {:.0} min)", report.elapsed_secs / 60.0, report.estimated_secs / 60.0));
     Ok(report)
 }
 
@@ -140,9 +184,17 @@ struct Session<'a> {
     /// The prefetchers the suite file's conditions run, in order.
     measured: Vec<Prefetcher>,
     progress: Progress<'a>,
+    /// Where bytes read from disk are counted under this profile.
+    disk: crate::throttle::DiskReadCounter,
 }
 
-fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, progress: Progress<'_>) -> Result<ProfileReport> {
+fn run_profile(
+    suite: &Suite,
+    opts: &SuiteOptions,
+    profile: MachineProfile,
+    trained_under: &mut Option<String>,
+    progress: Progress<'_>,
+) -> Result<ProfileReport> {
     let started = Instant::now();
     let check_file = opts.cache_dir.join("read-check.bin");
     page_cache::ensure_file(&check_file, CHECK_FILE_BYTES)?;
@@ -191,13 +243,14 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
     };
     // preload's cycle is its default, 20 s; preload-ng's and augur's re-plan interval are set to it.
     let files = DaemonFiles {
-        dir: session_dir.join("daemons"),
+        dir: opts.output_dir.join("daemons"),
         augur_exe: opts.augur_exe.clone(),
         preload_ng_exe: opts.preload_ng_exe.clone(),
         cycle_secs: 20,
     };
     let measured: Vec<Prefetcher> = suite.conditions.iter().filter_map(|c| prefetcher_of(*c)).collect();
-    let mut s = Session { suite, env, watcher, files, available: Vec::new(), measured, progress };
+    let disk = machine.disk_reads()?;
+    let mut s = Session { suite, env, watcher, files, available: Vec::new(), measured, progress, disk };
 
     let cost_here = !opts.skip_cost
         && suite.cost.as_ref().is_some_and(|c| c.profiles.is_empty() || c.profiles.iter().any(|p| p == profile.name()));
@@ -215,8 +268,20 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
         report.prefetchers.push(status);
     }
 
-    // Training: every available prefetcher watches every workload.
-    let mut learning = train(&mut s, &mut report)?;
+    // Training: every available prefetcher watches every workload, once per run: a later
+    // profile starts from what they learned (and from every measured launch since).
+    let mut learning = match trained_under.as_ref() {
+        None => {
+            let l = train(&mut s, &mut report)?;
+            *trained_under = Some(profile.name().to_string());
+            l
+        }
+        Some(first) => {
+            progress(&format!("training: done under profile {first}; the prefetchers keep what they learned there"));
+            report.training_shared_from = Some(first.clone());
+            Vec::new()
+        }
+    };
     machine.check()?;
 
     // Idle cost.
@@ -234,9 +299,9 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
         report.cost = Some(crate::suite_report::CostReport { daemons: learning.clone(), slowdowns: Vec::new() });
     }
 
-    // The interleaved measurements.
-    report.workloads = suite
-        .workloads
+    // The interleaved measurements, of the workloads this profile measures.
+    let here: Vec<&Workload> = suite.workloads.iter().filter(|w| !opts.skip_tables && w.measured_under(profile.name())).collect();
+    report.workloads = here
         .iter()
         .map(|w| WorkloadReport {
             name: w.name.clone(),
@@ -245,7 +310,7 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
             conditions: suite.conditions.iter().map(|c| ConditionReport::new(*c)).collect(),
         })
         .collect();
-    for (wi, w) in suite.workloads.iter().enumerate() {
+    for (wi, w) in here.iter().enumerate() {
         for c in &mut report.workloads[wi].conditions {
             if let Some(kind) = prefetcher_of(c.condition) {
                 if !s.available.contains(&kind) {
@@ -258,7 +323,7 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
         let _ = w;
     }
     for run in 1..=suite.runs {
-        for (wi, w) in suite.workloads.iter().enumerate() {
+        for (wi, w) in here.iter().copied().enumerate() {
             let mut warm_now = false;
             for ci in 0..suite.conditions.len() {
                 interrupt::check()?;
@@ -276,6 +341,7 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
                         slot.prefetch_read_bytes.extend(m.prefetch_read);
                         slot.cache_growth_bytes.extend(m.cache_growth);
                         slot.preload_decision_bytes.extend(m.preload_decision);
+                        slot.launch_read_bytes.push(m.launch_read);
                         warm_now = true;
                     }
                     Err(e) => {
@@ -292,8 +358,25 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
         w.finish();
     }
 
-    if let (Some(day), false) = (&suite.day, opts.skip_day) {
-        report.day = Some(crate::usage_day::run(&mut s.day_context(), day)?);
+    let day_here = suite
+        .day
+        .as_ref()
+        .filter(|d| !opts.skip_day && (d.profiles.is_empty() || d.profiles.iter().any(|p| p == profile.name())));
+    if let Some(day) = day_here {
+        // A workload's working set: what its cold launches read from disk (median).
+        let working_sets: std::collections::BTreeMap<usize, u64> = report
+            .workloads
+            .iter()
+            .filter_map(|w| {
+                let i = suite.workloads.iter().position(|x| x.name == w.name)?;
+                let cold = w.condition(Condition::Cold)?;
+                let mut v = cold.launch_read_bytes.clone();
+                v.sort_unstable();
+                v.get(v.len() / 2).map(|b| (i, *b))
+            })
+            .collect();
+        let memory_left = machine.record.mem_available_after;
+        report.day = Some(crate::usage_day::run(&mut s.day_context(memory_left, profile.small_memory(), &working_sets), day)?);
     }
     if let (Some(cost), true) = (&suite.cost, cost_here) {
         let slowdowns = crate::cost::slowdowns(&mut s.cost_context(&opts.cache_dir), cost)?;
@@ -310,7 +393,12 @@ fn run_profile(suite: &Suite, opts: &SuiteOptions, profile: MachineProfile, prog
 }
 
 impl<'a> Session<'a> {
-    fn day_context(&mut self) -> crate::usage_day::DayContext<'_> {
+    fn day_context<'b>(
+        &'b mut self,
+        memory_left: u64,
+        small_memory: bool,
+        working_sets: &'b std::collections::BTreeMap<usize, u64>,
+    ) -> crate::usage_day::DayContext<'b> {
         crate::usage_day::DayContext {
             workloads: &self.suite.workloads,
             env: &self.env,
@@ -320,6 +408,10 @@ impl<'a> Session<'a> {
             measured: &self.measured,
             cycle_wait: Duration::from_secs(self.suite.cycle_wait_secs),
             progress: self.progress,
+            disk: &self.disk,
+            memory_left,
+            working_sets,
+            small_memory,
         }
     }
 
@@ -362,8 +454,8 @@ fn probe(kind: Prefetcher, files: &DaemonFiles) -> PrefetcherStatus {
         }
         let mut d = RunningDaemon::start(kind, files)?;
         d.wait_ready(Duration::from_secs(30))?;
-        if kind == Prefetcher::AugurPredict {
-            d.wait_planning_round(Duration::from_secs(files.cycle_secs + 10))?;
+        if kind.is_augur() && kind.prefetches_ahead() {
+            d.wait_planning_round(files, Duration::from_secs(files.cycle_secs + 10))?;
         }
         d.stop()
     })();
@@ -376,10 +468,12 @@ struct Measured {
     prefetch_read: Option<u64>,
     cache_growth: Option<u64>,
     preload_decision: Option<u64>,
+    /// Bytes read from disk from the launch's spawn to its readiness (launch and prefetcher).
+    launch_read: u64,
 }
 
 fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -> Result<Measured> {
-    let mut m = Measured { secs: 0.0, prefetch_read: None, cache_growth: None, preload_decision: None };
+    let mut m = Measured { secs: 0.0, prefetch_read: None, cache_growth: None, preload_decision: None, launch_read: 0 };
     match cond {
         Condition::Cold => {
             drop_all_caches()?;
@@ -402,13 +496,15 @@ fn measure(s: &mut Session<'_>, w: &Workload, cond: Condition, warm_now: bool) -
             // Replay happens at exec; there is nothing to wait for but the daemon itself.
             d.wait_ready(limit)?;
         } else {
-            m.preload_decision = d.wait_first_cycle(limit, Duration::from_secs(s.files.cycle_secs))?;
+            m.preload_decision = d.wait_first_cycle(&s.files, limit)?;
         }
         m.prefetch_read = Some(d.sample()?.read_bytes);
         m.cache_growth = Some(page_cache::cached_bytes()?.saturating_sub(cached0));
         daemon = Some(d);
     }
+    let read0 = s.disk.bytes()?;
     let launched = launch::launch(&s.env, w, s.watcher.as_mut())?;
+    m.launch_read = s.disk.bytes()?.saturating_sub(read0);
     m.secs = launched.secs;
     if let Some(r) = launched.running {
         r.close()?;

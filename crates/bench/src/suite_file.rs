@@ -102,6 +102,17 @@ pub struct Workload {
     /// Files written into `{work}` before the suite starts (name -> content).
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// Machine profiles whose launch-time tables measure it (all when absent; empty: none, a
+    /// workload only the usage day launches). Every workload is trained.
+    #[serde(default)]
+    pub profiles: Option<Vec<String>>,
+}
+
+impl Workload {
+    /// Whether the launch-time tables of `profile` measure this workload.
+    pub fn measured_under(&self, profile: &str) -> bool {
+        self.profiles.as_ref().is_none_or(|ps| ps.iter().any(|p| p == profile))
+    }
 }
 
 fn default_timeout() -> u64 {
@@ -131,9 +142,44 @@ pub struct DaySpec {
     /// things meanwhile); 0 never drops.
     #[serde(default)]
     pub drop_caches_after_idle_secs: f64,
-    /// Days replayed with every prefetcher watching before the measured days.
+    /// Days replayed with every prefetcher watching before the measured days. When the trace
+    /// holds more days than this, training day N replays the trace's day N and the measured
+    /// days replay the day after them (the same habits, other noise); a one-day trace is
+    /// replayed the same every time.
     #[serde(default = "default_training_days")]
     pub training_days: u32,
+    /// Machine profiles the day runs under (all when empty): a day where everything fits in
+    /// memory measures nothing prediction is for.
+    #[serde(default)]
+    pub profiles: Vec<String>,
+    /// The day runs only when the working sets of its applications (the bytes each one's cold
+    /// launch read from disk, summed) are at least this many times the memory the profile
+    /// leaves available; otherwise it is refused, with both figures. 0: no requirement.
+    #[serde(default)]
+    pub min_memory_ratio: f64,
+    /// Under a small-memory profile, the day runs with this much MemAvailable left (a second
+    /// balloon for the day's length) when the profile leaves more ("512MiB" style).
+    #[serde(default, deserialize_with = "de_opt_bytes")]
+    pub leave_available: Option<u64>,
+    /// Whether a desktop application stays open until the trace's exit (true) or is closed as
+    /// soon as its window is up (false): with little memory left and no swap, the applications'
+    /// own memory cannot all stay open together, and the day then measures what each prefetcher
+    /// does with the page cache between launches.
+    #[serde(default = "default_keep_open")]
+    pub keep_open: bool,
+    /// A replayed day (training or measured) is cut short after this many seconds (0: never), a
+    /// measured day's remaining launches reported as not made: a prefetcher that starves the
+    /// launches must not take the session.
+    #[serde(default)]
+    pub stop_after_secs: u64,
+}
+
+fn default_keep_open() -> bool {
+    true
+}
+
+fn de_opt_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    de_bytes(d).map(Some)
 }
 
 fn default_time_scale() -> f64 {
@@ -327,6 +373,11 @@ impl Suite {
             if !names.insert(w.name.clone()) {
                 return Err(fail(line, format!("workload `{}` is defined twice", w.name)));
             }
+            for p in w.profiles.iter().flatten() {
+                if let Err(e) = p.parse::<crate::machine::MachineProfile>() {
+                    return Err(fail(line, format!("workload `{}`: profiles: {e}", w.name)));
+                }
+            }
             if let Some(bad) = w.files.keys().find(|k| k.contains('/') || k.starts_with('.')) {
                 return Err(fail(line, format!("workload `{}`: file name `{bad}` must be a plain name", w.name)));
             }
@@ -340,6 +391,14 @@ impl Suite {
             }
             if day.time_scale.is_nan() || day.time_scale <= 0.0 || day.gap_secs[0] < 0.0 || day.gap_secs[1] < day.gap_secs[0] {
                 return Err(fail(line, "[day] needs time_scale > 0 and 0 <= gap_secs[0] <= gap_secs[1]".into()));
+            }
+            for p in &day.profiles {
+                if let Err(e) = p.parse::<crate::machine::MachineProfile>() {
+                    return Err(fail(line, format!("[day] profiles: {e}")));
+                }
+            }
+            if day.min_memory_ratio.is_nan() || day.min_memory_ratio < 0.0 {
+                return Err(fail(line, "[day] min_memory_ratio must be at least 0".into()));
             }
             if day.trace.is_relative() {
                 if let Some(dir) = path.parent() {

@@ -13,7 +13,19 @@ pub fn render(report: &SuiteReport) -> String {
     let _ = writeln!(out, "# augur benchmark suite\n");
     let _ = writeln!(out, "- command: `{}`", report.command);
     let _ = writeln!(out, "- augur {}, kernel {}, {}", report.augur_version, report.kernel, report.machine);
-    let _ = writeln!(out, "- started {}\n", report.started_utc);
+    let _ = writeln!(out, "- started {}", report.started_utc);
+    if report.elapsed_secs > 0.0 {
+        let _ = writeln!(
+            out,
+            "- took {:.0} min (planned {:.0} min from the suite's constants)",
+            report.elapsed_secs / 60.0,
+            report.estimated_secs / 60.0
+        );
+    }
+    for n in &report.notes {
+        let _ = writeln!(out, "- {n}");
+    }
+    let _ = writeln!(out);
     for p in &report.profiles {
         render_profile(&mut out, p);
     }
@@ -170,36 +182,14 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
             let _ = writeln!(out, "preload learned the executable after training: {}.\n", learned.join(", "));
         }
     }
-    if let Some(day) = &p.day {
-        let _ = writeln!(out, "### Usage day\n\n{} launches replayed from `{}`.\n", day.launches, day.trace);
+    if let Some(t) = &p.training_shared_from {
         let _ = writeln!(
             out,
-            "| prefetcher | median launch | 90th percentile | max | failed | read from disk |\n|---|---:|---:|---:|---:|---:|"
+            "The prefetchers were trained once, under profile `{t}`; here they start from what they learned there.\n"
         );
-        for r in &day.runs {
-            match (&r.unavailable, r.summary) {
-                (Some(why), _) => {
-                    let _ = writeln!(out, "| {} | unavailable | | | | |", r.prefetcher);
-                    notes.push(format!("usage day / {}: {why}", r.prefetcher));
-                }
-                (None, Some(s)) => {
-                    let _ = writeln!(
-                        out,
-                        "| {} | {} | {} | {} | {} | {} |",
-                        r.prefetcher,
-                        secs(s.median),
-                        secs(r.p90.unwrap_or(s.max)),
-                        secs(s.max),
-                        r.failures.len(),
-                        mib(r.prefetch_read_bytes)
-                    );
-                }
-                (None, None) => {
-                    let _ = writeln!(out, "| {} | failed | | | {} | |", r.prefetcher, r.failures.len());
-                }
-            }
-        }
-        let _ = writeln!(out);
+    }
+    if let Some(day) = &p.day {
+        render_day(out, day, &mut notes);
     }
     if let Some(cost) = &p.cost {
         let _ = writeln!(out, "### Cost\n");
@@ -267,6 +257,72 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         }
         let _ = writeln!(out);
     }
+}
+
+fn render_day(out: &mut String, day: &crate::suite_report::DayReport, notes: &mut Vec<String>) {
+    let _ = writeln!(out, "### Usage day\n");
+    let need = day.working_set_bytes();
+    let sets: Vec<String> = day.working_sets.iter().map(|(n, b)| format!("{n} {}", mib(*b))).collect();
+    let _ = writeln!(
+        out,
+        "Day {} of `{}` (the days before it trained every prefetcher), {} launches. Its applications' working sets (what each one's cold launch read from disk) sum to {}, {:.1} × the {} this profile leaves available (at least {:.1} × required): {}.\n",
+        day.trace_day,
+        day.trace,
+        day.launches,
+        mib(need),
+        need as f64 / day.memory_left_bytes.max(1) as f64,
+        mib(day.memory_left_bytes),
+        day.min_memory_ratio,
+        sets.join(", ")
+    );
+    if let Some(why) = &day.refused {
+        let _ = writeln!(out, "Not run: {why}\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Read from disk: {}, over the whole day. Beyond none: that minus the day without a prefetcher, what the prefetcher read that no launch then needed from disk (prefetched and never used, or pushed out before use and read again; negative: it saved more than it read). Own accounting: what the prefetcher itself reports (augur's status: prefetched, wasted); preload and preload-ng report none.\n",
+        day.disk_counter
+    );
+    let _ = writeln!(
+        out,
+        "| prefetcher | median launch | 90th percentile | max | failed | read from disk | prefetcher read | beyond none | own accounting |\n|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for r in &day.runs {
+        match (&r.unavailable, r.summary) {
+            (Some(why), _) => {
+                let _ = writeln!(out, "| {} | unavailable | | | | | | | |", r.prefetcher);
+                notes.push(format!("usage day / {}: {why}", r.prefetcher));
+            }
+            (None, Some(s)) => {
+                let beyond = r
+                    .read_beyond_none_bytes
+                    .map_or("–".into(), |b| if b < 0 { format!("−{}", mib(b.unsigned_abs())) } else { mib(b as u64) });
+                let own = match (r.own_ledger, r.prefetcher.as_str()) {
+                    (Some((p, w)), _) => format!("{} prefetched, {} wasted", mib(p), mib(w)),
+                    (None, "none") => String::new(),
+                    (None, _) => "not reported".into(),
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    if r.prefetcher == "augur" { "augur (as installed)" } else { r.prefetcher.as_str() },
+                    secs(s.median),
+                    secs(r.p90.unwrap_or(s.max)),
+                    secs(s.max),
+                    r.failures.len(),
+                    r.disk_read_bytes.map_or("–".into(), mib),
+                    if r.prefetcher == "none" { String::new() } else { mib(r.prefetch_read_bytes) },
+                    beyond,
+                    own
+                );
+            }
+            (None, None) => {
+                let _ = writeln!(out, "| {} | failed | | | {} | | | | |", r.prefetcher, r.failures.len());
+            }
+        }
+    }
+    let _ = writeln!(out);
 }
 
 #[cfg(test)]
@@ -344,6 +400,51 @@ mod tests {
         assert!(md.contains("- augur-predict: not measured (not implemented)"), "{md}");
         assert!(!md.contains("- augur: not measured"), "{md}");
         assert!(md.contains("`augur-bench --suite bench/suite.toml`"));
+    }
+
+    #[test]
+    fn the_day_shows_memory_need_latency_disk_and_waste() {
+        use crate::suite_report::{DayReport, DayRun};
+        let run = |p: &str, lat: &[f64], disk: u64, own| {
+            let mut r = DayRun {
+                prefetcher: p.into(),
+                latencies: lat.to_vec(),
+                disk_read_bytes: Some(disk << 20),
+                prefetch_read_bytes: 100 << 20,
+                own_ledger: own,
+                ..DayRun::default()
+            };
+            r.finish();
+            r
+        };
+        let mut day = DayReport {
+            trace: "bench/day.jsonl".into(),
+            trace_day: 1,
+            launches: 3,
+            working_sets: vec![("firefox-esr".into(), 400 << 20), ("evolution".into(), 1200 << 20)],
+            memory_left_bytes: 512 << 20,
+            min_memory_ratio: 3.0,
+            disk_counter: "the suite's cgroup".into(),
+            runs: vec![
+                run("none", &[1.0, 2.0, 3.0], 900, None),
+                run("preload-ng", &[1.0, 1.0, 2.0], 1000, None),
+                run("augur", &[0.5, 0.5, 1.0], 800, Some((300 << 20, 50 << 20))),
+            ],
+            ..DayReport::default()
+        };
+        day.finish();
+        let mut r = report();
+        r.profiles[0].day = Some(day.clone());
+        let md = render(&r);
+        assert!(md.contains("sum to 1600 MiB, 3.1 × the 512 MiB this profile leaves available"), "{md}");
+        assert!(md.contains("| none | 2.00 | 2.80 | 3.00 | 0 | 900 MiB |  | – |  |"), "{md}");
+        assert!(md.contains("| preload-ng | 1.00 | 1.80 | 2.00 | 0 | 1000 MiB | 100 MiB | 100 MiB | not reported |"), "{md}");
+        assert!(md.contains("| augur (as installed) | 0.50 | 0.90 | 1.00 | 0 | 800 MiB | 100 MiB | −100 MiB | 300 MiB prefetched, 50 MiB wasted |"), "{md}");
+        day.refused = Some("refused: it fits".into());
+        r.profiles[0].day = Some(day);
+        let md = render(&r);
+        assert!(md.contains("Not run: refused: it fits"), "{md}");
+        assert!(!md.contains("| preload-ng | 1.00"), "{md}");
     }
 
     #[test]

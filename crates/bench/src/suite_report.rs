@@ -26,8 +26,14 @@ pub struct SuiteReport {
     pub started_utc: String,
     /// The command that produced this report.
     pub command: String,
+    /// What the run left out on purpose, and why (an augur variant that is augur as installed).
+    pub notes: Vec<String>,
+    /// The duration planned from the suite's own constants, seconds.
+    pub estimated_secs: f64,
     /// One entry per machine profile, in the order run.
     pub profiles: Vec<ProfileReport>,
+    /// Wall-clock seconds the whole run took.
+    pub elapsed_secs: f64,
 }
 
 /// Everything measured under one machine profile.
@@ -39,6 +45,8 @@ pub struct ProfileReport {
     pub prefetchers: Vec<PrefetcherStatus>,
     /// The training phase.
     pub training: Vec<TrainingRecord>,
+    /// The profile whose training this one's prefetchers kept (trained once per run).
+    pub training_shared_from: Option<String>,
     /// Per workload.
     pub workloads: Vec<WorkloadReport>,
     /// The usage day, if run.
@@ -134,6 +142,10 @@ pub struct ConditionReport {
     /// The prefetcher's own decision of how much to load, per run, bytes: preload's "using N
     /// kb", preload-ng's plan `total_bytes` (empty for augur).
     pub preload_decision_bytes: Vec<u64>,
+    /// Bytes read from disk from each launch's spawn to its readiness, per run (the cold ones:
+    /// the workload's working set read from disk).
+    #[serde(default)]
+    pub launch_read_bytes: Vec<u64>,
 }
 
 impl ConditionReport {
@@ -149,6 +161,7 @@ impl ConditionReport {
             prefetch_read_bytes: Vec::new(),
             cache_growth_bytes: Vec::new(),
             preload_decision_bytes: Vec::new(),
+            launch_read_bytes: Vec::new(),
         }
     }
 }
@@ -186,10 +199,41 @@ impl WorkloadReport {
 pub struct DayReport {
     /// The trace replayed.
     pub trace: String,
+    /// The trace's day measured (0-based; the days before it trained).
+    pub trace_day: u32,
     /// Launches replayed per day.
     pub launches: usize,
+    /// The day's applications and the bytes each one's cold launch read from disk.
+    pub working_sets: Vec<(String, u64)>,
+    /// MemAvailable the machine profile leaves, bytes.
+    pub memory_left_bytes: u64,
+    /// Working sets / memory left required.
+    pub min_memory_ratio: f64,
+    /// Why the day was not run (its applications fit in memory).
+    pub refused: Option<String>,
+    /// What "read from disk" counts.
+    pub disk_counter: String,
     /// Per prefetcher ("none" first).
     pub runs: Vec<DayRun>,
+}
+
+impl DayReport {
+    /// Sum of the working sets.
+    pub fn working_set_bytes(&self) -> u64 {
+        self.working_sets.iter().map(|(_, b)| b).sum()
+    }
+
+    /// Fills each prefetcher's reads beyond the day without one.
+    pub fn finish(&mut self) {
+        let none = self.runs.iter().find(|r| r.prefetcher == "none").and_then(|r| r.disk_read_bytes);
+        for r in &mut self.runs {
+            r.read_beyond_none_bytes = match (r.prefetcher.as_str(), none, r.disk_read_bytes) {
+                ("none", _, _) => None,
+                (_, Some(none), Some(mine)) => Some(mine as i64 - none as i64),
+                _ => None,
+            };
+        }
+    }
 }
 
 /// One measured day.
@@ -207,8 +251,18 @@ pub struct DayRun {
     pub p90: Option<f64>,
     /// Launches that failed.
     pub failures: Vec<String>,
-    /// Bytes the prefetcher read over the day.
+    /// Bytes the prefetcher read over the day (its `/proc/PID/io` `read_bytes`).
     pub prefetch_read_bytes: u64,
+    /// Bytes read from disk over the day, launches and prefetcher (see
+    /// [`DayReport::disk_counter`]).
+    pub disk_read_bytes: Option<u64>,
+    /// `disk_read_bytes` minus the day without a prefetcher's: what the prefetcher read that
+    /// no launch then needed from disk (prefetched and never used, or pushed out before use
+    /// and read again), as far as the disk can tell; negative when it saved more than it read.
+    pub read_beyond_none_bytes: Option<i64>,
+    /// The prefetcher's own accounting where it reports one (augur's status: bytes
+    /// prefetched, bytes wasted).
+    pub own_ledger: Option<(u64, u64)>,
     /// Wall-clock seconds.
     pub secs: f64,
 }
@@ -347,6 +401,20 @@ mod tests {
         );
         assert_eq!(s(false, None).not_measured_line().unwrap(), "preload-ng: not measured (no reason given)");
         assert_eq!(s(true, None).not_measured_line(), None);
+    }
+
+    #[test]
+    fn day_reads_beyond_no_prefetcher() {
+        let run = |p: &str, disk| DayRun { prefetcher: p.into(), disk_read_bytes: disk, ..DayRun::default() };
+        let mut d = DayReport {
+            working_sets: vec![("a".into(), 300), ("b".into(), 700)],
+            runs: vec![run("none", Some(1000)), run("preload", Some(1500)), run("augur", Some(800)), run("x", None)],
+            ..DayReport::default()
+        };
+        d.finish();
+        assert_eq!(d.working_set_bytes(), 1000);
+        let beyond: Vec<_> = d.runs.iter().map(|r| r.read_beyond_none_bytes).collect();
+        assert_eq!(beyond, [None, Some(500), Some(-200), None]);
     }
 
     #[test]

@@ -112,6 +112,87 @@ impl Drop for ThrottledCgroup {
     }
 }
 
+/// Where bytes read from disk are counted for what the suite starts: the throttled cgroup's own
+/// counter when there is one (every process the suite starts, and nothing else on the
+/// machine: v1 `blkio.throttle.io_service_bytes`, v2 `io.stat` `rbytes`), else the whole
+/// root disk (`/sys/dev/block/DEV/stat`), which counts every other program's reads too.
+#[derive(Debug, Clone)]
+pub enum DiskReadCounter {
+    /// The suite's throttled cgroup.
+    Cgroup {
+        /// Its counter file.
+        file: PathBuf,
+        /// Which interface.
+        version: CgroupVersion,
+        /// "MAJ:MIN" of the disk.
+        device: String,
+    },
+    /// The whole disk.
+    Disk {
+        /// "MAJ:MIN".
+        device: String,
+    },
+}
+
+impl DiskReadCounter {
+    /// The counter of `cgroup` when given, else of the root disk.
+    pub fn new(cgroup: Option<&ThrottledCgroup>) -> Result<DiskReadCounter> {
+        Ok(match cgroup {
+            Some(c) => DiskReadCounter::Cgroup {
+                file: c.dir.join(match c.version {
+                    CgroupVersion::V1Blkio => "blkio.throttle.io_service_bytes",
+                    CgroupVersion::V2Io => "io.stat",
+                }),
+                version: c.version,
+                device: c.device.clone(),
+            },
+            None => DiskReadCounter::Disk { device: root_disk()? },
+        })
+    }
+
+    /// Bytes read so far.
+    pub fn bytes(&self) -> Result<u64> {
+        match self {
+            DiskReadCounter::Cgroup { file, version, device } => {
+                let text = fs::read_to_string(file).context(|| format!("reading {}", file.display()))?;
+                Ok(cgroup_read_bytes(&text, *version, device))
+            }
+            DiskReadCounter::Disk { device } => Ok(crate::page_cache::disk_sectors_read(device)? * 512),
+        }
+    }
+
+    /// What it counts, for the report.
+    pub fn describe(&self) -> String {
+        match self {
+            DiskReadCounter::Cgroup { file, .. } => format!(
+                "the suite's cgroup ({}: the workloads and the prefetcher, nothing else)",
+                file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+            ),
+            DiskReadCounter::Disk { device } => {
+                format!("the whole root disk {device} (/sys/dev/block/{device}/stat: every program on the machine)")
+            }
+        }
+    }
+}
+
+/// Bytes read from `device` in a cgroup's counter file: v1 `blkio.throttle.io_service_bytes`
+/// ("MAJ:MIN Read N" lines), v2 `io.stat` ("MAJ:MIN rbytes=N ..."). 0 when the device has no
+/// line yet (nothing read).
+pub fn cgroup_read_bytes(text: &str, version: CgroupVersion, device: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            if f.next()? != device {
+                return None;
+            }
+            match version {
+                CgroupVersion::V1Blkio => (f.next()? == "Read").then(|| f.next()?.parse::<u64>().ok()).flatten(),
+                CgroupVersion::V2Io => f.find_map(|kv| kv.strip_prefix("rbytes=")?.parse::<u64>().ok()),
+            }
+        })
+        .sum()
+}
+
 /// Moves every process in `dir` to `origin`, then removes `dir`.
 fn release(dir: &Path, origin: &Path) {
     for _ in 0..20 {
@@ -263,5 +344,14 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!(m[0], ("rw,blkio".to_string(), "/sys/fs/cgroup/blkio".to_string()));
         assert_eq!(m[1].0, "cgroup2");
+    }
+
+    #[test]
+    fn cgroup_read_counters() {
+        let v1 = "254:0 Read 4096000\n254:0 Write 8192\n254:0 Sync 1\n253:0 Read 7\nTotal 4104193\n";
+        assert_eq!(cgroup_read_bytes(v1, CgroupVersion::V1Blkio, "254:0"), 4_096_000);
+        let v2 = "254:0 rbytes=1048576 wbytes=0 rios=12 wios=0 dbytes=0 dios=0\n253:0 rbytes=5\n";
+        assert_eq!(cgroup_read_bytes(v2, CgroupVersion::V2Io, "254:0"), 1_048_576);
+        assert_eq!(cgroup_read_bytes("", CgroupVersion::V2Io, "254:0"), 0);
     }
 }

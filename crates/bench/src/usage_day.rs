@@ -15,6 +15,7 @@ use crate::launch::{self, LaunchEnv, Running};
 use crate::prefetchers::{DaemonFiles, Prefetcher, RunningDaemon};
 use crate::suite_file::{DaySpec, Ready, Workload};
 use crate::suite_report::{DayReport, DayRun};
+use crate::throttle::DiskReadCounter;
 use crate::xdisplay::WindowWatcher;
 use augur_core::model::usage_trace::{Transition, UsageEvent, UsageTrace};
 use augur_os::fetch::drop_all_caches;
@@ -72,6 +73,38 @@ pub struct Step {
     pub instance: (String, u64),
     /// Launch (true) or exit (false).
     pub launch: bool,
+}
+
+/// Milliseconds in a trace day.
+const DAY_MS: u64 = 86_400_000;
+
+/// How many calendar days the trace's launches span (day N: `t_ms` in [N, N + 1) days).
+pub fn trace_days(acts: &[TraceActivity]) -> u32 {
+    acts.iter().filter(|a| a.launch).map(|a| (a.t_ms / DAY_MS) as u32 + 1).max().unwrap_or(0)
+}
+
+/// The activities of the trace's day `day` (launched that day; an exit of such a launch on a
+/// later day is kept, one of an earlier launch dropped).
+pub fn day_of(acts: &[TraceActivity], day: u32) -> Vec<TraceActivity> {
+    let mut launched = std::collections::HashSet::new();
+    acts.iter()
+        .filter(|a| {
+            if a.launch {
+                (a.t_ms / DAY_MS) as u32 == day && launched.insert((a.app.clone(), a.instance))
+            } else {
+                launched.contains(&(a.app.clone(), a.instance))
+            }
+        })
+        .cloned()
+        .collect()
+}
+
+/// The trace day replayed as training day `training` (0-based), or as the measured day
+/// (`None`): training day N is the trace's day N and the measured day the one after the
+/// training days, when the trace has that many; a shorter trace gives its last day.
+pub fn trace_day_for(days_in_trace: u32, training_days: u32, training: Option<u32>) -> u32 {
+    let want = training.unwrap_or(training_days);
+    want.min(days_in_trace.saturating_sub(1))
 }
 
 /// Turns trace activities into steps: maps applications to workloads (explicit mapping, then the
@@ -146,31 +179,125 @@ pub struct DayContext<'a> {
     pub cycle_wait: Duration,
     /// Progress lines.
     pub progress: &'a dyn Fn(&str),
+    /// Where bytes read from disk are counted.
+    pub disk: &'a DiskReadCounter,
+    /// MemAvailable the machine profile leaves (after its balloon), bytes.
+    pub memory_left: u64,
+    /// Bytes each workload's cold launch read from disk (median of the suite's cold runs), by
+    /// workload index; a workload of the day missing here is launched cold once to find out.
+    pub working_sets: &'a BTreeMap<usize, u64>,
+    /// Whether the profile is a small-memory one (where `[day] leave_available` applies).
+    pub small_memory: bool,
 }
 
 /// Replays the day: `training_days` with every prefetcher watching (one augur daemon), then once
-/// with none and once per measured prefetcher.
+/// with none and once per measured prefetcher. Refuses (a report with the reason and no runs)
+/// when the day's working sets are less than `min_memory_ratio` times the memory left.
 pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
     let acts = read_trace(&spec.trace)?;
-    let steps = plan(&acts, ctx.workloads, spec);
+    let days_in_trace = trace_days(&acts);
+    let measured_day = trace_day_for(days_in_trace, spec.training_days, None);
+    let steps = plan(&day_of(&acts, measured_day), ctx.workloads, spec);
     let launches = steps.iter().filter(|s| s.launch).count();
-    let mut report = DayReport { trace: spec.trace.display().to_string(), launches, runs: Vec::new() };
+    let mut report = DayReport {
+        trace: spec.trace.display().to_string(),
+        trace_day: measured_day,
+        launches,
+        disk_counter: ctx.disk.describe(),
+        min_memory_ratio: spec.min_memory_ratio,
+        ..DayReport::default()
+    };
+    // The applications of the day and what each needs, under the profile as the tables' cold
+    // runs had it (before the day's own balloon).
+    let mut used: Vec<usize> = steps.iter().filter(|s| s.launch).map(|s| s.workload).collect();
+    used.sort_unstable();
+    used.dedup();
+    for &wi in &used {
+        let bytes = match ctx.working_sets.get(&wi) {
+            Some(&b) => b,
+            None => measure_working_set(ctx, &ctx.workloads[wi])?,
+        };
+        report.working_sets.push((ctx.workloads[wi].name.clone(), bytes));
+    }
+    // Less memory for the day than for the rest of the profile, when asked and when the profile
+    // is a small-memory one: a second balloon, gone when the day is.
+    let mut day_balloon = None;
+    if let (Some(leave), true) = (spec.leave_available, ctx.small_memory) {
+        drop_all_caches()?;
+        if augur_os::sense::procfs::meminfo("MemAvailable")? > leave {
+            let b = crate::balloon::Balloon::inflate(leave)?;
+            ctx.memory_left = b.available_after;
+            (ctx.progress)(&format!(
+                "usage day: a second balloon locked {} MiB more, {} MiB left available",
+                b.locked_bytes >> 20,
+                b.available_after >> 20
+            ));
+            day_balloon = Some(b);
+        }
+    }
+    report.memory_left_bytes = ctx.memory_left;
+    let need = report.working_set_bytes();
+    (ctx.progress)(&format!(
+        "usage day: trace day {measured_day}, {launches} launches of {} applications; their working sets (bytes each cold launch read from disk) sum to {} MiB, the profile leaves {} MiB available: {:.1}× (at least {:.1}× asked)",
+        used.len(),
+        need >> 20,
+        ctx.memory_left >> 20,
+        need as f64 / ctx.memory_left.max(1) as f64,
+        spec.min_memory_ratio
+    ));
+    if (need as f64) < spec.min_memory_ratio * ctx.memory_left as f64 {
+        let why = format!(
+            "refused: the day's working sets ({} MiB) are less than {:.1} × the {} MiB the profile leaves available; everything would fit and prediction would not matter (leave less memory with --leave-available or [day] leave_available, or add applications to the day)",
+            need >> 20,
+            spec.min_memory_ratio,
+            ctx.memory_left >> 20
+        );
+        (ctx.progress)(&format!("usage day {why}"));
+        report.refused = Some(why);
+        return Ok(report);
+    }
+    let result = run_days(ctx, spec, &acts, &steps, report, day_balloon.as_mut());
+    drop(day_balloon);
+    result
+}
+
+fn run_days(
+    ctx: &mut DayContext<'_>,
+    spec: &DaySpec,
+    acts: &[TraceActivity],
+    steps: &[Step],
+    mut report: DayReport,
+    mut balloon: Option<&mut crate::balloon::Balloon>,
+) -> Result<DayReport> {
+    let days_in_trace = trace_days(acts);
+    let launches = report.launches;
     let watchers = crate::prefetchers::watching(ctx.available);
-    for day in 1..=spec.training_days {
-        (ctx.progress)(&format!("usage day: training day {day}/{} ({launches} launches)", spec.training_days));
+    for day in 0..spec.training_days {
+        let trace_day = trace_day_for(days_in_trace, spec.training_days, Some(day));
+        let training = plan(&day_of(acts, trace_day), ctx.workloads, spec);
+        (ctx.progress)(&format!(
+            "usage day: training day {}/{} (trace day {trace_day}, {} launches)",
+            day + 1,
+            spec.training_days,
+            training.iter().filter(|s| s.launch).count()
+        ));
         let mut daemons = Vec::new();
         for k in &watchers {
             let mut d = RunningDaemon::start(*k, ctx.files)?;
             d.wait_ready(ctx.cycle_wait)?;
             daemons.push(d);
         }
-        let _ = replay(ctx, &steps, "training")?;
+        let stop_at = (spec.stop_after_secs > 0).then(|| Instant::now() + Duration::from_secs(spec.stop_after_secs));
+        let _ = replay(ctx, &training, "training", spec.keep_open, stop_at)?;
+        if let Some(b) = balloon.as_deref_mut() {
+            b.check_alive()?;
+        }
         for d in daemons {
             d.stop()?;
         }
     }
     let mut kinds: Vec<Option<Prefetcher>> = vec![None];
-    kinds.extend(ctx.measured.iter().copied().map(Some));
+    kinds.extend(day_prefetchers(ctx.measured).into_iter().map(Some));
     for kind in kinds {
         let name = kind.map_or("none", Prefetcher::name).to_string();
         if let Some(k) = kind {
@@ -186,20 +313,38 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
         (ctx.progress)(&format!("usage day: {name}"));
         drop_all_caches()?;
         let started = Instant::now();
+        let disk0 = ctx.disk.bytes()?;
         let mut daemon = match kind {
             Some(k) => {
                 let mut d = RunningDaemon::start(k, ctx.files)?;
                 if !k.prefetches_ahead() {
                     d.wait_ready(ctx.cycle_wait)?;
                 } else {
-                    d.wait_first_cycle(ctx.cycle_wait, Duration::from_secs(ctx.files.cycle_secs))?;
+                    d.wait_first_cycle(ctx.files, ctx.cycle_wait)?;
                 }
                 Some(d)
             }
             None => None,
         };
-        let (latencies, failures) = replay(ctx, &steps, &name)?;
+        let stop_at = (spec.stop_after_secs > 0).then(|| started + Duration::from_secs(spec.stop_after_secs));
+        let (latencies, mut failures) = replay(ctx, steps, &name, spec.keep_open, stop_at)?;
+        if latencies.len() + failures.len() < launches {
+            let why = format!(
+                "day stopped after {} s (stop_after_secs) with {} of {launches} launches made",
+                spec.stop_after_secs,
+                latencies.len() + failures.len()
+            );
+            (ctx.progress)(&format!("usage day ({name}): {why}"));
+            failures.push(why);
+        }
+        if let Some(b) = balloon.as_deref_mut() {
+            b.check_alive()?;
+        }
         let read = daemon.as_ref().and_then(|d| d.sample().ok()).map_or(0, |s| s.read_bytes);
+        let ledger = match (&daemon, kind) {
+            (Some(d), Some(k)) if k.is_augur() => d.status_json(ctx.files).and_then(|j| crate::prefetchers::ledger_of_status(&j)),
+            _ => None,
+        };
         if let Some(d) = daemon.take() {
             d.stop()?;
         }
@@ -208,22 +353,55 @@ pub fn run(ctx: &mut DayContext<'_>, spec: &DaySpec) -> Result<DayReport> {
             latencies,
             failures,
             prefetch_read_bytes: read,
+            disk_read_bytes: Some(ctx.disk.bytes()?.saturating_sub(disk0)),
+            own_ledger: ledger,
             secs: started.elapsed().as_secs_f64(),
             ..DayRun::default()
         };
         day_run.finish();
         report.runs.push(day_run);
     }
+    report.finish();
     Ok(report)
+}
+
+/// The prefetchers the day measures: the suite's, but augur's variants only when augur as
+/// installed is not among them (a day per variant would double the day for what the
+/// launch-time tables already show).
+pub fn day_prefetchers(measured: &[Prefetcher]) -> Vec<Prefetcher> {
+    let installed = measured.contains(&Prefetcher::Augur);
+    measured.iter().copied().filter(|k| !installed || !k.is_augur() || *k == Prefetcher::Augur).collect()
+}
+
+/// Bytes `w`'s cold launch reads from disk: caches dropped, launched, closed.
+fn measure_working_set(ctx: &mut DayContext<'_>, w: &Workload) -> Result<u64> {
+    drop_all_caches()?;
+    let before = ctx.disk.bytes()?;
+    let l = launch::launch(ctx.env, w, ctx.watcher.as_deref_mut())?;
+    let bytes = ctx.disk.bytes()?.saturating_sub(before);
+    if let Some(r) = l.running {
+        r.close()?;
+    }
+    (ctx.progress)(&format!("usage day: {} read {} MiB cold", w.name, bytes >> 20));
+    Ok(bytes)
 }
 
 /// Executes the steps; returns launch latencies and failures. Every application still open at
 /// the end is closed.
-fn replay(ctx: &mut DayContext<'_>, steps: &[Step], label: &str) -> Result<(Vec<f64>, Vec<String>)> {
+fn replay(
+    ctx: &mut DayContext<'_>,
+    steps: &[Step],
+    label: &str,
+    keep_open: bool,
+    stop_at: Option<Instant>,
+) -> Result<(Vec<f64>, Vec<String>)> {
     let mut open: BTreeMap<(String, u64), Running> = BTreeMap::new();
     let mut latencies = Vec::new();
     let mut failures = Vec::new();
     for (i, step) in steps.iter().enumerate() {
+        if stop_at.is_some_and(|t| Instant::now() >= t) {
+            break;
+        }
         if step.drop_caches {
             // Only when nothing of the day is open: the machine was left alone for a long time
             // and its cache went to other work. The cache is lost at the start of the idle
@@ -243,8 +421,10 @@ fn replay(ctx: &mut DayContext<'_>, steps: &[Step], label: &str) -> Result<(Vec<
                     latencies.push(l.secs);
                     (ctx.progress)(&format!("usage day ({label}) step {}/{}: {} {:.3} s", i + 1, steps.len(), w.name, l.secs));
                     if let Some(r) = l.running {
-                        if w.ready == Ready::Window {
+                        if w.ready == Ready::Window && keep_open {
                             open.insert(step.instance.clone(), r);
+                        } else {
+                            r.close()?;
                         }
                     }
                 }
@@ -286,6 +466,7 @@ mod tests {
                 timeout_secs: 10,
                 env: Default::default(),
                 files: Default::default(),
+                profiles: None,
             })
             .collect()
     }
@@ -299,6 +480,11 @@ mod tests {
             max_launches: 10,
             drop_caches_after_idle_secs: 3600.0,
             training_days: 1,
+            profiles: Vec::new(),
+            min_memory_ratio: 0.0,
+            leave_available: None,
+            keep_open: true,
+            stop_after_secs: 0,
         }
     }
 
@@ -334,6 +520,35 @@ mod tests {
         assert_eq!(steps[2].wait_secs, 1.0);
         assert!(!steps[3].drop_caches);
         assert!(steps[4].drop_caches, "two hours idle with nothing open");
+    }
+
+    #[test]
+    fn the_day_measures_augur_as_installed_not_its_variants() {
+        use Prefetcher::*;
+        assert_eq!(day_prefetchers(&[Preload, PreloadNg, Augur, AugurPredict]), [Preload, PreloadNg, Augur]);
+        assert_eq!(day_prefetchers(&[Preload, AugurPredict, AugurReplay]), [Preload, AugurPredict, AugurReplay]);
+    }
+
+    #[test]
+    fn days_of_a_trace() {
+        let mut acts = parse_trace(TRACE);
+        // A second day: web again, launched late on day 1 and closed on day 2.
+        let day = 86_400_000;
+        for (t, launch, i) in [(day + 100, true, 4), (day + 200, false, 4), (2 * day - 10, true, 5), (2 * day + 10, false, 5)] {
+            acts.push(TraceActivity { t_ms: t, app: "web".into(), instance: i, launch });
+        }
+        assert_eq!(trace_days(&acts), 2);
+        let d0 = day_of(&acts, 0);
+        assert_eq!(d0.len(), 5);
+        let d1 = day_of(&acts, 1);
+        assert_eq!(d1.iter().map(|a| a.instance).collect::<Vec<_>>(), [4, 4, 5, 5]);
+        assert!(day_of(&acts, 2).is_empty(), "an exit whose launch was the day before is not a day of its own");
+        // Training on days 0 and 1, measured on day 2; a one-day trace replays its only day.
+        assert_eq!(trace_day_for(3, 2, Some(0)), 0);
+        assert_eq!(trace_day_for(3, 2, Some(1)), 1);
+        assert_eq!(trace_day_for(3, 2, None), 2);
+        assert_eq!(trace_day_for(1, 1, None), 0);
+        assert_eq!(trace_day_for(1, 1, Some(0)), 0);
     }
 
     #[test]

@@ -114,12 +114,30 @@ pub struct LaunchSection {
     pub min_pages: u64,
     /// The first this-many launches of an application are followed (traced and learned) ...
     pub follow_first_launches: u64,
+    /// ... and after them every launch until this many learned launches in a row were stable
+    /// (at most `stable_new_share` of their pages new to the profile) ...
+    pub stable_launches: u32,
+    /// ... or this many in a row were not (a profile that does not settle is sampled instead) ...
+    pub max_unstable_launches: u32,
     /// ... and after that one launch in this many seconds: a known application's launches are
-    /// replayed but not traced, so learning costs nothing once a profile is settled.
+    /// replayed but not traced, so learning costs nothing once a profile is settled. A sampled
+    /// launch that adds many pages makes the following launches followed again.
     pub refollow_after_secs: u64,
+    /// Largest share of a learned launch's pages that may be new to its profile for the launch
+    /// to count as stable, in [0, 1].
+    pub stable_new_share: f64,
+    /// A launch replayed but not followed that read from disk more than this share of its
+    /// profile's pages (and at least 1 MiB) makes the next launches followed again (eBPF only).
+    pub refollow_read_share: f64,
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
+    /// An exec-time replay reads at most this many MiB of the launch's learned pages (the ones
+    /// it used first).
+    pub replay_max_mib: u64,
+    /// Exec-time replays read at most this many MiB over any minute; a launch past it is replayed
+    /// in part or not at all.
+    pub replay_mib_per_minute: u64,
 }
 
 impl Default for LaunchSection {
@@ -131,8 +149,14 @@ impl Default for LaunchSection {
             replay_io_priority: ReplayPriority::BestEffort,
             min_pages: 4,
             follow_first_launches: 3,
+            stable_launches: 2,
+            max_unstable_launches: 8,
             refollow_after_secs: 3600,
+            stable_new_share: 0.05,
+            refollow_read_share: 0.25,
             max_launch_mib: 256,
+            replay_max_mib: 512,
+            replay_mib_per_minute: 2048,
         }
     }
 }
@@ -177,7 +201,7 @@ impl Default for LearnSection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PredictSection {
-    /// Predict and prefetch before launches (exec-time replay works without it).
+    /// Predict and prefetch before launches (on by default; exec-time replay works without it).
     pub enabled: bool,
     /// Predictor: "augur", "preload" or "naive".
     pub predictor: String,
@@ -190,7 +214,8 @@ pub struct PredictSection {
     /// Stop prefetching while memory pressure (PSI `some avg10`, percent) is above this.
     pub pressure_stop_percent: f64,
     /// PSI trigger: a memory stall of at least this many microseconds within
-    /// `pressure_window_us` stops prefetching at once (the kernel wakes the daemon).
+    /// `pressure_window_us` stops prefetching and exec-time replay at once (the kernel wakes the
+    /// daemon). Armed whenever anything fetches (replay on exec or prediction).
     pub pressure_trigger_us: u64,
     /// PSI trigger window in microseconds (the kernel accepts 500000 to 10000000).
     pub pressure_window_us: u64,
@@ -201,12 +226,17 @@ pub struct PredictSection {
     /// Cost model: the least chance counted that a byte a prefetch pushes out of a full page
     /// cache is needed again (raised to the measured refault share). In [0, 1].
     pub evict_cost: f64,
+    /// On battery, `read_cost` is multiplied by this (reading ahead spends energy). In [1, 50].
+    pub battery_read_cost_factor: f64,
+    /// When the disk the applications live on is not rotational (a miss costs little),
+    /// `read_cost` is multiplied by this. In [1, 50].
+    pub non_rotational_read_cost_factor: f64,
 }
 
 impl Default for PredictSection {
     fn default() -> Self {
         PredictSection {
-            enabled: false,
+            enabled: true,
             predictor: "augur".into(),
             replan_interval_secs: 300,
             budget_bytes: 0,
@@ -216,6 +246,8 @@ impl Default for PredictSection {
             pressure_window_us: 1_000_000,
             read_cost: augur_core::plan::DEFAULT_READ_COST,
             evict_cost: augur_core::plan::DEFAULT_EVICT_COST,
+            battery_read_cost_factor: 3.0,
+            non_rotational_read_cost_factor: 2.0,
         }
     }
 }
@@ -297,8 +329,19 @@ impl Config {
         if l.follow_first_launches == 0 {
             return Err(bad("launch", "follow_first_launches", "must be at least 1 (or nothing is ever learned)".into()));
         }
+        if !(l.stable_new_share.is_finite() && (0.0..=1.0).contains(&l.stable_new_share)) {
+            return Err(bad("launch", "stable_new_share", format!("{} is not between 0 and 1", l.stable_new_share)));
+        }
+        if !(l.refollow_read_share.is_finite() && (0.0..=100.0).contains(&l.refollow_read_share)) {
+            return Err(bad("launch", "refollow_read_share", format!("{} is not between 0 and 100", l.refollow_read_share)));
+        }
         if l.max_launch_mib == 0 {
             return Err(bad("launch", "max_launch_mib", "must be at least 1".into()));
+        }
+        for (key, v) in [("replay_max_mib", l.replay_max_mib), ("replay_mib_per_minute", l.replay_mib_per_minute)] {
+            if v == 0 {
+                return Err(bad("launch", key, "must be at least 1 (replay_on_exec = false turns replay off)".into()));
+            }
         }
         let n = &self.learn;
         if !(n.decay > 0.0 && n.decay <= 1.0) {
@@ -342,6 +385,14 @@ impl Config {
         if !(0.0..=1.0).contains(&p.evict_cost) {
             return Err(bad("predict", "evict_cost", format!("{} is not in [0, 1]", p.evict_cost)));
         }
+        for (key, v) in [
+            ("battery_read_cost_factor", p.battery_read_cost_factor),
+            ("non_rotational_read_cost_factor", p.non_rotational_read_cost_factor),
+        ] {
+            if !(1.0..=50.0).contains(&v) {
+                return Err(bad("predict", key, format!("{v} is not in [1, 50]")));
+            }
+        }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
             return Err(bad(
                 "predict",
@@ -382,6 +433,7 @@ impl Config {
             replay_threshold: self.learn.replay_threshold,
             max_ranges_per_app: self.learn.max_ranges_per_app,
             max_apps: self.learn.max_apps,
+            stable_new_share: self.launch.stable_new_share,
         }
     }
 

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 
 use augur_core::model::app::AppIdentity;
 use augur_core::model::launcher::{ExecStep, Hint};
-use augur_core::model::learn::LearnSettings;
+use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, LookupList, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
 use augur_core::model::record::{ActivityRecord, LaunchRecord};
@@ -48,6 +48,13 @@ pub const ACTIVITY_FLUSH_NS: u64 = 10_000_000_000;
 /// and checks its residency, CPU and reads that a start of a few tens of milliseconds on a
 /// two-core machine would wait for. Execs of applications without a profile do not count.
 pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
+
+/// After the memory-pressure trigger fires, no exec-time replay and no prediction fetch starts
+/// for this long (PSI's shortest average, avg10, spans 10 s; later rounds then go by it).
+pub const PRESSURE_HOLD_NS: u64 = 10_000_000_000;
+
+/// The span `[launch] replay_mib_per_minute` counts over.
+pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
 
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,8 +201,23 @@ pub enum Action {
     /// Stop tracing these tasks: their launches are no longer followed (under
     /// [`Observation::EveryExec`]: also a process whose exec the daemon does not follow).
     Unfollow(Vec<u32>),
-    /// Load `profile` for `launch` at exec, at `priority`; report with [`Event::ReplayFinished`].
-    StartReplay { launch: LaunchId, profile: LaunchProfile, priority: ReplayPriority },
+    /// Stop tracing these processes like [`Action::Unfollow`], but have the kernel count the pages
+    /// they read from disk over the next `window_ns` (under [`Observation::EveryExec`] only), for
+    /// [`DaemonWorld::disk_reads`].
+    Watch { pids: Vec<u32>, window_ns: u64 },
+    /// A launch of `app` that was replayed but not followed read many pages from disk its profile
+    /// did not hold: follow its next launches again until its profile is stable.
+    Refollow { app: String },
+    /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`; report with
+    /// [`Event::ReplayFinished`].
+    StartReplay { launch: LaunchId, app: String, profile: LaunchProfile, priority: ReplayPriority },
+    /// Memory pressure: stop the exec-time replays running or queued (each still reports, with
+    /// what it loaded).
+    StopReplays,
+    /// Watch the kernel's memory-pressure trigger (`[predict] pressure_trigger_us` within
+    /// `pressure_window_us`; registered again when already watched) or stop watching it. Watched
+    /// whenever anything fetches: exec-time replay or prediction.
+    WatchPressure(bool),
     /// Save a learned launch to the state ([`Outcome::Failed`] when it could not be).
     SaveLaunch(Box<LearnedLaunch>),
     /// Keep what a launcher's launch was found to start (its next launch expects it).
@@ -207,10 +229,10 @@ pub enum Action {
     /// Answered with [`Outcome::Planned`].
     Plan { trigger: PlanTrigger, launching: bool },
     /// Build the prediction step for the configuration in force (its predictor learns the
-    /// launches and exits the state remembers) and watch its pressure trigger.
+    /// launches and exits the state remembers).
     /// [`Outcome::Failed`] when it could not be built.
     BuildPredictionStep,
-    /// Stop watching the prediction step's pressure trigger and drop the step.
+    /// Drop the prediction step (its fetch stops).
     DropPredictionStep,
     /// Whether the trace pipe wakes the loop on any event (`true`) or only when half full.
     TraceEager(bool),
@@ -240,7 +262,7 @@ pub type WorldError = Box<dyn std::error::Error + Send + Sync>;
 pub trait DaemonWorld {
     /// How many launches of `app` were learned and when the latest was (Unix ms); `None` when
     /// the application is unknown.
-    fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError>;
+    fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError>;
 
     /// True while the kernel's pid filter is being written (a pid added now would be in force
     /// only after a grace period, too late for a start).
@@ -263,11 +285,32 @@ pub trait DaemonWorld {
     /// Learns the paths the processes `pids` map and hold open (a launch closed while they run).
     fn learn_paths_of(&mut self, pids: &[u32]);
 
+    /// The pages the processes watched for a launch ([`Action::Watch`]) read from disk, and
+    /// forgets them; `None` when the kernel did not count them.
+    fn disk_reads(&mut self, pids: &[u32]) -> Option<u64>;
+
     /// Resolves a closed launch's working set to files, and names the inodes it loaded.
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch;
 
     /// Carries out `action` under `config`, the configuration in force.
     fn carry_out(&mut self, action: Action, config: &Config) -> Outcome;
+}
+
+/// What the engine's bounded lists and queues dropped, by cause ([`DaemonEngine::drops`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineDrops {
+    /// Execs that started no launch: the launch list was full ([`crate::window::MAX_LAUNCHES`]).
+    pub launches: u64,
+    /// Execs inside a launch not recorded for its identity ([`crate::window::MAX_EXECS_PER_LAUNCH`]).
+    pub execs_not_recorded: u64,
+    /// Page, inode and lookup events of no launch dropped from the full look-behind backlog.
+    pub backlog_events: u64,
+    /// Oldest events dropped from the full usage log (`augur record`).
+    pub usage_log_events: u64,
+    /// Exec-time replays not started because the same application's replay was in flight.
+    pub replays_coalesced: u64,
+    /// Execs the kernel follows dropped from the full list of those not yet claimed.
+    pub observed_execs: u64,
 }
 
 /// The daemon's decisions. See the module documentation.
@@ -288,6 +331,13 @@ pub struct DaemonEngine {
     usage_log: UsageLog,
     /// Launches whose replay is still running, and finished launches waiting for their replay.
     replays_in_flight: HashMap<LaunchId, Option<LearnedLaunch>>,
+    /// The application each replay in flight loads: a launch of one of them is not replayed
+    /// again (the replay in flight loads its pages already).
+    replaying_apps: HashMap<LaunchId, String>,
+    /// Replays not started because the same application's was in flight.
+    replays_coalesced: u64,
+    /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
+    observed_execs_dropped: u64,
     /// A prediction step is in place.
     step: bool,
     next_replan_ns: Option<u64>,
@@ -297,6 +347,13 @@ pub struct DaemonEngine {
     trace_eager: bool,
     /// Whether fanotify opens wake the loop.
     opens_watched: bool,
+    /// Whether the memory-pressure trigger is watched.
+    pressure_watched: bool,
+    /// No exec-time replay starts before this monotonic time (ns): memory pressure rose.
+    replay_held_until_ns: Option<u64>,
+    /// Exec-time replays of the last [`REPLAY_BUDGET_SPAN_NS`]: (start, launch, bytes: asked,
+    /// then read once it reported), oldest first.
+    replay_spent: std::collections::VecDeque<(u64, LaunchId, u64)>,
     /// Launches and exits not yet written to the state.
     pending_activity: Vec<ActivityRecord>,
     /// When `pending_activity` was last written (monotonic ns).
@@ -317,16 +374,35 @@ pub fn window_settings(c: &Config, mode: TraceMode, page_size: u64) -> WindowSet
 pub fn follow_policy(c: &Config) -> FollowPolicy {
     FollowPolicy {
         first_launches: c.launch.follow_first_launches,
+        stable_launches: c.launch.stable_launches,
+        max_unstable_launches: c.launch.max_unstable_launches,
         refollow_after_ms: c.launch.refollow_after_secs.saturating_mul(1000),
     }
 }
 
-/// True when the prediction step must be built again for `new`: it reads these settings only
-/// when it is built (the others it reads each round).
+/// A watched launch reads at least this many pages from disk before its profile is judged to
+/// lack pages (1 MiB of 4 KiB pages: what any launch may read of its data files).
+pub const REFOLLOW_MIN_PAGES: u64 = 256;
+
+/// Whether a launch replayed but not followed, which read `read` pages from disk with a profile
+/// of `expected` pages, shows its profile lacks pages: it read at least [`REFOLLOW_MIN_PAGES`]
+/// and more than `share` of its profile's size (its replay had loaded the profile, so most of
+/// what it read was not in it).
+pub fn profile_lacks_pages(read: u64, expected: u64, share: f64) -> bool {
+    let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
+    read >= REFOLLOW_MIN_PAGES && read as f64 > share * expected as f64
+}
+
+/// True when the prediction step must be built again for `new`: it reads its predictor only
+/// when it is built (the other settings it reads each round).
 fn step_settings_changed(old: &PredictSection, new: &PredictSection) -> bool {
     old.predictor != new.predictor
-        || old.pressure_trigger_us != new.pressure_trigger_us
-        || old.pressure_window_us != new.pressure_window_us
+}
+
+/// True when anything under `c` reads pages ahead (exec-time replay or prediction): memory
+/// pressure must then be watched.
+fn fetches(c: &Config) -> bool {
+    c.launch.replay_on_exec || c.predict.enabled
 }
 
 /// Whether a launch of `app` (process `pid`) is followed now: by the follow `policy`, and not
@@ -340,11 +416,8 @@ fn decide_follow(
     pid: u32,
     traced: bool,
 ) -> bool {
-    let wanted = match world.learned_launches(&app.key) {
-        Ok(learned) => {
-            let (n, last_ms) = learned.unwrap_or((0, 0));
-            policy.follows(n, last_ms, now.unix_ms)
-        }
+    let wanted = match world.learning_history(&app.key) {
+        Ok(history) => policy.follows(&history.unwrap_or_default(), now.unix_ms),
         Err(e) => {
             tracing::warn!("reading what is known of {}: {e}", app.key);
             true
@@ -397,11 +470,17 @@ impl DaemonEngine {
             running: RunningInstances::new(),
             usage_log: UsageLog::new(now.unix_ms, usage_log::MAX_EVENTS),
             replays_in_flight: HashMap::new(),
+            replaying_apps: HashMap::new(),
+            replays_coalesced: 0,
+            observed_execs_dropped: 0,
             step: false,
             next_replan_ns: None,
             last_launch_ns: None,
             trace_eager: true,
             opens_watched: false,
+            pressure_watched: false,
+            replay_held_until_ns: None,
+            replay_spent: std::collections::VecDeque::new(),
             pending_activity: Vec::new(),
             activity_flushed_ns: now.mono_ns,
         }
@@ -453,6 +532,7 @@ impl DaemonEngine {
             TraceEvent::ExecObserved { pid, ts_ns } => {
                 if self.observed_execs.len() >= UNCLAIMED_MAX {
                     self.observed_execs.pop_front();
+                    self.observed_execs_dropped += 1;
                 }
                 self.observed_execs.push_back((pid, ts_ns));
             }
@@ -464,10 +544,26 @@ impl DaemonEngine {
         self.tracker.backlog_dropped
     }
 
+    /// What the engine's bounded lists and queues dropped since the start, by cause.
+    pub fn drops(&self) -> EngineDrops {
+        EngineDrops {
+            launches: self.tracker.launches_dropped,
+            execs_not_recorded: self.tracker.execs_not_recorded,
+            backlog_events: self.tracker.backlog_dropped,
+            usage_log_events: self.usage_log.dropped,
+            replays_coalesced: self.replays_coalesced,
+            observed_execs: self.observed_execs_dropped,
+        }
+    }
+
     /// Decides what `event` at `now` means; the actions go to `world` as they are decided.
     pub fn handle(&mut self, world: &mut impl DaemonWorld, now: Now, event: Event) {
         match event {
             Event::Start => {
+                if fetches(&self.config) {
+                    self.pressure_watched = true;
+                    world.carry_out(Action::WatchPressure(true), &self.config);
+                }
                 if self.config.predict.enabled {
                     self.build_step(world, now);
                 }
@@ -492,7 +588,7 @@ impl DaemonEngine {
                 }
             }
             Event::ReplayFinished { launch, report } => self.on_replay_finished(world, now, launch, report),
-            Event::Pressure => self.plan(world, now, PlanTrigger::Pressure),
+            Event::Pressure => self.on_pressure(world, now),
             Event::Tick => {
                 for finished in self.tracker.expire(now.mono_ns) {
                     self.finish_launch(world, now, finished);
@@ -522,11 +618,30 @@ impl DaemonEngine {
                 self.keyed(world, now, *id, (!traced).then_some(tgid));
             }
             ExecOutcome::Joined(id) => tracing::trace!("launch {id}: pid {tgid} joined"),
+            ExecOutcome::Dropped => tracing::debug!("pid {tgid} exec'd while the launch list was full: no launch"),
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
-        // application replayed only, a helper of a launch not followed) is taken off at once.
+        // application replayed only, a helper of a launch not followed) is taken off at once. A
+        // known application's launch is watched instead: the kernel counts what it reads from
+        // disk, which says whether its profile still holds what it needs.
         if self.observation == Observation::EveryExec && !self.tracker.follows_process(tgid) {
-            world.carry_out(Action::Unfollow(vec![tgid]), &self.config);
+            let id = match &outcome {
+                ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) | ExecOutcome::Joined(id) => {
+                    Some(*id)
+                }
+                ExecOutcome::Dropped => None,
+            };
+            let watch = id.and_then(|id| self.tracker.get_mut(id)).filter(|l| l.replayed.is_some() && l.stopped.is_none());
+            match watch {
+                Some(l) => {
+                    l.watched.push(tgid);
+                    let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+                    world.carry_out(Action::Watch { pids: vec![tgid], window_ns }, &self.config);
+                }
+                None => {
+                    world.carry_out(Action::Unfollow(vec![tgid]), &self.config);
+                }
+            }
         }
     }
     /// Launch `id` is now of the application its identity decided (it started, or was re-keyed):
@@ -582,7 +697,7 @@ impl DaemonEngine {
             && self.config.launch.replay_on_exec
             && !self.replays_in_flight.contains_key(&id)
             && self.tracker.get(id).is_some_and(|l| l.replayed.as_deref() != Some(replay_key))
-            && self.replay(world, id, replay_key)
+            && self.replay(world, now, id, replay_key)
         {
             // A start augur serves: prediction leaves it the machine for a moment. Other execs
             // (a shell loop's, a build's) do not hold prediction off.
@@ -596,8 +711,44 @@ impl DaemonEngine {
         }
     }
 
-    /// Starts the exec-time replay of `key`'s learned profile; true when one was started.
-    fn replay(&mut self, world: &mut impl DaemonWorld, id: LaunchId, key: &str) -> bool {
+    /// Memory pressure rose: the exec-time replays stop and none starts for
+    /// [`PRESSURE_HOLD_NS`]; the prediction step stops fetching.
+    fn on_pressure(&mut self, world: &mut impl DaemonWorld, now: Now) {
+        let held = self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t);
+        self.replay_held_until_ns = Some(now.mono_ns.saturating_add(PRESSURE_HOLD_NS));
+        if !self.replays_in_flight.is_empty() {
+            tracing::info!("memory pressure rose: exec-time replay stopped");
+            world.carry_out(Action::StopReplays, &self.config);
+        } else if !held {
+            tracing::debug!("memory pressure rose: no exec-time replay for {} s", PRESSURE_HOLD_NS / 1_000_000_000);
+        }
+        self.plan(world, now, PlanTrigger::Pressure);
+    }
+
+    /// Bytes exec-time replays may still read now: `[launch] replay_max_mib` for one launch,
+    /// within what is left of `replay_mib_per_minute`.
+    fn replay_budget_bytes(&mut self, now: Now) -> u64 {
+        while self.replay_spent.front().is_some_and(|&(t, _, _)| t.saturating_add(REPLAY_BUDGET_SPAN_NS) <= now.mono_ns) {
+            self.replay_spent.pop_front();
+        }
+        let spent: u64 = self.replay_spent.iter().map(|&(_, _, b)| b).sum();
+        let l = &self.config.launch;
+        let per_minute = l.replay_mib_per_minute.saturating_mul(1 << 20);
+        l.replay_max_mib.saturating_mul(1 << 20).min(per_minute.saturating_sub(spent))
+    }
+
+    /// Starts the exec-time replay of `key`'s learned profile, within the replay budget and not
+    /// while memory pressure holds replay off; true when one was started.
+    fn replay(&mut self, world: &mut impl DaemonWorld, now: Now, id: LaunchId, key: &str) -> bool {
+        if self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t) {
+            tracing::debug!("launch {id}: {key} not replayed: memory pressure rose less than 10 s ago");
+            return false;
+        }
+        if self.replaying_apps.values().any(|k| k == key) {
+            // An exec flood of one application: one replay loads its pages for all.
+            self.replays_coalesced += 1;
+            return false;
+        }
         let profile = match world.replay_profile(key, &self.config.learn_settings()) {
             Ok(Some(p)) => p,
             Ok(None) => return false,
@@ -614,15 +765,36 @@ impl DaemonEngine {
             l.pages_expected = expected;
             l.replayed = Some(key.to_string());
         }
+        let budget_pages = self.replay_budget_bytes(now) / profile.page_size.max(1);
+        if budget_pages == 0 {
+            tracing::info!("launch {id}: {key} not replayed: exec-time replays read their budget for this minute");
+            return false;
+        }
+        let profile = if expected > budget_pages {
+            tracing::debug!("launch {id}: {key} replayed in part: {budget_pages} of its {expected} pages (the replay budget)");
+            profile.first_pages(budget_pages)
+        } else {
+            profile
+        };
+        let bytes = profile.byte_count();
         let priority = self.config.launch.replay_io_priority;
-        if world.carry_out(Action::StartReplay { launch: id, profile, priority }, &self.config) == Outcome::Done {
+        if world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority }, &self.config)
+            == Outcome::Done
+        {
             self.replays_in_flight.insert(id, None);
+            self.replay_spent.push_back((now.mono_ns, id, bytes));
+            self.replaying_apps.insert(id, key.to_string());
             return true;
         }
         false
     }
 
     fn on_replay_finished(&mut self, world: &mut impl DaemonWorld, now: Now, launch: LaunchId, r: ReplayReport) {
+        // What it read counts against the budget, not what it asked for (resident pages cost nothing).
+        if let Some(spent) = self.replay_spent.iter_mut().find(|(_, l, _)| *l == launch) {
+            spent.2 = r.bytes_read;
+        }
+        self.replaying_apps.remove(&launch);
         match self.replays_in_flight.remove(&launch) {
             Some(Some(mut learned)) => {
                 learned.record.pages_resident_at_exec = r.pages_resident;
@@ -690,6 +862,9 @@ impl DaemonEngine {
         if !live.is_empty() {
             world.learn_paths_of(&live);
         }
+        if !finished.launch.followed && !finished.launch.watched.is_empty() {
+            self.judge_watched(world, &finished.launch);
+        }
         let id = finished.launch.id;
         // Resolve paths now, while the resolver still knows them.
         let learned = self.prepare(world, now, finished);
@@ -701,6 +876,25 @@ impl DaemonEngine {
                     self.save(world, now, l);
                 }
             }
+        }
+    }
+
+    /// A closed launch that was replayed but not followed: when it read from disk many pages
+    /// beyond what its profile holds, its profile lacks them, and the next launches are followed.
+    fn judge_watched(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch) {
+        let Some(read) = world.disk_reads(&l.watched) else { return };
+        let key = l.replayed.clone().unwrap_or_else(|| l.app.key.clone());
+        tracing::debug!(
+            "launch {} of {key} (replayed only) read {read} pages from disk in its window; its profile holds {}",
+            l.id,
+            l.pages_expected
+        );
+        if profile_lacks_pages(read, l.pages_expected, self.config.launch.refollow_read_share) {
+            tracing::info!(
+                "launch of {key} read {read} pages from disk, more than its profile of {} pages leaves to read: following its next launches until its profile is stable",
+                l.pages_expected
+            );
+            world.carry_out(Action::Refollow { app: key }, &self.config);
         }
     }
 
@@ -850,6 +1044,13 @@ impl DaemonEngine {
         let old = std::mem::replace(&mut self.config, new);
         let (was, want) = (old.predict.enabled && self.step, self.config.predict.enabled);
         let rebuild = was && want && step_settings_changed(&old.predict, &self.config.predict);
+        let watch = fetches(&self.config);
+        let (o, n) = (&old.predict, &self.config.predict);
+        let respec = o.pressure_trigger_us != n.pressure_trigger_us || o.pressure_window_us != n.pressure_window_us;
+        if watch != self.pressure_watched || (watch && respec) {
+            world.carry_out(Action::WatchPressure(watch), &self.config);
+            self.pressure_watched = watch;
+        }
         if self.step && (!want || rebuild) {
             world.carry_out(Action::DropPredictionStep, &self.config);
             self.step = false;
@@ -886,6 +1087,25 @@ impl DaemonEngine {
                 gone.push(pid);
             }
         }
+        // A known application's launch re-keyed to it and not followed is watched (see on_exec).
+        let mut watch = Vec::new();
+        if self.observation == Observation::EveryExec {
+            gone.retain(|&pid| {
+                let l = self.tracker.active_mut().iter_mut().find(|l| l.live.contains(&pid));
+                match l.filter(|l| !l.followed && l.replayed.is_some() && l.stopped.is_none()) {
+                    Some(l) => {
+                        l.watched.push(pid);
+                        watch.push(pid);
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
+        if !watch.is_empty() {
+            let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+            world.carry_out(Action::Watch { pids: watch, window_ns }, &self.config);
+        }
         if !gone.is_empty() {
             world.carry_out(Action::Unfollow(gone), &self.config);
         }
@@ -909,6 +1129,7 @@ impl DaemonEngine {
 
     fn stop(&mut self, world: &mut impl DaemonWorld, now: Now) {
         let pending: Vec<LearnedLaunch> = self.replays_in_flight.drain().filter_map(|(_, l)| l).collect();
+        self.replaying_apps.clear();
         for l in pending {
             self.save(world, now, l);
         }
@@ -928,6 +1149,12 @@ mod tests {
 
     use super::*;
     use augur_core::model::profile::{FileIdentity, LookupKind};
+
+    /// The history of an application learned `n` times, the latest at `last_ms`, whose profile
+    /// is stable.
+    fn settled(n: u64, last_ms: u64) -> LearningHistory {
+        LearningHistory { learned: n, last_learned_ms: last_ms, stable_streak: 2, unstable_streak: 0 }
+    }
 
     const MS: u64 = 1_000_000;
     /// Monotonic time of `at(0)`, ms (the daemon is not started at the clock's origin).
@@ -963,7 +1190,7 @@ mod tests {
     #[derive(Default)]
     struct FakeWorld {
         /// Applications' learned launches: (count, last learned Unix ms).
-        learned: HashMap<String, (u64, u64)>,
+        learned: HashMap<String, LearningHistory>,
         /// Applications' replayable profiles.
         profiles: HashMap<String, LaunchProfile>,
         /// Launchers' hints: (key, argv) → the application expected.
@@ -980,11 +1207,13 @@ mod tests {
         /// Questions asked.
         learned_asked: u64,
         paths_of: Vec<u32>,
+        /// Pages each watched process read from disk, as the kernel would count them.
+        disk_reads: HashMap<u32, u64>,
         actions: Vec<Action>,
     }
 
     impl DaemonWorld for FakeWorld {
-        fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError> {
+        fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError> {
             self.learned_asked += 1;
             Ok(self.learned.get(app).copied())
         }
@@ -1011,6 +1240,11 @@ mod tests {
 
         fn learn_paths_of(&mut self, pids: &[u32]) {
             self.paths_of.extend_from_slice(pids);
+        }
+
+        fn disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
+            let found: Vec<u64> = pids.iter().filter_map(|p| self.disk_reads.remove(p)).collect();
+            (!found.is_empty()).then(|| found.iter().sum())
         }
 
         fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
@@ -1157,9 +1391,11 @@ mod tests {
         actions.iter().filter_map(|a| if let Action::WriteActivity(r) = a { Some(r.clone()) } else { None }).collect()
     }
 
+    /// A daemon that only learns: neither exec-time replay nor prediction (on by default).
     fn no_replay() -> Config {
         let mut c = Config::default();
         c.launch.replay_on_exec = false;
+        c.predict.enabled = false;
         c
     }
 
@@ -1234,7 +1470,7 @@ mod tests {
     #[test]
     fn observing_every_exec_what_the_daemon_does_not_follow_is_taken_off_at_its_exec() {
         let mut d = Daemon::every_exec(no_replay());
-        d.world.learned.insert("/bin/a".into(), (3, WALL_MS - 60_000));
+        d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS - 60_000));
         assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Unfollow(vec![100])], "replayed only");
         // A helper it forks and execs is part of its launch, and not followed either.
         d.fork(10, 100, 101);
@@ -1256,6 +1492,43 @@ mod tests {
         assert_eq!(learned[0].record.pages_used, 8);
         assert!(learned[0].profile.lookups.contains(&Lookup { path: "/etc/b.conf".into(), kind: LookupKind::Missing }));
         assert!(!out.iter().any(|a| matches!(a, Action::Follow { .. })), "{out:?}");
+    }
+
+    #[test]
+    fn observing_every_exec_a_replayed_launch_is_watched_and_one_that_read_beyond_its_profile_is_followed_next() {
+        let mut d = Daemon::every_exec(Config::default());
+        let window_ns = Config::default().window_max().as_nanos() as u64;
+        for (app, pid) in [("/bin/a", 100), ("/bin/b", 200)] {
+            d.world.learned.insert(app.into(), settled(3, WALL_MS - 60_000));
+            d.world.profiles.insert(app.into(), profile(1000));
+            let out = d.exec(0, pid, app);
+            assert!(out.contains(&Action::Watch { pids: vec![pid], window_ns }), "{out:?}");
+            assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "{out:?}");
+        }
+        // A helper /bin/a execs is watched with it.
+        d.fork(10, 100, 101);
+        assert_eq!(d.exec(11, 101, "/bin/helper"), vec![Action::Watch { pids: vec![101], window_ns }]);
+        // /bin/a and its helper read 600 pages from disk, past a quarter of its 1000-page profile;
+        // /bin/b read 200 (its profile held what it needed).
+        d.world.disk_reads.extend([(100, 500), (101, 100), (200, 200)]);
+        d.exit(30, 101);
+        d.exit(30, 100);
+        d.exit(30, 200);
+        let out = d.wake(3000);
+        let refollowed: Vec<&Action> = out.iter().filter(|a| matches!(a, Action::Refollow { .. })).collect();
+        assert_eq!(refollowed, vec![&Action::Refollow { app: "/bin/a".into() }], "{out:?}");
+        assert!(d.world.disk_reads.is_empty(), "every watched process was read once");
+        assert!(saved(&out).is_empty(), "nothing learned from launches not followed");
+    }
+
+    #[test]
+    fn a_profile_lacks_pages_when_its_launch_read_more_than_its_share_and_a_mebibyte() {
+        assert!(profile_lacks_pages(300, 1000, 0.25));
+        assert!(!profile_lacks_pages(250, 1000, 0.25));
+        assert!(!profile_lacks_pages(255, 10, 0.25), "below a MiB: data any launch may read");
+        assert!(profile_lacks_pages(256, 0, 0.25));
+        assert!(!profile_lacks_pages(1000, 1000, f64::NAN), "NaN is read as 1: only beyond the whole profile");
+        assert!(profile_lacks_pages(1001, 1000, f64::NAN));
     }
 
     #[test]
@@ -1287,7 +1560,7 @@ mod tests {
     #[test]
     fn an_application_learned_often_and_lately_is_not_followed_and_learns_nothing() {
         let mut d = Daemon::new(no_replay());
-        d.world.learned.insert("/bin/a".into(), (3, WALL_MS - 60_000));
+        d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS - 60_000));
         assert_eq!(d.exec(0, 100, "/bin/a"), vec![]);
         d.pages(10, 100, 5, 0, 8);
         // It lasts while its processes do: the quiet time does not end it.
@@ -1302,10 +1575,45 @@ mod tests {
     #[test]
     fn a_settled_application_is_followed_again_after_the_refollow_interval() {
         let mut d = Daemon::new(no_replay());
-        d.world.learned.insert("/bin/a".into(), (5, WALL_MS - 3_600_000));
+        d.world.learned.insert("/bin/a".into(), settled(5, WALL_MS - 3_600_000));
         assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
-        d.world.learned.insert("/bin/b".into(), (5, WALL_MS - 3_599_000));
+        d.world.learned.insert("/bin/b".into(), settled(5, WALL_MS - 3_599_000));
         assert_eq!(d.exec(0, 200, "/bin/b"), vec![]);
+    }
+
+    #[test]
+    fn an_application_is_followed_until_its_profile_is_stable_then_sampled() {
+        let mut d = Daemon::new(no_replay());
+        let h = |learned, stable_streak, unstable_streak| LearningHistory {
+            learned,
+            last_learned_ms: WALL_MS - 60_000,
+            stable_streak,
+            unstable_streak,
+        };
+        // Past its first launches, still adding pages: followed.
+        d.world.learned.insert("/bin/a".into(), h(5, 0, 1));
+        assert_eq!(d.exec(0, 100, "/bin/a"), vec![Action::Follow { pid: 100 }]);
+        // One stable launch is not enough (stable_launches = 2).
+        d.world.learned.insert("/bin/b".into(), h(5, 1, 0));
+        assert_eq!(d.exec(0, 200, "/bin/b"), vec![Action::Follow { pid: 200 }]);
+        // Two in a row: settled, sampled once an hour.
+        d.world.learned.insert("/bin/c".into(), h(5, 2, 0));
+        assert_eq!(d.exec(0, 300, "/bin/c"), vec![]);
+        // A profile that never settles is sampled after max_unstable_launches in a row.
+        d.world.learned.insert("/bin/e".into(), h(12, 0, 8));
+        assert_eq!(d.exec(0, 400, "/bin/e"), vec![]);
+    }
+
+    #[test]
+    fn the_follow_policy_always_follows_the_first_launches_and_a_due_sample() {
+        let p = FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 1000 };
+        let settled = LearningHistory { learned: 3, last_learned_ms: 10_000, stable_streak: 5, unstable_streak: 0 };
+        assert!(!p.follows(&settled, 10_500));
+        assert!(p.follows(&settled, 11_000), "a sample is due");
+        assert!(p.follows(&settled, 9_000), "the clock went back");
+        assert!(p.follows(&LearningHistory { learned: 2, ..settled }, 10_500), "first launches");
+        let off = FollowPolicy { stable_launches: 0, ..p };
+        assert!(!off.follows(&LearningHistory { stable_streak: 0, unstable_streak: 3, ..settled }, 10_500));
     }
 
     #[test]
@@ -1344,7 +1652,7 @@ mod tests {
         assert_eq!(out.len(), 2, "{out:?}");
         assert_eq!(out[0], Action::Follow { pid: 100 }, "the pid filter first");
         assert!(
-            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort } if p.page_count() == 50)
+            matches!(&out[1], Action::StartReplay { launch: 1, profile: p, priority: ReplayPriority::BestEffort, .. } if p.page_count() == 50)
         );
         let report = ReplayReport { pages_wanted: 50, pages_resident: 10, pages_loaded: 40, bytes_read: 40 * 4096 };
         d.event(20, Event::ReplayFinished { launch: 1, report });
@@ -1354,6 +1662,21 @@ mod tests {
             (l.record.pages_expected, l.record.pages_resident_at_exec, l.record.pages_prefetched, l.record.bytes_prefetched),
             (50, 10, 40, 40 * 4096)
         );
+    }
+
+    #[test]
+    fn an_exec_flood_of_one_application_runs_one_replay_at_a_time_and_counts_the_rest() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        let mut started = 0;
+        for i in 0..100u32 {
+            started += replays(&d.exec(i as u64, 100 + i, "/bin/a")).len();
+        }
+        assert_eq!(started, 1, "one replay for the flood");
+        assert_eq!(d.engine.drops().replays_coalesced, 99);
+        let report = ReplayReport { pages_wanted: 50, pages_resident: 0, pages_loaded: 50, bytes_read: 50 * 4096 };
+        d.event(200, Event::ReplayFinished { launch: 1, report });
+        assert_eq!(replays(&d.exec(300, 999, "/bin/a")).len(), 1, "replayed again once the first finished");
     }
 
     #[test]
@@ -1483,6 +1806,65 @@ mod tests {
         assert!(d.engine.is_idle());
     }
 
+    // --- Exec-time replay: budget and memory pressure --------------------------------------
+
+    /// The replay report of a replay that read `pages` pages.
+    fn read(pages: u64) -> ReplayReport {
+        ReplayReport { pages_wanted: pages, pages_resident: 0, pages_loaded: pages, bytes_read: pages * 4096 }
+    }
+
+    #[test]
+    fn replay_alone_watches_memory_pressure_without_a_prediction_step() {
+        let mut d =
+            Daemon::new(Config { predict: PredictSection { enabled: false, ..PredictSection::default() }, ..Config::default() });
+        assert_eq!(d.event(0, Event::Start), vec![Action::WatchPressure(true)]);
+        let mut d =
+            Daemon::new(Config { predict: PredictSection { enabled: false, ..PredictSection::default() }, ..no_replay() });
+        assert_eq!(d.event(0, Event::Start), vec![], "nothing fetches: nothing watched");
+    }
+
+    #[test]
+    fn memory_pressure_stops_exec_time_replay_and_holds_it_off_for_ten_seconds() {
+        let mut d =
+            Daemon::new(Config { predict: PredictSection { enabled: false, ..PredictSection::default() }, ..Config::default() });
+        d.world.profiles.insert("/bin/a".into(), profile(50));
+        d.event(0, Event::Start);
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![50]);
+        assert_eq!(d.event(20, Event::Pressure), vec![Action::StopReplays]);
+        d.event(30, Event::ReplayFinished { launch: 1, report: read(8) });
+        assert_eq!(replays(&d.exec(5_000, 101, "/bin/a")), Vec::<u64>::new(), "held off");
+        assert_eq!(d.event(6_000, Event::Pressure), vec![], "nothing to stop: the hold is extended");
+        assert_eq!(replays(&d.exec(15_000, 102, "/bin/a")), Vec::<u64>::new(), "still held off");
+        assert_eq!(replays(&d.exec(16_001, 103, "/bin/a")), vec![50], "ten seconds after the last rise");
+    }
+
+    #[test]
+    fn a_replay_reads_at_most_its_budget_the_pages_used_first() {
+        let mut c = Config::default();
+        c.launch.replay_max_mib = 1;
+        let mut d = Daemon::new(c);
+        d.world.profiles.insert("/bin/a".into(), profile(1000));
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![256]);
+    }
+
+    #[test]
+    fn replays_read_at_most_the_per_minute_budget_counted_by_what_they_read() {
+        let mut c = Config::default();
+        c.launch.replay_mib_per_minute = 2;
+        let mut d = Daemon::new(c);
+        // Five applications (one replay of an application runs at a time: see the flood tests).
+        for app in ["/bin/a", "/bin/b", "/bin/c", "/bin/d", "/bin/e"] {
+            d.world.profiles.insert(app.into(), profile(300));
+        }
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![300]);
+        assert_eq!(replays(&d.exec(20, 101, "/bin/b")), vec![212], "the rest of the minute's 512 pages");
+        assert_eq!(replays(&d.exec(30, 102, "/bin/c")), Vec::<u64>::new(), "spent");
+        // The first found most of its pages resident: only what it read counts.
+        d.event(40, Event::ReplayFinished { launch: 1, report: read(100) });
+        assert_eq!(replays(&d.exec(50, 103, "/bin/d")), vec![200]);
+        assert_eq!(replays(&d.exec(60_020, 104, "/bin/e")), vec![300], "a minute later the first two no longer count");
+    }
+
     // --- Planning rounds --------------------------------------------------------------------
 
     #[test]
@@ -1490,7 +1872,7 @@ mod tests {
         let mut c = no_replay();
         c.predict.enabled = true;
         let mut d = Daemon::new(c);
-        assert_eq!(d.event(0, Event::Start), vec![Action::BuildPredictionStep]);
+        assert_eq!(d.event(0, Event::Start), vec![Action::WatchPressure(true), Action::BuildPredictionStep]);
         assert_eq!(plans(&d.event(5, Event::Ready)), vec![(PlanTrigger::Start, false)]);
         assert_eq!(timer(&d.event(5, Event::AboutToSleep)), Some(Some(ns(5 + 300_000))));
         assert!(plans(&d.wake(299_000)).is_empty());
@@ -1589,7 +1971,7 @@ mod tests {
     #[test]
     fn launches_and_exits_are_written_in_batches_of_64() {
         let mut d = Daemon::new(no_replay());
-        d.world.learned.extend((0..64).map(|i| (format!("/bin/p{i}"), (9, WALL_MS))));
+        d.world.learned.extend((0..64).map(|i| (format!("/bin/p{i}"), settled(9, WALL_MS))));
         for i in 0..63u32 {
             d.exec(1, 1000 + i, &format!("/bin/p{i}"));
         }
@@ -1639,7 +2021,8 @@ mod tests {
         let out = d.event(500, Event::Reload(Ok(with_prediction("augur"))));
         assert_eq!(activity(&out).len(), 1, "the step's predictor restores from the state: {out:?}");
         let build = out.iter().position(|a| *a == Action::BuildPredictionStep).expect("built");
-        assert!(matches!(out[0], Action::WriteActivity(_)) && build == 1, "{out:?}");
+        assert_eq!(out[0], Action::WatchPressure(true), "something fetches now: pressure is watched first");
+        assert!(matches!(out[1], Action::WriteActivity(_)) && build == 2, "{out:?}");
         assert_eq!(plans(&out), vec![(PlanTrigger::Start, false)]);
         assert!(d.engine.predicting());
         assert_eq!(d.engine.next_replan_ns(), Some(ns(500 + 300_000)));
@@ -1650,7 +2033,7 @@ mod tests {
     fn a_reload_turns_prediction_off() {
         let mut d = Daemon::predicting(with_prediction("augur"));
         let out = d.event(500, Event::Reload(Ok(no_replay())));
-        assert_eq!(out, vec![Action::DropPredictionStep]);
+        assert_eq!(out, vec![Action::WatchPressure(false), Action::DropPredictionStep], "nothing fetches any more");
         assert!(!d.engine.predicting());
         assert!(plans(&d.event(600, Event::Pressure)).is_empty());
         assert!(plans(&d.exec(700, 100, "/bin/a")).is_empty());
@@ -1669,7 +2052,11 @@ mod tests {
         assert_eq!(d.event(600, Event::Reload(Ok(c))), vec![], "read each round: no new step");
         let mut c = with_prediction("preload");
         c.predict.pressure_trigger_us = 50_000;
-        assert!(d.event(700, Event::Reload(Ok(c))).contains(&Action::BuildPredictionStep), "the trigger is the step's");
+        assert_eq!(
+            d.event(700, Event::Reload(Ok(c))),
+            vec![Action::WatchPressure(true)],
+            "the trigger is re-armed, the step kept"
+        );
     }
 
     #[test]
@@ -1732,7 +2119,7 @@ mod tests {
             c.predict.enabled = true;
             let mut d = Daemon::predicting(c);
             d.world.profiles.insert("/bin/a".into(), profile(20));
-            d.world.learned.insert("/bin/c".into(), (9, WALL_MS));
+            d.world.learned.insert("/bin/c".into(), settled(9, WALL_MS));
             let mut saved_launches = Vec::new();
             let mut ms = 0;
             for (kind, pid, n, gap) in steps {
@@ -1926,7 +2313,7 @@ mod tests {
         // The next launch expects soffice.bin from the script's exec and replays its profile
         // there, once, even when the first replay is over before soffice.bin is exec'd, and even
         // when the launch is not followed (no page events to find it by).
-        d.world.learned.insert(bin.into(), (3, WALL_MS + 10_000));
+        d.world.learned.insert(bin.into(), settled(3, WALL_MS + 10_000));
         assert_eq!(launch(&mut d, 10_000, 200, true), (vec![50], vec![], vec![]));
     }
 

@@ -7,6 +7,7 @@
 pub mod ahead;
 pub mod config;
 pub mod daemon;
+pub mod read_cost;
 pub mod running;
 pub mod usage_log;
 pub mod window;

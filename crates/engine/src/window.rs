@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use augur_core::model::app::AppIdentity;
 use augur_core::model::launcher::{ExecStep, LaunchIdentity, Verdict};
+use augur_core::model::learn::LearningHistory;
 use augur_core::model::profile::{InodeKey, Lookup, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
 
@@ -39,6 +40,14 @@ const SETTLE_EVENTS_PER_NOVEL: u64 = 50;
 /// Inodes one launch records as read from disk, at most (a launch that reads more is walking a
 /// tree, not starting).
 const MAX_INODE_LOADS: usize = 1_024;
+/// Launches in progress at most: an exec outside every launch while this many are open starts
+/// none (it is neither followed nor replayed), and is counted ([`LaunchTracker::launches_dropped`]).
+pub const MAX_LAUNCHES: usize = 256;
+/// Execs one launch records at most (each keeps its program's command line, for the launch's
+/// identity); later execs of its processes are helpers, counted ([`LaunchTracker::execs_not_recorded`]).
+pub const MAX_EXECS_PER_LAUNCH: usize = 256;
+/// Execs all launches in progress record at most, together.
+pub const MAX_EXECS_RECORDED: usize = 2_048;
 /// A followed launch whose pid reached the kernel's filter this long after its exec, and after
 /// more than a quarter of its window, was traced from its middle (a short start while the daemon
 /// was busy): learning it would teach that the pages it used before were not needed.
@@ -122,6 +131,9 @@ pub struct ActiveLaunch {
     /// The path lookups its processes made while it was followed (opens, stats, execs, failed
     /// ones included), as the kernel observed them, in first-use order.
     pub lookups: LookupList,
+    /// Processes the kernel was asked to watch for this launch, not followed: it counts the pages
+    /// they read from disk in the launch's window ([`crate::daemon::Action::Watch`]).
+    pub watched: Vec<u32>,
     /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
     span: NoveltySpan,
 }
@@ -201,6 +213,9 @@ pub enum ExecOutcome {
     Adopted(LaunchId),
     /// A process of a launch in progress exec'd a helper: part of that launch.
     Joined(LaunchId),
+    /// A process outside every launch exec'd while [`MAX_LAUNCHES`] launches were open: no
+    /// launch started (counted in [`LaunchTracker::launches_dropped`]).
+    Dropped,
 }
 
 /// An event of process `tgid` at `ts_ns`, backlogged while the process is not (yet) known to
@@ -231,6 +246,11 @@ pub struct LaunchTracker {
     unfollowed: Vec<u32>,
     /// Unattributed events dropped from the full backlog (diagnostics).
     pub backlog_dropped: u64,
+    /// Execs that started no launch because [`MAX_LAUNCHES`] were open.
+    pub launches_dropped: u64,
+    /// Execs of a launch's processes not recorded for its identity ([`MAX_EXECS_PER_LAUNCH`],
+    /// [`MAX_EXECS_RECORDED`]).
+    pub execs_not_recorded: u64,
 }
 
 impl LaunchTracker {
@@ -244,6 +264,8 @@ impl LaunchTracker {
             next_id: 1,
             unfollowed: Vec::new(),
             backlog_dropped: 0,
+            launches_dropped: 0,
+            execs_not_recorded: 0,
         }
     }
 
@@ -255,6 +277,11 @@ impl LaunchTracker {
     /// Launches in progress.
     pub fn active(&self) -> &[ActiveLaunch] {
         &self.active
+    }
+
+    /// Launches in progress, to update what the engine learns of them.
+    pub fn active_mut(&mut self) -> &mut [ActiveLaunch] {
+        &mut self.active
     }
 
     /// The launch in progress `id`.
@@ -298,10 +325,17 @@ impl LaunchTracker {
     /// and never for an application that cannot be learned (a memfd or throwaway executable).
     pub fn on_exec(&mut self, step: ExecStep, now_ns: u64, follow: impl FnOnce(&AppIdentity) -> bool) -> ExecOutcome {
         let tgid = step.pid;
+        let recorded: usize = self.active.iter().map(|l| l.identity.exec_count()).sum();
         if let Some(&id) = self.owner.get(&tgid)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
             && l.live.contains(&tgid)
         {
+            if l.identity.exec_count() >= MAX_EXECS_PER_LAUNCH || recorded >= MAX_EXECS_RECORDED {
+                // A tree of thousands of execs (a build, an exec flood): the process keeps the
+                // program it ran before for the identity, and the launch keeps its application.
+                self.execs_not_recorded += 1;
+                return ExecOutcome::Joined(id);
+            }
             return match l.identity.on_exec(&step) {
                 // The same application again (`/proc` was read after the exec that followed: the
                 // first exec already showed the program): nothing changes.
@@ -325,6 +359,10 @@ impl LaunchTracker {
             adopt_backlog(&mut self.backlog, l, self.settings, tgid);
             relabel(l, &mut self.unfollowed, follow);
             return ExecOutcome::Adopted(id);
+        }
+        if self.active.len() >= MAX_LAUNCHES || recorded >= MAX_EXECS_RECORDED {
+            self.launches_dropped += 1;
+            return ExecOutcome::Dropped;
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -352,6 +390,7 @@ impl LaunchTracker {
             bytes_prefetched: 0,
             page_events: 0,
             page_events_not_followed: 0,
+            watched: Vec::new(),
             followed: follow,
             stopped: None,
             exec_lookups: Vec::new(),
@@ -511,22 +550,30 @@ impl LaunchTracker {
     }
 }
 
-/// Which launches are followed: every launch of an application until a few were learned, then
-/// one in a while, so a settled profile stays current without tracing every launch.
+/// Which launches are followed: every launch of an application until its profile is stable (its
+/// latest learned launches added almost no pages), then one in a while, so a settled profile
+/// stays current without tracing every launch; a sampled launch that adds many pages makes the
+/// next ones followed again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FollowPolicy {
-    /// Launches followed before sampling starts.
+    /// Launches always followed first.
     pub first_launches: u64,
+    /// Followed until this many learned launches in a row were stable ...
+    pub stable_launches: u32,
+    /// ... or this many in a row were not (such a profile is sampled instead).
+    pub max_unstable_launches: u32,
     /// Then one launch in this long (milliseconds) is followed.
     pub refollow_after_ms: u64,
 }
 
 impl FollowPolicy {
-    /// Whether a launch at `now_ms` of an application with `learned` launches so far, the latest
-    /// learned at `last_learned_ms` (Unix ms), is followed.
-    pub fn follows(&self, learned: u64, last_learned_ms: u64, now_ms: u64) -> bool {
+    /// Whether a launch at `now_ms` (Unix ms) of an application with learning history `h` is
+    /// followed.
+    pub fn follows(&self, h: &LearningHistory, now_ms: u64) -> bool {
+        let settling = h.stable_streak < self.stable_launches && h.unstable_streak < self.max_unstable_launches;
         // A clock set back re-follows at once instead of waiting for it to catch up.
-        learned < self.first_launches || now_ms < last_learned_ms || now_ms - last_learned_ms >= self.refollow_after_ms
+        let sample_due = now_ms < h.last_learned_ms || now_ms - h.last_learned_ms >= self.refollow_after_ms;
+        h.learned < self.first_launches || settling || sample_due
     }
 }
 
@@ -661,6 +708,35 @@ mod tests {
         assert_eq!(d.launch.pages_read_from_disk, 4);
         assert!(t.is_idle());
         assert_eq!(t.next_deadline(), None);
+    }
+
+    #[test]
+    fn an_exec_flood_is_bounded_and_its_drops_are_counted() {
+        let mut t = tracker();
+        let base = 10_000 * MS;
+        // One launch whose shell loop execs thousands of helpers: a bounded number is recorded.
+        assert_eq!(t.on_exec(step(100, "/bin/sh"), base, |_| true), ExecOutcome::Started(1));
+        for i in 0..1_000u32 {
+            t.on_fork(100, 1_000 + i);
+            assert_eq!(t.on_exec(step(1_000 + i, "/bin/true"), base + MS, |_| true), ExecOutcome::Joined(1));
+        }
+        assert_eq!(t.get(1).unwrap().identity.exec_count(), MAX_EXECS_PER_LAUNCH);
+        assert_eq!(t.execs_not_recorded, 1_000 - (MAX_EXECS_PER_LAUNCH as u64 - 1));
+        // Execs outside every launch: at most MAX_LAUNCHES open, the rest counted.
+        let mut dropped = 0;
+        for i in 0..1_000u32 {
+            if t.on_exec(step(100_000 + i, &format!("/bin/x{i}")), base + 2 * MS, |_| true) == ExecOutcome::Dropped {
+                dropped += 1;
+            }
+        }
+        assert_eq!(t.active().len(), MAX_LAUNCHES);
+        assert_eq!(dropped, 1_000 - (MAX_LAUNCHES as u64 - 1));
+        assert_eq!(t.launches_dropped, dropped);
+        let recorded: usize = t.active().iter().map(|l| l.identity.exec_count()).sum();
+        assert!(recorded <= MAX_EXECS_RECORDED);
+        // Closing windows makes room again.
+        assert_eq!(t.expire(base + 60_000 * MS).len(), MAX_LAUNCHES);
+        assert_eq!(t.on_exec(step(7, "/bin/y"), base + 61_000 * MS, |_| true), ExecOutcome::Started(MAX_LAUNCHES as u64 + 1));
     }
 
     #[test]
@@ -880,14 +956,15 @@ mod tests {
 
     #[test]
     fn the_first_launches_are_followed_then_one_in_a_while() {
-        let p = FollowPolicy { first_launches: 3, refollow_after_ms: 3_600_000 };
+        let p = FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
         let now = 10_000_000_000;
-        assert!(p.follows(0, 0, now));
-        assert!(p.follows(2, now - 1, now));
-        assert!(!p.follows(3, now - 1, now));
-        assert!(!p.follows(50, now - 3_599_999, now));
-        assert!(p.follows(50, now - 3_600_000, now));
-        assert!(p.follows(50, now + 5, now), "the clock was set back");
+        let h = |learned, last_learned_ms| LearningHistory { learned, last_learned_ms, stable_streak: 2, unstable_streak: 0 };
+        assert!(p.follows(&h(0, 0), now));
+        assert!(p.follows(&h(2, now - 1), now));
+        assert!(!p.follows(&h(3, now - 1), now));
+        assert!(!p.follows(&h(50, now - 3_599_999), now));
+        assert!(p.follows(&h(50, now - 3_600_000), now));
+        assert!(p.follows(&h(50, now + 5), now), "the clock was set back");
     }
 
     #[test]

@@ -18,12 +18,12 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use crate::error::{FormatError, Result, StoreError};
 use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
-use augur_core::model::learn::AppModel;
+use augur_core::model::learn::{AppModel, LearningHistory};
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
@@ -45,7 +45,14 @@ const MIGRATIONS: &[Migration] = &[
     // application's key, never mixed into it. Launchers' learned successors are kept.
     Migration::Step(drop_stale_keys),
     Migration::Sql(SCHEMA_4),
+    Migration::Sql(SCHEMA_5),
 ];
+
+/// 4 -> 5: whether each application's latest learned launches kept adding pages, so that it is
+/// followed until its profile is stable (`LearningHistory`). Known applications start unknown
+/// (0, 0): they are followed until their next launches show whether they are stable.
+const SCHEMA_5: &str = "ALTER TABLE apps ADD COLUMN stable_streak INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE apps ADD COLUMN unstable_streak INTEGER NOT NULL DEFAULT 0;";
 
 /// 3 -> 4: what a launcher's launch was found to start by dominance (`oosplash --writer` →
 /// `soffice.bin`), so that its next launch is re-keyed (and replayed) at the successor's exec.
@@ -307,19 +314,30 @@ impl StateStore {
             move |err: rusqlite::Error| db_error(&path, doing, err)
         };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e("learning in"))?;
-        let old: Option<String> =
-            tx.query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0)).optional().map_err(e("learning in"))?;
+        let old: Option<(String, LearningHistory)> = tx
+            .query_row(
+                "SELECT model, launches, last_launch_ms, stable_streak, unstable_streak FROM apps WHERE key = ?1",
+                [app],
+                |r| Ok((r.get(0)?, history_of(r, 1)?)),
+            )
+            .optional()
+            .map_err(e("learning in"))?;
+        let (old, history) = match old {
+            Some((text, history)) => (Some(text), history),
+            None => (None, LearningHistory::default()),
+        };
         let mut model =
             old.and_then(|t| serde_json::from_str::<AppModel>(&t).ok()).unwrap_or_else(|| AppModel::new(launch.page_size));
-        model.record_launch(launch, &limits.learn);
+        let novelty = model.record_launch(launch, &limits.learn);
+        let history = history.after(record.started_ms, novelty, &limits.learn);
         let text = serde_json::to_string(&model)
             .map_err(|err| StoreError::io(format!("encoding the model of {app}"), std::io::Error::other(err)))?;
         let replay_pages = model.replay_profile(&limits.learn).page_count();
         tx.execute(
-            "INSERT INTO apps (key, exe, launches, last_launch_ms, pages, replay_pages, model)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            "INSERT INTO apps (key, exe, launches, last_launch_ms, pages, replay_pages, model, stable_streak, unstable_streak)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
              ON CONFLICT (key) DO UPDATE SET exe = ?2, launches = ?3, last_launch_ms = ?4, pages = ?5,
-                 replay_pages = ?6, model = ?7",
+                 replay_pages = ?6, model = ?7, stable_streak = ?8, unstable_streak = ?9",
             params![
                 app,
                 exe,
@@ -327,7 +345,9 @@ impl StateStore {
                 record.started_ms as i64,
                 model.page_count() as i64,
                 replay_pages as i64,
-                text
+                text,
+                i64::from(history.stable_streak),
+                i64::from(history.unstable_streak),
             ],
         )
         .map_err(e("learning in"))?;
@@ -337,13 +357,21 @@ impl StateStore {
         Ok(model)
     }
 
-    /// How many launches of `app` were learned and when the latest started (Unix ms), if any was.
-    pub fn learned_launches(&self, app: &str) -> Result<Option<(u64, u64)>> {
-        let mut st =
-            self.conn.prepare_cached("SELECT launches, last_launch_ms FROM apps WHERE key = ?1").map_err(self.err("reading"))?;
-        st.query_row([app], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))
-            .optional()
-            .map_err(self.err("reading"))
+    /// How many launches of `app` were learned, when the latest started and whether the latest
+    /// kept adding pages, if any was learned.
+    pub fn learning_history(&self, app: &str) -> Result<Option<LearningHistory>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT launches, last_launch_ms, stable_streak, unstable_streak FROM apps WHERE key = ?1")
+            .map_err(self.err("reading"))?;
+        st.query_row([app], |r| history_of(r, 0)).optional().map_err(self.err("reading"))
+    }
+
+    /// Marks `app`'s profile as not stable (a launch read pages it lacks), so that its next
+    /// launches are followed until it is stable again. Nothing happens for an unknown `app`.
+    pub fn unsettle(&mut self, app: &str) -> Result<()> {
+        self.conn.execute("UPDATE apps SET stable_streak = 0 WHERE key = ?1", [app]).map_err(self.err("writing"))?;
+        Ok(())
     }
 
     /// Stores a launch record without learning (a launch too short or too empty to learn from).
@@ -543,6 +571,18 @@ impl StateStore {
     pub fn checkpoint(&self) -> Result<()> {
         self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(self.err("checkpointing"))
     }
+}
+
+/// The learning history in columns `at..at + 4` of a row (launches, last_launch_ms,
+/// stable_streak, unstable_streak); negative numbers, which augur never writes, read as 0.
+fn history_of(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<LearningHistory> {
+    let n = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(at + i)?.max(0) as u64) };
+    Ok(LearningHistory {
+        learned: n(0)?,
+        last_learned_ms: n(1)?,
+        stable_streak: u32::try_from(n(2)?).unwrap_or(u32::MAX),
+        unstable_streak: u32::try_from(n(3)?).unwrap_or(u32::MAX),
+    })
 }
 
 fn insert_record(tx: &rusqlite::Transaction<'_>, r: &LaunchRecord) -> rusqlite::Result<()> {
@@ -788,6 +828,37 @@ mod tests {
     }
 
     #[test]
+    fn learning_keeps_each_application_s_history_and_a_schema_4_file_gains_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let limits = StateLimits::default();
+        {
+            let (mut s, _) = StateStore::open(&path).unwrap();
+            assert_eq!(s.learning_history("/a").unwrap(), None);
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 10), &limits).unwrap();
+            let h = s.learning_history("/a").unwrap().unwrap();
+            assert_eq!(h, LearningHistory { learned: 1, last_learned_ms: 10, stable_streak: 0, unstable_streak: 1 });
+            // The same launch again adds nothing: stable.
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
+            let h = s.learning_history("/a").unwrap().unwrap();
+            assert_eq!(h, LearningHistory { learned: 2, last_learned_ms: 20, stable_streak: 1, unstable_streak: 0 });
+            s.unsettle("/a").unwrap();
+            s.unsettle("/unknown").unwrap();
+            assert_eq!(s.learning_history("/a").unwrap().unwrap().stable_streak, 0);
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
+            // As a schema 4 file was.
+            s.conn
+                .execute_batch("ALTER TABLE apps DROP COLUMN stable_streak; ALTER TABLE apps DROP COLUMN unstable_streak;")
+                .unwrap();
+            s.conn.pragma_update(None, "user_version", 4).unwrap();
+        }
+        let (s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        let h = s.learning_history("/a").unwrap().unwrap();
+        assert_eq!(h, LearningHistory { learned: 3, last_learned_ms: 20, stable_streak: 0, unstable_streak: 0 });
+    }
+
+    #[test]
     fn forget_one_and_all() {
         let dir = tempfile::tempdir().unwrap();
         let (mut s, _) = StateStore::open(&dir.path().join("s.db")).unwrap();
@@ -823,7 +894,13 @@ mod tests {
             let a = ActivityRecord { at_ms: 1, local_ms: 2, app: "/usr/bin/env".into(), instance: 9, launch: true };
             s.add_activity(&[a], &limits).unwrap();
             // As a schema 2 file was.
-            s.conn.execute_batch("DROP TABLE launcher_hints").unwrap();
+            s.conn
+                .execute_batch(
+                    "DROP TABLE launcher_hints;
+                     ALTER TABLE apps DROP COLUMN stable_streak;
+                     ALTER TABLE apps DROP COLUMN unstable_streak;",
+                )
+                .unwrap();
             s.conn.pragma_update(None, "user_version", 2).unwrap();
         }
         let (s, outcome) = StateStore::open(&path).unwrap();

@@ -99,6 +99,12 @@ fn render(r: &StatusReport) -> String {
         if r.replay_on_exec { "on" } else { "off" },
         r.state_path.display()
     ));
+    if let Some(rule) = &r.prefetch_rule {
+        out.push_str(&format!("prefetching: {} (read cost {})\n", rule.reasons.join("; "), rule.read_cost));
+    }
+    if let Some(t) = &r.prefetch_last_day {
+        out.push_str(&prefetch_line(t));
+    }
     let e = &r.events;
     out.push_str(&format!(
         "events: {} process, {} page ({} lost), {} launches learned, {} replays, {} wakeups\n",
@@ -111,10 +117,16 @@ fn render(r: &StatusReport) -> String {
             r.lost_by_cause.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
         };
         out.push_str(&format!(
-            "eBPF: {} path lookups, {} launches stopped (not followed); records lost: {lost}\n",
-            e.lookup_events, e.launches_stopped
+            "eBPF: {} path lookups, {} launches stopped (not followed), {} of them read pages their profile lacked (followed again); records lost: {lost}\n",
+            e.lookup_events, e.launches_stopped, e.refollowed
         ));
     }
+    let drops = if r.drops.is_empty() {
+        "none".to_string()
+    } else {
+        r.drops.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
+    };
+    out.push_str(&format!("dropped or cut (bounded queues): {drops}\n"));
     match &r.ahead {
         None => out.push_str("prefetch ahead of readers: off\n"),
         Some(a) if a.note != "on" => out.push_str(&format!("prefetch ahead of readers: {}\n", a.note)),
@@ -154,6 +166,20 @@ fn render(r: &StatusReport) -> String {
     out
 }
 
+/// What prefetching bought over the last day, in one line.
+fn prefetch_line(t: &augur_core::plan::LedgerTotals) -> String {
+    format!(
+        "prefetching, last day: {} launches replayed, {} predicted, {} loaded in time; {} prefetched, {} used, {} wasted ({:.0} %)\n",
+        t.launches,
+        t.predicted,
+        t.loaded_in_time,
+        human_bytes(t.prefetched_bytes),
+        human_bytes(t.used_bytes),
+        human_bytes(t.wasted_bytes),
+        t.wasted_share() * 100.0
+    )
+}
+
 /// Runs the subcommand.
 pub fn run(args: StatusArgs) -> Result<ExitCode> {
     let socket = args.address.socket()?;
@@ -177,6 +203,22 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prefetch_line_says_what_was_predicted_used_and_wasted() {
+        let t = augur_core::plan::LedgerTotals {
+            launches: 10,
+            predicted: 4,
+            loaded_in_time: 3,
+            prefetched_bytes: 8 << 20,
+            used_bytes: 6 << 20,
+            wasted_bytes: 2 << 20,
+        };
+        assert_eq!(
+            prefetch_line(&t),
+            "prefetching, last day: 10 launches replayed, 4 predicted, 3 loaded in time; 8.0 MiB prefetched, 6.0 MiB used, 2.0 MiB wasted (25 %)\n"
+        );
+    }
 
     #[test]
     fn bytes_for_people() {

@@ -72,6 +72,20 @@ pub struct EventCounts {
     /// Planning rounds of the prediction step that decided a plan (0 with prediction off).
     #[serde(default)]
     pub planning_rounds: u64,
+    /// Launches replayed but not followed that read many pages their profile lacked, so their
+    /// applications are followed again (bpf mode).
+    #[serde(default)]
+    pub refollowed: u64,
+    /// Command lines cut to what identity needs (counted in [`StatusReport::drops`]).
+    #[serde(default)]
+    pub argv_cut: u64,
+    /// Exec-time replays not started because the replay queue was full.
+    #[serde(default)]
+    pub replay_queue_full: u64,
+    /// Times the event loop stopped reading page records with more waiting, to serve the other
+    /// sources first (the rest is read at the next wake-up, at once).
+    #[serde(default)]
+    pub page_reads_deferred: u64,
 }
 
 /// Prefetching ahead of backward and strided readers (`[pattern]`), for `augur status`.
@@ -96,6 +110,15 @@ pub struct AheadStatus {
 }
 
 /// What `augur status` shows.
+/// The read cost the planner was given on this machine, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchRule {
+    /// `[predict] read_cost` scaled by the battery and disk factors.
+    pub read_cost: f64,
+    /// One reason per fact ("disk vda: rotational → full prefetching", "on battery → read cost ×3").
+    pub reasons: Vec<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     /// Daemon process id.
@@ -116,6 +139,10 @@ pub struct StatusReport {
     /// Records the kernel could not deliver, by cause (bpf mode; only causes that lost any).
     #[serde(default)]
     pub lost_by_cause: Vec<(String, u64)>,
+    /// What the daemon's bounded queues and lists dropped or cut, by cause (only causes that
+    /// dropped any): the bounds are listed in the README (Security).
+    #[serde(default)]
+    pub drops: Vec<(String, u64)>,
     /// Tracepoints enabled.
     pub tracepoints: Vec<String>,
     /// Applications learned.
@@ -134,6 +161,14 @@ pub struct StatusReport {
     pub replay_on_exec: bool,
     /// Prediction on.
     pub prediction_enabled: bool,
+    /// What prefetching bought over the last day, as observed (`None` with prediction off):
+    /// launches predicted and loaded in time, bytes prefetched, used and wasted.
+    #[serde(default)]
+    pub prefetch_last_day: Option<augur_core::plan::LedgerTotals>,
+    /// How much the latest planning round prefetched for the machine it runs on (battery, disk),
+    /// and why (`None` with prediction off or before the first round).
+    #[serde(default)]
+    pub prefetch_rule: Option<PrefetchRule>,
     /// Event counters.
     pub events: EventCounts,
     /// Prefetching ahead of readers (`None`: `[pattern] prefetch_ahead` is off).
@@ -187,23 +222,43 @@ pub fn request(socket: &Path, request: &Request) -> Result<Response> {
 }
 
 /// Creates the listening socket: parent directory 0700 when created, a stale socket replaced, the
-/// socket itself 0600. Fails when another daemon answers on it.
+/// socket itself 0600 and the daemon's from its creation. It is bound in a fresh private (0700)
+/// directory beside its path, made 0600 there (nobody else can reach it), and renamed into place:
+/// there is no moment when it exists at its path with the mode `bind` gave it (from the umask),
+/// and no process-wide umask change. Fails when another daemon answers on it.
 pub fn listen(socket: &Path) -> Result<UnixListener> {
-    if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+    let dir = match socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(dir)
-            .map_err(|e| Error::io_at(dir, "creating socket directory", e))?;
+            .create(&dir)
+            .map_err(|e| Error::io_at(&dir, "creating socket directory", e))?;
     }
-    if socket.exists() {
-        if UnixStream::connect(socket).is_ok() {
-            return Err(Error::DaemonAlreadyRunning { socket: socket.to_path_buf() });
-        }
-        std::fs::remove_file(socket).map_err(|e| Error::io_at(socket, "removing stale socket", e))?;
+    if socket.exists() && UnixStream::connect(socket).is_ok() {
+        return Err(Error::DaemonAlreadyRunning { socket: socket.to_path_buf() });
     }
-    let listener = UnixListener::bind(socket).map_err(|e| Error::io_at(socket, "listening on", e))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io_at(socket, "securing", e))?;
+    let name = socket.file_name().map_or_else(|| "augur.sock".into(), |n| n.to_string_lossy().into_owned());
+    let private = dir.join(format!(".{name}.{}.new", std::process::id()));
+    // One left by a daemon of the same pid that died here: only a directory of ours is removed.
+    if std::fs::symlink_metadata(&private).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(&private);
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(&private).map_err(|e| Error::io_at(&private, "creating", e))?;
+    let bound = (|| -> Result<UnixListener> {
+        let inner = private.join("s");
+        let listener = UnixListener::bind(&inner).map_err(|e| Error::io_at(socket, "listening on", e))?;
+        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io_at(socket, "securing", e))?;
+        // Replaces a stale socket at once.
+        std::fs::rename(&inner, socket).map_err(|e| Error::io_at(socket, "putting in place", e))?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    let listener = bound?;
     listener.set_nonblocking(true).context(|| format!("configuring {}", socket.display()))?;
     Ok(listener)
 }
@@ -277,6 +332,38 @@ mod tests {
         server.join().unwrap();
         // A second daemon on the same socket is refused only while the first answers.
         drop(listen(&path).unwrap());
+    }
+
+    #[test]
+    fn the_socket_never_exists_at_its_path_with_a_wider_mode_than_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("augur.sock");
+        // A stale socket is replaced. A socket is bound with the mode the umask leaves (0755
+        // under the usual 022): the path must never show it.
+        drop(UnixListener::bind(&path).unwrap());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watcher = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = std::collections::BTreeSet::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(m) = std::fs::symlink_metadata(&path) {
+                        seen.insert(m.permissions().mode() & 0o777);
+                    }
+                }
+                seen
+            })
+        };
+        for _ in 0..50 {
+            drop(listen(&path).unwrap());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let seen = watcher.join().unwrap();
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![0o600], "modes seen at the socket's path");
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("augur.sock")], "no private directory left");
     }
 
     #[test]

@@ -4,12 +4,13 @@
 //! of the learned profiles to keep resident, and hands them to a fetch worker that loads only the
 //! missing pages.
 //!
-//! Memory pressure stops fetching at once: the step registers a PSI trigger (`some STALL WINDOW`
-//! on /proc/pressure/memory) that the event loop watches; when it fires, the running fetch is
-//! cancelled (between 2 MiB chunks) and no new one starts for [`PRESSURE_HOLD_MS`]. Rounds also
-//! stop while `some avg10` is at or above `pressure_stop_percent`. Where triggers are unavailable
-//! (no PSI, an old kernel, injected sources) the fetch worker reads the pressure file between
-//! chunks instead, every [`PRESSURE_POLL`].
+//! Memory pressure stops fetching at once: the event loop watches a PSI trigger (`some STALL
+//! WINDOW` on /proc/pressure/memory, registered whenever anything fetches); when it fires, the
+//! running fetch is cancelled (between 2 MiB chunks) and no new one starts for
+//! [`PRESSURE_HOLD_MS`]. Rounds also stop while `some avg10` is at or above
+//! `pressure_stop_percent`. Where the loop watches no trigger (no PSI, an old kernel, injected
+//! sources) the fetch worker reads the pressure file between chunks instead, every
+//! [`PRESSURE_POLL`].
 //!
 //! It owns the wiring only: prediction is `model::predict` (the configured predictor believed as
 //! far as its recent predictions came true, `ConfidentPredictor`); the round's decision (pressure
@@ -19,6 +20,15 @@
 //! /proc/vmstat (the recent refault share of evicted file pages), /proc/pressure/memory and the
 //! learned profiles from the state; the loading is `fetch`. The predictor observes each launch and the exit of the same instance (the root
 //! process's pid, see [`augur_engine::running`]), so preload's running-state chain sees real pairs.
+//!
+//! On battery and on a non-rotational disk, where a miss costs little, it prefetches less: the
+//! round's `read_cost` is scaled by [`augur_engine::read_cost`]'s rule, fed with the power source
+//! (read each round) and the disk of `/usr` (read once) from `augur-os::machine`.
+//!
+//! What prefetching bought over the last day ([`PrefetchLedger`], shown by `augur status`) is
+//! counted from what was observed, never assumed ([`ObservedPrefetch`]): the pages each fetch
+//! loaded per application (its report, verified with `mincore`), and at the application's next
+//! launch the pages its exec-time replay found resident.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -30,18 +40,20 @@ use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, Loc
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::plan::{
-    AppFootprint, EvictionCounters, LearnedFootprint, MemoryHeadroom, MemoryPressure, MemorySnapshot, PlanningRound, RangeUse,
-    RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
+    AppFootprint, EvictionCounters, LearnedFootprint, LedgerTotals, MemoryHeadroom, MemoryPressure, MemorySnapshot,
+    PlanningRound, PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
 };
 use augur_engine::config::Config;
+use augur_engine::read_cost::{MachineFacts, ReadCostRule, read_cost_rule};
 use augur_os::fetch::IoPriority;
 use augur_os::fetch::prefetcher::{CancelFlag, FetchOptions, Prefetcher};
 use augur_os::fetch::request::FetchPlan;
-use augur_os::loop_io::{self, PressureTrigger};
+use augur_os::loop_io;
+use augur_os::machine::{self, PowerSource};
 
-/// After a pressure trigger, no fetch starts for this long (PSI's shortest average, avg10, spans
-/// 10 s; later rounds then go by it).
-pub const PRESSURE_HOLD_MS: u64 = 10_000;
+/// After a pressure trigger, no fetch starts for this long: the engine's hold, which exec-time
+/// replay keeps too.
+pub const PRESSURE_HOLD_MS: u64 = augur_engine::daemon::PRESSURE_HOLD_NS / 1_000_000;
 
 /// Reads the prediction fetch keeps queued ahead of the chunk it waits for. A cancelled fetch stops
 /// at the next chunk, after what is queued: 8 MiB bounds that to half a second on a 16 MiB/s disk.
@@ -57,12 +69,72 @@ pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(
 
 struct FetchJob {
     /// One plan per application, the likeliest first.
-    plans: Vec<FetchPlan>,
+    plans: Vec<(String, FetchPlan)>,
     cancel: CancelFlag,
     /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
     pressure: CancelFlag,
     /// Set when no trigger is watched: the worker checks pressure itself while fetching.
     watch: Option<PressureWatch>,
+}
+
+/// What one application's fetch did, in pages, as its report says (sent back to the step).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppFetched {
+    /// The application.
+    pub app: String,
+    /// Pages planned for it.
+    pub wanted: u64,
+    /// Of those, pages found resident already.
+    pub resident: u64,
+    /// Pages the fetch loaded.
+    pub loaded: u64,
+}
+
+/// Prefetched pages per application followed until they are used or found gone, into a
+/// [`PrefetchLedger`]. Pure: the step hands it fetch reports and replay reports with the time.
+///
+/// - A fetch that loaded `loaded` pages for an application adds them to its pages prefetched and
+///   not yet used (and to the bytes prefetched); pages of those a later fetch for the same
+///   application had to load again were pushed out unused: wasted.
+/// - At the application's launch its exec-time replay reports how many of its learned pages it
+///   found resident: of the pages prefetched and not yet used, that many at most were used, the
+///   rest were pushed out before the launch: wasted. The launch was predicted when a fetch had
+///   planned pages for it, and they were loaded in time when the replay found at least as many
+///   resident as were planned.
+#[derive(Debug, Default)]
+pub struct ObservedPrefetch {
+    /// Per application: (pages planned by its latest fetch, pages prefetched not yet used).
+    outstanding: BTreeMap<String, (u64, u64)>,
+    ledger: PrefetchLedger,
+}
+
+impl ObservedPrefetch {
+    /// A fetch for `f.app` ended at `at_ms`, pages of `page_size` bytes.
+    pub fn fetched(&mut self, at_ms: u64, f: &AppFetched, page_size: u64) {
+        let (planned, unused) = self.outstanding.entry(f.app.clone()).or_default();
+        let again = (*unused).min(f.loaded);
+        *planned = f.wanted;
+        *unused = *unused - again + f.loaded;
+        self.ledger.prefetched(at_ms, f.loaded * page_size);
+        self.ledger.wasted(at_ms, again * page_size);
+    }
+
+    /// `app` launched and its exec-time replay found `resident` of its learned pages resident.
+    pub fn launched(&mut self, at_ms: u64, app: &str, resident: u64, page_size: u64) {
+        let Some((planned, unused)) = self.outstanding.remove(app) else {
+            self.ledger.launch(at_ms, false, false);
+            return;
+        };
+        let used = unused.min(resident);
+        self.ledger.launch(at_ms, planned > 0, planned > 0 && resident >= planned);
+        self.ledger.used(at_ms, used * page_size);
+        self.ledger.wasted(at_ms, (unused - used) * page_size);
+    }
+
+    /// The last day's counts up to `now_ms`.
+    pub fn last_day(&self, now_ms: u64) -> LedgerTotals {
+        self.ledger.last_day(now_ms)
+    }
 }
 
 /// Pressure checked by reading the PSI file (the fallback when no trigger is watched).
@@ -132,8 +204,8 @@ pub struct PredictionStep {
     jobs_sent: u64,
     /// Planning rounds that decided a plan (for `augur status`).
     rounds_planned: u64,
-    /// The PSI trigger the event loop watches, if the kernel has one.
-    trigger: Option<PressureTrigger>,
+    /// Whether the event loop watches the kernel's PSI trigger (else the worker polls).
+    trigger_watched: bool,
     /// No fetch starts before this wall-clock time (ms), after a pressure trigger.
     hold_until_ms: Option<u64>,
     /// When the last full round ran (wall-clock ms).
@@ -143,6 +215,14 @@ pub struct PredictionStep {
     owed_in_ms: Option<u64>,
     /// The recent refault share, from /proc/vmstat read at each round.
     refaults: RefaultMeter,
+    /// What each application's fetch did, from the worker.
+    fetched: mpsc::Receiver<AppFetched>,
+    /// What prefetching bought, as observed.
+    observed: ObservedPrefetch,
+    /// The disk the applications live on (`/usr`'s): name and whether it is rotational.
+    disk: Option<(String, bool)>,
+    /// The read-cost rule of the latest round.
+    rule: Option<ReadCostRule>,
 }
 
 impl PredictionStep {
@@ -153,6 +233,7 @@ impl PredictionStep {
         // Believed only as far as its recent predictions came true (docs/predictors.md).
         let predictor: Box<dyn Predictor> = Box::new(ConfidentPredictor::new(predictor, ConfidenceConfig::default()));
         let (tx, rx) = mpsc::channel::<FetchJob>();
+        let (fetched_tx, fetched) = mpsc::channel::<AppFetched>();
         let worker = std::thread::Builder::new()
             .name("augur-predict".into())
             .spawn(move || {
@@ -174,8 +255,14 @@ impl PredictionStep {
                     let mut pages = augur_os::fetch::PageCounts::default();
                     let mut cancelled = false;
                     let mut waited_ms = 0.0;
-                    for plan in &job.plans {
+                    for (app, plan) in &job.plans {
                         let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                        let _ = fetched_tx.send(AppFetched {
+                            app: app.clone(),
+                            wanted: report.pages.wanted,
+                            resident: report.pages.already_resident,
+                            loaded: report.pages.loaded,
+                        });
                         waited_ms += report.foreground_wait_ms;
                         pages.wanted += report.pages.wanted;
                         pages.already_resident += report.pages.already_resident;
@@ -207,18 +294,6 @@ impl PredictionStep {
             })
             .map_err(|e| Error::io("starting the prediction worker", e))?;
         let sources = MemorySources::default();
-        let trigger =
-            match PressureTrigger::open(&sources.pressure, config.predict.pressure_trigger_us, config.predict.pressure_window_us)
-            {
-                Ok(t) => {
-                    tracing::debug!("memory pressure trigger: {} us of stall within {} us", t.spec.0, t.spec.1);
-                    Some(t)
-                }
-                Err(e) => {
-                    tracing::warn!("no memory pressure trigger ({e}); checking pressure while fetching instead");
-                    None
-                }
-            };
         Ok(PredictionStep {
             predictor,
             jobs: Some(tx),
@@ -229,25 +304,23 @@ impl PredictionStep {
             sources,
             jobs_sent: 0,
             rounds_planned: 0,
-            trigger,
+            trigger_watched: false,
             hold_until_ms: None,
             last_round_ms: None,
             owed_in_ms: None,
             refaults: RefaultMeter::default(),
+            fetched,
+            observed: ObservedPrefetch::default(),
+            disk: machine::disk_of(std::path::Path::new("/usr")).map(|d| (d.name, d.rotational)),
+            rule: None,
         })
     }
 
-    /// The same step reading its memory figures from `sources`. The kernel's trigger is dropped:
-    /// the fetch worker checks `sources.pressure` itself while fetching.
+    /// The same step reading its memory figures from `sources`. Until the loop says it watches
+    /// the kernel's trigger, the fetch worker checks `sources.pressure` itself while fetching.
     pub fn with_sources(mut self, sources: MemorySources) -> Self {
         self.sources = sources;
-        self.trigger = None;
         self
-    }
-
-    /// True when the step has a PSI trigger for the event loop to watch.
-    pub fn has_pressure_trigger(&self) -> bool {
-        self.trigger.is_some()
     }
 
     /// Fetch jobs handed to the worker so far.
@@ -258,6 +331,14 @@ impl PredictionStep {
     /// True when the most recent fetch has been told to stop.
     pub fn fetching_stopped(&self) -> bool {
         self.current.is_cancelled()
+    }
+
+    /// Takes in what the fetch worker reported so far.
+    fn take_fetched(&mut self) {
+        let page = augur_os::fetch::page_size();
+        while let Ok(f) = self.fetched.try_recv() {
+            self.observed.fetched(loop_io::unix_ms(), &f, page);
+        }
     }
 
     /// Stops the running fetch because of memory pressure.
@@ -287,11 +368,18 @@ pub struct MemorySources {
     /// /proc/vmstat (file-page evictions and refaults; absent: nothing pushed out counts as
     /// needed beyond `[predict] evict_cost`).
     pub vmstat: PathBuf,
+    /// /sys/class/power_supply (absent: mains power).
+    pub power_supply: PathBuf,
 }
 
 impl Default for MemorySources {
     fn default() -> Self {
-        MemorySources { meminfo: "/proc/meminfo".into(), pressure: "/proc/pressure/memory".into(), vmstat: "/proc/vmstat".into() }
+        MemorySources {
+            meminfo: "/proc/meminfo".into(),
+            pressure: "/proc/pressure/memory".into(),
+            vmstat: "/proc/vmstat".into(),
+            power_supply: "/sys/class/power_supply".into(),
+        }
     }
 }
 
@@ -389,13 +477,8 @@ impl PlanStep for PredictionStep {
         self.rounds_planned
     }
 
-    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
-        self.trigger.as_ref().map(|t| t.as_fd())
-    }
-
-    fn pressure_trigger_unusable(&mut self) {
-        self.trigger = None;
+    fn pressure_watched(&mut self, watched: bool) {
+        self.trigger_watched = watched;
     }
 
     fn restore(&mut self, history: &[ActivityRecord]) {
@@ -408,6 +491,20 @@ impl PlanStep for PredictionStep {
 
     fn explain(&mut self, app: &str, now_ms: u64) -> Option<predict::Explanation> {
         Some(self.predictor.explain(app, LocalTime(now_ms)))
+    }
+
+    fn launch_replayed(&mut self, app: &str, pages_resident: u64, page_size: u64, now_ms: u64) {
+        self.take_fetched();
+        self.observed.launched(now_ms, app, pages_resident, page_size);
+    }
+
+    fn read_cost_rule(&self) -> Option<ReadCostRule> {
+        self.rule.clone()
+    }
+
+    fn last_day(&mut self, now_ms: u64) -> Option<LedgerTotals> {
+        self.take_fetched();
+        Some(self.observed.last_day(now_ms))
     }
 
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()> {
@@ -459,14 +556,23 @@ impl PlanStep for PredictionStep {
         }
         self.owed_in_ms = None;
         self.last_round_ms = Some(ctx.now_ms);
+        let facts = MachineFacts {
+            on_battery: machine::power_source_in(&self.sources.power_supply) == PowerSource::Battery,
+            disk: self.disk.clone(),
+        };
+        let rule = read_cost_rule(cfg, &facts);
+        if self.rule.as_ref().is_none_or(|r| r.reasons != rule.reasons) {
+            tracing::info!("prefetching: {} (read cost {})", rule.reasons.join("; "), rule.read_cost);
+        }
         let round_config = RoundConfig {
             budget_bytes: cfg.budget_bytes,
             budget_available_fraction: cfg.budget_available_fraction,
             pressure_stop_percent: cfg.pressure_stop_percent,
-            read_cost: cfg.read_cost,
+            read_cost: rule.read_cost,
             evict_cost: cfg.evict_cost,
             ..RoundConfig::default()
         };
+        self.rule = Some(rule);
         let memory = self.sources.memory();
         if let Some(counters) = self.sources.evictions() {
             self.refaults.update(counters);
@@ -535,13 +641,13 @@ impl PlanStep for PredictionStep {
         self.current.cancel();
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
+        self.take_fetched();
         if let Some(tx) = &self.jobs {
-            let watch = self
-                .trigger
-                .is_none()
+            let watch = (!self.trigger_watched)
                 .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            let plans = fetch.into_iter().map(|(_, p)| p).collect();
-            if tx.send(FetchJob { plans, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch }).is_err()
+            if tx
+                .send(FetchJob { plans: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch })
+                .is_err()
             {
                 tracing::warn!("prediction worker gone");
             } else {
@@ -591,6 +697,7 @@ mod tests {
             meminfo: dir.path().join("meminfo"),
             pressure: dir.path().join("psi"),
             vmstat: dir.path().join("vmstat"),
+            power_supply: dir.path().join("power_supply"),
         };
         std::fs::write(
             &sources.meminfo,
@@ -599,6 +706,36 @@ mod tests {
         .unwrap();
         let (state, _) = augur_store::state::StateStore::open(&dir.path().join("state.db")).unwrap();
         (dir, sources, state)
+    }
+
+    #[test]
+    fn prefetched_pages_count_as_used_when_the_launch_finds_them_and_wasted_when_they_are_gone() {
+        let mut o = ObservedPrefetch::default();
+        let fetched = |app: &str, wanted, resident, loaded| AppFetched { app: app.into(), wanted, resident, loaded };
+        // a: 100 pages planned, 100 loaded; its launch finds all of them: used, in time.
+        o.fetched(1_000, &fetched("a", 100, 0, 100), 10);
+        o.launched(2_000, "a", 120, 10);
+        // b: 50 loaded, then 30 of them loaded again (pushed out meanwhile); its launch finds 40
+        // of its pages resident: 40 used, 10 gone before it started.
+        o.fetched(1_000, &fetched("b", 60, 10, 50), 10);
+        o.fetched(1_500, &fetched("b", 60, 30, 30), 10);
+        o.launched(2_000, "b", 40, 10);
+        // c: never prefetched; d: prefetched, not launched yet.
+        o.launched(2_000, "c", 0, 10);
+        o.fetched(2_000, &fetched("d", 5, 0, 5), 10);
+        let t = o.last_day(3_000);
+        assert_eq!(
+            t,
+            LedgerTotals {
+                launches: 3,
+                predicted: 2,
+                loaded_in_time: 1,
+                prefetched_bytes: 1850,
+                used_bytes: 1400,
+                wasted_bytes: 400
+            }
+        );
+        assert!(t.used_bytes + t.wasted_bytes <= t.prefetched_bytes);
     }
 
     #[test]
@@ -653,6 +790,31 @@ mod tests {
     }
 
     #[test]
+    fn on_battery_and_on_a_fast_disk_the_round_reads_at_a_higher_cost_and_says_why() {
+        let (dir, sources, state) = fixture();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        step.disk = Some(("vda".into(), true));
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        let rule = step.read_cost_rule().unwrap();
+        assert_eq!(rule.read_cost, config.predict.read_cost);
+        assert_eq!(rule.reasons, vec!["disk vda: rotational → full prefetching", "on mains power"]);
+        // sysfs as a laptop's, unplugged, on an NVMe disk.
+        let bat = sources.power_supply.join("BAT0");
+        std::fs::create_dir_all(&bat).unwrap();
+        std::fs::write(bat.join("type"), "Battery\n").unwrap();
+        std::fs::write(bat.join("status"), "Discharging\n").unwrap();
+        step.disk = Some(("nvme0n1".into(), false));
+        step.plan(&PlanTrigger::Interval, &at(20_000)).unwrap();
+        let rule = step.read_cost_rule().unwrap();
+        let p = &config.predict;
+        assert!((rule.read_cost - p.read_cost * p.battery_read_cost_factor * p.non_rotational_read_cost_factor).abs() < 1e-12);
+        assert_eq!(rule.reasons[1], format!("on battery → read cost ×{}", p.battery_read_cost_factor));
+        drop(dir);
+    }
+
+    #[test]
     fn rounds_are_rate_limited_and_the_owed_one_is_asked_for() {
         let (_dir, sources, state) = fixture();
         let config = Config::default();
@@ -675,15 +837,17 @@ mod tests {
     }
 
     #[test]
-    fn injected_sources_use_the_polling_fallback_and_it_reads_the_pressure_file() {
+    fn an_unwatched_trigger_means_the_polling_fallback_and_it_reads_the_pressure_file() {
         let dir = tempfile::tempdir().unwrap();
-        let step = PredictionStep::new(&Config::default()).unwrap().with_sources(MemorySources {
+        let mut step = PredictionStep::new(&Config::default()).unwrap().with_sources(MemorySources {
             meminfo: dir.path().join("m"),
             pressure: dir.path().join("p"),
             vmstat: dir.path().join("v"),
+            power_supply: dir.path().join("ps"),
         });
-        assert!(!step.has_pressure_trigger());
-        assert!(step.pressure_trigger().is_none());
+        assert!(!step.trigger_watched, "polling until the loop says it watches the trigger");
+        step.pressure_watched(true);
+        assert!(step.trigger_watched);
         let w = PressureWatch { path: dir.path().join("p"), stop_percent: 10.0 };
         assert!(!w.high(), "a missing file is no pressure");
         std::fs::write(&w.path, "some avg10=12.00 avg60=0.00 avg300=0.00 total=5\n").unwrap();

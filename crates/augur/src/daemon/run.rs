@@ -1,10 +1,13 @@
 //! The event loop of `augur daemon`: one epoll over the process-events connector, the kernel's
 //! observation of launches (the eBPF observer's ring buffer, else the tracefs page-event pipe),
 //! fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
-//! prediction step's memory-pressure trigger (PSI, `EPOLLPRI`: a pressure rise runs a planning
-//! round at once, which stops prefetching) and a one-shot timer armed only while something is
+//! memory-pressure trigger, watched whenever anything fetches (PSI, `EPOLLPRI`: a pressure rise
+//! stops exec-time replay and runs a planning round at once, which stops prefetching) and a
+//! one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
-//! in `epoll_wait` without a timeout.
+//! in `epoll_wait` without a timeout. Each wake-up gives each source a bounded share (process
+//! events, page records, opens, control connections); a source that had more wakes the loop again
+//! at once, after the others were served, so a flood of one never starves the control socket.
 //!
 //! A thin driver: it turns what the file descriptors say into [`augur_engine::daemon`] events and
 //! carries out the actions the engine decides (following or dropping pids, replays, saving, planning rounds with
@@ -18,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use super::control::{self, EventCounts, Request, Response, StatusReport};
+use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::launcher::{self, ExecStep};
-use augur_core::model::learn::LearnSettings;
+use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_engine::config::{Config, ReplayPriority};
@@ -31,7 +34,7 @@ use augur_engine::daemon::{
 };
 use augur_engine::window::{LaunchId, PageKind};
 use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, FetchReport, IoPriority, OrderPolicy, Prefetcher};
-use augur_os::loop_io::{self, DaemonSignal, DaemonSignals, EventPoll, Readiness, Timer, Wakeup, WakeupHandle};
+use augur_os::loop_io::{self, DaemonSignal, DaemonSignals, EventPoll, PressureTrigger, Readiness, Timer, Wakeup, WakeupHandle};
 use augur_os::notify::Notifier;
 use augur_os::sense::bpf::record::chunk_ranges;
 use augur_os::sense::bpf::{FedRecord, LaunchFeed, ObservedEvent};
@@ -60,6 +63,29 @@ const LISTED_DIR_MAX_BYTES: u64 = 64 << 10;
 /// How long a stopping daemon waits for its replay worker to finish the chunk it is reading.
 const REPLAY_WORKER_STOP_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
+/// Exec-time replays waiting for the replay worker at most; a launch while the queue is full is
+/// not replayed (counted: `replay queue full` in `augur status`). The engine runs one replay per
+/// application at a time, so only many different applications starting at once fill it.
+const REPLAY_QUEUE_MAX: usize = 16;
+
+/// How long one wake-up spends at most on page records, and on process events: a launch faulting
+/// pages at full speed or an exec flood must not keep the loop from the control socket and the
+/// timer. What is left is read at the next wake-up, which comes at once (the loop wakes itself).
+/// A time, not a count: what a record costs depends on the machine and the build.
+const SOURCE_BUDGET: std::time::Duration = std::time::Duration::from_millis(25);
+/// Trace lines (tracefs) read between two looks at the clock.
+const TRACE_LINES_PER_READ: usize = 2_000;
+/// eBPF ring-buffer polls (each up to the observer's records per poll) between two looks at the
+/// clock.
+const BPF_POLLS_PER_READ: usize = 1;
+/// Process events (forks, execs, exits) handled between two looks at the clock: an exec costs
+/// reads of /proc and of the state.
+const PROCESS_EVENTS_PER_READ: usize = 32;
+/// fanotify reads (of up to 64 KiB of events each) per wake-up at most.
+const OPEN_READS_PER_WAKE: usize = 4;
+/// Control connections served per wake-up at most.
+const CONTROL_CLIENTS_PER_WAKE: usize = 16;
+
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
 const EXEC_REPLAY_WINDOW_BYTES: u64 = 4 << 20;
@@ -85,15 +111,10 @@ pub trait PlanStep {
     /// One planning round.
     fn plan(&mut self, trigger: &PlanTrigger, ctx: &PlanContext<'_>) -> Result<()>;
 
-    /// A PSI trigger the event loop should watch (`EPOLLPRI`); when it fires the loop runs a
-    /// [`PlanTrigger::Pressure`] round at once.
-    fn pressure_trigger(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        None
-    }
-
-    /// The loop could not watch [`PlanStep::pressure_trigger`]: the step must watch pressure on
-    /// its own.
-    fn pressure_trigger_unusable(&mut self) {}
+    /// Whether the loop watches the kernel's memory-pressure trigger (it then runs a
+    /// [`PlanTrigger::Pressure`] round at once when it fires); when it does not, the step must
+    /// watch pressure on its own while fetching. Told when the step is built and at each change.
+    fn pressure_watched(&mut self, _watched: bool) {}
 
     /// When the last [`PlanStep::plan`] call put its round off (rounds are rate-limited): the
     /// loop calls again with [`PlanTrigger::Interval`] within this many milliseconds.
@@ -104,6 +125,20 @@ pub trait PlanStep {
     /// Planning rounds that decided a plan since the step was built.
     fn rounds_planned(&self) -> u64 {
         0
+    }
+
+    /// `app` launched and its exec-time replay found `pages_resident` of its learned pages (of
+    /// `page_size` bytes) resident at wall-clock `now_ms`: what the step prefetched for it was used.
+    fn launch_replayed(&mut self, _app: &str, _pages_resident: u64, _page_size: u64, _now_ms: u64) {}
+
+    /// The read-cost rule (battery, disk) the latest round applied, and why.
+    fn read_cost_rule(&self) -> Option<augur_engine::read_cost::ReadCostRule> {
+        None
+    }
+
+    /// What prefetching bought over the day up to wall-clock `now_ms`, as observed.
+    fn last_day(&mut self, _now_ms: u64) -> Option<augur_core::plan::LedgerTotals> {
+        None
     }
 
     /// Launches and exits seen before this start, oldest first: the step's predictor learns
@@ -146,12 +181,24 @@ impl DaemonOptions {
 
 struct ReplayJob {
     launch: LaunchId,
+    app: String,
     profile: LaunchProfile,
     priority: IoPriority,
+    stop: ReplayStop,
+}
+
+/// How a queued or running exec-time replay is stopped.
+#[derive(Clone, Default)]
+struct ReplayStop {
+    /// Stops it (between chunks).
+    cancel: CancelFlag,
+    /// Set before `cancel` when it is stopped for memory pressure.
+    pressure: CancelFlag,
 }
 
 struct ReplayDone {
     launch: LaunchId,
+    app: String,
     report: FetchReport,
 }
 
@@ -159,8 +206,8 @@ struct ReplayDone {
 fn spawn_replay_worker(
     wake: WakeupHandle,
     cancel: CancelFlag,
-) -> Result<(mpsc::Sender<ReplayJob>, mpsc::Receiver<ReplayDone>, std::thread::JoinHandle<()>)> {
-    let (job_tx, job_rx) = mpsc::channel::<ReplayJob>();
+) -> Result<(mpsc::SyncSender<ReplayJob>, mpsc::Receiver<ReplayDone>, std::thread::JoinHandle<()>)> {
+    let (job_tx, job_rx) = mpsc::sync_channel::<ReplayJob>(REPLAY_QUEUE_MAX);
     let (done_tx, done_rx) = mpsc::channel::<ReplayDone>();
     let handle = std::thread::Builder::new()
         .name("augur-replay".into())
@@ -179,8 +226,16 @@ fn spawn_replay_worker(
                     window_bytes: EXEC_REPLAY_WINDOW_BYTES,
                     ..FetchOptions::default()
                 };
-                let report = Prefetcher::new(options).fetch(&plan, &cancel);
-                if done_tx.send(ReplayDone { launch: job.launch, report }).is_err() {
+                let report = Prefetcher::new(options).fetch(&plan, &job.stop.cancel);
+                if report.cancelled && job.stop.pressure.is_cancelled() {
+                    tracing::info!(
+                        "exec-time replay stopped by memory pressure at monotonic {} ns: {} pages loaded, {} not attempted",
+                        loop_io::monotonic_ns(),
+                        report.pages.loaded,
+                        report.pages.not_attempted
+                    );
+                }
+                if done_tx.send(ReplayDone { launch: job.launch, app: job.app, report }).is_err() {
                     break;
                 }
                 wake.wake();
@@ -212,17 +267,25 @@ fn path_search_of(pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
 }
 
 /// What /proc says of the program process `tgid` runs now; for `ld.so PROGRAM`, PROGRAM resolved
-/// through its symlinks (one `realpath` per loader exec only).
-fn exec_step_of(tgid: u32) -> Option<ExecStep> {
+/// through its symlinks (one `realpath` per loader exec only). Its command line is read and kept
+/// only as far as identity needs ([`app::bound_argv`]); true when it was cut.
+fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
+    use std::io::Read;
     let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned();
-    let raw = std::fs::read(format!("/proc/{tgid}/cmdline")).unwrap_or_default();
-    let argv = app::split_cmdline(&raw);
+    let mut raw = Vec::new();
+    if let Ok(f) = std::fs::File::open(format!("/proc/{tgid}/cmdline")) {
+        let _ = f.take(app::CMDLINE_READ_MAX as u64 + 1).read_to_end(&mut raw);
+    }
+    let read_cut = raw.len() > app::CMDLINE_READ_MAX;
+    raw.truncate(app::CMDLINE_READ_MAX);
+    let mut argv = app::split_cmdline(&raw);
+    let cut = app::bound_argv(&mut argv) || read_cut;
     let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
     let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
         let program = app::absolute(&argv[i], cwd.as_deref());
         augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
     });
-    Some(ExecStep { pid: tgid, exe, argv, cwd, loader_target })
+    Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target }, cut))
 }
 
 const TOKEN_PROC: u64 = 0;
@@ -285,18 +348,23 @@ struct LoopIo {
     signals: DaemonSignals,
     timer: Timer,
     wake: Wakeup,
+    /// Wakes the loop at once when a wake-up left work (page records, opens, connections) for
+    /// the next one.
+    wake_again: WakeupHandle,
     poll: EventPoll,
     resolver: PathResolver,
     /// Names the inodes launches needed from disk, for their lookups.
     namer: InodeNamer,
-    replay_tx: Option<mpsc::Sender<ReplayJob>>,
+    replay_tx: Option<mpsc::SyncSender<ReplayJob>>,
     replay_rx: mpsc::Receiver<ReplayDone>,
     replay_worker: Option<std::thread::JoinHandle<()>>,
     replay_cancel: CancelFlag,
+    /// How to stop each exec-time replay queued or running.
+    replays: Vec<(LaunchId, ReplayStop)>,
     plan_step: Option<Box<dyn PlanStep>>,
     make_plan_step: PlanStepFactory,
-    /// Whether the step's pressure trigger is in the epoll set.
-    pressure_watched: bool,
+    /// The memory-pressure trigger in the epoll set, while anything fetches.
+    pressure: Option<PressureTrigger>,
     started: Instant,
     own_pid: u32,
     counts: EventCounts,
@@ -367,6 +435,7 @@ impl Daemon {
         let listener = control::listen(&config.daemon.socket_path)?;
         let timer = Timer::new()?;
         let wake = Wakeup::new()?;
+        let wake_again = wake.handle()?;
         let replay_cancel = CancelFlag::new();
         let (tx, rx, worker) = spawn_replay_worker(wake.handle()?, replay_cancel.clone())?;
         if let Observer::Tracefs(watch) = &observer {
@@ -385,6 +454,7 @@ impl Daemon {
             signals,
             timer,
             wake,
+            wake_again,
             poll,
             resolver,
             namer: InodeNamer::new(),
@@ -392,9 +462,10 @@ impl Daemon {
             replay_rx: rx,
             replay_worker: Some(worker),
             replay_cancel,
+            replays: Vec::new(),
             plan_step: None,
             make_plan_step,
-            pressure_watched: false,
+            pressure: None,
             started: Instant::now(),
             own_pid: std::process::id(),
             counts: EventCounts::default(),
@@ -488,17 +559,38 @@ impl Daemon {
                 self.feed(Event::Pressure)?;
             }
             // Process events first, so page events are attributed to launches they belong to.
-            self.read_process_events()?;
+            // Each source gets a bounded share of the wake-up; one that left work wakes the
+            // loop again at once, after the others were served.
+            let until = Instant::now() + SOURCE_BUDGET;
+            let mut more = loop {
+                let more = self.read_process_events()?;
+                if !more || Instant::now() >= until {
+                    break more;
+                }
+            };
             if tokens[TOKEN_OPENS as usize] || self.engine.is_following() {
-                self.io.read_opens();
+                more |= self.io.read_opens();
             }
-            self.read_page_events();
+            let until = Instant::now() + SOURCE_BUDGET;
+            let pages_left = loop {
+                let more = self.read_page_events(TRACE_LINES_PER_READ, BPF_POLLS_PER_READ);
+                if !more || Instant::now() >= until {
+                    break more;
+                }
+            };
+            if pages_left {
+                self.io.counts.page_reads_deferred += 1;
+                more = true;
+            }
             if tokens[TOKEN_WAKE as usize] {
                 self.io.wake.clear();
             }
             self.collect_replays()?;
             if tokens[TOKEN_CONTROL as usize] {
-                self.serve_control();
+                more |= self.serve_control();
+            }
+            if more {
+                self.io.wake_again.wake();
             }
             if tokens[TOKEN_TIMER as usize] {
                 self.io.timer.acknowledge();
@@ -523,11 +615,16 @@ impl Daemon {
         }
     }
 
-    fn read_process_events(&mut self) -> Result<()> {
+    /// Handles at most [`PROCESS_EVENTS_PER_READ`] process events; true when more may wait.
+    fn read_process_events(&mut self) -> Result<bool> {
         let mut batch = Vec::new();
-        if let Err(e) = self.io.procs.read_available(|ev| batch.push(ev)) {
-            tracing::warn!("process events: {e}");
-        }
+        let more = match self.io.procs.read_some(PROCESS_EVENTS_PER_READ, |ev| batch.push(ev)) {
+            Ok(more) => more,
+            Err(e) => {
+                tracing::warn!("process events: {e}");
+                false
+            }
+        };
         self.io.counts.process_events += batch.len() as u64;
         self.io.counts.process_overruns = self.io.procs.overruns;
         for ev in batch {
@@ -540,14 +637,15 @@ impl Daemon {
                 ProcEvent::Exit { pid, tgid, ts_ns } => self.feed(Event::Exit { pid, tgid, ts_ns })?,
             }
         }
-        Ok(())
+        Ok(more)
     }
 
     fn on_exec(&mut self, tgid: u32, ts_ns: u64) -> Result<()> {
         if tgid == self.io.own_pid {
             return Ok(());
         }
-        let Some(step) = exec_step_of(tgid) else { return Ok(()) };
+        let Some((step, argv_cut)) = exec_step_of(tgid) else { return Ok(()) };
+        self.io.counts.argv_cut += u64::from(argv_cut);
         // The exe itself names an inode the page events will mention.
         let (exe, _) = app::strip_deleted(&step.exe);
         if let Some(id) = procfs::identity_of(&exe) {
@@ -558,7 +656,11 @@ impl Daemon {
 
     fn collect_replays(&mut self) -> Result<()> {
         while let Ok(done) = self.io.replay_rx.try_recv() {
+            self.io.replays.retain(|(l, _)| *l != done.launch);
             let r = &done.report;
+            if let Some(step) = self.io.plan_step.as_mut() {
+                step.launch_replayed(&done.app, r.pages.already_resident, r.page_size, loop_io::unix_ms());
+            }
             let report = ReplayReport {
                 pages_wanted: r.pages.wanted,
                 pages_resident: r.pages.already_resident,
@@ -570,19 +672,21 @@ impl Daemon {
         Ok(())
     }
 
-    fn read_page_events(&mut self) {
+    /// Reads page events: at most `max_lines` trace lines, or `max_polls` eBPF ring-buffer
+    /// polls. True when it stopped with more waiting.
+    fn read_page_events(&mut self, max_lines: usize, max_polls: usize) -> bool {
         match &self.io.observer {
-            Observer::Bpf(_) => self.read_bpf_records(),
-            Observer::Tracefs(_) => self.read_trace_pipe(),
+            Observer::Bpf(_) => self.read_bpf_records(max_polls),
+            Observer::Tracefs(_) => self.read_trace_pipe(max_lines),
         }
     }
 
     /// The eBPF observer's records of confirmed launches: pages, inode loads and lookups go to
     /// the engine, by thread, as the trace pipe's events do.
-    fn read_bpf_records(&mut self) {
+    fn read_bpf_records(&mut self, max_polls: usize) -> bool {
         let engine = &mut self.engine;
         let io = &mut self.io;
-        let Observer::Bpf(Some(feed)) = &mut io.observer else { return };
+        let Observer::Bpf(Some(feed)) = &mut io.observer else { return false };
         let (counts, resolver) = (&mut io.counts, &mut io.resolver);
         let mut sink = |FedRecord { event, lookup }| {
             if let Some(task) = event.task()
@@ -612,70 +716,68 @@ impl Daemon {
                 _ => {}
             }
         };
-        loop {
-            match feed.read(8, &mut sink) {
-                Ok(true) => continue,
-                Ok(false) => break,
-                Err(e) => {
-                    tracing::warn!("eBPF records: {e}");
-                    break;
-                }
+        let more = match feed.read(max_polls, &mut sink) {
+            Ok(more) => more,
+            Err(e) => {
+                tracing::warn!("eBPF records: {e}");
+                false
             }
-        }
+        };
         io.counts.launches_stopped = feed.launches_stopped;
+        more
     }
 
-    fn read_trace_pipe(&mut self) {
+    fn read_trace_pipe(&mut self, max_lines: usize) -> bool {
         let engine = &mut self.engine;
         let io = &mut self.io;
-        let Observer::Tracefs(watch) = &mut io.observer else { return };
+        let Observer::Tracefs(watch) = &mut io.observer else { return false };
         let mono = watch.uses_mono_clock();
-        loop {
-            let state = watch.read(50_000, |e| {
-                let tid = e.pid;
-                match e.kind {
-                    EventKind::Page(p) => {
-                        io.counts.page_events += 1;
-                        if !mono {
-                            return;
-                        }
-                        let kind = if p.kind == PageEventKind::Insertion { PageKind::Insertion } else { PageKind::Access };
-                        let ts_ns = e.ts_us.saturating_mul(1000);
-                        engine.on_trace(TraceEvent::Page { tid, ts_ns, kind, inode: p.inode, pages: p.pages });
+        let state = watch.read(max_lines, |e| {
+            let tid = e.pid;
+            match e.kind {
+                EventKind::Page(p) => {
+                    io.counts.page_events += 1;
+                    if !mono {
+                        return;
                     }
-                    EventKind::Exec { filename, .. } => {
-                        if let Some(id) = procfs::identity_of(Path::new(&filename)) {
-                            io.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, filename);
-                        }
-                    }
-                    EventKind::InodeLoad { inode } => {
-                        if mono {
-                            engine.on_trace(TraceEvent::InodeLoad { tid, ts_ns: e.ts_us.saturating_mul(1000), inode });
-                        }
-                    }
-                    EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+                    let kind = if p.kind == PageEventKind::Insertion { PageKind::Insertion } else { PageKind::Access };
+                    let ts_ns = e.ts_us.saturating_mul(1000);
+                    engine.on_trace(TraceEvent::Page { tid, ts_ns, kind, inode: p.inode, pages: p.pages });
                 }
-            });
-            match state {
-                Ok(augur_os::sense::tracefs::PipeState::More) => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!("page events: {e}");
-                    break;
+                EventKind::Exec { filename, .. } => {
+                    if let Some(id) = procfs::identity_of(Path::new(&filename)) {
+                        io.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, filename);
+                    }
                 }
+                EventKind::InodeLoad { inode } => {
+                    if mono {
+                        engine.on_trace(TraceEvent::InodeLoad { tid, ts_ns: e.ts_us.saturating_mul(1000), inode });
+                    }
+                }
+                EventKind::Fork { .. } | EventKind::Exit { .. } => {}
+            }
+        });
+        io.counts.page_events_lost = watch.stats().lost;
+        match state {
+            Ok(augur_os::sense::tracefs::PipeState::More) => true,
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!("page events: {e}");
+                false
             }
         }
-        io.counts.page_events_lost = watch.stats().lost;
     }
 
-    fn serve_control(&mut self) {
-        loop {
+    /// Answers waiting control connections, at most [`CONTROL_CLIENTS_PER_WAKE`]; true when it
+    /// stopped there (more may be waiting).
+    fn serve_control(&mut self) -> bool {
+        for _ in 0..CONTROL_CLIENTS_PER_WAKE {
             let stream = match self.io.listener.accept() {
                 Ok((s, _)) => s,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) => {
                     tracing::warn!("control socket: {e}");
-                    return;
+                    return false;
                 }
             };
             if !control::peer_allowed(&stream) {
@@ -690,6 +792,7 @@ impl Daemon {
                 tracing::debug!("control client went away: {e}");
             }
         }
+        true
     }
 
     fn answer(&mut self, req: Request) -> Response {
@@ -752,8 +855,8 @@ impl Daemon {
         }
     }
 
-    fn status(&self) -> Result<StatusReport> {
-        let io = &self.io;
+    fn status(&mut self) -> Result<StatusReport> {
+        let io = &mut self.io;
         let config = self.engine.config();
         let mode = io.observer.mode();
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
@@ -768,7 +871,26 @@ impl Daemon {
             Observer::Bpf(None) => (Vec::new(), Vec::new()),
             Observer::Tracefs(watch) => (watch.events().iter().map(|s| s.to_string()).collect(), Vec::new()),
         };
+        let d = self.engine.drops();
+        let opens_lost = io.opens.as_ref().map_or(0, |o| o.overflows);
+        let drops = [
+            ("launches not started (launch list full)", d.launches),
+            ("execs not recorded (launch's exec list full)", d.execs_not_recorded),
+            ("command lines cut", events.argv_cut),
+            ("replays coalesced (same application replaying)", d.replays_coalesced),
+            ("replays not started (replay queue full)", events.replay_queue_full),
+            ("events of no launch (look-behind full)", d.backlog_events),
+            ("kernel-followed execs unclaimed list full", d.observed_execs),
+            ("usage log events (log full)", d.usage_log_events),
+            ("fanotify queue overflows", opens_lost),
+            ("process event overruns", events.process_overruns),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| (why.to_string(), n))
+        .collect();
         Ok(StatusReport {
+            drops,
             pid: io.own_pid,
             version: env!("CARGO_PKG_VERSION").to_string(),
             uptime_secs: io.started.elapsed().as_secs(),
@@ -789,6 +911,12 @@ impl Daemon {
             }),
             replay_on_exec: config.launch.replay_on_exec,
             prediction_enabled: config.predict.enabled,
+            prefetch_last_day: io.plan_step.as_mut().and_then(|s| s.last_day(loop_io::unix_ms())),
+            prefetch_rule: io
+                .plan_step
+                .as_ref()
+                .and_then(|s| s.read_cost_rule())
+                .map(|r| PrefetchRule { read_cost: r.read_cost, reasons: r.reasons }),
             events,
             ahead: io.ahead.as_ref().map(super::ahead::AheadWorker::status),
         })
@@ -807,6 +935,9 @@ impl Daemon {
         let _ = self.io.notifier.stopping();
         tracing::info!("stopping: saving launches in progress");
         self.io.replay_cancel.cancel();
+        for (_, stop) in &self.io.replays {
+            stop.cancel.cancel();
+        }
         self.io.replay_tx = None;
         // The stream worker detaches its programs while the rest stops; joined at the end.
         let ahead = self.io.ahead.take();
@@ -831,7 +962,7 @@ impl Daemon {
         // saved; then its programs are detached while the state is saved (detaching waits for
         // an RCU grace period, about a second).
         if matches!(self.io.observer, Observer::Bpf(_)) {
-            self.read_page_events();
+            self.read_page_events(usize::MAX, usize::MAX);
         }
         let detaching = match &mut self.io.observer {
             Observer::Bpf(feed) => {
@@ -869,15 +1000,20 @@ impl LoopIo {
         Now { mono_ns: loop_io::monotonic_ns(), unix_ms, local_ms: unix_ms.saturating_add_signed(self.utc_offset_ms) }
     }
 
-    fn read_opens(&mut self) {
-        let Some(opens) = self.opens.as_mut() else { return };
+    /// Reads fanotify opens, at most [`OPEN_READS_PER_WAKE`] buffers; true when more may wait.
+    fn read_opens(&mut self) -> bool {
+        let Some(opens) = self.opens.as_mut() else { return false };
         let resolver = &mut self.resolver;
         let counts = &mut self.counts;
-        if let Err(e) = opens.read_available(|f| {
+        match opens.read_some(OPEN_READS_PER_WAKE, |f| {
             counts.open_events += 1;
             resolver.learn_open(&f)
         }) {
-            tracing::warn!("fanotify: {e}");
+            Ok(more) => more,
+            Err(e) => {
+                tracing::warn!("fanotify: {e}");
+                false
+            }
         }
     }
 
@@ -947,40 +1083,55 @@ impl LoopIo {
             Err(e) => tracing::warn!("reading the remembered launches: {e}; prediction starts from nothing"),
         }
         tracing::info!("prediction on: predictor {}", config.predict.predictor);
-        let watched = step.pressure_trigger().map(|fd| self.poll.add(fd, TOKEN_PRESSURE, Readiness::Priority));
-        match watched {
-            Some(Ok(())) => {
-                tracing::info!("memory pressure trigger armed");
-                self.pressure_watched = true;
-            }
-            Some(Err(e)) => {
-                tracing::warn!("cannot watch the memory pressure trigger ({e}); checking pressure while fetching instead");
-                step.pressure_trigger_unusable();
-            }
-            None => {}
-        }
+        step.pressure_watched(self.pressure.is_some());
         self.plan_step = Some(step);
         Outcome::Done
     }
 
-    /// Drops the prediction step (its fetch stops), its pressure trigger first out of the epoll set.
+    /// Drops the prediction step (its fetch stops).
     fn drop_plan_step(&mut self) {
         let Some(step) = self.plan_step.take() else { return };
         self.counts.planning_rounds += step.rounds_planned();
-        if self.pressure_watched
-            && let Some(fd) = step.pressure_trigger()
-            && let Err(e) = self.poll.delete(fd)
+        drop(step);
+    }
+
+    /// Watches the memory-pressure trigger `config` specifies (registered anew when one is
+    /// watched already), or stops watching it; the prediction step is told.
+    fn watch_pressure(&mut self, config: &Config, watched: bool) -> Outcome {
+        if let Some(old) = self.pressure.take()
+            && let Err(e) = self.poll.delete(old.as_fd())
         {
             tracing::debug!("memory pressure trigger: {e}");
         }
-        self.pressure_watched = false;
-        drop(step);
+        let mut outcome = Outcome::Done;
+        if watched {
+            let p = &config.predict;
+            let opened = PressureTrigger::open(Path::new("/proc/pressure/memory"), p.pressure_trigger_us, p.pressure_window_us)
+                .map_err(Error::from)
+                .and_then(|t| Ok(self.poll.add(t.as_fd(), TOKEN_PRESSURE, Readiness::Priority).map(|()| t)?));
+            match opened {
+                Ok(t) => {
+                    tracing::info!("memory pressure trigger armed: {} us of stall within {} us", t.spec.0, t.spec.1);
+                    self.pressure = Some(t);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot watch a memory pressure trigger ({e}); prediction checks pressure while fetching instead, exec-time replay does not stop for it"
+                    );
+                    outcome = Outcome::Failed;
+                }
+            }
+        }
+        if let Some(step) = self.plan_step.as_mut() {
+            step.pressure_watched(self.pressure.is_some());
+        }
+        outcome
     }
 }
 
 impl DaemonWorld for LoopIo {
-    fn learned_launches(&mut self, app: &str) -> Result<Option<(u64, u64)>, WorldError> {
-        Ok(self.state.learned_launches(app)?)
+    fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError> {
+        Ok(self.state.learning_history(app)?)
     }
 
     fn filter_busy(&self) -> bool {
@@ -1007,6 +1158,13 @@ impl DaemonWorld for LoopIo {
             Observer::Tracefs(watch) => watch.take_in_force_since(root),
             // Followed in the kernel from its exec.
             Observer::Bpf(_) => None,
+        }
+    }
+
+    fn disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
+        match &mut self.observer {
+            Observer::Bpf(Some(feed)) => feed.take_disk_reads(pids),
+            _ => None,
         }
     }
 
@@ -1038,16 +1196,43 @@ impl DaemonWorld for LoopIo {
                 Observer::Bpf(Some(feed)) => feed.stop_following(&pids),
                 Observer::Bpf(None) => {}
             },
-            Action::StartReplay { launch, profile, priority } => {
-                let job = ReplayJob { launch, profile, priority: io_priority(priority) };
-                if let Some(tx) = &self.replay_tx
-                    && tx.send(job).is_ok()
-                {
-                    self.counts.replays += 1;
-                    return Outcome::Done;
+            Action::Watch { pids, window_ns } => match &mut self.observer {
+                Observer::Tracefs(watch) => watch.unfollow(&pids),
+                Observer::Bpf(Some(feed)) => feed.watch(&pids, std::time::Duration::from_nanos(window_ns)),
+                Observer::Bpf(None) => {}
+            },
+            Action::Refollow { app } => {
+                if let Err(e) = self.state.unsettle(&app) {
+                    tracing::warn!("marking {app} to be followed again: {e}");
+                    return Outcome::Failed;
                 }
-                return Outcome::Failed;
+                self.counts.refollowed += 1;
             }
+            Action::StartReplay { launch, app, profile, priority } => {
+                let stop = ReplayStop::default();
+                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), stop: stop.clone() };
+                let Some(tx) = &self.replay_tx else { return Outcome::Failed };
+                return match tx.try_send(job) {
+                    Ok(()) => {
+                        self.counts.replays += 1;
+                        self.replays.push((launch, stop));
+                        Outcome::Done
+                    }
+                    Err(mpsc::TrySendError::Full(_)) => {
+                        self.counts.replay_queue_full += 1;
+                        tracing::debug!("launch {launch} not replayed: {REPLAY_QUEUE_MAX} replays queued already");
+                        Outcome::Failed
+                    }
+                    Err(mpsc::TrySendError::Disconnected(_)) => Outcome::Failed,
+                };
+            }
+            Action::StopReplays => {
+                for (_, stop) in &self.replays {
+                    stop.pressure.cancel();
+                    stop.cancel.cancel();
+                }
+            }
+            Action::WatchPressure(watched) => return self.watch_pressure(config, watched),
             Action::SaveLaunch(l) => {
                 let r = &l.record;
                 if let Err(e) = self.state.learn_launch(&r.app, &l.exe, &l.profile, r, &config.state_limits()) {

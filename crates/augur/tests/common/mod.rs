@@ -176,6 +176,14 @@ impl TestDaemon {
         self.child.as_ref().unwrap().id()
     }
 
+    /// What `augur status` asks.
+    pub fn status(&self) -> control::StatusReport {
+        match control::request(&self.socket(), &Request::Status).unwrap() {
+            Response::Status(s) => *s,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
     /// Launch records of `app`, oldest first, once there are at least `n`.
     pub fn wait_launches(&self, app: &str, n: usize) -> Vec<LaunchRecord> {
         match self.launches_within(app, n, Duration::from_secs(60)) {

@@ -45,10 +45,17 @@ pub struct SuiteArgs {
     /// Skip the cost measurements.
     #[arg(long, requires = "suite")]
     pub skip_cost: bool,
+    /// Skip the launch-time tables: only training, the usage day and the costs.
+    #[arg(long, requires = "suite")]
+    pub skip_tables: bool,
     /// Only apply each profile, show that it bites (MemAvailable, a cold read's throughput) and
     /// clean up.
     #[arg(long, requires = "suite")]
     pub check_profiles: bool,
+    /// Print the planned duration of this run (from the suite file and the suite's own
+    /// constants) and exit, without running anything; needs no privilege.
+    #[arg(long, requires = "suite")]
+    pub estimate: bool,
     /// Where suite.json, suite.md, suite.svg and the logs are written.
     #[arg(long, value_name = "DIR", default_value = "bench-results", requires = "suite")]
     pub output_dir: PathBuf,
@@ -82,12 +89,22 @@ pub fn run(args: SuiteArgs, runs: Option<u32>) -> Result<ExitCode> {
         only: args.only,
         skip_day: args.skip_day,
         skip_cost: args.skip_cost,
+        skip_tables: args.skip_tables,
         check_profiles_only: args.check_profiles,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         augur_exe,
         preload_ng_exe: augur_bench::prefetchers::preload_ng_exe(),
     };
     let progress = |line: &str| eprintln!("augur-bench: {line}");
+    if args.estimate {
+        let (suite, notes) = suite::prepared_suite(&opts)?;
+        for n in &notes {
+            progress(n);
+        }
+        let phases = augur_bench::suite_estimate::estimate(&suite, &opts.profiles, &opts);
+        println!("{}", augur_bench::suite_estimate::describe(&phases));
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = suite::run(&opts, &progress)?;
     print!("{}", augur_bench::suite_markdown::render(&report));
     eprintln!("augur-bench: wrote {0}/suite.json, {0}/suite.md, {0}/suite.svg", opts.output_dir.display());

@@ -284,6 +284,44 @@ pub fn split_cmdline(raw: &[u8]) -> Vec<String> {
     trimmed.split(|&b| b == 0).map(|w| String::from_utf8_lossy(w).into_owned()).collect()
 }
 
+/// Words of a command line kept at most (per launch, per exec of a launch, and in the model).
+pub const ARGV_MAX_ARGS: usize = 64;
+/// Bytes of one word kept at most (`PATH_MAX`: a script or jar path always fits; a longer word,
+/// such as a long class path, is cut and the words after it are still kept).
+pub const ARGV_MAX_ARG_BYTES: usize = 4096;
+/// Bytes of a command line kept at most, all words together.
+pub const ARGV_MAX_BYTES: usize = 8192;
+/// Bytes of `/proc/PID/cmdline` worth reading: enough for [`ARGV_MAX_ARGS`] words after a few
+/// long ones, so that a command line of megabytes costs no more than this to read.
+pub const CMDLINE_READ_MAX: usize = 64 << 10;
+
+/// Cuts `argv` to what identity needs (see [`ARGV_MAX_ARGS`], [`ARGV_MAX_ARG_BYTES`],
+/// [`ARGV_MAX_BYTES`]): the first words, each cut at a character boundary. True when anything
+/// was cut.
+pub fn bound_argv(argv: &mut Vec<String>) -> bool {
+    let mut cut = argv.len() > ARGV_MAX_ARGS;
+    argv.truncate(ARGV_MAX_ARGS);
+    let mut total = 0usize;
+    for (i, word) in argv.iter_mut().enumerate() {
+        let room = ARGV_MAX_ARG_BYTES.min(ARGV_MAX_BYTES - total);
+        if word.len() > room {
+            let mut end = room;
+            while !word.is_char_boundary(end) {
+                end -= 1;
+            }
+            word.truncate(end);
+            cut = true;
+        }
+        total += word.len();
+        if total >= ARGV_MAX_BYTES {
+            cut |= i + 1 < argv.len();
+            argv.truncate(i + 1);
+            break;
+        }
+    }
+    cut
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,5 +424,25 @@ mod tests {
         assert_eq!(split_cmdline(b"python3\0a.py\0"), argv(&["python3", "a.py"]));
         assert_eq!(split_cmdline(b"x\0\0y\0"), argv(&["x", "", "y"]));
         assert!(split_cmdline(b"").is_empty());
+    }
+
+    #[test]
+    fn a_huge_command_line_is_cut_to_its_first_words_each_bounded() {
+        let mut small = argv(&["python3", "a.py", "x"]);
+        assert!(!bound_argv(&mut small));
+        assert_eq!(small, argv(&["python3", "a.py", "x"]));
+        // 100 KB of arguments: many short words, or one long word before the one that matters.
+        let mut many: Vec<String> = (0..10_000).map(|i| format!("arg{i:06}")).collect();
+        assert!(bound_argv(&mut many));
+        assert_eq!(many.len(), ARGV_MAX_ARGS);
+        assert_eq!(many[0], "arg000000");
+        let mut long = vec!["java".to_string(), "-cp".to_string(), "é".repeat(50_000), "org.Main".to_string()];
+        assert!(bound_argv(&mut long));
+        assert!(long[2].len() <= ARGV_MAX_ARG_BYTES && long[2].len() >= ARGV_MAX_ARG_BYTES - 1);
+        assert_eq!(long[3], "org.Main", "the words after a long one are kept");
+        assert_eq!(identify("/usr/bin/java", &long, None).key, "/usr/bin/java org.Main");
+        let mut wide: Vec<String> = (0..10).map(|_| "x".repeat(3000)).collect();
+        assert!(bound_argv(&mut wide));
+        assert!(wide.iter().map(String::len).sum::<usize>() <= ARGV_MAX_BYTES);
     }
 }

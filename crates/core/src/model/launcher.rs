@@ -200,6 +200,11 @@ impl LaunchIdentity {
         matches!(self.nodes[self.app].program.role, Some(KnownRole::PassThrough | KnownRole::Launcher))
     }
 
+    /// Execs recorded so far (each keeps its program's command line).
+    pub fn exec_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// How the application was chosen.
     pub fn chosen_by(&self) -> Choice {
         self.chosen_by

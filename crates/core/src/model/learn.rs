@@ -34,11 +34,68 @@ pub struct LearnSettings {
     pub max_ranges_per_app: usize,
     /// Most applications kept; the least recently launched go first.
     pub max_apps: usize,
+    /// A launch is *stable* when at most this share of its pages were new to the model, in
+    /// [0, 1] ([`LaunchNovelty::is_stable`]).
+    pub stable_new_share: f64,
 }
 
 impl Default for LearnSettings {
     fn default() -> Self {
-        LearnSettings { decay: 0.75, drop_after_launches: 4, replay_threshold: 0.2, max_ranges_per_app: 8192, max_apps: 1000 }
+        LearnSettings {
+            decay: 0.75,
+            drop_after_launches: 4,
+            replay_threshold: 0.2,
+            max_ranges_per_app: 8192,
+            max_apps: 1000,
+            stable_new_share: 0.05,
+        }
+    }
+}
+
+/// How much of one launch was new to its application's model when it was merged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchNovelty {
+    /// Pages the launch used.
+    pub pages: u64,
+    /// Of those, pages the model did not know (a new file, a changed file, a new range).
+    pub new_pages: u64,
+}
+
+impl LaunchNovelty {
+    /// True when at most `new_share` of the launch's pages were new: the model already held what
+    /// it used, so following more launches like it would teach little.
+    pub fn is_stable(&self, new_share: f64) -> bool {
+        let share = if new_share.is_nan() { 0.0 } else { new_share.clamp(0.0, 1.0) };
+        self.new_pages as f64 <= share * self.pages as f64
+    }
+}
+
+/// What the follow policy knows of an application's learning: how many launches were learned,
+/// when the latest was, and whether the latest learned launches kept adding pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LearningHistory {
+    /// Launches learned.
+    pub learned: u64,
+    /// When the latest learned launch started (Unix ms).
+    pub last_learned_ms: u64,
+    /// Learned launches in a row, the latest included, that were stable (0 when the latest was
+    /// not).
+    pub stable_streak: u32,
+    /// Learned launches in a row, the latest included, that were not stable (0 when the latest
+    /// was).
+    pub unstable_streak: u32,
+}
+
+impl LearningHistory {
+    /// The history after one more learned launch, started at `started_ms`, with `novelty`.
+    pub fn after(self, started_ms: u64, novelty: LaunchNovelty, s: &LearnSettings) -> LearningHistory {
+        let stable = novelty.is_stable(s.stable_new_share);
+        LearningHistory {
+            learned: self.learned.saturating_add(1),
+            last_learned_ms: started_ms,
+            stable_streak: if stable { self.stable_streak.saturating_add(1) } else { 0 },
+            unstable_streak: if stable { 0 } else { self.unstable_streak.saturating_add(1) },
+        }
     }
 }
 
@@ -118,8 +175,9 @@ impl AppModel {
         if self.weight <= 0.0 { 0.0 } else { (seg.score / self.weight).min(1.0) }
     }
 
-    /// Merges one launch into the model.
-    pub fn record_launch(&mut self, launch: &LaunchProfile, s: &LearnSettings) {
+    /// Merges one launch into the model; says how much of it the model did not know.
+    pub fn record_launch(&mut self, launch: &LaunchProfile, s: &LearnSettings) -> LaunchNovelty {
+        let mut novelty = LaunchNovelty::default();
         let decay = s.decay.clamp(f64::MIN_POSITIVE, 1.0);
         self.launches += 1;
         let n = self.launches;
@@ -156,7 +214,10 @@ impl AppModel {
                 entry.segments.clear();
             }
             entry.first_use_us = fp.first_use_us();
-            entry.segments = merge_segments(&entry.segments, &fp.ranges, n);
+            let (segments, new_pages) = merge_segments(&entry.segments, &fp.ranges, n);
+            entry.segments = segments;
+            novelty.pages += fp.page_count();
+            novelty.new_pages += new_pages;
         }
         let horizon = u64::from(s.drop_after_launches.max(1));
         for f in self.files.values_mut() {
@@ -165,6 +226,7 @@ impl AppModel {
         self.files.retain(|_, f| !f.segments.is_empty());
         self.enforce_range_cap(s.max_ranges_per_app);
         self.merge_lookups(&launch.lookups);
+        novelty
     }
 
     /// Puts `latest` first (in its order), then the older lookups it does not repeat, capped.
@@ -254,7 +316,8 @@ impl AppModel {
 
 /// Splits `old` segments (already decayed) and the launch's `used` ranges at every boundary and
 /// counts launch `n` on the pieces it used.
-fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
+fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> (Vec<Segment>, u64) {
+    let mut new_pages = 0u64;
     let mut used: Vec<UsedRange> = used.iter().copied().filter(|u| !u.range.is_empty()).collect();
     used.sort_by_key(|u| u.range.start);
     let mut bounds: Vec<u64> = Vec::with_capacity(2 * (old.len() + used.len()));
@@ -284,7 +347,10 @@ fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
         let next = match (seg, u) {
             (Some(s), Some(u)) => Segment { range: piece, score: s.score + 1.0, last_launch: n, first_use_us: u.first_use_us },
             (Some(s), None) => Segment { range: piece, ..*s },
-            (None, Some(u)) => Segment { range: piece, score: 1.0, last_launch: n, first_use_us: u.first_use_us },
+            (None, Some(u)) => {
+                new_pages += piece.len;
+                Segment { range: piece, score: 1.0, last_launch: n, first_use_us: u.first_use_us }
+            }
             (None, None) => continue,
         };
         match out.last_mut() {
@@ -299,7 +365,7 @@ fn merge_segments(old: &[Segment], used: &[UsedRange], n: u64) -> Vec<Segment> {
             _ => out.push(next),
         }
     }
-    out
+    (out, new_pages)
 }
 
 /// Application keys to evict so that at most `cap` remain: the least recently launched first
@@ -473,6 +539,38 @@ mod tests {
     }
 
     #[test]
+    fn a_launch_says_how_many_of_its_pages_were_new_to_the_model() {
+        let s = LearnSettings::default();
+        let mut m = AppModel::new(4096);
+        let first = m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)]), ("/b", ident(2), &[(0, 5)])]), &s);
+        assert_eq!(first, LaunchNovelty { pages: 15, new_pages: 15 });
+        // The same pages again: nothing new.
+        let same = m.record_launch(&launch(&[("/a", ident(1), &[(0, 10)]), ("/b", ident(2), &[(0, 5)])]), &s);
+        assert_eq!(same, LaunchNovelty { pages: 15, new_pages: 0 });
+        assert!(same.is_stable(0.0));
+        // Two pages past /a's known ones, and /b rewritten (all of it new again).
+        let grown = m.record_launch(&launch(&[("/a", ident(1), &[(5, 7)]), ("/b", ident(3), &[(0, 5)])]), &s);
+        assert_eq!(grown, LaunchNovelty { pages: 12, new_pages: 7 });
+        assert!(!grown.is_stable(0.5));
+    }
+
+    #[test]
+    fn the_learning_history_counts_stable_and_unstable_launches_in_a_row() {
+        let s = LearnSettings { stable_new_share: 0.1, ..Default::default() };
+        let new = LaunchNovelty { pages: 100, new_pages: 100 };
+        let settled = LaunchNovelty { pages: 100, new_pages: 10 };
+        let h = LearningHistory::default().after(5, new, &s);
+        assert_eq!(h, LearningHistory { learned: 1, last_learned_ms: 5, stable_streak: 0, unstable_streak: 1 });
+        let h = h.after(6, settled, &s).after(7, settled, &s);
+        assert_eq!(h, LearningHistory { learned: 3, last_learned_ms: 7, stable_streak: 2, unstable_streak: 0 });
+        let h = h.after(8, new, &s);
+        assert_eq!((h.stable_streak, h.unstable_streak), (0, 1));
+        // An empty launch is stable (nothing new), and NaN settings count as "nothing new allowed".
+        assert!(LaunchNovelty::default().is_stable(f64::NAN));
+        assert!(!LaunchNovelty { pages: 1, new_pages: 1 }.is_stable(f64::NAN));
+    }
+
+    #[test]
     fn a_changed_file_is_relearned_never_replayed_stale() {
         let s = LearnSettings::default();
         let mut m = AppModel::new(4096);
@@ -541,6 +639,7 @@ mod tests {
             replay_threshold: thr,
             max_ranges_per_app: cap,
             max_apps: 10,
+            stable_new_share: 0.05,
         })
     }
 

@@ -202,6 +202,46 @@ impl LaunchProfile {
     pub fn byte_count(&self) -> u64 {
         self.page_count() * self.page_size
     }
+
+    /// The profile cut to the `max_pages` pages the launch used first (over all its files, by
+    /// first use; the range crossing the limit is cut short), files and ranges in their order.
+    pub fn first_pages(&self, max_pages: u64) -> LaunchProfile {
+        if self.page_count() <= max_pages {
+            return self.clone();
+        }
+        let mut order: Vec<(u64, usize, usize)> = Vec::new();
+        for (f, file) in self.files.iter().enumerate() {
+            for (r, used) in file.ranges.iter().enumerate() {
+                order.push((used.first_use_us, f, r));
+            }
+        }
+        order.sort_unstable();
+        let mut kept: Vec<Vec<Option<u64>>> = self.files.iter().map(|f| vec![None; f.ranges.len()]).collect();
+        let mut left = max_pages;
+        for (_, f, r) in order {
+            if left == 0 {
+                break;
+            }
+            let len = self.files[f].ranges[r].range.len.min(left);
+            kept[f][r] = Some(len);
+            left -= len;
+        }
+        let files = self
+            .files
+            .iter()
+            .zip(kept)
+            .filter_map(|(file, lens)| {
+                let ranges: Vec<UsedRange> = file
+                    .ranges
+                    .iter()
+                    .zip(lens)
+                    .filter_map(|(u, len)| len.map(|len| UsedRange { range: PageRange::new(u.range.start, len), ..*u }))
+                    .collect();
+                (!ranges.is_empty()).then(|| FileProfile { ranges, ..file.clone() })
+            })
+            .collect();
+        LaunchProfile { files, ..self.clone() }
+    }
 }
 
 /// Kernel-side key of a cached file: the superblock device as the tracepoints report it (already
@@ -286,6 +326,52 @@ impl WorkingSetBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn two_files() -> LaunchProfile {
+        let identity = FileIdentity { dev: 1, ino: 2, size: 1 << 20, mtime_ns: 3 };
+        let used = |start, len, first_use_us| UsedRange { range: PageRange::new(start, len), first_use_us };
+        LaunchProfile {
+            command: vec!["a".into()],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 100,
+            files: vec![
+                FileProfile { path: "/bin/a".into(), identity, ranges: vec![used(0, 10, 1), used(50, 10, 30)] },
+                FileProfile { path: "/lib/b.so".into(), identity, ranges: vec![used(0, 10, 20)] },
+            ],
+            unresolved: Unresolved::default(),
+            lookups: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn first_pages_keeps_what_was_used_first_and_cuts_the_crossing_range() {
+        let p = two_files();
+        assert_eq!(p.first_pages(100), p);
+        let cut = p.first_pages(15);
+        assert_eq!(cut.page_count(), 15);
+        assert_eq!(cut.files[0].ranges, vec![UsedRange { range: PageRange::new(0, 10), first_use_us: 1 }]);
+        assert_eq!(cut.files[1].ranges, vec![UsedRange { range: PageRange::new(0, 5), first_use_us: 20 }]);
+        let cut = p.first_pages(5);
+        assert_eq!(cut.files.len(), 1, "a file with nothing kept is left out");
+        assert_eq!(p.first_pages(0).files, vec![]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn first_pages_never_exceeds_its_limit_and_keeps_a_subset(max in 0u64..40) {
+            let p = two_files();
+            let cut = p.first_pages(max);
+            proptest::prop_assert_eq!(cut.page_count(), max.min(p.page_count()));
+            for f in &cut.files {
+                let whole = p.files.iter().find(|o| o.path == f.path).unwrap().page_set();
+                for r in &f.ranges {
+                    proptest::prop_assert_eq!(whole.overlap_count(r.range), r.range.len);
+                }
+            }
+        }
+    }
 
     #[test]
     fn lookups_keep_first_use_order_once_each_and_listing_wins() {

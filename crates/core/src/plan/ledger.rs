@@ -14,7 +14,7 @@ const HOUR_MS: u64 = 3_600_000;
 const BUCKETS: usize = 24;
 
 /// The counts of one period.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LedgerTotals {
     /// Launches seen.
     pub launches: u64,

@@ -277,20 +277,27 @@ impl OpenWatcher {
     }
 
     /// Reads every queued event without blocking, calling `sink` for each regular file opened.
-    pub fn read_available(&mut self, mut sink: impl FnMut(OpenedFile)) -> Result<()> {
-        loop {
+    pub fn read_available(&mut self, sink: impl FnMut(OpenedFile)) -> Result<()> {
+        self.read_some(usize::MAX, sink).map(|_| ())
+    }
+
+    /// Reads queued events without blocking, at most `max_reads` buffers of them (so an event
+    /// loop stays responsive), calling `sink` for each regular file opened. True when it stopped
+    /// at `max_reads` (more may be queued).
+    pub fn read_some(&mut self, max_reads: usize, mut sink: impl FnMut(OpenedFile)) -> Result<bool> {
+        for _ in 0..max_reads {
             // SAFETY: the buffer is valid for writes of its length and the fd is ours.
             let n = unsafe { libc::read(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len()) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 match e.kind() {
-                    io::ErrorKind::WouldBlock => return Ok(()),
+                    io::ErrorKind::WouldBlock => return Ok(false),
                     io::ErrorKind::Interrupted => continue,
                     _ => return Err(OsError::io("reading fanotify events", e)),
                 }
             }
             if n == 0 {
-                return Ok(());
+                return Ok(false);
             }
             let n = n as usize;
             let meta_len = std::mem::size_of::<libc::fanotify_event_metadata>();
@@ -320,6 +327,7 @@ impl OpenWatcher {
                 }
             }
         }
+        Ok(true)
     }
 }
 

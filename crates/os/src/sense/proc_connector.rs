@@ -188,14 +188,21 @@ impl ProcConnector {
     }
 
     /// Reads every datagram available without blocking and hands each event to `sink`.
-    pub fn read_available(&mut self, mut sink: impl FnMut(ProcEvent)) -> Result<()> {
-        loop {
+    pub fn read_available(&mut self, sink: impl FnMut(ProcEvent)) -> Result<()> {
+        self.read_some(usize::MAX, sink).map(|_| ())
+    }
+
+    /// Reads at most `max_datagrams` queued datagrams (one event each, as the kernel sends them)
+    /// without blocking, so an event loop stays responsive; true when it stopped there (more
+    /// may be queued).
+    pub fn read_some(&mut self, max_datagrams: usize, mut sink: impl FnMut(ProcEvent)) -> Result<bool> {
+        for _ in 0..max_datagrams {
             // SAFETY: recv(2) into our own buffer of the given length.
             let n = unsafe { libc::recv(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len(), 0) };
             if n < 0 {
                 let e = std::io::Error::last_os_error();
                 match e.raw_os_error() {
-                    Some(libc::EAGAIN) => return Ok(()),
+                    Some(libc::EAGAIN) => return Ok(false),
                     Some(libc::EINTR) => continue,
                     Some(libc::ENOBUFS) => {
                         self.overruns += 1;
@@ -210,6 +217,7 @@ impl ProcConnector {
             }
             d.events.into_iter().for_each(&mut sink);
         }
+        Ok(true)
     }
 }
 

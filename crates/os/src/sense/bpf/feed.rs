@@ -23,6 +23,10 @@ use super::record::{LaunchId, ObservedEvent};
 /// written before the stop were read by then.
 const STOPPED_MEMORY: Duration = Duration::from_secs(10);
 
+/// Watched launches kept at most (each holds an entry of the kernel's launch map until read):
+/// beyond that the oldest is forgotten unread.
+const MAX_WATCHED: usize = 256;
+
 /// One confirmed record, with the path lookup it stands for (a lookup record made absolute, the
 /// file name of an exec); `None` when it stands for none or the path could not be made absolute.
 #[derive(Debug)]
@@ -45,6 +49,11 @@ pub struct LaunchFeed {
     pub lookups_skipped: u64,
     /// Launches stopped because the daemon does not follow their processes.
     pub launches_stopped: u64,
+    /// Launches watched (their disk reads counted by the kernel), by the process they were
+    /// watched for, oldest first.
+    watched: Vec<(u32, LaunchId)>,
+    /// Watched launches forgotten unread because more were watched.
+    pub watched_dropped: u64,
 }
 
 impl std::fmt::Debug for LaunchFeed {
@@ -68,6 +77,8 @@ impl LaunchFeed {
             stopped: HashMap::new(),
             lookups_skipped: 0,
             launches_stopped: 0,
+            watched: Vec::new(),
+            watched_dropped: 0,
         })
     }
 
@@ -155,6 +166,64 @@ impl LaunchFeed {
             self.paths.remove(&launch);
             self.stopped.insert(launch, Instant::now());
         }
+    }
+
+    /// Stops observing the launches of processes `pids` like [`stop_following`](Self::stop_following),
+    /// but has the kernel count the pages they read from disk for `window` from now: read (once)
+    /// by [`take_disk_reads`](Self::take_disk_reads).
+    pub fn watch(&mut self, pids: &[u32], window: Duration) {
+        let until_ns = crate::sense::monotonic_ns().saturating_add(window.as_nanos().min(u128::from(u64::MAX)) as u64);
+        for &pid in pids {
+            let launch = match self.launch_of_process(pid) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::debug!("the launch of pid {pid}: {e}");
+                    continue;
+                }
+            };
+            match self.observer.watch(launch, until_ns) {
+                Ok(true) => {
+                    self.launches_stopped += 1;
+                    if self.watched.len() >= MAX_WATCHED {
+                        let (_, oldest) = self.watched.remove(0);
+                        if let Err(e) = self.observer.take_watched(oldest) {
+                            tracing::debug!("forgetting watched launch {oldest}: {e}");
+                        }
+                        self.watched_dropped += 1;
+                    }
+                    self.watched.push((pid, launch));
+                }
+                Ok(false) => {}
+                Err(e) => tracing::debug!("watching launch {launch}: {e}"),
+            }
+            self.launches.forget(launch);
+            self.paths.remove(&launch);
+            self.stopped.insert(launch, Instant::now());
+        }
+    }
+
+    /// The pages the launches watched for `pids` read from disk, summed, and forgets them;
+    /// `None` when none of them was watched (or the kernel forgot them).
+    pub fn take_disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
+        let mut total = None;
+        let mut taken = Vec::new();
+        self.watched.retain(|&(pid, launch)| {
+            if pids.contains(&pid) && !taken.contains(&launch) {
+                taken.push(launch);
+                false
+            } else {
+                true
+            }
+        });
+        for launch in taken {
+            match self.observer.take_watched(launch) {
+                Ok(Some(n)) => *total.get_or_insert(0) += n,
+                Ok(None) => {}
+                Err(e) => tracing::debug!("reading watched launch {launch}: {e}"),
+            }
+        }
+        total
     }
 
     /// The launch process `pid` follows: its main thread's, else (the main thread exited) one of

@@ -149,19 +149,37 @@ static __always_inline void fill_hdr(struct rec_hdr *h, u32 kind, u32 size, u64 
 	h->launch = launch;
 }
 
-/* The launch the current task follows, or 0. A task whose launch was stopped by user space is
- * dropped from the followed set here, lazily. */
+/* The launch the current task follows, or 0 (also for a watched launch: nothing is recorded for
+ * it). A task whose launch was stopped by user space is dropped from the followed set here,
+ * lazily. */
 static __always_inline u64 current_launch(u32 tid)
 {
 	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
 	if (!t)
 		return 0;
 	u64 launch = t->launch;
-	if (!bpf_map_lookup_elem(&launches, &launch)) {
+	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
+	if (!lv) {
 		bpf_map_delete_elem(&tasks, &tid);
 		return 0;
 	}
+	if (lv->flags & LAUNCH_WATCHED)
+		return 0;
 	return launch;
+}
+
+/* The watched launch task `tid` belongs to (its id in *launch), or NULL. */
+static __always_inline struct launch_val *watched_launch(u32 tid, u64 *launch)
+{
+	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t)
+		return NULL;
+	u64 id = t->launch;
+	struct launch_val *lv = bpf_map_lookup_elem(&launches, &id);
+	if (!lv || !(lv->flags & LAUNCH_WATCHED))
+		return NULL;
+	*launch = id;
+	return lv;
 }
 
 /* ---------------- process life cycle (BTF tracepoints) ---------------- */
@@ -318,8 +336,16 @@ int handle_fork(u64 *ctx)
 	struct task_struct *child = (struct task_struct *)ctx[1];
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	u64 launch = current_launch(tid);
-	if (!launch)
+	if (!launch) {
+		/* A watched launch's child joins it silently, so its disk reads are counted too. */
+		struct task_val wtv = {};
+		if (watched_launch(tid, &wtv.launch)) {
+			u32 wchild = BPF_CORE_READ(child, pid);
+			if (bpf_map_update_elem(&tasks, &wchild, &wtv, BPF_ANY))
+				count_lost(LOST_TASKS_FULL);
+		}
 		return 0;
+	}
 	u32 child_tid = BPF_CORE_READ(child, pid);
 	u32 child_tgid = BPF_CORE_READ(child, tgid);
 	struct task_val tv = { .launch = launch };
@@ -359,6 +385,8 @@ int handle_exit(u64 *ctx)
 	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
 	if (!lv)
 		return 0; /* stopped by user space: nothing more to say */
+	if (lv->flags & LAUNCH_WATCHED)
+		return 0; /* user space reads its count and deletes it */
 	bool last = __sync_fetch_and_add(&lv->live, -1) <= 1;
 	if (group_dead) {
 		struct rec_exit *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -436,13 +464,18 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
 int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
-	if (!launch)
-		return 0;
+	u32 tid = (u32)bpf_get_current_pid_tgid();
 	u64 index = ctx->index;
 	u32 order = ctx->order;
 	if (order > 20)
 		order = 20;
+	u64 launch = current_launch(tid);
+	if (!launch) {
+		struct launch_val *lv = watched_launch(tid, &launch);
+		if (lv && bpf_ktime_get_ns() < lv->watch_until_ns)
+			__sync_fetch_and_add(&lv->inserted, 1ULL << order);
+		return 0;
+	}
 	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index + (1ULL << order) - 1, SRC_INSERTION);
 	return 0;
 }

@@ -31,6 +31,11 @@ const REQUIRED: [&str; 4] = ["handle_exec", "handle_fork", "handle_exit", "handl
 /// The 6.11+ access tracepoints: without them only insertions are seen (insertion mode).
 const ACCESS: [&str; 3] = ["handle_get_pages", "handle_map_pages", "handle_fault"];
 
+/// Size of `struct launch_val` (records.h), the `launches` map's value.
+const LAUNCH_VAL_SIZE: usize = 48;
+/// `LAUNCH_WATCHED` (records.h).
+const LAUNCH_WATCHED: u32 = 2;
+
 /// Which launches the kernel follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FollowPolicy {
@@ -345,6 +350,48 @@ impl BpfObserver {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(map_err("launches")(e)),
         }
+    }
+
+    /// Stops following `launch` but has the kernel count the pages its tasks (and the children
+    /// they fork) insert into the page cache — read from disk — until `until_ns`
+    /// (CLOCK_MONOTONIC): no record is sent for it any more. Returns false when the kernel no
+    /// longer knew the launch. The count is read, and the launch forgotten, by
+    /// [`take_watched`](Self::take_watched).
+    pub fn watch(&self, launch: LaunchId, until_ns: u64) -> Result<bool, BpfError> {
+        let map = find_map(&self.obj, "launches")?;
+        let key = launch.to_ne_bytes();
+        let Some(mut value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(false) };
+        if value.len() != LAUNCH_VAL_SIZE {
+            let message = format!("a value of {} bytes, not {LAUNCH_VAL_SIZE}", value.len());
+            return Err(BpfError::Map { map: "launches", message });
+        }
+        let flags = u32::from_ne_bytes([value[24], value[25], value[26], value[27]]) | LAUNCH_WATCHED;
+        value[24..28].copy_from_slice(&flags.to_ne_bytes());
+        value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
+        value[40..48].copy_from_slice(&0u64.to_ne_bytes());
+        match map.update(&key, &value, MapFlags::EXIST) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(map_err("launches")(e)),
+        }
+    }
+
+    /// The pages a watched `launch` read from disk, and forgets it; `None` when the kernel no
+    /// longer knew it.
+    pub fn take_watched(&self, launch: LaunchId) -> Result<Option<u64>, BpfError> {
+        let map = find_map(&self.obj, "launches")?;
+        let key = launch.to_ne_bytes();
+        let Some(value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(None) };
+        let inserted = value.get(40..48).map(|b| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            u64::from_ne_bytes(a)
+        });
+        match map.delete(&key) {
+            Err(e) if e.kind() != ErrorKind::NotFound => return Err(map_err("launches")(e)),
+            _ => {}
+        }
+        Ok(inserted)
     }
 
     /// The launch task `tid` follows now, as the kernel's task map says (`None` when the task is

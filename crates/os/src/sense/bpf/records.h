@@ -187,12 +187,20 @@ struct launch_val {
 	u32 exe_dev;
 	u32 root_tgid;
 	s64 live; /* followed tasks of the launch still alive */
-	u32 flags; /* LAUNCH_PROVISIONAL until its exec succeeds */
+	u32 flags; /* LAUNCH_PROVISIONAL until its exec succeeds; LAUNCH_WATCHED */
 	u32 pad;
+	u64 watch_until_ns; /* LAUNCH_WATCHED: insertions are counted until then (bpf_ktime_get_ns) */
+	u64 inserted;       /* LAUNCH_WATCHED: pages its tasks inserted into the page cache */
 };
 /* Allocated at sys_enter_execve so the exec's own reads (ELF headers, interpreter, bss page)
  * are seen; confirmed at sched_process_exec, dropped (LAUNCH_END without EXEC) otherwise. */
 #define LAUNCH_PROVISIONAL 1
+/* Set by user space on a launch it does not follow but wants to know the disk reads of: its
+ * tasks send no record, their forks join it silently, their exits end nothing, and the pages they
+ * insert into the page cache (read from disk) until watch_until_ns are counted in `inserted`.
+ * User space reads the count and deletes the launch; an exec leaves it for a launch of its own. */
+#define LAUNCH_WATCHED 2
+_Static_assert(sizeof(struct launch_val) == 48, "launch_val (observer.rs LAUNCH_VAL_SIZE)");
 
 struct exe_key {
 	u64 ino;
