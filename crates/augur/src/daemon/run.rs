@@ -925,7 +925,7 @@ impl Daemon {
     fn reload(&mut self) -> Result<()> {
         let _ = self.io.notifier.reloading();
         let loaded = self.io.options.load_config();
-        self.feed(Event::Reload(loaded.map_err(Into::into)))?;
+        self.feed(Event::Reload(Box::new(loaded.map_err(Into::into))))?;
         augur_os::untrusted_path::set_network_filesystems(self.engine.config().learn.network_filesystems);
         let _ = self.io.notifier.ready("configuration reloaded");
         Ok(())

@@ -34,6 +34,15 @@ pub struct AasfpArgs {
     /// Only these cases (forward1, backward1, forward2, backward2, strided); default all.
     #[arg(long = "case")]
     pub cases: Vec<Case>,
+    /// A configuration file for the daemon in place of packaging/config.toml (its state and
+    /// socket paths replaced): a variant of the installed daemon, to split a cost between its parts.
+    #[arg(long)]
+    pub augur_config: Option<PathBuf>,
+    /// Unmeasured runs of every case before the measured ones, under each condition: the kernel
+    /// alone warms up as augur's daemon learns the reader, as it would have on a user's machine
+    /// (its first launches of a program are followed by design).
+    #[arg(long, default_value_t = 1)]
+    pub training_runs: usize,
 }
 
 /// Arguments of `augur-bench aasfp-reader`.
@@ -73,6 +82,41 @@ fn wait_ahead_started(socket: &std::path::Path, limit: Duration) -> String {
     note
 }
 
+/// Starts the daemon with `installed` as its configuration and waits until it and its stream
+/// worker are ready.
+fn start_daemon(files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
+    let mut daemon = RunningDaemon::start_with(Prefetcher::Augur, files, installed)?;
+    daemon.wait_ready(Duration::from_secs(30))?;
+    let note = wait_ahead_started(&files.augur_socket(), Duration::from_secs(10));
+    if note != "on" {
+        eprintln!("note: the daemon does not load ahead of readers: {note}");
+    }
+    Ok(daemon)
+}
+
+/// Prints what the daemon did (launches, replays, streams followed) to stderr.
+fn report_ahead(files: &DaemonFiles) {
+    let Ok(Response::Status(r)) = control::request(&files.augur_socket(), &Request::Status) else {
+        return;
+    };
+    let e = &r.events;
+    eprintln!(
+        "daemon: {} page events, {} launches learned, {} replays, {} launches stopped, {} followed again",
+        e.page_events, e.launches_learned, e.replays, e.launches_stopped, e.refollowed
+    );
+    if let Some(a) = r.ahead {
+        eprintln!(
+            "daemon: {} streams followed, {} MiB ahead, {} windows grown, {} pressure stops, {} records ({} lost)",
+            a.streams_followed,
+            a.bytes_ahead >> 20,
+            a.windows_grown,
+            a.pressure_stops,
+            a.records,
+            a.records_lost
+        );
+    }
+}
+
 /// Runs the benchmark; prints the Markdown table.
 pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     augur_os::privilege::require_root("augur-bench aasfp")?;
@@ -90,7 +134,26 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
         preload_ng_exe: prefetchers::preload_ng_exe(),
         cycle_secs: 20,
     };
+    let installed = match &args.augur_config {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| BenchError::io(format!("reading {}", p.display()), e))?,
+        None => prefetchers::SHIPPED_AUGUR_CONFIG.to_string(),
+    };
+    // A fresh state: what the daemon knows of the reader comes from this invocation's training.
+    let _ = std::fs::remove_file(files.augur_state());
     let cgroup = ReaderCgroup::create(memory_bytes)?;
+    for run in 1..=args.training_runs {
+        for case in &cases {
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            eprintln!("training {run}/{}: {case}, kernel alone: {s:.2} s (not counted)", args.training_runs);
+        }
+        let daemon = start_daemon(&files, &installed)?;
+        for case in &cases {
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            eprintln!("training {run}/{}: {case}, augur: {s:.2} s (not counted)", args.training_runs);
+        }
+        report_ahead(&files);
+        daemon.stop()?;
+    }
     let mut times: Vec<(Case, CaseTimes)> = cases.iter().map(|c| (*c, CaseTimes::default())).collect();
     for run in 1..=args.runs {
         for (case, t) in times.iter_mut() {
@@ -98,30 +161,13 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
             eprintln!("run {run}/{}: {case}, kernel alone: {s:.2} s", args.runs);
             t.kernel.push(s);
         }
-        let mut daemon = RunningDaemon::start(Prefetcher::Augur, &files)?;
-        daemon.wait_ready(Duration::from_secs(30))?;
-        let note = wait_ahead_started(&files.augur_socket(), Duration::from_secs(10));
-        if note != "on" {
-            eprintln!("warning: the daemon does not load ahead of readers: {note}");
-        }
+        let daemon = start_daemon(&files, &installed)?;
         for (case, t) in times.iter_mut() {
             let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
             eprintln!("run {run}/{}: {case}, augur: {s:.2} s", args.runs);
             t.augur.push(s);
         }
-        if let Ok(Response::Status(r)) = control::request(&files.augur_socket(), &Request::Status)
-            && let Some(a) = r.ahead
-        {
-            eprintln!(
-                "daemon: {} streams followed, {} MiB ahead, {} windows grown, {} pressure stops, {} records ({} lost)",
-                a.streams_followed,
-                a.bytes_ahead >> 20,
-                a.windows_grown,
-                a.pressure_stops,
-                a.records,
-                a.records_lost
-            );
-        }
+        report_ahead(&files);
         daemon.stop()?;
     }
     drop(cgroup);
