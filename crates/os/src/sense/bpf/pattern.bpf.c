@@ -41,7 +41,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 64 << 10);
+	__uint(max_entries, 256 << 10);
 } pattern_events SEC(".maps");
 
 static __always_inline void emit(struct pattern_config *cfg, struct stream_val *v, u32 tid, u32 tgid, u32 dev,
