@@ -23,6 +23,7 @@ pub mod profile;
 pub mod session;
 pub mod stats;
 
+pub mod aasfp;
 pub mod balloon;
 pub mod cost;
 pub mod error;

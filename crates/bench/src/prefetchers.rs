@@ -176,9 +176,9 @@ impl DaemonFiles {
         fs::write(&path, text).context(|| format!("writing {}", path.display()))?;
         Ok(path)
     }
-    fn augur_installed_config(&self) -> Result<PathBuf> {
+    fn augur_installed_config(&self, shipped: &str) -> Result<PathBuf> {
         let path = self.dir.join("augur-installed.toml");
-        let text = installed_config_text(SHIPPED_AUGUR_CONFIG, &self.augur_state(), &self.augur_socket());
+        let text = installed_config_text(shipped, &self.augur_state(), &self.augur_socket());
         fs::write(&path, text).context(|| format!("writing {}", path.display()))?;
         Ok(path)
     }
@@ -269,6 +269,13 @@ impl RunningDaemon {
     /// Starts `kind`. Fails with a one-line reason when it cannot run here (not installed, not
     /// implemented in this build, exits at once).
     pub fn start(kind: Prefetcher, files: &DaemonFiles) -> Result<RunningDaemon> {
+        RunningDaemon::start_with(kind, files, SHIPPED_AUGUR_CONFIG)
+    }
+
+    /// [`RunningDaemon::start`], with `installed` (a configuration file's text) in place of
+    /// packaging/config.toml for [`Prefetcher::Augur`]: a variant of the installed daemon, to
+    /// split a cost between its parts.
+    pub fn start_with(kind: Prefetcher, files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
         fs::create_dir_all(&files.dir).context(|| format!("creating {}", files.dir.display()))?;
         let (mut cmd, log) = match kind {
             Prefetcher::Preload => {
@@ -291,7 +298,7 @@ impl RunningDaemon {
                 (c, files.preload_ng_log())
             }
             Prefetcher::Augur => {
-                let config = files.augur_installed_config()?;
+                let config = files.augur_installed_config(installed)?;
                 let _ = fs::remove_file(files.augur_socket());
                 let mut c = Command::new(&files.augur_exe);
                 c.arg("daemon").arg("--config").arg(config);

@@ -252,6 +252,36 @@ impl Default for PredictSection {
     }
 }
 
+/// `[pattern]`: per-file access-pattern detection and prefetching ahead of backward and strided
+/// readers (`crate::ahead`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PatternSection {
+    /// Watch every task's page-cache reads for their access pattern (eBPF, kernel 6.11+) and load
+    /// pages ahead of backward and strided readers.
+    pub prefetch_ahead: bool,
+    /// Consecutive accesses of one kind that establish a pattern (at least 2).
+    pub establish_accesses: u32,
+    /// Distance ahead a newly followed reader starts with, KiB.
+    pub initial_ahead_kib: u64,
+    /// Most a reader's distance ahead grows to, KiB.
+    pub max_ahead_kib: u64,
+    /// Most streams (task, file) followed at once.
+    pub max_streams: usize,
+}
+
+impl Default for PatternSection {
+    fn default() -> Self {
+        PatternSection {
+            prefetch_ahead: true,
+            establish_accesses: 4,
+            initial_ahead_kib: 1024,
+            max_ahead_kib: 32768,
+            max_streams: 64,
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -264,6 +294,8 @@ pub struct Config {
     pub learn: LearnSection,
     /// `[predict]`.
     pub predict: PredictSection,
+    /// `[pattern]`.
+    pub pattern: PatternSection,
 }
 
 /// Predictor names `[predict] predictor` accepts.
@@ -368,6 +400,23 @@ impl Config {
                 format!("{} is not in [1, pressure_window_us]", p.pressure_trigger_us),
             ));
         }
+        let t = &self.pattern;
+        if !(2..=64).contains(&t.establish_accesses) {
+            return Err(bad("pattern", "establish_accesses", format!("{} is not between 2 and 64", t.establish_accesses)));
+        }
+        if !(4..=1_048_576).contains(&t.initial_ahead_kib) {
+            return Err(bad("pattern", "initial_ahead_kib", format!("{} is not between 4 and 1048576", t.initial_ahead_kib)));
+        }
+        if t.max_ahead_kib < t.initial_ahead_kib || t.max_ahead_kib > 4_194_304 {
+            return Err(bad(
+                "pattern",
+                "max_ahead_kib",
+                format!("{} is not between initial_ahead_kib and 4194304", t.max_ahead_kib),
+            ));
+        }
+        if !(1..=4096).contains(&t.max_streams) {
+            return Err(bad("pattern", "max_streams", format!("{} is not between 1 and 4096", t.max_streams)));
+        }
         for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
             if !v.is_absolute() {
                 return Err(bad("daemon", key, format!("{} is not an absolute path", v.display())));
@@ -396,6 +445,17 @@ impl Config {
     /// Longest launch window.
     pub fn window_max(&self) -> Duration {
         Duration::from_secs_f64(self.launch.window_max_secs)
+    }
+
+    /// The settings of prefetching ahead of readers, for pages of `page_size` bytes.
+    pub fn ahead_settings(&self, page_size: u64) -> crate::ahead::AheadSettings {
+        let pages = |kib: u64| (kib * 1024 / page_size.max(1)).max(1);
+        crate::ahead::AheadSettings {
+            initial_pages: pages(self.pattern.initial_ahead_kib),
+            max_pages: pages(self.pattern.max_ahead_kib),
+            max_streams: self.pattern.max_streams,
+            ..crate::ahead::AheadSettings::default()
+        }
     }
 
     /// Quiet time that ends a launch window.
@@ -494,6 +554,8 @@ mod tests {
         assert_eq!(line("[launch]\nwindow_max_secs = 0\n"), Some(2));
         assert_eq!(line("[predict]\n\n\npredictor = \"oracle\"\n"), Some(4));
         assert_eq!(line("[daemon]\nsocket_path = \"rel.sock\"\n"), Some(2));
+        assert_eq!(line("[pattern]\nestablish_accesses = 1\n"), Some(2));
+        assert_eq!(line("[pattern]\ninitial_ahead_kib = 512\nmax_ahead_kib = 256\n"), Some(3));
         let e = parse("[learn]\ndecay = 0\n").unwrap_err();
         assert!(e.to_string().starts_with("/etc/augur/config.toml:2: learn.decay"), "{e}");
     }

@@ -120,7 +120,7 @@ pub enum Event {
     /// re-plan that is due runs.
     Tick,
     /// SIGHUP: the configuration was read again (or could not be).
-    Reload(Result<Config, WorldError>),
+    Reload(Box<Result<Config, WorldError>>),
     /// SIGTERM or SIGINT, after the replay worker stopped and its reports were handed in: close
     /// every window, save, write what is pending.
     Stop,
@@ -598,8 +598,10 @@ impl DaemonEngine {
                     self.plan(world, now, PlanTrigger::Interval);
                 }
             }
-            Event::Reload(Ok(new)) => self.reload(world, now, new),
-            Event::Reload(Err(e)) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+            Event::Reload(loaded) => match *loaded {
+                Ok(new) => self.reload(world, now, new),
+                Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
+            },
             Event::Stop => self.stop(world, now),
             Event::AboutToSleep => self.about_to_sleep(world, now),
         }
@@ -2018,7 +2020,7 @@ mod tests {
         d.event(0, Event::Start);
         d.event(0, Event::Ready);
         d.exec(10, 100, "/bin/a");
-        let out = d.event(500, Event::Reload(Ok(with_prediction("augur"))));
+        let out = d.event(500, Event::Reload(Box::new(Ok(with_prediction("augur")))));
         assert_eq!(activity(&out).len(), 1, "the step's predictor restores from the state: {out:?}");
         let build = out.iter().position(|a| *a == Action::BuildPredictionStep).expect("built");
         assert_eq!(out[0], Action::WatchPressure(true), "something fetches now: pressure is watched first");
@@ -2032,7 +2034,7 @@ mod tests {
     #[test]
     fn a_reload_turns_prediction_off() {
         let mut d = Daemon::predicting(with_prediction("augur"));
-        let out = d.event(500, Event::Reload(Ok(no_replay())));
+        let out = d.event(500, Event::Reload(Box::new(Ok(no_replay()))));
         assert_eq!(out, vec![Action::WatchPressure(false), Action::DropPredictionStep], "nothing fetches any more");
         assert!(!d.engine.predicting());
         assert!(plans(&d.event(600, Event::Pressure)).is_empty());
@@ -2043,17 +2045,17 @@ mod tests {
     #[test]
     fn a_reload_changing_the_predictor_builds_a_new_step_and_other_changes_keep_it() {
         let mut d = Daemon::predicting(with_prediction("augur"));
-        let out = d.event(500, Event::Reload(Ok(with_prediction("preload"))));
+        let out = d.event(500, Event::Reload(Box::new(Ok(with_prediction("preload")))));
         assert_eq!(out[0], Action::DropPredictionStep);
         assert!(out.contains(&Action::BuildPredictionStep));
         assert_eq!(d.engine.config().predict.predictor, "preload");
         let mut c = with_prediction("preload");
         c.predict.budget_bytes = 1 << 30;
-        assert_eq!(d.event(600, Event::Reload(Ok(c))), vec![], "read each round: no new step");
+        assert_eq!(d.event(600, Event::Reload(Box::new(Ok(c)))), vec![], "read each round: no new step");
         let mut c = with_prediction("preload");
         c.predict.pressure_trigger_us = 50_000;
         assert_eq!(
-            d.event(700, Event::Reload(Ok(c))),
+            d.event(700, Event::Reload(Box::new(Ok(c)))),
             vec![Action::WatchPressure(true)],
             "the trigger is re-armed, the step kept"
         );
@@ -2063,7 +2065,7 @@ mod tests {
     fn a_bad_reload_keeps_the_configuration_in_force() {
         let mut d = Daemon::predicting(with_prediction("augur"));
         let bad = Config::parse("[predict]\nbogus = 1\n", std::path::Path::new("c.toml")).map(|_| ()).unwrap_err();
-        assert_eq!(d.event(500, Event::Reload(Err(bad.into()))), vec![]);
+        assert_eq!(d.event(500, Event::Reload(Box::new(Err(bad.into())))), vec![]);
         assert!(d.engine.predicting());
         assert_eq!(d.engine.config(), &with_prediction("augur"));
     }
@@ -2073,7 +2075,7 @@ mod tests {
         let mut d = Daemon::new(no_replay());
         let mut c = no_replay();
         c.launch.quiet_ms = 200;
-        d.event(0, Event::Reload(Ok(c)));
+        d.event(0, Event::Reload(Box::new(Ok(c))));
         d.exec(10, 100, "/bin/a");
         d.pages(20, 100, 5, 0, 8);
         assert_eq!(timer(&d.event(20, Event::AboutToSleep)), Some(Some(ns(220))));

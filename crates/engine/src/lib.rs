@@ -4,6 +4,7 @@
 //! into these events and carries out the actions, so everything here is tested without root.
 #![forbid(unsafe_code)]
 
+pub mod ahead;
 pub mod config;
 pub mod daemon;
 pub mod read_cost;

@@ -45,6 +45,18 @@ pub fn page_size() -> u64 {
     if n > 0 { n as u64 } else { 4096 }
 }
 
+/// Hands the heap's free memory back to the kernel (glibc `malloc_trim`): for after a one-off
+/// burst of allocations, such as libbpf parsing the kernel's BTF to load a BPF object, so that
+/// it does not stay resident in the daemon for good. A no-op on other C libraries.
+pub fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes no pointer and only walks the allocator's own free lists, under
+    // the allocator's locks; it is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Resident set size of this process in bytes (`VmRSS` of /proc/self/status).
 pub fn own_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")

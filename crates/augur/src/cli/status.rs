@@ -127,6 +127,20 @@ fn render(r: &StatusReport) -> String {
         r.drops.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
     };
     out.push_str(&format!("dropped or cut (bounded queues): {drops}\n"));
+    match &r.ahead {
+        None => out.push_str("prefetch ahead of readers: off\n"),
+        Some(a) if a.note != "on" => out.push_str(&format!("prefetch ahead of readers: {}\n", a.note)),
+        Some(a) => out.push_str(&format!(
+            "prefetch ahead of readers: on, {} streams followed now ({} since start), {} ahead, {} windows grown, {} pressure stops; {} pattern records ({} lost)\n",
+            a.streams_now,
+            a.streams_followed,
+            human_bytes(a.bytes_ahead),
+            a.windows_grown,
+            a.pressure_stops,
+            a.records,
+            a.records_lost
+        )),
+    }
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;

@@ -88,6 +88,27 @@ pub struct EventCounts {
     pub page_reads_deferred: u64,
 }
 
+/// Prefetching ahead of backward and strided readers (`[pattern]`), for `augur status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AheadStatus {
+    /// "on", "off: why", "stopped: why".
+    pub note: String,
+    /// Streams (task, file) followed now.
+    pub streams_now: u64,
+    /// Streams followed since start.
+    pub streams_followed: u64,
+    /// Bytes requested ahead of readers since start.
+    pub bytes_ahead: u64,
+    /// Times a reader caught up and its distance ahead doubled.
+    pub windows_grown: u64,
+    /// Times following stopped for memory pressure.
+    pub pressure_stops: u64,
+    /// Pattern records received from the kernel.
+    pub records: u64,
+    /// Pattern records lost (ring buffer full).
+    pub records_lost: u64,
+}
+
 /// What `augur status` shows.
 /// The read cost the planner was given on this machine, and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -150,6 +171,9 @@ pub struct StatusReport {
     pub prefetch_rule: Option<PrefetchRule>,
     /// Event counters.
     pub events: EventCounts,
+    /// Prefetching ahead of readers (`None`: `[pattern] prefetch_ahead` is off).
+    #[serde(default)]
+    pub ahead: Option<AheadStatus>,
 }
 
 /// The daemon's answer.

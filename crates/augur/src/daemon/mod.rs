@@ -4,6 +4,7 @@
 //! It wires `augur-os` (events, fetching), `augur-engine` (decisions), `augur-core` (models,
 //! plans) and `augur-store` (state) together and owns no policy of its own.
 
+pub mod ahead;
 pub mod control;
 pub mod prediction;
 pub mod run;

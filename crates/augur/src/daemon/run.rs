@@ -375,6 +375,8 @@ struct LoopIo {
     utc_offset_ms: i64,
     /// The loop is starting: a prediction step that cannot be built stops the daemon.
     starting: bool,
+    /// The stream worker loading ahead of backward and strided readers (`[pattern]`).
+    ahead: Option<super::ahead::AheadWorker>,
     /// Why the loop cannot go on, when an action failed that way (the timer could not be armed,
     /// or the prediction step could not be built at the start).
     fatal: Option<Error>,
@@ -472,6 +474,7 @@ impl Daemon {
             socket_path,
             utc_offset_ms: utc_offset_ms(),
             starting: true,
+            ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
             fatal: None,
             observer,
             passed_over,
@@ -915,13 +918,14 @@ impl Daemon {
                 .and_then(|s| s.read_cost_rule())
                 .map(|r| PrefetchRule { read_cost: r.read_cost, reasons: r.reasons }),
             events,
+            ahead: io.ahead.as_ref().map(super::ahead::AheadWorker::status),
         })
     }
 
     fn reload(&mut self) -> Result<()> {
         let _ = self.io.notifier.reloading();
         let loaded = self.io.options.load_config();
-        self.feed(Event::Reload(loaded.map_err(Into::into)))?;
+        self.feed(Event::Reload(Box::new(loaded.map_err(Into::into))))?;
         augur_os::untrusted_path::set_network_filesystems(self.engine.config().learn.network_filesystems);
         let _ = self.io.notifier.ready("configuration reloaded");
         Ok(())
@@ -935,6 +939,11 @@ impl Daemon {
             stop.cancel.cancel();
         }
         self.io.replay_tx = None;
+        // The stream worker detaches its programs while the rest stops; joined at the end.
+        let ahead = self.io.ahead.take();
+        if let Some(a) = &ahead {
+            a.request_stop();
+        }
         if let Some(w) = self.io.replay_worker.take() {
             // A read stuck on an (allowed) network or FUSE file system must not hold the stop up:
             // the worker stops between chunks, and one that does not is left to the exit.
@@ -975,6 +984,9 @@ impl Daemon {
             }
             Some(Err(e)) => tracing::debug!("detaching the BPF programs in a thread: {e}; detached one by one"),
             None => {}
+        }
+        if let Some(a) = ahead {
+            a.stop();
         }
         tracing::info!("stopped");
         Ok(())

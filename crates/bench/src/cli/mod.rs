@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 use augur_bench::error::{BenchError, Result};
 
+pub mod aasfp;
 pub mod balloon;
 pub mod command;
 pub mod suite;
@@ -35,11 +36,19 @@ pub enum Internal {
     /// Hold the locked memory of the small-memory machine profile (started by the suite).
     #[command(hide = true, name = "balloon")]
     Balloon(balloon::BalloonArgs),
+    /// AASFP's micro-benchmark table (forward and backward readers, 4 and 32 KiB blocks, and a
+    /// strided reader), kernel alone against augur's daemon as installed.
+    Aasfp(aasfp::AasfpArgs),
+    /// The reading process `augur-bench aasfp` times (started by it).
+    #[command(hide = true, name = "aasfp-reader")]
+    AasfpReader(aasfp::ReaderArgs),
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.internal {
         Some(Internal::Balloon(a)) => balloon::run(a),
+        Some(Internal::Aasfp(a)) => aasfp::run(a),
+        Some(Internal::AasfpReader(a)) => aasfp::run_reader(a),
         None => command::run(cli.bench),
     }
 }

@@ -3,6 +3,7 @@
 //! Everything here is pure and deterministic: no system calls, no clocks, no randomness that is
 //! not seeded by the caller. It is tested without root on recorded or generated traces.
 
+pub mod access_pattern;
 pub mod app;
 pub mod launcher;
 pub mod learn;

@@ -9,6 +9,7 @@
 //! Use: build a [`FetchPlan`] (from profiles, or file by file), then
 //! `Prefetcher::new(options).fetch(&plan, &cancel)` returns a verified [`FetchReport`].
 
+pub mod ahead;
 pub mod device;
 pub mod foreground;
 pub mod load;

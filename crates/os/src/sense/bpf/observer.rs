@@ -174,7 +174,7 @@ impl std::fmt::Debug for BpfObserver {
 /// libbpf's last messages, kept to explain a load failure (libbpf prints nothing itself).
 static LIBBPF_LOG: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-fn libbpf_print(level: PrintLevel, msg: String) {
+pub(super) fn libbpf_print(level: PrintLevel, msg: String) {
     if level == PrintLevel::Debug {
         return;
     }
@@ -185,18 +185,18 @@ fn libbpf_print(level: PrintLevel, msg: String) {
     log.push(msg.trim_end().to_string());
 }
 
-fn libbpf_log_tail() -> String {
+pub(super) fn libbpf_log_tail() -> String {
     let log = LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner());
     let start = log.len().saturating_sub(12);
     log[start..].join("\n")
 }
 
-fn load_error(e: libbpf_rs::Error) -> BpfError {
+pub(super) fn load_error(e: libbpf_rs::Error) -> BpfError {
     let detail = format!("{e}\n{}", libbpf_log_tail());
     if e.kind() == ErrorKind::PermissionDenied { BpfError::PermissionDenied(detail) } else { BpfError::Load(detail) }
 }
 
-fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
+pub(super) fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
     move |e| BpfError::Map { map, message: e.to_string() }
 }
 
@@ -469,6 +469,6 @@ impl BpfObserver {
     }
 }
 
-fn find_map<'a>(obj: &'a Object, name: &'static str) -> Result<libbpf_rs::Map<'a>, BpfError> {
+pub(super) fn find_map<'a>(obj: &'a Object, name: &'static str) -> Result<libbpf_rs::Map<'a>, BpfError> {
     obj.maps().find(|m| m.name() == name).ok_or_else(|| BpfError::Load(format!("the BPF object has no map {name}")))
 }

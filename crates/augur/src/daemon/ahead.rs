@@ -1,0 +1,218 @@
+//! The stream worker: a thread of the daemon that reads the kernel's pattern records
+//! (`augur_os::sense::bpf::PatternWatch`), hands them to the engine's rule
+//! (`augur_engine::ahead::AheadStreams`) with the time and the memory pressure, and carries out
+//! its loads (`augur_os::fetch::ahead::ReaderFile`).
+//!
+//! It runs apart from the event loop so that following readers never waits for launches,
+//! replays or planning, nor they for it; it shares only its counters ([`AheadStatus`]) and a stop
+//! flag. It owns no policy: what to load and when is the engine's.
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use augur_core::model::access_pattern::PatternRule;
+use augur_core::plan::budget::MemoryPressure;
+use augur_engine::ahead::{AheadAction, AheadStreams, Sighting, StreamKey};
+use augur_engine::config::Config;
+use augur_os::fetch::ahead::ReaderFile;
+use augur_os::loop_io::{Wakeup, WakeupHandle};
+use augur_os::sense::bpf::{PatternRecord, PatternWatch, PatternWatchOptions};
+
+pub use super::control::AheadStatus;
+
+/// How often memory pressure is read and idle streams are dropped, while any stream is
+/// followed (with none, the worker sleeps until a record or a stop wakes it).
+const HOUSEKEEPING: Duration = Duration::from_millis(250);
+/// Most records handled per poll.
+const BATCH: usize = 1024;
+
+/// The running stream worker.
+pub struct AheadWorker {
+    stop: Arc<AtomicBool>,
+    wake: WakeupHandle,
+    status: Arc<Mutex<AheadStatus>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for AheadWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AheadWorker").field("status", &self.status()).finish()
+    }
+}
+
+impl AheadWorker {
+    /// Starts the worker when `[pattern] prefetch_ahead` is on (`None` otherwise). The pattern
+    /// watch is loaded in the thread; if the kernel refuses it, the worker ends and its status
+    /// says why.
+    pub fn start(config: &Config, page_size: u64) -> Option<AheadWorker> {
+        if !config.pattern.prefetch_ahead {
+            return None;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let status = Arc::new(Mutex::new(AheadStatus { note: "starting".into(), ..AheadStatus::default() }));
+        let streams = AheadStreams::new(config.ahead_settings(page_size));
+        let options = PatternWatchOptions {
+            rule: PatternRule { establish: config.pattern.establish_accesses, ..PatternRule::default() },
+            // Progress about every quarter of the first distance ahead.
+            progress_pages: (streams.settings().initial_pages / 4).max(1),
+            progress_backward: true,
+            progress_strided: true,
+            own_tgid: std::process::id(),
+            all_changes: false,
+        };
+        let (wakeup, wake) = match Wakeup::new().and_then(|w| w.handle().map(|h| (w, h))) {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!("cannot start the stream worker: {e}");
+                return None;
+            }
+        };
+        let stop_percent = config.predict.pressure_stop_percent;
+        let (s, st) = (Arc::clone(&stop), Arc::clone(&status));
+        let spawned = std::thread::Builder::new()
+            .name("augur-ahead".into())
+            .spawn(move || run(options, streams, page_size, stop_percent, &wakeup, &s, &st));
+        match spawned {
+            Ok(thread) => Some(AheadWorker { stop, wake, status, thread: Some(thread) }),
+            Err(e) => {
+                tracing::warn!("cannot start the stream worker: {e}");
+                None
+            }
+        }
+    }
+
+    /// Its counters now.
+    pub fn status(&self) -> AheadStatus {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Asks the thread to stop and detach the programs, without waiting (detaching takes about
+    /// an RCU grace period): [`Self::stop`] or dropping then waits for it.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.wake.wake();
+    }
+
+    /// Stops the thread and waits until the programs are detached (as dropping does).
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for AheadWorker {
+    fn drop(&mut self) {
+        self.request_stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(
+    options: PatternWatchOptions,
+    mut streams: AheadStreams,
+    page_size: u64,
+    stop_percent: f64,
+    wakeup: &Wakeup,
+    stop: &AtomicBool,
+    status: &Mutex<AheadStatus>,
+) {
+    let set_note = |note: String| status.lock().unwrap_or_else(|e| e.into_inner()).note = note;
+    let mut watch = match PatternWatch::open(options) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!("access patterns are not watched: {e}");
+            set_note(format!("off: {}", e.reason()));
+            return;
+        }
+    };
+    // Loading parsed the kernel's BTF in this thread's heap: give that memory back.
+    augur_os::loop_io::release_free_heap();
+    tracing::info!("access patterns watched: loading ahead of backward and strided readers");
+    set_note("on".into());
+    let started = Instant::now();
+    let pressure_path = PathBuf::from("/proc/pressure/memory");
+    let mut files: HashMap<StreamKey, Option<ReaderFile>> = HashMap::new();
+    let mut last_housekeeping = Instant::now();
+    let mut records = 0u64;
+    let mut bytes_ahead = 0u64;
+    let mut lost = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let busy = streams.followed() > 0 || streams.pressure();
+        let timeout = busy.then_some(HOUSEKEEPING);
+        if watch.wait(Some(wakeup.as_fd()), timeout) {
+            wakeup.clear();
+        }
+        let mut batch: Vec<PatternRecord> = Vec::new();
+        if let Err(e) = watch.poll(BATCH, |r| batch.push(r)) {
+            tracing::warn!("reading pattern records: {e}; no longer loading ahead of readers");
+            set_note(format!("stopped: {e}"));
+            break;
+        }
+        let now_ms = started.elapsed().as_millis() as u64;
+        let mut actions = Vec::new();
+        for r in &batch {
+            records += 1;
+            let key = StreamKey { tgid: r.tgid, tid: r.tid, dev: r.dev, ino: r.ino };
+            if !r.progress && r.pattern != r.previous {
+                tracing::debug!(
+                    "pid {} tid {} inode {}:{}: {} -> {}",
+                    r.tgid,
+                    r.tid,
+                    r.dev,
+                    r.ino,
+                    r.previous.map_or("new", |p| p.name()),
+                    r.pattern.map_or("none", |p| p.name())
+                );
+            }
+            actions.extend(streams.on_sighting(&Sighting { key, access: r.access, pattern: r.pattern }, now_ms));
+        }
+        if busy && last_housekeeping.elapsed() >= HOUSEKEEPING {
+            last_housekeeping = Instant::now();
+            let high = std::fs::read_to_string(&pressure_path)
+                .ok()
+                .as_deref()
+                .and_then(MemoryPressure::from_psi)
+                .is_some_and(|p| p.some_avg10 >= stop_percent);
+            actions.extend(streams.set_pressure(high));
+            actions.extend(streams.expire(now_ms));
+            lost = watch.lost().unwrap_or(lost);
+        }
+        for a in actions {
+            match a {
+                AheadAction::Load { key, ranges } => {
+                    let file = files.entry(key).or_insert_with(|| match ReaderFile::open(key.tgid, key.dev, key.ino) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            tracing::debug!("opening the file of pid {} inode {}: {e}", key.tgid, key.ino);
+                            None
+                        }
+                    });
+                    let Some(file) = file else { continue };
+                    match file.load(&ranges, page_size) {
+                        Ok(()) => bytes_ahead += ranges.iter().map(|r| r.len * page_size).sum::<u64>(),
+                        Err(e) => tracing::debug!("loading ahead in inode {}: {e}", key.ino),
+                    }
+                }
+                AheadAction::Drop { key } => {
+                    files.remove(&key);
+                }
+            }
+        }
+        let c = streams.counts();
+        let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
+        s.streams_now = streams.followed() as u64;
+        s.streams_followed = c.streams_followed;
+        s.bytes_ahead = bytes_ahead;
+        s.windows_grown = c.grown;
+        s.pressure_stops = c.pressure_stops;
+        s.records = records;
+        s.records_lost = lost;
+    }
+    watch.close();
+}

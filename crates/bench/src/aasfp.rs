@@ -1,0 +1,331 @@
+//! AASFP's micro-benchmark table, reproduced (`augur-bench aasfp`): a file larger than the memory
+//! left to the reader is read forward and backward in 4 KiB blocks (Forward 1 / Backward 1) and
+//! 32 KiB blocks (Forward 2 / Backward 2), and in 4 KiB blocks every 64 KiB (Strided), cold, by
+//! the kernel alone and with augur's daemon running as installed; elapsed time per run.
+//!
+//! The reader is a separate process (`augur-bench aasfp-reader`, [`read_case`]) that first moves
+//! itself into a memory cgroup whose limit (`memory.max`, or v1 `memory.limit_in_bytes`) is the
+//! memory left to it ([`ReaderCgroup`]).
+//! Cold means the file's pages are dropped from the page cache before each run (POSIX_FADV_DONTNEED
+//! on the file, so other users of the cache are not disturbed) and the disk is quiet.
+//!
+//! It owns the cases, the cgroup, the timing and the Markdown; the daemon is
+//! [`crate::prefetchers::RunningDaemon`]'s. It must not prefetch itself.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use crate::error::{BenchError, IoContext, Result};
+use crate::stats;
+
+/// One reading pattern of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Case {
+    /// Forward, 4 KiB blocks.
+    Forward1,
+    /// Backward, 4 KiB blocks.
+    Backward1,
+    /// Forward, 32 KiB blocks.
+    Forward2,
+    /// Backward, 32 KiB blocks.
+    Backward2,
+    /// 4 KiB blocks every 64 KiB, forward.
+    Strided,
+}
+
+/// Every case, in the table's order.
+pub const CASES: [Case; 5] = [Case::Forward1, Case::Backward1, Case::Forward2, Case::Backward2, Case::Strided];
+
+impl Case {
+    /// The table's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Case::Forward1 => "Forward 1",
+            Case::Backward1 => "Backward 1",
+            Case::Forward2 => "Forward 2",
+            Case::Backward2 => "Backward 2",
+            Case::Strided => "Strided",
+        }
+    }
+
+    /// The command-line name.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Case::Forward1 => "forward1",
+            Case::Backward1 => "backward1",
+            Case::Forward2 => "forward2",
+            Case::Backward2 => "backward2",
+            Case::Strided => "strided",
+        }
+    }
+
+    /// Bytes per read.
+    pub fn block(self) -> u64 {
+        match self {
+            Case::Forward2 | Case::Backward2 => 32 * 1024,
+            _ => 4096,
+        }
+    }
+
+    /// The offsets read, in order, for a file of `size` bytes.
+    pub fn offsets(self, size: u64) -> Box<dyn Iterator<Item = u64>> {
+        let block = self.block();
+        let blocks = size / block;
+        match self {
+            Case::Forward1 | Case::Forward2 => Box::new((0..blocks).map(move |i| i * block)),
+            Case::Backward1 | Case::Backward2 => Box::new((0..blocks).rev().map(move |i| i * block)),
+            Case::Strided => Box::new((0..size / STRIDE).map(|i| i * STRIDE)),
+        }
+    }
+
+    /// The acceptance of issue 21: the least improvement over the kernel alone (negative: the
+    /// most loss allowed), in percent.
+    pub fn required_gain_percent(self) -> f64 {
+        match self {
+            Case::Forward1 | Case::Forward2 => -1.0,
+            Case::Backward1 => 86.0,
+            Case::Backward2 => 76.0,
+            Case::Strided => 70.0,
+        }
+    }
+}
+
+/// The strided reader's step.
+pub const STRIDE: u64 = 64 * 1024;
+
+impl FromStr for Case {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Case, String> {
+        CASES.into_iter().find(|c| c.arg() == s).ok_or_else(|| format!("unknown case {s:?}"))
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reads `path` as `case` says; returns the elapsed time (what the reader process reports).
+pub fn read_case(path: &Path, case: Case) -> Result<Duration> {
+    let f = File::open(path).context(|| format!("opening {}", path.display()))?;
+    let size = f.metadata().context(|| format!("reading the size of {}", path.display()))?.len();
+    let mut buf = vec![0u8; case.block() as usize];
+    let mut sum = 0u64;
+    let start = Instant::now();
+    for off in case.offsets(size) {
+        f.read_exact_at(&mut buf, off).context(|| format!("reading {} at {off}", path.display()))?;
+        sum = sum.wrapping_add(u64::from(buf[0]));
+    }
+    let elapsed = start.elapsed();
+    std::hint::black_box(sum);
+    Ok(elapsed)
+}
+
+/// The memory cgroup the reader runs in. Dropping it removes it (the reader has exited by then).
+#[derive(Debug)]
+pub struct ReaderCgroup {
+    dir: PathBuf,
+}
+
+impl ReaderCgroup {
+    /// Creates a memory cgroup limited to `bytes`: cgroup v2 (`memory.max`, no swap) where the
+    /// unified hierarchy has the memory controller, else cgroup v1 (`memory.limit_in_bytes`).
+    pub fn create(bytes: u64) -> Result<ReaderCgroup> {
+        let name = format!("{}aasfp-{}", crate::throttle::CGROUP_PREFIX, std::process::id());
+        for root in [Path::new("/sys/fs/cgroup"), Path::new("/sys/fs/cgroup/unified")] {
+            let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "memory") {
+                continue;
+            }
+            let subtree = fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+            if !subtree.split_whitespace().any(|c| c == "memory") {
+                fs::write(root.join("cgroup.subtree_control"), "+memory").context(|| "enabling the memory controller".into())?;
+            }
+            let cg = ReaderCgroup::make(root.join(&name))?;
+            fs::write(cg.dir.join("memory.max"), bytes.to_string()).context(|| "writing memory.max".into())?;
+            let _ = fs::write(cg.dir.join("memory.swap.max"), "0");
+            return Ok(cg);
+        }
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        if v1.join("memory.limit_in_bytes").exists() {
+            let cg = ReaderCgroup::make(v1.join(&name))?;
+            fs::write(cg.dir.join("memory.limit_in_bytes"), bytes.to_string())
+                .context(|| "writing memory.limit_in_bytes".into())?;
+            return Ok(cg);
+        }
+        Err(BenchError::kernel("a memory cgroup controller", "neither cgroup v2 nor v1 has one mounted"))
+    }
+
+    fn make(dir: PathBuf) -> Result<ReaderCgroup> {
+        if !dir.exists() {
+            fs::create_dir(&dir).context(|| format!("creating cgroup {}", dir.display()))?;
+        }
+        Ok(ReaderCgroup { dir })
+    }
+
+    /// Its directory (the reader writes its pid into `cgroup.procs` there).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for ReaderCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Moves this process into the cgroup at `dir` (the reader, before it reads).
+pub fn enter_cgroup(dir: &Path) -> Result<()> {
+    let procs = dir.join("cgroup.procs");
+    fs::write(&procs, std::process::id().to_string()).context(|| format!("writing {}", procs.display()))?;
+    Ok(())
+}
+
+/// Drops `path`'s pages from the page cache (clean pages: the file was synced when written).
+pub fn evict(path: &Path) -> Result<()> {
+    let f = File::open(path).context(|| format!("opening {}", path.display()))?;
+    augur_os::fetch::evict_file(std::os::fd::AsFd::as_fd(&f)).context(|| format!("evicting {}", path.display()))?;
+    Ok(())
+}
+
+/// Runs the reader process for `case` in `cgroup`, cold; returns its elapsed time.
+pub fn time_case(exe: &Path, path: &Path, case: Case, cgroup: &ReaderCgroup) -> Result<Duration> {
+    // Quiet first (nothing of the previous run still arriving), then cold.
+    if let Ok(dev) = crate::throttle::root_disk() {
+        crate::page_cache::wait_until_disk_quiet(&dev, Duration::from_millis(300), Duration::from_secs(3))?;
+    }
+    evict(path)?;
+    let out = Command::new(exe)
+        .arg("aasfp-reader")
+        .arg("--case")
+        .arg(case.arg())
+        .arg("--cgroup")
+        .arg(cgroup.dir())
+        .arg(path)
+        .output()
+        .map_err(|e| BenchError::Command { command: "augur-bench aasfp-reader".into(), detail: e.to_string() })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(BenchError::Command {
+            command: "augur-bench aasfp-reader".into(),
+            detail: format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim()),
+        });
+    }
+    parse_elapsed(&text).ok_or_else(|| BenchError::Command {
+        command: "augur-bench aasfp-reader".into(),
+        detail: format!("no elapsed time in {text:?}"),
+    })
+}
+
+/// The `elapsed_s=` line the reader prints.
+pub fn parse_elapsed(text: &str) -> Option<Duration> {
+    let v: f64 = text.lines().find_map(|l| l.strip_prefix("elapsed_s="))?.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then(|| Duration::from_secs_f64(v))
+}
+
+/// One case's times under both conditions.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CaseTimes {
+    /// Kernel alone, seconds per run.
+    pub kernel: Vec<f64>,
+    /// With augur's daemon, seconds per run.
+    pub augur: Vec<f64>,
+}
+
+impl CaseTimes {
+    /// Improvement of augur's mean over the kernel's, percent (negative: slower).
+    pub fn gain_percent(&self) -> f64 {
+        let (k, a) = (stats::mean(&self.kernel), stats::mean(&self.augur));
+        if k > 0.0 { (k - a) / k * 100.0 } else { 0.0 }
+    }
+}
+
+/// How a table was measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setup {
+    /// File size, bytes.
+    pub file_bytes: u64,
+    /// `memory.max` of the reader's cgroup, bytes.
+    pub memory_bytes: u64,
+    /// Runs per case and condition.
+    pub runs: usize,
+    /// Machine profile name.
+    pub machine: String,
+}
+
+/// The Markdown table: mean ± standard deviation per condition, the gain, and the acceptance.
+pub fn markdown(setup: &Setup, rows: &[(Case, CaseTimes)]) -> String {
+    let mut out = format!(
+        "File of {} MiB read by a process whose memory cgroup allows {} MiB, cold (the file's pages dropped \
+         before each run); {} runs per case and condition, machine profile {}; elapsed time of the reading loop, mean ± \
+         standard deviation.\n\n",
+        setup.file_bytes >> 20,
+        setup.memory_bytes >> 20,
+        setup.runs,
+        setup.machine
+    );
+    out.push_str("| case | block | kernel alone (s) | augur as installed (s) | faster by | required | met |\n");
+    out.push_str("| --- | --- | ---: | ---: | ---: | ---: | --- |\n");
+    for (case, t) in rows {
+        let block = if *case == Case::Strided {
+            format!("{} KiB every {} KiB", case.block() / 1024, STRIDE / 1024)
+        } else {
+            format!("{} KiB", case.block() / 1024)
+        };
+        let req = case.required_gain_percent();
+        let gain = t.gain_percent();
+        out.push_str(&format!(
+            "| {} | {block} | {:.2} ± {:.2} | {:.2} ± {:.2} | {gain:.1} % | {} | {} |\n",
+            case.name(),
+            stats::mean(&t.kernel),
+            stats::stddev(&t.kernel),
+            stats::mean(&t.augur),
+            stats::stddev(&t.augur),
+            if req < 0.0 { format!("≤ {:.0} % slower", -req) } else { format!("≥ {req:.0} % faster") },
+            if gain >= req { "yes" } else { "no" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_read_the_offsets_their_names_say() {
+        let size = 1 << 20;
+        let b1: Vec<u64> = Case::Backward1.offsets(size).collect();
+        assert_eq!(b1.len(), 256);
+        assert_eq!((b1[0], b1[255]), (size - 4096, 0));
+        let f2: Vec<u64> = Case::Forward2.offsets(size).take(2).collect();
+        assert_eq!(f2, vec![0, 32768]);
+        let s: Vec<u64> = Case::Strided.offsets(size).collect();
+        assert_eq!(s.len(), 16);
+        assert_eq!(s[1], STRIDE);
+        assert_eq!("backward2".parse::<Case>(), Ok(Case::Backward2));
+    }
+
+    #[test]
+    fn the_readers_line_is_parsed_and_the_table_judged() {
+        assert_eq!(parse_elapsed("elapsed_s=1.5\n"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_elapsed("nothing"), None);
+        let t = CaseTimes { kernel: vec![10.0, 10.0], augur: vec![1.0, 1.0] };
+        assert!((t.gain_percent() - 90.0).abs() < 1e-9);
+        let setup = Setup { file_bytes: 1 << 30, memory_bytes: 256 << 20, runs: 2, machine: "as-is".into() };
+        let md = markdown(&setup, &[(Case::Backward1, t)]);
+        assert!(md.contains("| Backward 1 | 4 KiB | 10.00 ± 0.00 | 1.00 ± 0.00 | 90.0 % | ≥ 86 % faster | yes |"), "{md}");
+    }
+}

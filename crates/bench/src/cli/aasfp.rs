@@ -1,0 +1,177 @@
+//! `augur-bench aasfp`: AASFP's Forward/Backward micro-benchmark table plus a strided reader,
+//! kernel alone against augur's daemon as installed ([`augur_bench::aasfp`]); and the hidden
+//! `augur-bench aasfp-reader`, the reading process it times.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use augur::daemon::control::{self, Request, Response};
+use augur_bench::aasfp::{self, CASES, Case, CaseTimes, ReaderCgroup, Setup};
+use augur_bench::error::{BenchError, Result};
+use augur_bench::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon};
+
+/// Arguments of `augur-bench aasfp`.
+#[derive(Debug, Args)]
+pub struct AasfpArgs {
+    /// Runs per case and condition.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Size of the file read, MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub file_mib: u64,
+    /// Memory left to the reader (the limit of its memory cgroup), MiB.
+    #[arg(long, default_value_t = 256)]
+    pub memory_mib: u64,
+    /// The file read (created once, on a disk-backed file system: tmpfs has no page cache to miss).
+    #[arg(long, default_value = "/var/tmp/augur-bench-aasfp/data")]
+    pub file: PathBuf,
+    /// Where the daemon keeps its state, socket and log.
+    #[arg(long, default_value = "/var/tmp/augur-bench-aasfp/daemon")]
+    pub daemon_dir: PathBuf,
+    /// Only these cases (forward1, backward1, forward2, backward2, strided); default all.
+    #[arg(long = "case")]
+    pub cases: Vec<Case>,
+    /// A configuration file for the daemon in place of packaging/config.toml (its state and
+    /// socket paths replaced): a variant of the installed daemon, to split a cost between its parts.
+    #[arg(long)]
+    pub augur_config: Option<PathBuf>,
+    /// Unmeasured runs of every case before the measured ones, under each condition: the kernel
+    /// alone warms up as augur's daemon learns the reader, as it would have on a user's machine
+    /// (its first launches of a program are followed by design).
+    #[arg(long, default_value_t = 1)]
+    pub training_runs: usize,
+}
+
+/// Arguments of `augur-bench aasfp-reader`.
+#[derive(Debug, Args)]
+pub struct ReaderArgs {
+    /// The case to read.
+    #[arg(long)]
+    pub case: Case,
+    /// The memory cgroup to move into first.
+    #[arg(long)]
+    pub cgroup: PathBuf,
+    /// The file.
+    pub file: PathBuf,
+}
+
+/// Runs the reader: into the cgroup, read, print `elapsed_s=`.
+pub fn run_reader(args: ReaderArgs) -> Result<ExitCode> {
+    aasfp::enter_cgroup(&args.cgroup)?;
+    let t = aasfp::read_case(&args.file, args.case)?;
+    println!("elapsed_s={:.6}", t.as_secs_f64());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits until the daemon's stream worker has started (or said why not); returns its note.
+fn wait_ahead_started(socket: &std::path::Path, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    let mut note = String::from("no answer");
+    while Instant::now() < deadline {
+        if let Ok(Response::Status(r)) = control::request(socket, &Request::Status) {
+            note = r.ahead.map_or_else(|| "off".to_string(), |a| a.note);
+            if note != "starting" {
+                return note;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    note
+}
+
+/// Starts the daemon with `installed` as its configuration and waits until it and its stream
+/// worker are ready.
+fn start_daemon(files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
+    let mut daemon = RunningDaemon::start_with(Prefetcher::Augur, files, installed)?;
+    daemon.wait_ready(Duration::from_secs(30))?;
+    let note = wait_ahead_started(&files.augur_socket(), Duration::from_secs(10));
+    if note != "on" {
+        eprintln!("note: the daemon does not load ahead of readers: {note}");
+    }
+    Ok(daemon)
+}
+
+/// Prints what the daemon did (launches, replays, streams followed) to stderr.
+fn report_ahead(files: &DaemonFiles) {
+    let Ok(Response::Status(r)) = control::request(&files.augur_socket(), &Request::Status) else {
+        return;
+    };
+    let e = &r.events;
+    eprintln!(
+        "daemon: {} page events, {} launches learned, {} replays, {} launches stopped, {} followed again",
+        e.page_events, e.launches_learned, e.replays, e.launches_stopped, e.refollowed
+    );
+    if let Some(a) = r.ahead {
+        eprintln!(
+            "daemon: {} streams followed, {} MiB ahead, {} windows grown, {} pressure stops, {} records ({} lost)",
+            a.streams_followed,
+            a.bytes_ahead >> 20,
+            a.windows_grown,
+            a.pressure_stops,
+            a.records,
+            a.records_lost
+        );
+    }
+}
+
+/// Runs the benchmark; prints the Markdown table.
+pub fn run(args: AasfpArgs) -> Result<ExitCode> {
+    augur_os::privilege::require_root("augur-bench aasfp")?;
+    if args.runs == 0 {
+        return Err(BenchError::Usage("--runs must be at least 1".into()));
+    }
+    let cases: Vec<Case> = if args.cases.is_empty() { CASES.to_vec() } else { args.cases.clone() };
+    let file_bytes = args.file_mib << 20;
+    let memory_bytes = args.memory_mib << 20;
+    augur_bench::page_cache::ensure_file(&args.file, file_bytes)?;
+    let me = std::env::current_exe().map_err(|e| BenchError::io("finding the augur-bench executable", e))?;
+    let files = DaemonFiles {
+        dir: args.daemon_dir.clone(),
+        augur_exe: prefetchers::augur_beside_me()?,
+        preload_ng_exe: prefetchers::preload_ng_exe(),
+        cycle_secs: 20,
+    };
+    let installed = match &args.augur_config {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| BenchError::io(format!("reading {}", p.display()), e))?,
+        None => prefetchers::SHIPPED_AUGUR_CONFIG.to_string(),
+    };
+    // A fresh state: what the daemon knows of the reader comes from this invocation's training.
+    let _ = std::fs::remove_file(files.augur_state());
+    let cgroup = ReaderCgroup::create(memory_bytes)?;
+    for run in 1..=args.training_runs {
+        for case in &cases {
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            eprintln!("training {run}/{}: {case}, kernel alone: {s:.2} s (not counted)", args.training_runs);
+        }
+        let daemon = start_daemon(&files, &installed)?;
+        for case in &cases {
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            eprintln!("training {run}/{}: {case}, augur: {s:.2} s (not counted)", args.training_runs);
+        }
+        report_ahead(&files);
+        daemon.stop()?;
+    }
+    let mut times: Vec<(Case, CaseTimes)> = cases.iter().map(|c| (*c, CaseTimes::default())).collect();
+    for run in 1..=args.runs {
+        for (case, t) in times.iter_mut() {
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            eprintln!("run {run}/{}: {case}, kernel alone: {s:.2} s", args.runs);
+            t.kernel.push(s);
+        }
+        let daemon = start_daemon(&files, &installed)?;
+        for (case, t) in times.iter_mut() {
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            eprintln!("run {run}/{}: {case}, augur: {s:.2} s", args.runs);
+            t.augur.push(s);
+        }
+        report_ahead(&files);
+        daemon.stop()?;
+    }
+    drop(cgroup);
+    let setup = Setup { file_bytes, memory_bytes, runs: args.runs, machine: "as-is".into() };
+    print!("{}", aasfp::markdown(&setup, &times));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT OR GPL-2.0 */
+/*
+ * augur's kernel-side access-pattern watch: for every (task, file) that reads through the page
+ * cache (read(2)-style reads: mm_filemap_get_pages; mapped reads: mm_filemap_fault), the rule of
+ * augur_core::model::access_pattern, step for step, on a per-stream LRU map entry. User space
+ * hears of a stream only when its established pattern changes to or from a pattern it asks for
+ * (config.change_mask), and, for the patterns it asks for (config.progress_mask), each time the
+ * reader has moved config.progress_pages since the stream's last record: never once per page.
+ *
+ * Owns: the stream map, the ring buffer, the lost counter. Must not: block, sleep, or follow
+ * launches (observe.bpf.c does). User space only writes `config`, before attach.
+ */
+#include "kernel_types.h"
+#include <bpf/bpf_helpers.h>
+#include "pattern_records.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct pattern_config);
+} pattern_config SEC(".maps");
+
+/* (task, file) -> the rule's state. LRU: streams of exited tasks and idle files age out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct stream_key);
+	__type(value, struct stream_val);
+} streams SEC(".maps");
+
+/* Records dropped because the ring buffer was full (per CPU). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} pattern_lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} pattern_events SEC(".maps");
+
+static __always_inline void emit(struct pattern_config *cfg, struct stream_val *v, u32 tid, u32 tgid, u32 dev,
+				 u64 ino, u64 start, u64 len, u32 prev, u32 event)
+{
+	v->reported_at = start;
+	if (event == PEV_CHANGE && !(cfg->change_mask & ((1U << (v->pattern & 31)) | (1U << (prev & 31)))))
+		return;
+	struct rec_pattern *r = bpf_ringbuf_reserve(&pattern_events, sizeof(*r), 0);
+	if (!r) {
+		u32 zero = 0;
+		u64 *n = bpf_map_lookup_elem(&pattern_lost, &zero);
+		if (n)
+			*n += 1;
+		return;
+	}
+	r->tid = tid;
+	r->tgid = tgid;
+	r->ts_ns = bpf_ktime_get_ns();
+	r->ino = ino;
+	r->start = start;
+	r->len = len;
+	r->stride = v->stride;
+	r->loop_first = v->loop_first;
+	r->loop_end = v->loop_end;
+	r->dev = dev;
+	r->pattern = v->pattern;
+	r->prev = prev;
+	r->event = event;
+	bpf_ringbuf_submit(r, 0);
+}
+
+/* Establishes pattern `p` (with v->stride / loop fields already set by the caller); true when it
+ * changed. */
+static __always_inline bool establish(struct stream_val *v, u32 p, u32 *prev)
+{
+	*prev = v->pattern;
+	if (v->pattern == p && p != PAT_STRIDED && p != PAT_LOOP)
+		return false;
+	v->pattern = p;
+	return true;
+}
+
+static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id, tgid = id >> 32;
+	u32 zero = 0;
+	struct pattern_config *cfg = bpf_map_lookup_elem(&pattern_config, &zero);
+	if (!cfg || tgid == cfg->own_tgid)
+		return;
+	if (len == 0)
+		len = 1;
+	struct stream_key key = { .tid = tid, .dev = dev, .ino = ino };
+	struct stream_val *v = bpf_map_lookup_elem(&streams, &key);
+	if (!v) {
+		struct stream_val fresh = { .last_start = start, .last_len = len, .fwd_first = start, .reported_at = start };
+		bpf_map_update_elem(&streams, &key, &fresh, BPF_ANY);
+		return;
+	}
+	u64 last = v->last_start, last_end = last + v->last_len, end = start + len;
+	u32 s;
+	s64 d = (s64)(start - last);
+	if (start >= last && end <= last_end)
+		return; /* within the previous access */
+	if (start > last && start - last <= v->last_len)
+		s = STEP_FORWARD;
+	else if (start < last && end >= last)
+		s = STEP_BACKWARD;
+	else
+		s = STEP_JUMP;
+	v->last_start = start;
+	v->last_len = len;
+
+	bool loops_back = s == STEP_JUMP && d < 0 && v->run_kind == STEP_FORWARD && start == v->fwd_first;
+	bool loop_here = loops_back && (v->run >= cfg->establish || v->pattern == PAT_LOOP);
+	u64 prior_first = v->fwd_first;
+	if (v->run_kind == s && (s != STEP_JUMP || v->run_delta == d)) {
+		v->run += 1;
+	} else {
+		v->run_kind = s;
+		v->run_delta = s == STEP_JUMP ? d : 0;
+		v->run = 1;
+		if (s == STEP_FORWARD)
+			v->fwd_first = last;
+	}
+	u32 prev;
+	if (loop_here) {
+		v->run_kind = STEP_FORWARD;
+		v->run_delta = 0;
+		v->run = 1;
+		v->fwd_first = prior_first;
+		v->misses = 0;
+		u64 loop_end = last_end;
+		if (v->pattern == PAT_LOOP && v->loop_first == prior_first && v->loop_end > loop_end)
+			loop_end = v->loop_end;
+		bool same = v->pattern == PAT_LOOP && v->loop_first == prior_first && v->loop_end == loop_end;
+		v->loop_first = prior_first;
+		v->loop_end = loop_end;
+		if (!same && establish(v, PAT_LOOP, &prev))
+			emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+		return;
+	}
+
+	bool fits = false;
+	switch (v->pattern) {
+	case PAT_FORWARD:
+		fits = s == STEP_FORWARD;
+		break;
+	case PAT_BACKWARD:
+		fits = s == STEP_BACKWARD;
+		break;
+	case PAT_STRIDED:
+		fits = s == STEP_JUMP && d == v->stride;
+		break;
+	case PAT_LOOP:
+		fits = s == STEP_FORWARD || (s == STEP_JUMP && start == v->loop_first);
+		if (fits && end > v->loop_end)
+			v->loop_end = end;
+		break;
+	}
+	if (fits) {
+		v->misses = 0;
+		if (cfg->progress_pages && (cfg->progress_mask & (1U << v->pattern))) {
+			u64 moved = start > v->reported_at ? start - v->reported_at : v->reported_at - start;
+			if (moved >= cfg->progress_pages)
+				emit(cfg, v, tid, tgid, dev, ino, start, len, v->pattern, PEV_PROGRESS);
+		}
+		return;
+	}
+	if (v->run >= cfg->establish) {
+		v->misses = 0;
+		u32 p = s == STEP_FORWARD ? PAT_FORWARD : s == STEP_BACKWARD ? PAT_BACKWARD : PAT_STRIDED;
+		if (p == PAT_STRIDED) {
+			if (v->pattern == PAT_STRIDED && v->stride == d)
+				return;
+			v->stride = d;
+		}
+		if (establish(v, p, &prev))
+			emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+		return;
+	}
+	v->misses += 1;
+	if (v->misses >= cfg->random_after && v->pattern != PAT_RANDOM) {
+		establish(v, PAT_RANDOM, &prev);
+		emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+	}
+}
+
+SEC("tracepoint/filemap/mm_filemap_get_pages")
+int pattern_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	u64 first = ctx->index, last = ctx->last_index;
+	on_access(ctx->s_dev, ctx->i_ino, first, last >= first ? last - first + 1 : 1);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_fault")
+int pattern_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+{
+	on_access(ctx->s_dev, ctx->i_ino, ctx->index, 1);
+	return 0;
+}
