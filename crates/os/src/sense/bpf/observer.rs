@@ -200,21 +200,26 @@ pub(super) fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfErro
     move |e| BpfError::Map { map, message: e.to_string() }
 }
 
+/// Opens and loads a compiled BPF object (CO-RE relocated against the running kernel's BTF),
+/// after checking what every augur program needs: BTF, and tracefs, through whose ids libbpf
+/// attaches classic tracepoints (it mounts it nowhere itself: `Tracefs::locate` mounts it when
+/// absent). Errors are [`BpfError::is_unavailable`] when this machine cannot run it.
+pub(super) fn load_object(object: &'static [u8]) -> Result<Object, BpfError> {
+    if !Path::new(BTF_PATH).exists() {
+        return Err(BpfError::NoBtf);
+    }
+    Tracefs::locate().map_err(|e| BpfError::NoTracefs(e.to_string()))?;
+    libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
+    let open = ObjectBuilder::default().open_memory(object).map_err(load_error)?;
+    open.load().map_err(load_error)
+}
+
 impl BpfObserver {
     /// Loads and attaches the programs. Fails with an error whose
     /// [`is_unavailable`](BpfError::is_unavailable) is true when this machine cannot run them
     /// (no BTF, no privilege, no tracefs, kernel refuses), so the caller can fall back to tracefs.
     pub fn open(options: ObserverOptions) -> Result<BpfObserver, BpfError> {
-        if !Path::new(BTF_PATH).exists() {
-            return Err(BpfError::NoBtf);
-        }
-        // libbpf attaches the classic tracepoints through the ids tracefs lists (and mounts it
-        // nowhere itself): `Tracefs::locate` mounts it when absent.
-        Tracefs::locate().map_err(|e| BpfError::NoTracefs(e.to_string()))?;
-        libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
-
-        let open = ObjectBuilder::default().open_memory(OBJECT).map_err(load_error)?;
-        let obj = open.load().map_err(load_error)?;
+        let obj = load_object(OBJECT)?;
 
         let mut cfg = Vec::with_capacity(24);
         let (mode, trigger) = match options.follow {
@@ -365,7 +370,7 @@ impl BpfObserver {
             let message = format!("a value of {} bytes, not {LAUNCH_VAL_SIZE}", value.len());
             return Err(BpfError::Map { map: "launches", message });
         }
-        let flags = u32::from_ne_bytes([value[24], value[25], value[26], value[27]]) | LAUNCH_WATCHED;
+        let flags = record::u32_at(&value, 24) | LAUNCH_WATCHED;
         value[24..28].copy_from_slice(&flags.to_ne_bytes());
         value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
         value[40..48].copy_from_slice(&0u64.to_ne_bytes());
@@ -382,11 +387,7 @@ impl BpfObserver {
         let map = find_map(&self.obj, "launches")?;
         let key = launch.to_ne_bytes();
         let Some(value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(None) };
-        let inserted = value.get(40..48).map(|b| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            u64::from_ne_bytes(a)
-        });
+        let inserted = (value.len() == LAUNCH_VAL_SIZE).then(|| record::u64_at(&value, 40));
         match map.delete(&key) {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(map_err("launches")(e)),
             _ => {}

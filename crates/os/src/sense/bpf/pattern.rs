@@ -10,18 +10,17 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{BorrowedFd, RawFd};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder, PrintLevel, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, Object, RingBuffer, RingBufferBuilder};
 
 use augur_core::model::access_pattern::{Access, Pattern, PatternRule};
 
 use super::error::BpfError;
-use super::observer::{BTF_PATH, find_map, libbpf_log_tail, libbpf_print, load_error, map_err};
+use super::observer::{find_map, libbpf_log_tail, load_object, map_err};
+use super::record::{u32_at, u64_at};
 use crate::sense::event::st_dev_from_kernel;
-use crate::sense::tracefs::Tracefs;
 
 /// The compiled BPF object (built by `build.rs` from `pattern.bpf.c`).
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pattern.bpf.o"));
@@ -74,18 +73,6 @@ pub struct PatternRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("pattern record of {0} bytes, expected {RECORD_SIZE}")]
 pub struct ShortRecord(pub usize);
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_ne_bytes(a)
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_ne_bytes(a)
-}
 
 fn pattern_from_raw(kind: u32, stride: i64, loop_first: u64, loop_end: u64) -> Option<Pattern> {
     match kind {
@@ -147,13 +134,7 @@ impl PatternWatch {
     /// like [`super::BpfObserver::open`]: [`BpfError::is_unavailable`] when this machine cannot
     /// run them.
     pub fn open(options: PatternWatchOptions) -> Result<PatternWatch, BpfError> {
-        if !Path::new(BTF_PATH).exists() {
-            return Err(BpfError::NoBtf);
-        }
-        Tracefs::locate().map_err(|e| BpfError::NoTracefs(e.to_string()))?;
-        libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
-        let open = ObjectBuilder::default().open_memory(OBJECT).map_err(load_error)?;
-        let obj = open.load().map_err(load_error)?;
+        let obj = load_object(OBJECT)?;
 
         let mut mask = 0u32;
         if options.progress_backward {

@@ -260,13 +260,15 @@ pub fn chunk_ranges(chunk: u64, bits: u64) -> impl Iterator<Item = PageRange> {
     })
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+/// The little-endian `u32` at byte `at` of a record (records.h: all fields little-endian).
+pub(super) fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[at..at + 4]);
     u32::from_le_bytes(a)
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
+/// The little-endian `u64` at byte `at` of a record.
+pub(super) fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(a)
