@@ -289,6 +289,9 @@ pub trait DaemonWorld {
     /// forgets them; `None` when the kernel did not count them.
     fn disk_reads(&mut self, pids: &[u32]) -> Option<u64>;
 
+    /// MemAvailable now, bytes; `None` when it cannot be read.
+    fn memory_available(&mut self) -> Option<u64>;
+
     /// Resolves a closed launch's working set to files, and names the inodes it loaded.
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch;
 
@@ -728,15 +731,26 @@ impl DaemonEngine {
     }
 
     /// Bytes exec-time replays may still read now: `[launch] replay_max_mib` for one launch,
-    /// within what is left of `replay_mib_per_minute`.
-    fn replay_budget_bytes(&mut self, now: Now) -> u64 {
+    /// within what is left of `replay_mib_per_minute`, and no more than the prediction budget's
+    /// share (`[predict] budget_available_fraction`) of the memory available at the exec: where
+    /// memory is short, a replay larger than that evicts its own first pages (or the program's)
+    /// before the program uses them, and the launch reads them twice.
+    fn replay_budget_bytes(&mut self, world: &mut impl DaemonWorld, now: Now) -> u64 {
         while self.replay_spent.front().is_some_and(|&(t, _, _)| t.saturating_add(REPLAY_BUDGET_SPAN_NS) <= now.mono_ns) {
             self.replay_spent.pop_front();
         }
         let spent: u64 = self.replay_spent.iter().map(|&(_, _, b)| b).sum();
         let l = &self.config.launch;
         let per_minute = l.replay_mib_per_minute.saturating_mul(1 << 20);
-        l.replay_max_mib.saturating_mul(1 << 20).min(per_minute.saturating_sub(spent))
+        let budget = l.replay_max_mib.saturating_mul(1 << 20).min(per_minute.saturating_sub(spent));
+        match world.memory_available() {
+            Some(available) => {
+                let fraction = self.config.predict.budget_available_fraction;
+                let fraction = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
+                budget.min((available as f64 * fraction) as u64)
+            }
+            None => budget,
+        }
     }
 
     /// Starts the exec-time replay of `key`'s learned profile, within the replay budget and not
@@ -767,9 +781,9 @@ impl DaemonEngine {
             l.pages_expected = expected;
             l.replayed = Some(key.to_string());
         }
-        let budget_pages = self.replay_budget_bytes(now) / profile.page_size.max(1);
+        let budget_pages = self.replay_budget_bytes(world, now) / profile.page_size.max(1);
         if budget_pages == 0 {
-            tracing::info!("launch {id}: {key} not replayed: exec-time replays read their budget for this minute");
+            tracing::info!("launch {id}: {key} not replayed: no replay budget left (this minute's, or memory)");
             return false;
         }
         let profile = if expected > budget_pages {
@@ -1211,6 +1225,8 @@ mod tests {
         paths_of: Vec<u32>,
         /// Pages each watched process read from disk, as the kernel would count them.
         disk_reads: HashMap<u32, u64>,
+        /// MemAvailable as the world reads it (`None`: unreadable).
+        memory_available: Option<u64>,
         actions: Vec<Action>,
     }
 
@@ -1247,6 +1263,10 @@ mod tests {
         fn disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
             let found: Vec<u64> = pids.iter().filter_map(|p| self.disk_reads.remove(p)).collect();
             (!found.is_empty()).then(|| found.iter().sum())
+        }
+
+        fn memory_available(&mut self) -> Option<u64> {
+            self.memory_available
         }
 
         fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
@@ -1847,6 +1867,19 @@ mod tests {
         let mut d = Daemon::new(c);
         d.world.profiles.insert("/bin/a".into(), profile(1000));
         assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![256]);
+    }
+
+    #[test]
+    fn a_replay_reads_at_most_the_budget_share_of_available_memory() {
+        let mut d = Daemon::new(Config::default());
+        d.world.profiles.insert("/bin/a".into(), profile(1000));
+        d.world.profiles.insert("/bin/b".into(), profile(1000));
+        // 2 MiB available, half of it (the default share): 256 of the 1000 pages used first.
+        d.world.memory_available = Some(2 << 20);
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![256]);
+        // Unreadable: the other budgets alone.
+        d.world.memory_available = None;
+        assert_eq!(replays(&d.exec(20, 101, "/bin/b")), vec![1000]);
     }
 
     #[test]

@@ -1168,6 +1168,10 @@ impl DaemonWorld for LoopIo {
         }
     }
 
+    fn memory_available(&mut self) -> Option<u64> {
+        procfs::meminfo("MemAvailable").ok()
+    }
+
     fn learn_paths_of(&mut self, pids: &[u32]) {
         for &pid in pids {
             for f in procfs::mapped_files(pid) {
