@@ -151,7 +151,14 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
         progress(&format!(
             "profile {profile}: applying (in a VM, free memory is touched once so the host backs it: minutes the first time)"
         ));
-        let p = run_profile(&suite, opts, profile, &mut trained_under, progress)?;
+        // What the earlier profiles' cold launches read: the usage day's working sets for the
+        // applications this profile's tables do not time (a cold launch reads the same files
+        // whatever memory is left).
+        let mut earlier_sets = std::collections::BTreeMap::new();
+        for earlier in &report.profiles {
+            earlier_sets.extend(cold_working_sets(&suite, earlier));
+        }
+        let p = run_profile(&suite, opts, profile, &mut trained_under, &earlier_sets, progress)?;
         report.profiles.push(p);
         report.elapsed_secs = started.elapsed().as_secs_f64();
         write_outputs(&report, &opts.output_dir)?;
@@ -188,11 +195,28 @@ struct Session<'a> {
     disk: crate::throttle::DiskReadCounter,
 }
 
+/// A workload's working set under one profile: what its cold launches read from disk (median),
+/// by workload index.
+fn cold_working_sets(suite: &Suite, report: &ProfileReport) -> std::collections::BTreeMap<usize, u64> {
+    report
+        .workloads
+        .iter()
+        .filter_map(|w| {
+            let i = suite.workloads.iter().position(|x| x.name == w.name)?;
+            let cold = w.condition(Condition::Cold)?;
+            let mut v = cold.launch_read_bytes.clone();
+            v.sort_unstable();
+            v.get(v.len() / 2).map(|b| (i, *b))
+        })
+        .collect()
+}
+
 fn run_profile(
     suite: &Suite,
     opts: &SuiteOptions,
     profile: MachineProfile,
     trained_under: &mut Option<String>,
+    earlier_sets: &std::collections::BTreeMap<usize, u64>,
     progress: Progress<'_>,
 ) -> Result<ProfileReport> {
     let started = Instant::now();
@@ -363,18 +387,11 @@ fn run_profile(
         .as_ref()
         .filter(|d| !opts.skip_day && (d.profiles.is_empty() || d.profiles.iter().any(|p| p == profile.name())));
     if let Some(day) = day_here {
-        // A workload's working set: what its cold launches read from disk (median).
-        let working_sets: std::collections::BTreeMap<usize, u64> = report
-            .workloads
-            .iter()
-            .filter_map(|w| {
-                let i = suite.workloads.iter().position(|x| x.name == w.name)?;
-                let cold = w.condition(Condition::Cold)?;
-                let mut v = cold.launch_read_bytes.clone();
-                v.sort_unstable();
-                v.get(v.len() / 2).map(|b| (i, *b))
-            })
-            .collect();
+        // This profile's cold launches first, then the earlier profiles'.
+        let mut working_sets = cold_working_sets(suite, &report);
+        for (&i, &b) in earlier_sets {
+            working_sets.entry(i).or_insert(b);
+        }
         let memory_left = machine.record.mem_available_after;
         report.day = Some(crate::usage_day::run(&mut s.day_context(memory_left, profile.small_memory(), &working_sets), day)?);
     }

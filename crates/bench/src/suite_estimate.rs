@@ -86,14 +86,23 @@ pub fn estimate(suite: &Suite, profiles: &[MachineProfile], opts: &SuiteOptions)
             if day.stop_after_secs > 0 {
                 one_day = one_day.min(day.stop_after_secs as f64 + 10.0);
             }
-            // The working sets of the day's applications the tables did not measure cold.
+            // The working sets of the day's applications no table of this or an earlier profile
+            // measured cold.
+            let timed_before =
+                |w: &crate::suite_file::Workload| !opts.skip_tables && profiles[..i].iter().any(|q| w.measured_under(q.name()));
             let unmeasured: std::collections::BTreeSet<usize> = steps
                 .iter()
-                .filter(|s| s.launch && !here.iter().any(|w| w.name == suite.workloads[s.workload].name))
+                .filter(|s| {
+                    s.launch
+                        && !here.iter().any(|w| w.name == suite.workloads[s.workload].name)
+                        && !timed_before(&suite.workloads[s.workload])
+                })
                 .map(|s| s.workload)
                 .collect();
             let sets: f64 = unmeasured.iter().map(|&w| launch_secs(&suite.workloads[w], p) + 3.0).sum();
-            let days = day.training_days as usize + 1 + crate::usage_day::day_prefetchers(&measured).len();
+            // Each training day is replayed once per group of prefetchers that train together.
+            let groups = crate::usage_day::training_groups(&watchers).len().max(1);
+            let days = day.training_days as usize * groups + 1 + crate::usage_day::day_prefetchers(&measured).len();
             out.push((format!("{p}: usage day, {days} days of {one_day:.0} s"), days as f64 * one_day + sets));
         }
         if let Some(cost) =
