@@ -105,6 +105,40 @@ pub fn watching(available: &[Prefetcher]) -> Vec<Prefetcher> {
     available.iter().copied().filter(|k| !k.is_augur() || Some(*k) == augur).collect()
 }
 
+/// The log every augur daemon of a run appends to, in the run's daemon directory `dir`.
+pub fn augur_log_in(dir: &Path) -> PathBuf {
+    dir.join("augur-daemon.log")
+}
+
+/// What augur's log says over a whole run: how each daemon observed, and launches it could not
+/// learn because they were traced late (the observation issue's criterion: none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AugurLogSummary {
+    /// Daemons started, by observation mode ("bpf", "tracefs", ...), in the order first seen.
+    pub modes: Vec<(String, u64)>,
+    /// Launches not learned because they were traced late in their window.
+    pub launches_traced_late: u64,
+}
+
+impl AugurLogSummary {
+    /// Reads the summary from the text of augur's log.
+    pub fn of_log(text: &str) -> Self {
+        let mut summary = AugurLogSummary::default();
+        for line in text.lines() {
+            if let Some(rest) = line.split("augur daemon ready: learning in ").nth(1) {
+                let mode = rest.split(" mode").next().unwrap_or("").to_string();
+                match summary.modes.iter_mut().find(|(m, _)| *m == mode) {
+                    Some((_, n)) => *n += 1,
+                    None => summary.modes.push((mode, 1)),
+                }
+            } else if line.contains("not learned: it was traced from") {
+                summary.launches_traced_late += 1;
+            }
+        }
+        summary
+    }
+}
+
 /// Where scripts/bench-setup installs preload-ng's daemon.
 pub const PRELOAD_NG_INSTALLED: &str = "/usr/local/libexec/augur-bench/preload-ng";
 
@@ -183,7 +217,7 @@ impl DaemonFiles {
         Ok(path)
     }
     fn augur_log(&self) -> PathBuf {
-        self.dir.join("augur-daemon.log")
+        augur_log_in(&self.dir)
     }
     /// augur's state database.
     pub fn augur_state(&self) -> PathBuf {
@@ -737,5 +771,17 @@ mod tests {
         let v: toml::Table = toml::from_str(&t).unwrap();
         assert_eq!(v["predict"]["enabled"].as_bool(), Some(true));
         assert_eq!(v["daemon"]["socket_path"].as_str(), Some("/tmp/a.sock"));
+    }
+
+    #[test]
+    fn augur_log_summary_counts_modes_and_late_launches() {
+        let log = "2026-11-24T21:00:00Z  INFO augur daemon ready: learning in bpf mode; 0 applications known; state s, socket t\n\
+                   2026-11-24T21:00:01Z  INFO launch of /usr/bin/node not learned: it was traced from 30 ms after its exec, late in its 200 ms window, so what it used is known only in part\n\
+                   2026-11-24T21:01:00Z  INFO augur daemon ready: learning in bpf mode (better modes not used: none); 3 applications known\n\
+                   2026-11-24T21:02:00Z  INFO augur daemon ready: learning in tracefs mode; 3 applications known\n";
+        let s = AugurLogSummary::of_log(log);
+        assert_eq!(s.modes, vec![("bpf".to_string(), 2), ("tracefs".to_string(), 1)]);
+        assert_eq!(s.launches_traced_late, 1);
+        assert_eq!(AugurLogSummary::of_log(""), AugurLogSummary::default());
     }
 }

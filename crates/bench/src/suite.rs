@@ -138,6 +138,7 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
         estimated_secs: estimate.iter().map(|(_, s)| s).sum(),
         profiles: Vec::new(),
         elapsed_secs: 0.0,
+        augur_log: None,
     };
     // One directory of daemon state for the whole run: the prefetchers are trained once, under
     // the first profile, and every later profile starts from what they learned.
@@ -164,6 +165,9 @@ pub fn run(opts: &SuiteOptions, progress: Progress<'_>) -> Result<SuiteReport> {
         write_outputs(&report, &opts.output_dir)?;
     }
     report.elapsed_secs = started.elapsed().as_secs_f64();
+    report.augur_log = fs::read_to_string(crate::prefetchers::augur_log_in(&daemons_dir))
+        .ok()
+        .map(|text| crate::prefetchers::AugurLogSummary::of_log(&text));
     write_outputs(&report, &opts.output_dir)?;
     progress(&format!("took {:.0} min (planned {:.0} min)", report.elapsed_secs / 60.0, report.estimated_secs / 60.0));
     Ok(report)

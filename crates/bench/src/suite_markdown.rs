@@ -25,6 +25,15 @@ pub fn render(report: &SuiteReport) -> String {
     for n in &report.notes {
         let _ = writeln!(out, "- {n}");
     }
+    if let Some(log) = &report.augur_log {
+        let modes: Vec<String> = log.modes.iter().map(|(m, n)| format!("{n} in {m} mode")).collect();
+        let _ = writeln!(
+            out,
+            "- augur's log over the whole run: daemons started {}; {} launches traced late (not learned)",
+            if modes.is_empty() { "none".to_string() } else { modes.join(", ") },
+            log.launches_traced_late
+        );
+    }
     let _ = writeln!(out);
     for p in &report.profiles {
         render_profile(&mut out, p);
@@ -400,6 +409,18 @@ mod tests {
         assert!(md.contains("- augur-predict: not measured (not implemented)"), "{md}");
         assert!(!md.contains("- augur: not measured"), "{md}");
         assert!(md.contains("`augur-bench --suite bench/suite.toml`"));
+        assert!(!md.contains("augur's log"), "no augur daemon ran: {md}");
+    }
+
+    #[test]
+    fn the_header_says_how_augur_observed_and_how_many_launches_were_traced_late() {
+        let mut r = report();
+        r.augur_log = Some(crate::prefetchers::AugurLogSummary { modes: vec![("bpf".into(), 40)], launches_traced_late: 0 });
+        let md = render(&r);
+        assert!(
+            md.contains("- augur's log over the whole run: daemons started 40 in bpf mode; 0 launches traced late (not learned)"),
+            "{md}"
+        );
     }
 
     #[test]

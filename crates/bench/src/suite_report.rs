@@ -34,6 +34,9 @@ pub struct SuiteReport {
     pub profiles: Vec<ProfileReport>,
     /// Wall-clock seconds the whole run took.
     pub elapsed_secs: f64,
+    /// What augur's log says over the whole run (every augur daemon of it); `None` when no augur
+    /// daemon ran.
+    pub augur_log: Option<crate::prefetchers::AugurLogSummary>,
 }
 
 /// Everything measured under one machine profile.

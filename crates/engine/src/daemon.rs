@@ -339,6 +339,8 @@ pub struct DaemonEngine {
     replaying_apps: HashMap<LaunchId, String>,
     /// Replays not started because the same application's was in flight.
     replays_coalesced: u64,
+    /// Launches not learned because they were traced late in their window (tracefs only).
+    launches_traced_late: u64,
     /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
     observed_execs_dropped: u64,
     /// A prediction step is in place.
@@ -475,6 +477,7 @@ impl DaemonEngine {
             replays_in_flight: HashMap::new(),
             replaying_apps: HashMap::new(),
             replays_coalesced: 0,
+            launches_traced_late: 0,
             observed_execs_dropped: 0,
             step: false,
             next_replan_ns: None,
@@ -545,6 +548,13 @@ impl DaemonEngine {
     /// Unattributed page events dropped from the full backlog (diagnostics).
     pub fn backlog_dropped(&self) -> u64 {
         self.tracker.backlog_dropped
+    }
+
+    /// Launches not learned since the start because they were traced late in their window (the
+    /// tracefs observer's pid filter came into force after the program had started its work; the
+    /// eBPF observer follows launches from their exec in the kernel, so never).
+    pub fn launches_traced_late(&self) -> u64 {
+        self.launches_traced_late
     }
 
     /// What the engine's bounded lists and queues dropped since the start, by cause.
@@ -928,6 +938,7 @@ impl DaemonEngine {
         let in_force = world.take_in_force_since(finished.launch.root);
         if let Some(late_ms) = in_force.and_then(|since| finished.traced_late_ms(since)) {
             // Not a launch learned: the next one is followed again.
+            self.launches_traced_late += 1;
             tracing::info!(
                 "launch of {} not learned: it was traced from {late_ms} ms after its exec, late in its {} ms window, so what it used is known only in part",
                 finished.launch.app.key,
@@ -1738,6 +1749,7 @@ mod tests {
         // Its pid reached the filter 200 ms after its exec, in a 400 ms window.
         d.world.in_force.insert(100, ns(200));
         assert!(saved(&d.wake(1500)).is_empty());
+        assert_eq!(d.engine.launches_traced_late(), 1, "counted for augur status");
         // Early enough: learned.
         d.exec(2000, 200, "/bin/a");
         d.pages(2250, 200, 5, 0, 8);

@@ -62,6 +62,10 @@ pub struct EventCounts {
     pub process_overruns: u64,
     /// Launches learned since start.
     pub launches_learned: u64,
+    /// Launches not learned because they were traced late in their window (tracefs mode; the
+    /// eBPF observer follows every launch from its exec).
+    #[serde(default)]
+    pub launches_traced_late: u64,
     /// Replays run since start.
     pub replays: u64,
     /// Times the event loop woke up.

@@ -862,6 +862,7 @@ impl Daemon {
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
         let mut events = io.counts.clone();
         events.planning_rounds += io.plan_step.as_ref().map_or(0, |s| s.rounds_planned());
+        events.launches_traced_late = self.engine.launches_traced_late();
         let (tracepoints, lost_by_cause) = match &io.observer {
             Observer::Bpf(Some(feed)) => {
                 let lost = feed.lost_by_cause();
