@@ -391,7 +391,7 @@ proptest! {
 /// the headers each is the first to include), growing and renamed over the year; a source-tree
 /// indexer walking 600 files daily; a test suite; a dozen small programs reading their
 /// configuration; five workloads (backup, mail, browser cache...) each reading 250 files it never
-/// saw before every day. About 1.2 million first opens and 500,000 distinct files: every cap (per
+/// saw before every day. About 1.2 million first opens and 460,000 distinct files: every cap (per
 /// partition, per workload, in all) is reached again and again.
 #[test]
 fn a_year_of_opens_stays_within_the_stated_bound() {
