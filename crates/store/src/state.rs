@@ -16,6 +16,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{FormatError, Result, StoreError};
+use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileContextSettings};
 use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
 use augur_core::model::learn::{AppModel, LearningHistory};
@@ -23,7 +24,7 @@ use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
@@ -46,7 +47,17 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Step(drop_stale_keys),
     Migration::Sql(SCHEMA_4),
     Migration::Sql(SCHEMA_5),
+    Migration::Sql(SCHEMA_6),
 ];
+
+/// 5 -> 6: each workload's file-access context model (`model::file_context`), one JSON record
+/// per workload key; older states start with none.
+const SCHEMA_6: &str = "CREATE TABLE file_contexts (
+         app TEXT PRIMARY KEY,
+         saved_ms INTEGER NOT NULL,
+         nodes INTEGER NOT NULL,
+         model TEXT NOT NULL
+     );";
 
 /// 4 -> 5: whether each application's latest learned launches kept adding pages, so that it is
 /// followed until its profile is stable (`LearningHistory`). Known applications start unknown
@@ -535,7 +546,8 @@ impl StateStore {
         tx.commit().map_err(&e)
     }
 
-    /// Forgets one application (its model and launch records); true when it was known.
+    /// Forgets one application (its model, launch records and file context); true when it was
+    /// known.
     pub fn forget(&mut self, app: &str) -> Result<bool> {
         let path = self.path.clone();
         let e = move |err| db_error(&path, "forgetting in", err);
@@ -544,8 +556,9 @@ impl StateStore {
         tx.execute("DELETE FROM launches WHERE app = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM activity WHERE app = ?1", [app]).map_err(&e)?;
         tx.execute("DELETE FROM launcher_hints WHERE app_key = ?1 OR launcher_key = ?1", [app]).map_err(&e)?;
+        let files = tx.execute("DELETE FROM file_contexts WHERE app = ?1", [app]).map_err(&e)?;
         tx.commit().map_err(&e)?;
-        Ok(n > 0)
+        Ok(n + files > 0)
     }
 
     /// Forgets everything learned; returns how many applications were forgotten.
@@ -557,8 +570,53 @@ impl StateStore {
         tx.execute("DELETE FROM launches", []).map_err(&e)?;
         tx.execute("DELETE FROM launcher_hints", []).map_err(&e)?;
         tx.execute("DELETE FROM activity", []).map_err(&e)?;
+        tx.execute("DELETE FROM file_contexts", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n as u64)
+    }
+
+    /// Saves the file-context models of workloads `apps` from `model` in ONE transaction: each
+    /// workload the model holds is written whole, each it no longer holds (pruned, evicted,
+    /// forgotten) is deleted.
+    pub fn save_file_contexts(&mut self, model: &FileContextModel, apps: &[&str], now_ms: u64) -> Result<()> {
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "saving file contexts in", err);
+        let tx = self.conn.transaction().map_err(&e)?;
+        for app in apps {
+            match model.app(app) {
+                Some(m) => {
+                    let text = serde_json::to_string(&m.record())
+                        .map_err(|err| StoreError::io("encoding a file context", std::io::Error::other(err)))?;
+                    tx.execute(
+                        "INSERT OR REPLACE INTO file_contexts (app, saved_ms, nodes, model) VALUES (?1, ?2, ?3, ?4)",
+                        params![app, now_ms as i64, m.node_count() as i64, text],
+                    )
+                    .map_err(&e)?;
+                }
+                None => {
+                    tx.execute("DELETE FROM file_contexts WHERE app = ?1", [app]).map_err(&e)?;
+                }
+            }
+        }
+        tx.commit().map_err(&e)
+    }
+
+    /// Every workload's file-context model, read back into one model under `settings` (its
+    /// bounds apply: a state saved with larger ones is pruned). A record that no longer decodes
+    /// is skipped with a warning, to be relearned.
+    pub fn load_file_contexts(&self, settings: FileContextSettings) -> Result<FileContextModel> {
+        let mut model = FileContextModel::new(settings);
+        let mut st =
+            self.conn.prepare("SELECT app, model FROM file_contexts ORDER BY saved_ms, app").map_err(self.err("reading"))?;
+        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(self.err("reading"))?;
+        for row in rows {
+            let (app, text) = row.map_err(self.err("reading"))?;
+            match serde_json::from_str::<FileContextRecord>(&text) {
+                Ok(record) => model.insert(&app, &record),
+                Err(err) => tracing::warn!("state: file context of {app} does not decode ({err}); relearning it"),
+            }
+        }
+        Ok(model)
     }
 
     /// Runs SQLite's full integrity check; `Ok` only when it says "ok".
@@ -570,6 +628,38 @@ impl StateStore {
     /// Writes the WAL back into the database file (on clean shutdown).
     pub fn checkpoint(&self) -> Result<()> {
         self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(self.err("checkpointing"))
+    }
+}
+
+/// The file-context record of workload `app` in the state at `path`, read without writing
+/// (the daemon may be running): `None` when the state does not exist, predates file contexts
+/// (schema 5 or older) or holds none for `app`.
+pub fn read_file_context(path: &Path, app: &str) -> Result<Option<FileContextRecord>> {
+    use rusqlite::OpenFlags;
+    if !path.exists() {
+        return Ok(None);
+    }
+    let e = |err| db_error(path, "reading", err);
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(e)?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(e)?;
+    let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(e)?;
+    let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(e)?;
+    if app_id != APPLICATION_ID {
+        return Err(StoreError::corrupt(path, "state database", format!("no augur marker (application_id {app_id:#x})")));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::too_new(path, "state", version, SCHEMA_VERSION));
+    }
+    if version < 6 {
+        return Ok(None);
+    }
+    let text: Option<String> =
+        conn.query_row("SELECT model FROM file_contexts WHERE app = ?1", [app], |r| r.get(0)).optional().map_err(e)?;
+    match text.map(|t| serde_json::from_str::<FileContextRecord>(&t)) {
+        None => Ok(None),
+        Some(Ok(record)) => Ok(Some(record)),
+        Some(Err(err)) => Err(StoreError::corrupt(path, "file context", format!("{app}: {err}"))),
     }
 }
 
@@ -848,7 +938,10 @@ mod tests {
             s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
             // As a schema 4 file was.
             s.conn
-                .execute_batch("ALTER TABLE apps DROP COLUMN stable_streak; ALTER TABLE apps DROP COLUMN unstable_streak;")
+                .execute_batch(
+                    "ALTER TABLE apps DROP COLUMN stable_streak; ALTER TABLE apps DROP COLUMN unstable_streak;
+                     DROP TABLE file_contexts;",
+                )
                 .unwrap();
             s.conn.pragma_update(None, "user_version", 4).unwrap();
         }
@@ -897,6 +990,7 @@ mod tests {
             s.conn
                 .execute_batch(
                     "DROP TABLE launcher_hints;
+                     DROP TABLE file_contexts;
                      ALTER TABLE apps DROP COLUMN stable_streak;
                      ALTER TABLE apps DROP COLUMN unstable_streak;",
                 )
@@ -944,5 +1038,84 @@ mod tests {
         );
         s.forget_all().unwrap();
         assert_eq!(s.launcher_hint("/usr/lib/libreoffice/program/oosplash", &argv).unwrap(), None);
+    }
+
+    fn file_context_model() -> FileContextModel {
+        use augur_core::model::file_context::FileOpen;
+        use augur_core::model::range::PageRange;
+        let mut m = FileContextModel::default();
+        for (app, files) in [("/usr/bin/make", ["/p/Makefile", "/p/a.c", "/p/b.c"]), ("/usr/bin/ctags", ["/s/x", "/s/y", "/s/z"])]
+        {
+            for _ in 0..2 {
+                let mut c = m.start_run(app);
+                for f in files {
+                    m.open(&mut c, &FileOpen { path: f, dev: 1, ino: 2 }, 1_000);
+                    m.read(&c, f, PageRange::new(0, 2));
+                }
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn file_contexts_are_saved_read_back_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut m = file_context_model();
+        {
+            let (mut s, _) = StateStore::open(&path).unwrap();
+            s.save_file_contexts(&m, &["/usr/bin/make", "/usr/bin/ctags", "/never"], 5).unwrap();
+        }
+        let (mut s, _) = StateStore::open(&path).unwrap();
+        let back = s.load_file_contexts(FileContextSettings::default()).unwrap();
+        for app in ["/usr/bin/make", "/usr/bin/ctags"] {
+            assert_eq!(back.app(app).unwrap().record(), m.app(app).unwrap().record(), "{app}");
+        }
+        assert_eq!(back.node_count(), m.node_count());
+        let make = read_file_context(&path, "/usr/bin/make").unwrap().unwrap();
+        assert_eq!(make, m.app("/usr/bin/make").unwrap().record());
+        assert_eq!(read_file_context(&path, "/never").unwrap(), None);
+        assert_eq!(read_file_context(&dir.path().join("absent.db"), "/usr/bin/make").unwrap(), None);
+        // A workload the model dropped is deleted when saved.
+        m.forget("/usr/bin/ctags");
+        s.save_file_contexts(&m, &["/usr/bin/ctags"], 6).unwrap();
+        assert_eq!(read_file_context(&path, "/usr/bin/ctags").unwrap(), None);
+        // Smaller bounds prune what is read back.
+        let small = FileContextSettings { partition_nodes: 2, app_nodes: 2, total_nodes: 2, ..Default::default() };
+        assert!(s.load_file_contexts(small).unwrap().node_count() <= 2);
+        // A record that does not decode is skipped, not fatal.
+        s.conn.execute("INSERT INTO file_contexts (app, saved_ms, nodes, model) VALUES ('/bad', 1, 1, '{')", []).unwrap();
+        assert!(s.load_file_contexts(FileContextSettings::default()).unwrap().app("/bad").is_none());
+        assert!(matches!(read_file_context(&path, "/bad"), Err(StoreError::Format(FormatError::Corrupt { .. }))));
+        // Forgetting one workload forgets its file context, even with nothing else learned.
+        assert!(s.forget("/usr/bin/make").unwrap());
+        assert_eq!(read_file_context(&path, "/usr/bin/make").unwrap(), None);
+        s.save_file_contexts(&file_context_model(), &["/usr/bin/make"], 7).unwrap();
+        s.forget_all().unwrap();
+        assert_eq!(s.load_file_contexts(FileContextSettings::default()).unwrap().node_count(), 0);
+    }
+
+    #[test]
+    fn a_schema_5_file_gains_file_contexts_and_keeps_what_it_learned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let limits = StateLimits::default();
+        {
+            let (mut s, _) = StateStore::open(&path).unwrap();
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 10), &limits).unwrap();
+            // As a schema 5 file was.
+            s.conn.execute_batch("DROP TABLE file_contexts;").unwrap();
+            s.conn.pragma_update(None, "user_version", 5).unwrap();
+        }
+        assert_eq!(read_file_context(&path, "/a").unwrap(), None, "an old state has no file context, and is not changed");
+        let (mut s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        let version: u32 = s.conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(s.load_app("/a").unwrap().unwrap().launches, 1);
+        assert_eq!(s.load_file_contexts(FileContextSettings::default()).unwrap().node_count(), 0);
+        let m = file_context_model();
+        s.save_file_contexts(&m, &["/usr/bin/make"], 1).unwrap();
+        assert!(read_file_context(&path, "/usr/bin/make").unwrap().is_some());
     }
 }

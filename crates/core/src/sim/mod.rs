@@ -4,6 +4,7 @@
 //! Pure like `model` and `plan`: no system calls, no clocks, randomness only from a caller's seed.
 //! It exists to show, reproducibly, which predictor prefetches best (`BENCHMARKS.md`).
 
+pub mod file_context;
 pub mod page_cache;
 pub mod replay;
 pub mod scenario;
