@@ -56,7 +56,7 @@ pub enum SimPredictor {
 }
 
 impl SimPredictor {
-    fn build(&self) -> Option<Box<dyn Predictor>> {
+    fn build(&self, confidence: ConfidenceConfig) -> Option<Box<dyn Predictor>> {
         let model: Box<dyn Predictor> = match self {
             SimPredictor::None => return None,
             SimPredictor::Naive | SimPredictor::NaiveFill => Box::new(NaivePredictor::new()),
@@ -64,7 +64,7 @@ impl SimPredictor {
             SimPredictor::Augur(c) | SimPredictor::AugurFill(c) => Box::new(AugurPredictor::new(*c)),
         };
         // As the daemon runs a predictor: believed as far as its recent predictions came true.
-        Some(if self.weighs_cost() { Box::new(ConfidentPredictor::new(model, ConfidenceConfig::default())) } else { model })
+        Some(if self.weighs_cost() { Box::new(ConfidentPredictor::new(model, confidence)) } else { model })
     }
 
     /// True when the rounds run as the daemon's do: the predictor believed by its recent
@@ -136,6 +136,8 @@ pub struct SimConfig {
     pub read_cost: f64,
     /// The cost model's least eviction cost (`[predict] evict_cost`).
     pub evict_cost: f64,
+    /// How the predictors that weigh cost are believed (the daemon's default).
+    pub confidence: ConfidenceConfig,
 }
 
 impl Default for SimConfig {
@@ -148,6 +150,7 @@ impl Default for SimConfig {
             seek_cost_bytes: 128 * 1024,
             read_cost: DEFAULT_READ_COST,
             evict_cost: DEFAULT_EVICT_COST,
+            confidence: ConfidenceConfig::default(),
         }
     }
 }
@@ -366,7 +369,7 @@ fn replay(
     let mut refaults = RefaultMeter::default();
     let weighs_cost = which.weighs_cost();
     let mut cache = PageCache::new(budget, table.block_bytes.clone());
-    let mut predictor = which.build();
+    let mut predictor = which.build(config.confidence);
     let mut current: BTreeMap<String, usize> = BTreeMap::new();
     let mut learned: BTreeSet<String> = BTreeSet::new();
     let mut pinned: HashMap<(String, u64), Vec<BlockId>> = HashMap::new();
