@@ -12,3 +12,4 @@ pub mod profile;
 pub mod range;
 pub mod record;
 pub mod usage_trace;
+pub mod user;
