@@ -167,6 +167,9 @@ impl Default for LaunchSection {
 pub struct LearnSection {
     /// Most applications kept (least recently launched evicted first).
     pub max_apps: usize,
+    /// Most applications kept of one user (root, or any other uid): a user's flood of programs
+    /// evicts only that user's least recently launched.
+    pub max_apps_per_user: usize,
     /// Most page ranges kept per application (least used dropped first).
     pub max_ranges_per_app: usize,
     /// Factor each range's usage count decays by at every launch, in (0, 1].
@@ -187,6 +190,7 @@ impl Default for LearnSection {
         let l = LearnSettings::default();
         LearnSection {
             max_apps: l.max_apps,
+            max_apps_per_user: l.max_apps_per_user,
             max_ranges_per_app: l.max_ranges_per_app,
             decay: l.decay,
             drop_after_launches: l.drop_after_launches,
@@ -353,6 +357,9 @@ impl Config {
         if n.max_apps == 0 {
             return Err(bad("learn", "max_apps", "must be at least 1".into()));
         }
+        if n.max_apps_per_user == 0 {
+            return Err(bad("learn", "max_apps_per_user", "must be at least 1".into()));
+        }
         if n.max_ranges_per_app == 0 {
             return Err(bad("learn", "max_ranges_per_app", "must be at least 1".into()));
         }
@@ -433,6 +440,7 @@ impl Config {
             replay_threshold: self.learn.replay_threshold,
             max_ranges_per_app: self.learn.max_ranges_per_app,
             max_apps: self.learn.max_apps,
+            max_apps_per_user: self.learn.max_apps_per_user,
             stable_new_share: self.launch.stable_new_share,
         }
     }

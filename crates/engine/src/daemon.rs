@@ -29,6 +29,7 @@ use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, L
 use augur_core::model::range::PageRange;
 use augur_core::model::record::{ActivityRecord, LaunchRecord};
 use augur_core::model::usage_trace::Transition;
+use augur_core::model::user::{ProcessUser, key_uid};
 
 use crate::config::{Config, PredictSection, ReplayPriority};
 use crate::running::{InstanceChange, RunningInstances};
@@ -208,9 +209,10 @@ pub enum Action {
     /// A launch of `app` that was replayed but not followed read many pages from disk its profile
     /// did not hold: follow its next launches again until its profile is stable.
     Refollow { app: String },
-    /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`; report with
+    /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`, reading only the
+    /// files `user` (the user the launch is learned for) may read; report with
     /// [`Event::ReplayFinished`].
-    StartReplay { launch: LaunchId, app: String, profile: LaunchProfile, priority: ReplayPriority },
+    StartReplay { launch: LaunchId, app: String, profile: LaunchProfile, priority: ReplayPriority, user: ProcessUser },
     /// Memory pressure: stop the exec-time replays running or queued (each still reports, with
     /// what it loaded).
     StopReplays,
@@ -804,7 +806,13 @@ impl DaemonEngine {
         };
         let bytes = profile.byte_count();
         let priority = self.config.launch.replay_io_priority;
-        if world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority }, &self.config)
+        // The profile is the key's user's (a launcher's expected application is learned for the
+        // same user as the launcher); its groups are the launch's when it runs as that user.
+        let user = match self.tracker.get(id).map(|l| l.identity.app_user()) {
+            Some(u) if u.uid == key_uid(key) => u.clone(),
+            _ => ProcessUser::without_groups(key_uid(key)),
+        };
+        if world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority, user }, &self.config)
             == Outcome::Done
         {
             self.replays_in_flight.insert(id, None);
@@ -1394,7 +1402,7 @@ mod tests {
     /// What `/proc` says of process `pid` after it exec'd `exe` with `argv` in `/home/u`.
     fn exec_step(pid: u32, exe: &str, argv: &[&str]) -> ExecStep {
         let argv = argv.iter().map(|a| a.to_string()).collect();
-        ExecStep { pid, exe: exe.to_string(), argv, cwd: Some("/home/u".into()), loader_target: None }
+        ExecStep { pid, exe: exe.to_string(), argv, cwd: Some("/home/u".into()), loader_target: None, user: ProcessUser::ROOT }
     }
 
     /// The profiles replayed, by size.
@@ -1464,6 +1472,41 @@ mod tests {
         assert!(out.contains(&Action::TraceEager(false)) && out.contains(&Action::WatchOpens(false)), "{out:?}");
         assert_eq!(timer(&out), Some(None));
         assert_eq!(d.engine.usage_log().len(), 2, "the launch and its working set");
+    }
+
+    // --- Learning per user --------------------------------------------------------------------
+
+    /// Process `tgid` of user `uid` (group `uid`, also in group 24) exec'd `exe` at `ms`.
+    fn exec_as(d: &mut Daemon, ms: u64, uid: u32, tgid: u32, exe: &str) -> Vec<Action> {
+        let step = ExecStep { user: ProcessUser { uid, gid: uid, groups: vec![24] }, ..exec_step(tgid, exe, &[exe]) };
+        d.event(ms, Event::Exec { step, ts_ns: ns(ms) })
+    }
+
+    fn replayed(actions: &[Action]) -> Vec<(String, ProcessUser)> {
+        actions
+            .iter()
+            .filter_map(|a| if let Action::StartReplay { app, user, .. } = a { Some((app.clone(), user.clone())) } else { None })
+            .collect()
+    }
+
+    #[test]
+    fn a_users_launch_is_learned_and_replayed_as_that_users_never_as_roots() {
+        let mut d = Daemon::every_exec(Config::default());
+        exec_as(&mut d, 0, 1000, 100, "/usr/bin/python3");
+        d.pages(10, 100, 5, 0, 8);
+        d.exit(20, 100);
+        let learned = saved(&d.wake(2000));
+        assert_eq!(learned.len(), 1);
+        assert_eq!(learned[0].record.app, "uid=1000:/usr/bin/python3", "learned under the user's key");
+        // Root's launch of the same program asks for root's profile only: the user's is not it.
+        d.world.profiles.insert("uid=1000:/usr/bin/python3".into(), profile(50));
+        assert!(replayed(&exec_as(&mut d, 3000, 0, 101, "/usr/bin/python3")).is_empty(), "the user's profile replayed for root");
+        d.world.profiles.insert("/usr/bin/python3".into(), profile(40));
+        let root = replayed(&exec_as(&mut d, 3100, 0, 102, "/usr/bin/python3"));
+        assert_eq!(root, vec![("/usr/bin/python3".to_string(), ProcessUser { uid: 0, gid: 0, groups: vec![24] })]);
+        // The user's next launch replays the user's profile, reading as the user.
+        let user = replayed(&exec_as(&mut d, 3200, 1000, 103, "/usr/bin/python3"));
+        assert_eq!(user, vec![("uid=1000:/usr/bin/python3".to_string(), ProcessUser { uid: 1000, gid: 1000, groups: vec![24] })]);
     }
 
     // --- Observing every exec (the eBPF observer) ---------------------------------------------

@@ -673,6 +673,7 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use augur_core::model::user::ProcessUser;
 
     const MS: u64 = 1_000_000;
     const F: InodeKey = InodeKey { dev: 1, ino: 5 };
@@ -687,7 +688,14 @@ mod tests {
     }
 
     fn step(pid: u32, exe: &str) -> ExecStep {
-        ExecStep { pid, exe: exe.to_string(), argv: vec![exe.to_string()], cwd: None, loader_target: None }
+        ExecStep {
+            pid,
+            exe: exe.to_string(),
+            argv: vec![exe.to_string()],
+            cwd: None,
+            loader_target: None,
+            user: ProcessUser::ROOT,
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::error::{FormatError, Result, StoreError};
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileContextSettings};
 use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
-use augur_core::model::learn::{AppModel, LearningHistory};
+use augur_core::model::learn::{AppModel, LearningHistory, apps_to_evict_for};
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
@@ -363,7 +363,7 @@ impl StateStore {
         )
         .map_err(e("learning in"))?;
         insert_record(&tx, record).map_err(e("learning in"))?;
-        trim(&tx, limits).map_err(e("learning in"))?;
+        trim(&tx, limits, Some(app)).map_err(e("learning in"))?;
         tx.commit().map_err(e("committing to"))?;
         Ok(model)
     }
@@ -391,7 +391,7 @@ impl StateStore {
         let e = move |err| db_error(&path, "recording in", err);
         let tx = self.conn.transaction().map_err(&e)?;
         insert_record(&tx, record).map_err(&e)?;
-        trim(&tx, limits).map_err(&e)?;
+        trim(&tx, limits, None).map_err(&e)?;
         tx.commit().map_err(&e)
     }
 
@@ -696,16 +696,37 @@ fn insert_record(tx: &rusqlite::Transaction<'_>, r: &LaunchRecord) -> rusqlite::
     .map(|_| ())
 }
 
-fn trim(tx: &rusqlite::Transaction<'_>, limits: &StateLimits) -> rusqlite::Result<()> {
+/// Drops the oldest launch records beyond the limit, and the applications beyond `max_apps`: when
+/// `learned` was just learned, its user's least recently launched beyond that user's share
+/// (`max_apps_per_user`) and beyond `max_apps` first ([`apps_to_evict_for`]), so that one user's
+/// programs never push root's or another user's out.
+fn trim(tx: &rusqlite::Transaction<'_>, limits: &StateLimits, learned: Option<&str>) -> rusqlite::Result<()> {
     tx.execute(
         "DELETE FROM launches WHERE id <= (SELECT id FROM launches ORDER BY id DESC LIMIT 1 OFFSET ?1)",
         [limits.max_launch_records as i64],
     )?;
-    tx.execute(
-        "DELETE FROM apps WHERE key IN (
-             SELECT key FROM apps ORDER BY last_launch_ms DESC, key LIMIT -1 OFFSET ?1)",
-        [limits.learn.max_apps.max(1) as i64],
-    )?;
+    let Some(learned) = learned else {
+        tx.execute(
+            "DELETE FROM apps WHERE key IN (
+                 SELECT key FROM apps ORDER BY last_launch_ms DESC, key LIMIT -1 OFFSET ?1)",
+            [limits.learn.max_apps.max(1) as i64],
+        )?;
+        return Ok(());
+    };
+    let apps: Vec<(String, u64)> = {
+        let mut q = tx.prepare_cached("SELECT key, last_launch_ms FROM apps")?;
+        q.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))?.collect::<rusqlite::Result<_>>()?
+    };
+    let evicted = apps_to_evict_for(
+        apps.iter().map(|(k, t)| (k.as_str(), *t)),
+        learned,
+        limits.learn.max_apps,
+        limits.learn.max_apps_per_user,
+    );
+    let mut delete = tx.prepare_cached("DELETE FROM apps WHERE key = ?1")?;
+    for key in evicted {
+        delete.execute([key])?;
+    }
     Ok(())
 }
 
@@ -890,6 +911,28 @@ mod tests {
         s.add_activity(&acts[3..], &limits).unwrap();
         assert_eq!(s.recent_activity(100).unwrap(), acts[3..].to_vec(), "the newest five, oldest first");
         assert_eq!(s.recent_activity(2).unwrap(), acts[6..].to_vec());
+    }
+
+    #[test]
+    fn a_users_flood_of_programs_evicts_only_that_users_apps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = StateStore::open(&dir.path().join("state.db")).unwrap();
+        let limits = StateLimits {
+            learn: LearnSettings { max_apps: 8, max_apps_per_user: 4, ..Default::default() },
+            ..Default::default()
+        };
+        for (i, app) in ["/usr/bin/a", "/usr/bin/b", "uid=7:/usr/bin/a"].iter().enumerate() {
+            s.learn_launch(app, app, &launch(0), &record(app, i as u64), &limits).unwrap();
+        }
+        for i in 0..40u64 {
+            let app = format!("uid=1000:/home/u/s{i}.sh");
+            s.learn_launch(&app, "/usr/bin/bash", &launch(i), &record(&app, 100 + i), &limits).unwrap();
+        }
+        let keys: Vec<String> = s.apps().unwrap().into_iter().map(|a| a.key).collect();
+        assert_eq!(keys.len(), 3 + 4, "{keys:?}");
+        for kept in ["/usr/bin/a", "/usr/bin/b", "uid=7:/usr/bin/a", "uid=1000:/home/u/s39.sh", "uid=1000:/home/u/s36.sh"] {
+            assert!(keys.iter().any(|k| k == kept), "{kept} kept: {keys:?}");
+        }
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub const DEFAULT_SOCKET: &str = "/run/augur/augur.sock";
 pub struct ExplainArgs {
     /// The application (as the daemon or the trace names it).
     pub app: String,
+    /// Asking the daemon: the user whose application it is (a name or a uid; root's without it),
+    /// as `augur apps` lists it.
+    #[arg(long, value_name = "USER", conflicts_with = "trace")]
+    pub user: Option<String>,
     /// Train on this usage trace instead of asking the daemon.
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -87,7 +91,8 @@ pub fn run(args: ExplainArgs) -> Result<ExitCode> {
         if !args.socket.exists() {
             return Err(Error::NoDaemon { socket: args.socket.clone() });
         }
-        return match control::request(&args.socket, &Request::Explain { app: args.app.clone() })? {
+        let app = super::apps::key_of(&args.app, args.user.as_deref())?;
+        return match control::request(&args.socket, &Request::Explain { app })? {
             Response::Explanation { predictor, app, probability, reasons } => {
                 render(&args, &predict::Explanation { predictor, app, probability, reasons });
                 Ok(ExitCode::SUCCESS)

@@ -17,6 +17,10 @@ use augur_store::state::StateStore;
 pub struct ForgetArgs {
     /// The application to forget, as `augur apps` lists it.
     pub app: Option<String>,
+    /// The user whose application it is (a name or a uid; root's without it), as `augur apps`
+    /// lists it.
+    #[arg(long, value_name = "USER", requires = "app")]
+    pub user: Option<String>,
     /// Forget every application.
     #[arg(long)]
     pub all: bool,
@@ -36,7 +40,7 @@ pub fn run(args: ForgetArgs) -> Result<ExitCode> {
     let config = crate::config_file::load(args.config.as_deref())?;
     let socket = args.socket.clone().unwrap_or(config.daemon.socket_path.clone());
     let request = match &args.app {
-        Some(app) if !args.all => Request::Forget { app: app.clone() },
+        Some(app) if !args.all => Request::Forget { app: super::apps::key_of(app, args.user.as_deref())? },
         _ => Request::ForgetAll,
     };
     let forgotten = match control::request(&socket, &request) {

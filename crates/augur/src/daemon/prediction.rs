@@ -39,6 +39,7 @@ use crate::error::{Error, Result};
 use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
+use augur_core::model::user::{ProcessUser, key_uid};
 use augur_core::plan::{
     AppFootprint, EvictionCounters, LearnedFootprint, LedgerTotals, MemoryHeadroom, MemoryPressure, MemorySnapshot,
     PlanningRound, PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
@@ -438,7 +439,8 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
 /// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
 /// plan per application keeps a disk-order sort (rotational disks) inside each application, so
 /// the likeliest one is complete first even when the round is cut short by a launch. Each plan
-/// carries its application's lookups, repeated before its pages.
+/// carries its application's lookups, repeated before its pages, and reads for its key's user
+/// (files a user other than root may not read are refused).
 pub fn fetch_plans_of(
     planned: &augur_core::plan::Plan,
     profiles: &BTreeMap<String, LaunchProfile>,
@@ -453,7 +455,8 @@ pub fn fetch_plans_of(
             Some(i) => i,
             None => {
                 apps.push(r.app.as_str());
-                let mut plan = FetchPlan::new(page_size);
+                // A user's application is loaded with the files that user may read only.
+                let mut plan = FetchPlan::new(page_size).for_user(ProcessUser::without_groups(key_uid(&r.app)));
                 // Its metadata first: the inodes and directories its launches needed from disk.
                 for l in &profile.lookups {
                     plan.add_lookup(l.clone());

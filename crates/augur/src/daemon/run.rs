@@ -28,6 +28,7 @@ use augur_core::model::launcher::{self, ExecStep};
 use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, UsedRange};
 use augur_core::model::record::ActivityRecord;
+use augur_core::model::user::ProcessUser;
 use augur_engine::config::{Config, ReplayPriority};
 use augur_engine::daemon::{
     Action, DaemonEngine, DaemonWorld, Event, Now, Observation, Outcome, ReplayReport, ResolvedLaunch, TraceEvent, WorldError,
@@ -184,6 +185,8 @@ struct ReplayJob {
     app: String,
     profile: LaunchProfile,
     priority: IoPriority,
+    /// The user the launch is learned for: only files they may read are loaded.
+    user: ProcessUser,
     stop: ReplayStop,
 }
 
@@ -216,7 +219,7 @@ fn spawn_replay_worker(
                 if cancel.is_cancelled() {
                     break;
                 }
-                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size());
+                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user);
                 // The application is reading too: keep to its first-use order and only a little
                 // ahead of it, so that its own reads never queue behind pages it needs later
                 // (on a throttled or slow disk a deep queue in disk order made starts slower).
@@ -266,12 +269,14 @@ fn path_search_of(pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
     })
 }
 
-/// What /proc says of the program process `tgid` runs now; for `ld.so PROGRAM`, PROGRAM resolved
-/// through its symlinks (one `realpath` per loader exec only). Its command line is read and kept
-/// only as far as identity needs ([`app::bound_argv`]); true when it was cut.
+/// What /proc says of the program process `tgid` runs now and the user it runs as; for `ld.so
+/// PROGRAM`, PROGRAM resolved through its symlinks (one `realpath` per loader exec only). Its
+/// command line is read and kept only as far as identity needs ([`app::bound_argv`]); true when
+/// it was cut. `None` when the process is gone (its user unknown: it is never taken for root).
 fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
     use std::io::Read;
     let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned();
+    let user = procfs::user_of(tgid)?;
     let mut raw = Vec::new();
     if let Ok(f) = std::fs::File::open(format!("/proc/{tgid}/cmdline")) {
         let _ = f.take(app::CMDLINE_READ_MAX as u64 + 1).read_to_end(&mut raw);
@@ -285,7 +290,7 @@ fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
         let program = app::absolute(&argv[i], cwd.as_deref());
         augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
     });
-    Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target }, cut))
+    Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, cut))
 }
 
 const TOKEN_PROC: u64 = 0;
@@ -1213,9 +1218,9 @@ impl DaemonWorld for LoopIo {
                 }
                 self.counts.refollowed += 1;
             }
-            Action::StartReplay { launch, app, profile, priority } => {
+            Action::StartReplay { launch, app, profile, priority, user } => {
                 let stop = ReplayStop::default();
-                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), stop: stop.clone() };
+                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone() };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {
                     Ok(()) => {

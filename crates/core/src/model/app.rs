@@ -31,6 +31,8 @@ pub enum Target {
 pub struct AppIdentity {
     /// The key the application is learned under: the executable path, the script or jar path, or
     /// `EXE -m MODULE` / `EXE MAIN.CLASS`. Stable across runs and across package upgrades.
+    /// A launch's identity scopes it with the user the program runs as
+    /// ([`crate::model::user::user_key`]: root's are bare, `uid=1000:KEY` else).
     pub key: String,
     /// The executable, without the " (deleted)" suffix.
     pub exe: PathBuf,

@@ -46,6 +46,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::app::AppIdentity;
+use crate::model::user::ProcessUser;
 use command::carries;
 pub use program::{ExecStep, KnownRole, Program, Stability, loader_program, program_of, starts_only_its_application};
 
@@ -135,6 +136,8 @@ enum Via {
 #[derive(Debug)]
 struct Node {
     program: Program,
+    /// The user the program is learned for (see [`LaunchIdentity::on_exec`]).
+    user: ProcessUser,
     pid: u32,
     parent: Option<usize>,
     via: Via,
@@ -163,7 +166,8 @@ pub struct LaunchIdentity {
 impl LaunchIdentity {
     /// A launch starts: `step` is an exec of a process outside every launch, at `now_ns`.
     pub fn start(step: &ExecStep, now_ns: u64) -> Self {
-        let node = Node { program: program_of(step), pid: step.pid, parent: None, via: Via::Root, pages: 0 };
+        let node =
+            Node { program: program_of(step), user: step.user.clone(), pid: step.pid, parent: None, via: Via::Root, pages: 0 };
         LaunchIdentity {
             nodes: vec![node],
             running: HashMap::from([(step.pid, 0)]),
@@ -186,6 +190,12 @@ impl LaunchIdentity {
     /// running-apps view, and the process whose re-exec relabels the launch.
     pub fn app_pid(&self) -> u32 {
         self.nodes[self.app].pid
+    }
+
+    /// The user the application as decided so far is learned for (its key is that user's): its
+    /// exec-time replay reads only files this user may read.
+    pub fn app_user(&self) -> &ProcessUser {
+        &self.nodes[self.app].user
     }
 
     /// Whether the application as decided so far could be learned under its key (not a memfd
@@ -234,7 +244,10 @@ impl LaunchIdentity {
         self.running.remove(&pid);
     }
 
-    /// A process of the launch exec'd.
+    /// A process of the launch exec'd. A launch a user other than root started stays that
+    /// user's whatever its programs run as (`sudo CMD`: CMD is learned as the user's, never as
+    /// root's, and only replayed with files the user may read); a launch root started is
+    /// learned for the user its application runs as (`su USER -c CMD`: the user's).
     pub fn on_exec(&mut self, step: &ExecStep) -> Verdict {
         let (parent, via) = match self.running.get(&step.pid) {
             Some(&p) if self.nodes[p].pid == step.pid => (Some(p), Via::Exec),
@@ -340,6 +353,11 @@ impl LaunchIdentity {
         if !wrapper || !not_handed_off || now_ns.saturating_sub(self.started_ns) > ADOPT_WINDOW_NS {
             return None;
         }
+        // A process of another user is never taken into a launch: it would learn that user's
+        // pages under this launch's key, or this launch's under that user's.
+        if step.user.uid != self.nodes[self.app].user.uid {
+            return None;
+        }
         let program = program_of(step);
         let carried = program.invocations.iter().any(|inv| inv != &app.argv && carries(&app.carried, inv));
         if program.stability != Stability::Stable || !carried {
@@ -376,8 +394,20 @@ impl LaunchIdentity {
         Outcome { app: app.program.identity.clone(), chosen_by: self.chosen_by, not_learnable, hints }
     }
 
+    /// The user an exec of this launch is learned for: the user who started the launch when
+    /// that is not root, else the user the exec runs as.
+    fn launch_user(&self, step: &ExecStep) -> ProcessUser {
+        match self.nodes.first() {
+            Some(starter) if !starter.user.is_root() => starter.user.clone(),
+            _ => step.user.clone(),
+        }
+    }
+
     fn push(&mut self, step: &ExecStep, parent: Option<usize>, via: Via) -> usize {
-        self.nodes.push(Node { program: program_of(step), pid: step.pid, parent, via, pages: 0 });
+        let user = self.launch_user(step);
+        let program =
+            if user == step.user { program_of(step) } else { program_of(&ExecStep { user: user.clone(), ..step.clone() }) };
+        self.nodes.push(Node { program, user, pid: step.pid, parent, via, pages: 0 });
         let n = self.nodes.len() - 1;
         self.running.insert(step.pid, n);
         n

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::profile::{FileIdentity, FileProfile, LaunchProfile, Lookup, TraceMode, Unresolved, UsedRange};
 use super::range::PageRange;
+use super::user::key_uid;
 
 /// Path lookups one application's model keeps at most: a cold start of a large program needs a
 /// few hundred inodes; more would be a tree walk.
@@ -34,6 +35,9 @@ pub struct LearnSettings {
     pub max_ranges_per_app: usize,
     /// Most applications kept; the least recently launched go first.
     pub max_apps: usize,
+    /// Most applications kept of one user (root, or any other uid: see
+    /// [`crate::model::user`]); beyond it that user's least recently launched go first.
+    pub max_apps_per_user: usize,
     /// A launch is *stable* when at most this share of its pages were new to the model, in
     /// [0, 1] ([`LaunchNovelty::is_stable`]).
     pub stable_new_share: f64,
@@ -47,6 +51,7 @@ impl Default for LearnSettings {
             replay_threshold: 0.2,
             max_ranges_per_app: 8192,
             max_apps: 1000,
+            max_apps_per_user: 500,
             stable_new_share: 0.05,
         }
     }
@@ -380,6 +385,48 @@ pub fn apps_to_evict<'a>(apps: impl IntoIterator<Item = (&'a str, u64)>, cap: us
     all.into_iter().take(excess).map(|(_, k)| k.to_string()).collect()
 }
 
+/// Application keys to evict after `learned` was learned, so that its user keeps at most
+/// `max_per_user` applications and all users together at most `max_apps`: the user's own least
+/// recently launched go first (ties by key), so that one user's flood of programs never evicts
+/// root's or another user's. Only when that user has nothing else to give up (its first
+/// application, the cap lowered below what the others keep) does the least recently launched
+/// application of anyone go. `learned` itself is never evicted. `apps` pairs each key with its
+/// last launch time.
+pub fn apps_to_evict_for<'a>(
+    apps: impl IntoIterator<Item = (&'a str, u64)>,
+    learned: &str,
+    max_apps: usize,
+    max_per_user: usize,
+) -> Vec<String> {
+    let (max_apps, max_per_user) = (max_apps.max(1), max_per_user.max(1));
+    let mut all: Vec<(u64, &str)> = apps.into_iter().map(|(k, t)| (t, k)).collect();
+    all.sort_unstable();
+    let uid = key_uid(learned);
+    let mut total = all.len();
+    let mut of_user = all.iter().filter(|(_, k)| key_uid(k) == uid).count();
+    let mut evicted: Vec<&str> = Vec::new();
+    for &(_, k) in &all {
+        if of_user <= max_per_user && total <= max_apps {
+            break;
+        }
+        if k != learned && key_uid(k) == uid {
+            evicted.push(k);
+            of_user -= 1;
+            total -= 1;
+        }
+    }
+    for &(_, k) in &all {
+        if total <= max_apps {
+            break;
+        }
+        if k != learned && !evicted.contains(&k) {
+            evicted.push(k);
+            total -= 1;
+        }
+    }
+    evicted.into_iter().map(String::from).collect()
+}
+
 /// An in-memory set of learned applications, bounded by `max_apps` (for simulations and tests;
 /// the daemon keeps its models in the state database and loads one at a time).
 #[derive(Clone, Debug, Default)]
@@ -399,7 +446,8 @@ impl Learner {
         let entry = self.apps.entry(app.to_string()).or_insert_with(|| (AppModel::new(launch.page_size), now));
         entry.0.record_launch(launch, s);
         entry.1 = now;
-        for k in apps_to_evict(self.apps.iter().map(|(k, (_, t))| (k.as_str(), *t)), s.max_apps.max(1)) {
+        let apps = self.apps.iter().map(|(k, (_, t))| (k.as_str(), *t));
+        for k in apps_to_evict_for(apps, app, s.max_apps, s.max_apps_per_user) {
             self.apps.remove(&k);
         }
     }
@@ -598,6 +646,34 @@ mod tests {
         assert!(l.get("x").is_some() && l.get("z").is_some());
     }
 
+    #[test]
+    fn a_users_flood_evicts_only_that_users_apps() {
+        let s = LearnSettings { max_apps: 10, max_apps_per_user: 5, ..Default::default() };
+        let mut l = Learner::new();
+        let one = launch(&[("/a", ident(1), &[(0, 1)])]);
+        for (t, k) in ["/usr/bin/a", "/usr/bin/b", "uid=7:/usr/bin/a"].iter().enumerate() {
+            l.record(k, &one, t as u64, &s);
+        }
+        for i in 0..1100u64 {
+            l.record(&format!("uid=1000:/home/u/s{i}.sh"), &one, 10 + i, &s);
+        }
+        assert!(l.get("/usr/bin/a").is_some() && l.get("/usr/bin/b").is_some(), "root's stay");
+        assert!(l.get("uid=7:/usr/bin/a").is_some(), "another user's stay");
+        assert_eq!(l.len(), 3 + 5, "the flooding user keeps its share");
+        assert!(l.get("uid=1000:/home/u/s1099.sh").is_some() && l.get("uid=1000:/home/u/s1094.sh").is_none());
+    }
+
+    #[test]
+    fn past_max_apps_the_learning_user_gives_up_its_own_first() {
+        let apps = [("/r1", 1), ("uid=5:/a", 2), ("uid=5:/b", 3), ("/r2", 4), ("uid=6:/x", 5)];
+        assert_eq!(apps_to_evict_for(apps, "uid=5:/b", 4, 10), vec!["uid=5:/a".to_string()]);
+        assert_eq!(apps_to_evict_for(apps, "/r2", 4, 10), vec!["/r1".to_string()]);
+        // Nothing else of its own: the least recently launched of anyone goes, never itself.
+        assert_eq!(apps_to_evict_for(apps, "uid=6:/x", 4, 10), vec!["/r1".to_string()]);
+        assert_eq!(apps_to_evict_for(apps, "uid=5:/b", 10, 1), vec!["uid=5:/a".to_string()]);
+        assert!(apps_to_evict_for(apps, "uid=6:/x", 5, 1).is_empty());
+    }
+
     fn arb_launch() -> impl Strategy<Value = LaunchProfile> {
         // Up to 4 files, identity from a small set so changes happen, ranges in a small space.
         prop::collection::vec((0u8..4, 0u64..2, prop::collection::vec((0u64..200, 1u64..20), 0..6)), 0..5).prop_map(|files| {
@@ -639,6 +715,7 @@ mod tests {
             replay_threshold: thr,
             max_ranges_per_app: cap,
             max_apps: 10,
+            max_apps_per_user: 10,
             stable_new_share: 0.05,
         })
     }
@@ -677,6 +754,32 @@ mod tests {
                         prop_assert!(known.missing_from(u.range).is_empty());
                     }
                 }
+            }
+        }
+
+        #[test]
+        fn eviction_keeps_the_caps_and_spares_other_users(
+            apps in prop::collection::btree_map(0u32..4, prop::collection::btree_set(0u64..50, 0..20), 1..4),
+            learned_uid in 0u32..4,
+            max_apps in 1usize..40,
+            per_user in 1usize..20,
+        ) {
+            let keys: Vec<(String, u64)> = apps
+                .iter()
+                .flat_map(|(&u, ts)| ts.iter().map(move |&t| (crate::model::user::user_key(u, &format!("/p{t}")), t)))
+                .collect();
+            let learned = crate::model::user::user_key(learned_uid, "/new");
+            let mut all = keys.clone();
+            all.push((learned.clone(), 100));
+            let evicted = apps_to_evict_for(all.iter().map(|(k, t)| (k.as_str(), *t)), &learned, max_apps, per_user);
+            prop_assert!(!evicted.contains(&learned));
+            let left: Vec<&(String, u64)> = all.iter().filter(|(k, _)| !evicted.contains(k)).collect();
+            prop_assert!(left.len() <= max_apps);
+            let own_left = left.iter().filter(|(k, _)| key_uid(k) == learned_uid).count();
+            prop_assert!(own_left <= per_user.max(1));
+            // Another user's application goes only when the learning user kept nothing else.
+            if evicted.iter().any(|k| key_uid(k) != learned_uid) {
+                prop_assert_eq!(own_left, 1);
             }
         }
 

@@ -13,3 +13,4 @@ pub mod profile;
 pub mod range;
 pub mod record;
 pub mod usage_trace;
+pub mod user;

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{CWD, FileType, Mode, OFlags, Stat};
 
 use augur_core::model::profile::FileIdentity;
+use augur_core::model::user::ProcessUser;
 
 use crate::untrusted_path::{self, Refused, Symlinks};
 
@@ -33,6 +34,8 @@ pub enum Refusal {
     Stale(String),
     /// It could not be opened (permissions, I/O error).
     Unreadable(String),
+    /// The user the pages are for (this uid) may not read it: it is never read on their behalf.
+    NotPermitted(u32),
 }
 
 impl fmt::Display for Refusal {
@@ -42,6 +45,7 @@ impl fmt::Display for Refusal {
             Refusal::NotRegular(kind) => write!(f, "not a regular file ({kind})"),
             Refusal::Stale(why) => write!(f, "stale: {why}"),
             Refusal::Unreadable(why) => write!(f, "unreadable: {why}"),
+            Refusal::NotPermitted(uid) => write!(f, "not readable by uid {uid}, whose launch it is for"),
         }
     }
 }
@@ -120,17 +124,20 @@ fn refusal_for(err: io::Error) -> Refusal {
     }
 }
 
-/// Opens `path` for reading if and only if it is the regular file `expected` describes.
+/// Opens `path` for reading if and only if it is the regular file `expected` describes, and, with
+/// `reader`, a file that user may read by its mode, owner and group
+/// ([`ProcessUser::may_read`]; the directories on the way are not checked).
 ///
 /// The walk to it follows symbolic links on the way but not in the last component, stays on the
 /// path's mount, and skips network and FUSE file systems unless allowed ([`untrusted_path`]).
-pub fn open_profiled(path: &Path, expected: &FileIdentity) -> Result<OpenedFile, Refusal> {
+pub fn open_profiled(path: &Path, expected: &FileIdentity, reader: Option<&ProcessUser>) -> Result<OpenedFile, Refusal> {
     let expected = *expected;
     let owned = path.to_path_buf();
+    let reader = reader.cloned();
     // O_PATH runs no driver open routine: FIFOs, devices and sockets are examined, never opened.
     let path_only = OFlags::PATH | OFlags::NOFOLLOW;
     match untrusted_path::with_open(path, path_only, Symlinks::Follow, move |pathfd| {
-        Ok(check_and_reopen(pathfd, &owned, &expected))
+        Ok(check_and_reopen(pathfd, &owned, &expected, reader.as_ref()))
     }) {
         Ok(opened) => opened,
         Err(Refused::Io(e)) => Err(refusal_for(e)),
@@ -139,7 +146,12 @@ pub fn open_profiled(path: &Path, expected: &FileIdentity) -> Result<OpenedFile,
 }
 
 /// The checks of [`open_profiled`] on the `O_PATH` descriptor of `path`, and the reopening.
-fn check_and_reopen(pathfd: OwnedFd, path: &Path, expected: &FileIdentity) -> Result<OpenedFile, Refusal> {
+fn check_and_reopen(
+    pathfd: OwnedFd,
+    path: &Path,
+    expected: &FileIdentity,
+    reader: Option<&ProcessUser>,
+) -> Result<OpenedFile, Refusal> {
     let stat = rustix::fs::fstat(&pathfd).map_err(|e| refusal_for(e.into()))?;
     let ft = FileType::from_raw_mode(stat.st_mode);
     if ft != FileType::RegularFile {
@@ -148,6 +160,11 @@ fn check_and_reopen(pathfd: OwnedFd, path: &Path, expected: &FileIdentity) -> Re
     let identity = identity_of(&stat);
     if let Some(change) = identity_change(expected, &identity) {
         return Err(Refusal::Stale(change));
+    }
+    if let Some(user) = reader
+        && !user.may_read(stat.st_mode & 0o777, stat.st_uid, stat.st_gid)
+    {
+        return Err(Refusal::NotPermitted(user.uid));
     }
     let (fd, noatime) = reopen_for_reading(&pathfd, path).map_err(refusal_for)?;
     // Same inode by construction when reopened through /proc; checked again for the fallback.
@@ -192,8 +209,24 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(b"hello").unwrap();
         let id = identity(f.path());
-        let opened = open_profiled(f.path(), &id).unwrap();
+        let opened = open_profiled(f.path(), &id, None).unwrap();
         assert_eq!(opened.identity, id);
+    }
+
+    #[test]
+    fn a_file_the_reader_may_not_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"secret").unwrap();
+        std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
+        let id = identity(f.path());
+        let me = rustix::process::geteuid().as_raw();
+        let stranger = ProcessUser { uid: me.wrapping_add(4242).max(1), gid: u32::MAX, groups: Vec::new() };
+        assert_eq!(open_profiled(f.path(), &id, Some(&stranger)).unwrap_err(), Refusal::NotPermitted(stranger.uid));
+        std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o604)).unwrap();
+        let id = identity(f.path());
+        assert!(open_profiled(f.path(), &id, Some(&stranger)).is_ok(), "readable by others");
+        assert!(open_profiled(f.path(), &id, Some(&ProcessUser::ROOT)).is_ok());
     }
 
     #[test]
@@ -203,9 +236,9 @@ mod tests {
         let id = identity(f.path());
         f.write_all(b" world").unwrap();
         f.flush().unwrap();
-        assert!(matches!(open_profiled(f.path(), &id), Err(Refusal::Stale(_))));
+        assert!(matches!(open_profiled(f.path(), &id, None), Err(Refusal::Stale(_))));
         let other = FileIdentity { ino: id.ino + 1, ..identity(f.path()) };
-        assert!(matches!(open_profiled(f.path(), &other), Err(Refusal::Stale(s)) if s.contains("different file")));
+        assert!(matches!(open_profiled(f.path(), &other, None), Err(Refusal::Stale(s)) if s.contains("different file")));
     }
 
     #[test]
@@ -214,13 +247,13 @@ mod tests {
         let fifo = dir.path().join("fifo");
         rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
         let id = identity(&fifo);
-        assert_eq!(open_profiled(&fifo, &id).unwrap_err(), Refusal::NotRegular("FIFO"));
+        assert_eq!(open_profiled(&fifo, &id, None).unwrap_err(), Refusal::NotRegular("FIFO"));
         let id = identity(dir.path());
-        assert_eq!(open_profiled(dir.path(), &id).unwrap_err(), Refusal::NotRegular("directory"));
+        assert_eq!(open_profiled(dir.path(), &id, None).unwrap_err(), Refusal::NotRegular("directory"));
         let link = dir.path().join("link");
         std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
         let id = identity(&link);
-        assert_eq!(open_profiled(&link, &id).unwrap_err(), Refusal::NotRegular("symbolic link"));
-        assert_eq!(open_profiled(&dir.path().join("none"), &id).unwrap_err(), Refusal::Missing);
+        assert_eq!(open_profiled(&link, &id, None).unwrap_err(), Refusal::NotRegular("symbolic link"));
+        assert_eq!(open_profiled(&dir.path().join("none"), &id, None).unwrap_err(), Refusal::Missing);
     }
 }

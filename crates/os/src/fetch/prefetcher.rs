@@ -111,7 +111,8 @@ pub struct FileCounts {
     pub missing: u64,
     /// Not regular files: never opened for reading.
     pub not_regular: u64,
-    /// Could not be opened (permissions, I/O error).
+    /// Could not be opened (permissions, I/O error), or not readable by the user the pages were
+    /// for ([`super::request::FetchPlan::for_user`]).
     pub unreadable: u64,
     /// Fetched without a way to verify residency (not owned by an unprivileged caller).
     pub unverified: u64,
@@ -335,6 +336,10 @@ impl Run<'_> {
                 self.report.files.unreadable += 1;
                 (ProblemKind::Unreadable, why.clone())
             }
+            Refusal::NotPermitted(_) => {
+                self.report.files.unreadable += 1;
+                (ProblemKind::Unreadable, refusal.to_string())
+            }
         };
         self.problem(file, kind, detail);
     }
@@ -361,7 +366,7 @@ impl Run<'_> {
                 self.states.push(state);
                 continue;
             }
-            let opened = match open_profiled(&pf.path, &pf.identity) {
+            let opened = match open_profiled(&pf.path, &pf.identity, self.plan.reader()) {
                 Ok(o) => o,
                 Err(refusal) => {
                     self.report.pages.skipped += pf.page_count();
@@ -446,7 +451,7 @@ impl Run<'_> {
             }
         }
         let pf = &self.plan.files()[i];
-        match open_profiled(&pf.path, &pf.identity) {
+        match open_profiled(&pf.path, &pf.identity, self.plan.reader()) {
             Ok(o) => {
                 let _ = disable_readahead(o.fd.as_fd());
                 self.states[i].opened = Some(o);

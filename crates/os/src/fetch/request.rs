@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use augur_core::model::profile::{FileIdentity, LaunchProfile, Lookup, UsedRange};
 use augur_core::model::range::{PageRange, RangeSet};
+use augur_core::model::user::ProcessUser;
 
 /// One file to fetch: the ranges wanted, in this system's pages, disjoint, in first-use order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +73,7 @@ pub struct FetchPlan {
     index: HashMap<(PathBuf, FileIdentity), usize>,
     lookups: Vec<Lookup>,
     lookup_paths: HashSet<PathBuf>,
+    reader: Option<ProcessUser>,
 }
 
 impl FetchPlan {
@@ -109,6 +111,19 @@ impl FetchPlan {
         {
             l.kind = lookup.kind;
         }
+    }
+
+    /// Loads the pages for `user` (the user whose launch they are for): a file that user may not
+    /// read by its mode, owner and group is refused, never read. Without it (the default, and for
+    /// root) every file is read.
+    pub fn for_user(mut self, user: ProcessUser) -> Self {
+        self.reader = (!user.is_root()).then_some(user);
+        self
+    }
+
+    /// The user the pages are loaded for, when it is not root.
+    pub fn reader(&self) -> Option<&ProcessUser> {
+        self.reader.as_ref()
     }
 
     /// The path lookups to repeat, in first-use order.

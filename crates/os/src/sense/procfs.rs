@@ -1,6 +1,6 @@
 //! What `/proc` says about processes, memory and files: the files a process maps
 //! (`/proc/PID/maps` carries device and inode), the files it holds open (`/proc/PID/fd`), its
-//! parent, children and descendants, whether it still runs, its command line, one of its
+//! parent, children and descendants, whether it still runs, the user it runs as, its command line, one of its
 //! environment variables, its CPU time, memory and I/O; `/proc/meminfo` fields; and the identity
 //! (`stat`) of a path. The one reader of these files for the daemon, `augur trace` and the
 //! benchmarks; the text is parsed by `augur_core::proc_text`.
@@ -154,6 +154,11 @@ pub fn descendants(pid: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// The user process `pid` runs as (`/proc/PID/status`), if it still runs.
+pub fn user_of(pid: u32) -> Option<augur_core::model::user::ProcessUser> {
+    augur_core::model::user::ProcessUser::from_status(&fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
 }
 
 /// The command line of process `pid` as its arguments (empty if gone or a kernel thread).

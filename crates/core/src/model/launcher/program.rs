@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::command::{base_name, carried_commands, shell_c_string, shell_commands};
 use crate::model::app::{self, AppIdentity, Target};
+use crate::model::user::{ProcessUser, user_key};
 
 /// What the daemon read for one exec: the proc connector's exec event and `/proc/PID/*` then.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,10 @@ pub struct ExecStep {
     /// [`loader_program`].
     #[serde(default)]
     pub loader_target: Option<String>,
+    /// The user the process runs as (`/proc/PID/status`): the application key is that user's
+    /// ([`crate::model::user::user_key`]). Root when not recorded.
+    #[serde(default)]
+    pub user: ProcessUser,
 }
 
 /// Whether an identity names the same thing at the next launch.
@@ -182,7 +187,7 @@ const SESSION_HELPERS: &[&str] = &[
 /// Temporary directories whose executables are suspect.
 const TEMPORARY_DIRS: &[&str] = &["/tmp/", "/var/tmp/", "/dev/shm/", "/run/user/"];
 
-/// Identifies one exec.
+/// Identifies one exec, under the key of the user it runs as ([`ExecStep::user`]).
 pub fn program_of(step: &ExecStep) -> Program {
     let cwd = step.cwd.as_deref();
     let (identity, loader_args) = match loader_program(&step.exe, &step.argv) {
@@ -196,8 +201,9 @@ pub fn program_of(step: &ExecStep) -> Program {
         }
         None => (app::identify(&step.exe, &step.argv, cwd), None),
     };
-    let identity = without_snap_revision(identity);
+    let mut identity = without_snap_revision(identity);
     let stability = stability_of(&step.exe, &identity);
+    identity.key = user_key(step.user.uid, &identity.key);
     let argv = loader_args.clone().unwrap_or_else(|| step.argv.clone());
     let mut invocations = vec![argv.clone()];
     let mut args = argv.get(1..).unwrap_or(&[]).to_vec();
@@ -339,6 +345,7 @@ mod tests {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             cwd: Some("/home/u".into()),
             loader_target: None,
+            user: ProcessUser::ROOT,
         }
     }
 

@@ -39,7 +39,59 @@ fn words(w: &[&str]) -> Vec<String> {
 }
 
 fn step(pid: u32, exe: &str, argv: &[String]) -> ExecStep {
-    ExecStep { pid, exe: exe.into(), argv: argv.to_vec(), cwd: Some("/home/u".into()), loader_target: None }
+    ExecStep {
+        pid,
+        exe: exe.into(),
+        argv: argv.to_vec(),
+        cwd: Some("/home/u".into()),
+        loader_target: None,
+        user: ProcessUser::ROOT,
+    }
+}
+
+fn user(uid: u32) -> ProcessUser {
+    ProcessUser { uid, gid: uid, groups: Vec::new() }
+}
+
+fn step_as(uid: u32, pid: u32, exe: &str, argv: &[&str]) -> ExecStep {
+    ExecStep { user: user(uid), ..step(pid, exe, &words(argv)) }
+}
+
+#[test]
+fn a_users_launch_is_learned_under_that_users_key() {
+    let l = LaunchIdentity::start(&step_as(1000, 10, "/usr/bin/python3.11", &["python3", "/opt/tool.py"]), 0);
+    assert_eq!(l.app().key, "uid=1000:/opt/tool.py");
+    assert_eq!(l.app_user().uid, 1000);
+    let root = LaunchIdentity::start(&step_as(0, 10, "/usr/bin/python3.11", &["python3", "/opt/tool.py"]), 0);
+    assert_eq!(root.app().key, "/opt/tool.py", "root's keys are as they always were");
+}
+
+#[test]
+fn a_launch_a_user_started_stays_that_users_through_sudo() {
+    let mut l = LaunchIdentity::start(&step_as(1000, 10, "/usr/bin/sudo", &["sudo", "gimp"]), 0);
+    l.on_fork(10, 11);
+    let v = l.on_exec(&step_as(0, 11, "/usr/bin/gimp", &["gimp"]));
+    assert_eq!(v, Verdict::Rekeyed { key: "uid=1000:/usr/bin/gimp".into(), why: Choice::Payload });
+    assert_eq!(l.app_user().uid, 1000, "root's gimp, started by a user, is never learned as root's");
+}
+
+#[test]
+fn a_launch_root_started_is_its_applications_users() {
+    let mut l = LaunchIdentity::start(&step_as(0, 10, "/usr/bin/su", &["su", "bob", "-c", "gimp"]), 0);
+    l.on_fork(10, 11);
+    let v = l.on_exec(&step_as(1001, 11, "/usr/bin/gimp", &["gimp"]));
+    assert_eq!(v, Verdict::Rekeyed { key: "uid=1001:/usr/bin/gimp".into(), why: Choice::Payload });
+    assert_eq!(l.app_user().uid, 1001);
+}
+
+#[test]
+fn another_users_process_is_never_adopted() {
+    let start = step_as(0, 10, "/usr/bin/systemd-run", &["systemd-run", "/usr/bin/foo"]);
+    let mut l = LaunchIdentity::start(&start, 0);
+    assert_eq!(l.adopt(&step_as(1000, 50, "/usr/bin/foo", &["/usr/bin/foo"]), 1_000), None);
+    assert_eq!(l.app().key, "/usr/bin/systemd-run");
+    let adopted = l.adopt(&step_as(0, 51, "/usr/bin/foo", &["/usr/bin/foo"]), 1_000);
+    assert_eq!(adopted, Some(Verdict::Rekeyed { key: "/usr/bin/foo".into(), why: Choice::Adopted }));
 }
 
 /// Replays events: the first exec starts the launch; its pages arrive right after each exec.
