@@ -132,6 +132,12 @@ pub struct LaunchSection {
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
+    /// A launch is no longer followed once one file it reads forward has reached this many MiB in
+    /// one run (of at least 16 reads) and is more than half of what the launch used: it is
+    /// reading that file through (a `cat` of a big file, a backup, a media player), and the data
+    /// it streams after is not its start (`augur_core::model::read_through`). What it used until
+    /// then is learned. 0: never.
+    pub read_through_mib: u64,
     /// An exec-time replay reads at most this many MiB of the launch's learned pages (the ones
     /// it used first).
     pub replay_max_mib: u64,
@@ -155,6 +161,7 @@ impl Default for LaunchSection {
             stable_new_share: 0.05,
             refollow_read_share: 0.25,
             max_launch_mib: 256,
+            read_through_mib: 8,
             replay_max_mib: 512,
             replay_mib_per_minute: 2048,
         }
