@@ -7,10 +7,11 @@
 //! verdict (the engine's launch tracker does) nor how a stream is cached (that is the pattern
 //! watch's business).
 //!
-//! The rule: per file of the launch, the *forward run* is the span `[start, end)` the launch has
-//! read contiguously from `start` on (a use that begins inside the run or at most
-//! [`RUN_GAP_PAGES`] after its end extends it; a use inside the run changes nothing; any other use
-//! starts a new run where it is). A launch is reading a file through once one file's forward run
+//! The rule: per file of the launch, the *run* is the span `[start, end)` the launch has read
+//! contiguously, in either direction (a use that overlaps the run or lies at most
+//! [`RUN_GAP_PAGES`] beyond either end extends it, so forward, backward and short-strided
+//! readers all grow one run; a use inside the run changes nothing; any other use starts a new run
+//! where it is). A launch is reading a file through once one file's forward run
 //! is at least `min_pages` long, was read in at least [`MIN_RUN_USES`] separate uses, **and** is
 //! more than half of all the pages the launch used: a start that maps tens of MiB of its program
 //! and libraries before it reads a pack file is not one, nor is one huge use (a mapping touched at
@@ -77,9 +78,15 @@ impl ForwardRuns {
             return Run::NONE;
         }
         let run = self.runs.entry(inode).or_insert(Run { start: pages.start, end: pages.start, uses: 0 });
-        if pages.start >= run.start && end <= run.end {
+        if run.uses > 0 && pages.start >= run.start && end <= run.end {
             // Inside the run: a re-read.
-        } else if pages.start >= run.start && pages.start <= run.end.saturating_add(RUN_GAP_PAGES) {
+        } else if run.uses == 0
+            || (pages.start <= run.end.saturating_add(RUN_GAP_PAGES) && end.saturating_add(RUN_GAP_PAGES) >= run.start)
+        {
+            if run.uses == 0 {
+                *run = Run { start: pages.start, end, uses: 0 };
+            }
+            run.start = run.start.min(pages.start);
             run.end = run.end.max(end);
             run.uses += 1;
         } else {
@@ -121,17 +128,22 @@ mod tests {
     }
 
     #[test]
-    fn backward_strided_and_random_readers_never_grow_a_run() {
+    fn backward_and_short_strided_readers_grow_a_run_long_jumps_do_not() {
         let mut r = ForwardRuns::new();
-        let mut longest = 0;
+        let mut run = Run::NONE;
         for i in (0..1000u64).rev() {
-            longest = longest.max(r.on_use(F, PageRange::new(i * 8, 8)).pages());
+            run = r.on_use(F, PageRange::new(i * 8, 8));
         }
-        assert_eq!(longest, 8, "backward");
+        assert_eq!((run.pages(), run.uses()), (8000, 1000), "backward");
         for i in 0..1000u64 {
-            longest = longest.max(r.on_use(G, PageRange::new(i * 100, 8)).pages());
+            run = r.on_use(G, PageRange::new(i * 16, 1));
         }
-        assert_eq!(longest, 8, "strided");
+        assert_eq!(run.pages(), 15_985, "4 KiB every 64 KiB");
+        let mut longest = 0;
+        for i in 0..1000u64 {
+            longest = longest.max(r.on_use(G, PageRange::new(100_000 + i * 100, 8)).pages());
+        }
+        assert_eq!(longest, 8, "jumps longer than the gap");
     }
 
     #[test]
