@@ -132,8 +132,8 @@ pub struct LaunchSection {
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
-    /// A launch is no longer followed once one file it reads forward has reached this many MiB in
-    /// one run (of at least 16 reads) and is more than half of what the launch used: it is
+    /// A launch is no longer followed once one file it reads contiguously (either direction) has
+    /// reached this many MiB in one run (of at least 16 reads) and is more than half of what the launch used: it is
     /// reading that file through (a `cat` of a big file, a backup, a media player), and the data
     /// it streams after is not its start (`augur_core::model::read_through`). What it used until
     /// then is learned. 0: never.
