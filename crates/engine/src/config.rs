@@ -132,6 +132,12 @@ pub struct LaunchSection {
     /// A launch is no longer followed once it has used this many MiB (a bulk reader such as
     /// `cat` of a large tree is data, not start-up, and tracing it would slow it down).
     pub max_launch_mib: u64,
+    /// A launch is no longer followed once one file it reads contiguously (either direction) has
+    /// reached this many MiB in one run (of at least 16 reads) and is more than half of what the launch used: it is
+    /// reading that file through (a `cat` of a big file, a backup, a media player), and the data
+    /// it streams after is not its start (`augur_core::model::read_through`). What it used until
+    /// then is learned. 0: never.
+    pub read_through_mib: u64,
     /// An exec-time replay reads at most this many MiB of the launch's learned pages (the ones
     /// it used first).
     pub replay_max_mib: u64,
@@ -155,6 +161,7 @@ impl Default for LaunchSection {
             stable_new_share: 0.05,
             refollow_read_share: 0.25,
             max_launch_mib: 256,
+            read_through_mib: 8,
             replay_max_mib: 512,
             replay_mib_per_minute: 2048,
         }
@@ -272,6 +279,17 @@ pub struct PatternSection {
     pub max_ahead_kib: u64,
     /// Most streams (task, file) followed at once.
     pub max_streams: usize,
+    /// Drop a large read-once stream behind its reader (`crate::behind`): pages a forward reader
+    /// of a big file has passed leave the page cache, unless they were resident before it came
+    /// or someone maps them, so a backup or a `cat` of a big file does not evict working sets.
+    pub drop_behind: bool,
+    /// Smallest file, MiB, whose forward readers are dropped behind.
+    pub drop_behind_min_file_mib: u64,
+    /// Kept behind the reader, KiB (a reader that steps back a little finds its pages).
+    pub drop_behind_lag_kib: u64,
+    /// A forward reader is looked at (and its pages behind dropped) each time it moved this many
+    /// KiB; a file read through in less is never looked at.
+    pub drop_behind_every_kib: u64,
 }
 
 impl Default for PatternSection {
@@ -282,6 +300,10 @@ impl Default for PatternSection {
             initial_ahead_kib: 1024,
             max_ahead_kib: 32768,
             max_streams: 64,
+            drop_behind: true,
+            drop_behind_min_file_mib: 256,
+            drop_behind_lag_kib: 2048,
+            drop_behind_every_kib: 4096,
         }
     }
 }
@@ -424,6 +446,16 @@ impl Config {
         if !(1..=4096).contains(&t.max_streams) {
             return Err(bad("pattern", "max_streams", format!("{} is not between 1 and 4096", t.max_streams)));
         }
+        if !(64..=4_194_304).contains(&t.drop_behind_every_kib) {
+            return Err(bad(
+                "pattern",
+                "drop_behind_every_kib",
+                format!("{} is not between 64 and 4194304", t.drop_behind_every_kib),
+            ));
+        }
+        if t.drop_behind_lag_kib > 4_194_304 {
+            return Err(bad("pattern", "drop_behind_lag_kib", format!("{} is more than 4194304", t.drop_behind_lag_kib)));
+        }
         for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
             if !v.is_absolute() {
                 return Err(bad("daemon", key, format!("{} is not an absolute path", v.display())));
@@ -464,6 +496,26 @@ impl Config {
             max_streams: self.pattern.max_streams,
             ..crate::ahead::AheadSettings::default()
         }
+    }
+
+    /// The settings of dropping streams behind their readers, for pages of `page_size` bytes.
+    pub fn behind_settings(&self, page_size: u64) -> crate::behind::BehindSettings {
+        let page_size = page_size.max(1);
+        crate::behind::BehindSettings {
+            min_file_pages: self.pattern.drop_behind_min_file_mib.saturating_mul(1 << 20) / page_size,
+            lag_pages: self.pattern.drop_behind_lag_kib.saturating_mul(1024) / page_size,
+            max_streams: self.pattern.max_streams,
+            ..crate::behind::BehindSettings::default()
+        }
+    }
+
+    /// Movement, in pages of `page_size` bytes, between the kernel's records of a forward reader
+    /// (0 when nothing is dropped behind).
+    pub fn forward_progress_pages(&self, page_size: u64) -> u32 {
+        if !self.pattern.drop_behind {
+            return 0;
+        }
+        (self.pattern.drop_behind_every_kib.saturating_mul(1024) / page_size.max(1)).clamp(1, u64::from(u32::MAX)) as u32
     }
 
     /// Quiet time that ends a launch window.

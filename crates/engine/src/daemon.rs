@@ -374,6 +374,7 @@ pub fn window_settings(c: &Config, mode: TraceMode, page_size: u64) -> WindowSet
         quiet_ns: c.quiet().as_nanos() as u64,
         mode,
         max_pages: c.launch.max_launch_mib.saturating_mul(1 << 20) / page_size.max(1),
+        read_through_pages: c.launch.read_through_mib.saturating_mul(1 << 20) / page_size.max(1),
     }
 }
 
@@ -972,6 +973,11 @@ impl DaemonEngine {
             Some(FollowStop::Settled { after_ms }) => tracing::info!(
                 "launch of {} stopped being followed after {after_ms} ms: it kept re-using the pages it had loaded; its first pages are learned",
                 launch.app.key
+            ),
+            Some(FollowStop::ReadThrough { after_ms }) => tracing::info!(
+                "launch of {} stopped being followed after {after_ms} ms: it was reading a file through ({} MiB in one forward run, most of what it used); what it used until then is learned, not the data it streamed after",
+                launch.app.key,
+                self.config.launch.read_through_mib
             ),
             None => {}
         }

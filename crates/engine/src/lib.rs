@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ahead;
+pub mod behind;
 pub mod config;
 pub mod daemon;
 pub mod read_cost;

@@ -16,6 +16,7 @@ use augur_core::model::launcher::{ExecStep, LaunchIdentity, Verdict};
 use augur_core::model::learn::LearningHistory;
 use augur_core::model::profile::{InodeKey, Lookup, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
+use augur_core::model::read_through::{ForwardRuns, Run};
 
 /// Identifies a launch for the daemon's lifetime.
 pub type LaunchId = u64;
@@ -73,6 +74,9 @@ pub struct WindowSettings {
     pub mode: TraceMode,
     /// A launch stops being followed once it used this many pages (a bulk reader).
     pub max_pages: u64,
+    /// A launch stops being followed once one file's forward run is this many pages and most of
+    /// what it used (it reads the file through: [`augur_core::model::read_through`]); 0: never.
+    pub read_through_pages: u64,
 }
 
 /// A launch in progress.
@@ -136,6 +140,8 @@ pub struct ActiveLaunch {
     pub watched: Vec<u32>,
     /// The novelty span in progress (see [`SETTLE_SPAN_NS`]).
     span: NoveltySpan,
+    /// The forward runs of its files while it is followed (emptied when it stops).
+    runs: ForwardRuns,
 }
 
 /// Why a launch stopped being followed before its window closed.
@@ -146,6 +152,9 @@ pub enum FollowStop {
     /// Its page events stopped using new pages (see [`SETTLE_EVENTS_PER_NOVEL`]), this long (ms)
     /// after its start.
     Settled { after_ms: u64 },
+    /// It was reading one file through (a forward run of `read_through_pages` that was most of
+    /// what it used), this long (ms) after its start: the data it streams after is not its start.
+    ReadThrough { after_ms: u64 },
 }
 
 /// Page events of one span of a followed launch, and how many of them used a new page.
@@ -397,6 +406,7 @@ impl LaunchTracker {
             inodes_loaded: Vec::new(),
             lookups: LookupList::new(),
             span: NoveltySpan::default(),
+            runs: ForwardRuns::new(),
         };
         // Events of this process read before its exec was reported.
         adopt_backlog(&mut self.backlog, &mut launch, self.settings, tgid);
@@ -651,13 +661,19 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
         }
         PageKind::Access => true,
     };
+    let mut run = Run::NONE;
     if builds {
         l.used.touch(inode, pages, at_us);
+        if settings.read_through_pages > 0 {
+            run = l.runs.on_use(inode, pages);
+        }
     }
     l.last_event_ns = l.last_event_ns.max(ts_ns);
     l.page_events += 1;
     let stop = if l.used.page_count() >= settings.max_pages {
         Some(FollowStop::PageCap)
+    } else if ForwardRuns::reads_through(run, l.used.page_count(), settings.read_through_pages) {
+        Some(FollowStop::ReadThrough { after_ms: ts_ns.saturating_sub(l.started_ns) / 1_000_000 })
     } else if builds && l.span.count(ts_ns, l.used.page_count() > before) {
         Some(FollowStop::Settled { after_ms: ts_ns.saturating_sub(l.started_ns) / 1_000_000 })
     } else {
@@ -666,6 +682,7 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
     if stop.is_some() {
         l.followed = false;
         l.stopped = stop;
+        l.runs = ForwardRuns::new();
     }
     stop.is_some()
 }
@@ -684,6 +701,7 @@ mod tests {
             quiet_ns: 1000 * MS,
             mode: TraceMode::Access,
             max_pages: 1 << 20,
+            read_through_pages: 0,
         })
     }
 
@@ -875,6 +893,7 @@ mod tests {
             quiet_ns: 1000 * MS,
             mode: TraceMode::Access,
             max_pages: 100,
+            read_through_pages: 0,
         });
         t.on_exec(step(50, "/usr/bin/cat"), 0, |_| true);
         t.on_fork(50, 51);
@@ -892,6 +911,70 @@ mod tests {
         assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap));
         // The first 120 pages (the event that crossed the cap counts), nothing after it.
         assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
+    }
+
+    fn read_through_tracker() -> LaunchTracker {
+        LaunchTracker::new(WindowSettings {
+            max_ns: 15_000 * MS,
+            quiet_ns: 1000 * MS,
+            mode: TraceMode::Access,
+            max_pages: 65_536,
+            read_through_pages: 2048,
+        })
+    }
+
+    #[test]
+    fn a_launch_reading_one_file_through_stops_being_followed_and_keeps_its_start() {
+        let mut t = read_through_tracker();
+        let (libc, data) = (InodeKey { dev: 1, ino: 20 }, InodeKey { dev: 1, ino: 21 });
+        t.on_exec(step(50, "/usr/bin/cat"), 0, |_| true);
+        t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 10));
+        t.on_page(50, MS, PageKind::Access, libc, PageRange::new(0, 300));
+        // 4 KiB reads of a 1 GiB file, the header read again now and then.
+        let mut stopped_at = None;
+        for i in 0..10_000u64 {
+            t.on_page(50, 2 * MS + i * 10_000, PageKind::Access, data, PageRange::new(i, 1));
+            if i % 100 == 0 {
+                t.on_page(50, 2 * MS + i * 10_000, PageKind::Access, data, PageRange::new(0, 1));
+            }
+            if stopped_at.is_none() && !t.is_following() {
+                stopped_at = Some(i);
+            }
+        }
+        assert_eq!(stopped_at, Some(2047), "stopped once the run reached 2,048 pages");
+        assert_eq!(t.take_unfollowed(), vec![50]);
+        let done = t.close_all(200 * MS);
+        assert!(matches!(done[0].launch.stopped, Some(FollowStop::ReadThrough { .. })), "{:?}", done[0].launch.stopped);
+        let pages = |k: InodeKey| -> u64 {
+            done[0].working_set.iter().filter(|(i, _)| *i == k).flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum()
+        };
+        assert_eq!((pages(F), pages(libc), pages(data)), (10, 300, 2048), "its start and the file's first pages");
+    }
+
+    #[test]
+    fn a_start_with_data_files_or_a_big_program_is_not_reading_through() {
+        let mut t = read_through_tracker();
+        // A script reading eight 4 MiB files: no run reaches 8 MiB.
+        t.on_exec(step(60, "/bin/sh"), 0, |_| true);
+        for part in 0..8u64 {
+            for i in 0..1024u64 {
+                t.on_page(60, MS + i * 1000, PageKind::Access, InodeKey { dev: 1, ino: 100 + part }, PageRange::new(i, 1));
+            }
+        }
+        // A game that maps 60 MiB of itself, then reads 32 MiB of its pack file forward.
+        t.on_exec(step(70, "/usr/games/game"), 0, |_| true);
+        t.on_page(70, MS, PageKind::Access, F, PageRange::new(0, 15_360));
+        for i in 0..8192u64 {
+            t.on_page(70, MS + i * 1000, PageKind::Access, InodeKey { dev: 1, ino: 200 }, PageRange::new(i, 1));
+        }
+        assert_eq!(t.active().iter().filter(|l| l.followed).count(), 2);
+        assert!(t.take_unfollowed().is_empty());
+        // A backward reader of a big file reads it through too.
+        t.on_exec(step(80, "/usr/bin/tac"), 0, |_| true);
+        for i in (0..8192u64).rev() {
+            t.on_page(80, MS + (8192 - i) * 1000, PageKind::Access, InodeKey { dev: 1, ino: 300 }, PageRange::new(i, 1));
+        }
+        assert_eq!(t.take_unfollowed(), vec![80]);
     }
 
     #[test]
@@ -982,6 +1065,7 @@ mod tests {
             quiet_ns: 1000 * MS,
             mode: TraceMode::Insertion,
             max_pages: 1 << 20,
+            read_through_pages: 0,
         });
         t.on_exec(step(3, "/bin/a"), 0, |_| true);
         t.on_page(3, MS, PageKind::Insertion, F, PageRange::new(8, 2));

@@ -63,6 +63,7 @@ fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
         progress_pages: 64,
         progress_backward: true,
         progress_strided: true,
+        forward_progress_pages: 0,
         own_tgid: 0,
         all_changes: true,
     };

@@ -141,6 +141,16 @@ fn render(r: &StatusReport) -> String {
             a.records_lost
         )),
     }
+    match &r.ahead {
+        Some(a) if a.note == "on" && a.drop_behind => out.push_str(&format!(
+            "drop behind large read-once streams: on, {} streams now ({} since start), {} dropped\n",
+            a.behind_now,
+            a.behind_streams,
+            human_bytes(a.bytes_dropped_behind)
+        )),
+        Some(a) if a.note == "on" => out.push_str("drop behind large read-once streams: off\n"),
+        _ => {}
+    }
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;

@@ -1,7 +1,8 @@
 //! The stream worker: a thread of the daemon that reads the kernel's pattern records
-//! (`augur_os::sense::bpf::PatternWatch`), hands them to the engine's rule
-//! (`augur_engine::ahead::AheadStreams`) with the time and the memory pressure, and carries out
-//! its loads (`augur_os::fetch::ahead::ReaderFile`).
+//! (`augur_os::sense::bpf::PatternWatch`), hands them to the engine's rules
+//! (`augur_engine::ahead::AheadStreams`, with the time and the memory pressure, and
+//! `augur_engine::behind::BehindStreams`), and carries out their loads ahead of readers and drops
+//! behind streams (`augur_os::fetch::ahead::ReaderFile`).
 //!
 //! It runs apart from the event loop so that following readers never waits for launches,
 //! replays or planning, nor they for it; it shares only its counters ([`AheadStatus`]) and a stop
@@ -16,8 +17,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use augur_core::model::access_pattern::PatternRule;
+use augur_core::model::range::PageRange;
 use augur_core::plan::budget::MemoryPressure;
 use augur_engine::ahead::{AheadAction, AheadStreams, Sighting, StreamKey};
+use augur_engine::behind::{BehindAction, BehindStreams};
 use augur_engine::config::Config;
 use augur_os::fetch::ahead::ReaderFile;
 use augur_os::loop_io::{Wakeup, WakeupHandle};
@@ -46,22 +49,29 @@ impl std::fmt::Debug for AheadWorker {
 }
 
 impl AheadWorker {
-    /// Starts the worker when `[pattern] prefetch_ahead` is on (`None` otherwise). The pattern
-    /// watch is loaded in the thread; if the kernel refuses it, the worker ends and its status
-    /// says why.
+    /// Starts the worker when `[pattern] prefetch_ahead` or `drop_behind` is on (`None`
+    /// otherwise). The pattern watch is loaded in the thread; if the kernel refuses it, the worker
+    /// ends and its status says why.
     pub fn start(config: &Config, page_size: u64) -> Option<AheadWorker> {
-        if !config.pattern.prefetch_ahead {
+        if !config.pattern.prefetch_ahead && !config.pattern.drop_behind {
             return None;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let status = Arc::new(Mutex::new(AheadStatus { note: "starting".into(), ..AheadStatus::default() }));
+        let status = Arc::new(Mutex::new(AheadStatus {
+            note: "starting".into(),
+            drop_behind: config.pattern.drop_behind,
+            ..AheadStatus::default()
+        }));
         let streams = AheadStreams::new(config.ahead_settings(page_size));
+        let behind = config.pattern.drop_behind.then(|| BehindStreams::new(config.behind_settings(page_size)));
+        let ahead = config.pattern.prefetch_ahead;
         let options = PatternWatchOptions {
             rule: PatternRule { establish: config.pattern.establish_accesses, ..PatternRule::default() },
             // Progress about every quarter of the first distance ahead.
             progress_pages: (streams.settings().initial_pages / 4).max(1),
-            progress_backward: true,
-            progress_strided: true,
+            progress_backward: ahead,
+            progress_strided: ahead,
+            forward_progress_pages: config.forward_progress_pages(page_size),
             own_tgid: std::process::id(),
             all_changes: false,
         };
@@ -74,9 +84,9 @@ impl AheadWorker {
         };
         let stop_percent = config.predict.pressure_stop_percent;
         let (s, st) = (Arc::clone(&stop), Arc::clone(&status));
-        let spawned = std::thread::Builder::new()
-            .name("augur-ahead".into())
-            .spawn(move || run(options, streams, page_size, stop_percent, &wakeup, &s, &st));
+        let spawned = std::thread::Builder::new().name("augur-ahead".into()).spawn(move || {
+            run(options, Rules { ahead: ahead.then_some(streams), behind }, page_size, stop_percent, &wakeup, &s, &st)
+        });
         match spawned {
             Ok(thread) => Some(AheadWorker { stop, wake, status, thread: Some(thread) }),
             Err(e) => {
@@ -113,9 +123,16 @@ impl Drop for AheadWorker {
     }
 }
 
+/// The engine's rules the worker runs: loading ahead of readers, dropping behind streams (each
+/// `None` when off).
+struct Rules {
+    ahead: Option<AheadStreams>,
+    behind: Option<BehindStreams>,
+}
+
 fn run(
     options: PatternWatchOptions,
-    mut streams: AheadStreams,
+    rules: Rules,
     page_size: u64,
     stop_percent: f64,
     wakeup: &Wakeup,
@@ -133,17 +150,24 @@ fn run(
     };
     // Loading parsed the kernel's BTF in this thread's heap: give that memory back.
     augur_os::loop_io::release_free_heap();
-    tracing::info!("access patterns watched: loading ahead of backward and strided readers");
+    let Rules { ahead: mut streams, mut behind } = rules;
+    tracing::info!(
+        "access patterns watched: {}, {}",
+        if streams.is_some() { "loading ahead of backward and strided readers" } else { "not loading ahead of readers" },
+        if behind.is_some() { "dropping large read-once streams behind their readers" } else { "not dropping streams behind" }
+    );
     set_note("on".into());
     let started = Instant::now();
     let pressure_path = PathBuf::from("/proc/pressure/memory");
     let mut files: HashMap<StreamKey, Option<ReaderFile>> = HashMap::new();
+    let mut behind_files: HashMap<StreamKey, ReaderFile> = HashMap::new();
     let mut last_housekeeping = Instant::now();
     let mut records = 0u64;
     let mut bytes_ahead = 0u64;
     let mut lost = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let busy = streams.followed() > 0 || streams.pressure();
+        let busy =
+            streams.as_ref().is_some_and(|s| s.followed() > 0 || s.pressure()) || behind.as_ref().is_some_and(|b| b.known() > 0);
         let timeout = busy.then_some(HOUSEKEEPING);
         if watch.wait(Some(wakeup.as_fd()), timeout) {
             wakeup.clear();
@@ -156,6 +180,7 @@ fn run(
         }
         let now_ms = started.elapsed().as_millis() as u64;
         let mut actions = Vec::new();
+        let mut behind_actions = Vec::new();
         for r in &batch {
             records += 1;
             let key = StreamKey { tgid: r.tgid, tid: r.tid, dev: r.dev, ino: r.ino };
@@ -170,17 +195,28 @@ fn run(
                     r.pattern.map_or("none", |p| p.name())
                 );
             }
-            actions.extend(streams.on_sighting(&Sighting { key, access: r.access, pattern: r.pattern }, now_ms));
+            let sighting = Sighting { key, access: r.access, pattern: r.pattern };
+            if let Some(streams) = streams.as_mut() {
+                actions.extend(streams.on_sighting(&sighting, now_ms));
+            }
+            if let Some(behind) = behind.as_mut() {
+                behind_actions.extend(behind.on_sighting(&sighting, now_ms));
+            }
         }
         if busy && last_housekeeping.elapsed() >= HOUSEKEEPING {
             last_housekeeping = Instant::now();
-            let high = std::fs::read_to_string(&pressure_path)
-                .ok()
-                .as_deref()
-                .and_then(MemoryPressure::from_psi)
-                .is_some_and(|p| p.some_avg10 >= stop_percent);
-            actions.extend(streams.set_pressure(high));
-            actions.extend(streams.expire(now_ms));
+            if let Some(streams) = streams.as_mut() {
+                let high = std::fs::read_to_string(&pressure_path)
+                    .ok()
+                    .as_deref()
+                    .and_then(MemoryPressure::from_psi)
+                    .is_some_and(|p| p.some_avg10 >= stop_percent);
+                actions.extend(streams.set_pressure(high));
+                actions.extend(streams.expire(now_ms));
+            }
+            if let Some(behind) = behind.as_mut() {
+                behind_actions.extend(behind.expire(now_ms));
+            }
             lost = watch.lost().unwrap_or(lost);
         }
         for a in actions {
@@ -204,15 +240,80 @@ fn run(
                 }
             }
         }
-        let c = streams.counts();
+        if let Some(behind) = behind.as_mut() {
+            carry_out_behind(behind, behind_actions, &mut behind_files, page_size);
+        }
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
-        s.streams_now = streams.followed() as u64;
-        s.streams_followed = c.streams_followed;
+        if let Some(streams) = streams.as_ref() {
+            let c = streams.counts();
+            s.streams_now = streams.followed() as u64;
+            s.streams_followed = c.streams_followed;
+            s.windows_grown = c.grown;
+            s.pressure_stops = c.pressure_stops;
+        }
+        if let Some(behind) = behind.as_ref() {
+            let c = behind.counts();
+            s.behind_now = behind.dropping() as u64;
+            s.behind_streams = c.streams;
+            s.bytes_dropped_behind = c.pages_dropped.saturating_mul(page_size);
+        }
         s.bytes_ahead = bytes_ahead;
-        s.windows_grown = c.grown;
-        s.pressure_stops = c.pressure_stops;
         s.records = records;
         s.records_lost = lost;
     }
     watch.close();
+}
+
+/// Carries out the drop-behind rule's actions (and the actions its answers to `Examine` call
+/// for): the file is opened once per stream, its size and the pages resident ahead of the reader
+/// reported, passed ranges dropped.
+fn carry_out_behind(
+    behind: &mut BehindStreams,
+    actions: Vec<BehindAction>,
+    files: &mut HashMap<StreamKey, ReaderFile>,
+    page_size: u64,
+) {
+    let mut queue: std::collections::VecDeque<BehindAction> = actions.into();
+    while let Some(a) = queue.pop_front() {
+        match a {
+            BehindAction::Examine { key, from } => {
+                let file = match ReaderFile::open(key.tgid, key.dev, key.ino) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::debug!("opening the file of pid {} inode {}: {e}", key.tgid, key.ino);
+                        None
+                    }
+                };
+                let answer = file.and_then(|f| {
+                    let pages = f.pages(page_size).ok()?;
+                    if !behind.wants(pages) {
+                        return Some((None, pages, Default::default()));
+                    }
+                    // Pages resident ahead of the reader now were there before it: someone else's.
+                    // When residency cannot be known, nothing is dropped.
+                    let resident = f.resident(PageRange::from_bounds(from, pages), page_size).ok()??;
+                    Some((Some(f), pages, resident))
+                });
+                match answer {
+                    Some((f, pages, resident)) => {
+                        if let Some(f) = f {
+                            files.insert(key, f);
+                        }
+                        queue.extend(behind.examined(key, Some(pages), resident));
+                    }
+                    None => queue.extend(behind.examined(key, None, Default::default())),
+                }
+            }
+            BehindAction::Drop { key, ranges } => match files.get(&key) {
+                Some(f) => match f.drop_cached(&ranges, page_size) {
+                    Ok(()) => tracing::trace!("dropped {ranges:?} behind the reader of inode {}", key.ino),
+                    Err(e) => tracing::debug!("dropping pages behind the reader of inode {}: {e}", key.ino),
+                },
+                None => tracing::debug!("inode {} has no file open to drop pages behind its reader", key.ino),
+            },
+            BehindAction::Forget { key } => {
+                files.remove(&key);
+            }
+        }
+    }
 }

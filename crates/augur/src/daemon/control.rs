@@ -111,6 +111,19 @@ pub struct AheadStatus {
     pub records: u64,
     /// Pattern records lost (ring buffer full).
     pub records_lost: u64,
+    /// Whether large read-once streams are dropped behind their readers (`[pattern] drop_behind`).
+    #[serde(default)]
+    pub drop_behind: bool,
+    /// Streams (task, file) dropped behind now.
+    #[serde(default)]
+    pub behind_now: u64,
+    /// Streams dropped behind since start.
+    #[serde(default)]
+    pub behind_streams: u64,
+    /// Bytes of passed pages asked to leave the page cache since start (those resident before
+    /// the reader came excluded; the kernel also keeps mapped and dirty ones).
+    #[serde(default)]
+    pub bytes_dropped_behind: u64,
 }
 
 /// What `augur status` shows.

@@ -11,6 +11,7 @@ pub mod learn;
 pub mod predict;
 pub mod profile;
 pub mod range;
+pub mod read_through;
 pub mod record;
 pub mod usage_trace;
 pub mod user;

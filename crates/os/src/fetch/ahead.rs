@@ -1,6 +1,9 @@
-//! Loading pages ahead of a reader the pattern watch follows: finding the very file it reads
-//! among its open descriptors, reopening it read-only for the daemon, and asking the kernel to
-//! start reading page ranges of it without waiting (`POSIX_FADV_WILLNEED`).
+//! Loading pages ahead of a reader the pattern watch follows, and dropping pages behind a large
+//! read-once stream: finding the very file it reads among its open descriptors, reopening it
+//! read-only for the daemon, and asking the kernel to start reading page ranges of it without
+//! waiting (`POSIX_FADV_WILLNEED`), to tell which of its pages are resident, or to drop page
+//! ranges from the page cache (`POSIX_FADV_DONTNEED`, which leaves pages someone maps, dirty
+//! pages and pages under writeback where they are).
 //!
 //! The file is found by device and inode among `/proc/PID/fd` (regular files on local mounts
 //! only, judged by mount id as [`crate::sense::procfs::open_files`] does, so nothing here asks a
@@ -13,9 +16,10 @@ use std::path::PathBuf;
 
 use rustix::fs::{CWD, FileType, Mode, OFlags};
 
-use augur_core::model::range::PageRange;
+use augur_core::model::range::{PageRange, RangeSet};
 
 use super::load;
+use super::residency::ResidencyProbe;
 
 /// A watched reader's file, open read-only for loading ahead of it.
 #[derive(Debug)]
@@ -68,6 +72,33 @@ impl ReaderFile {
         }
         Ok(())
     }
+
+    /// The file's size in pages of `page_size` bytes.
+    pub fn pages(&self, page_size: u64) -> io::Result<u64> {
+        let st = rustix::fs::fstat(&self.fd)?;
+        Ok(super::residency::pages_in(st.st_size.max(0) as u64, page_size))
+    }
+
+    /// The pages of `range` in the page cache now (`None`: this process cannot know, see
+    /// [`super::residency`]).
+    pub fn resident(&self, range: PageRange, page_size: u64) -> io::Result<Option<RangeSet>> {
+        let st = rustix::fs::fstat(&self.fd)?;
+        let probe = ResidencyProbe::new(self.fd.as_fd(), page_size, super::residency::mincore_reports_page_cache(st.st_uid));
+        if !probe.is_available() {
+            return Ok(None);
+        }
+        probe.resident(range).map(Some)
+    }
+
+    /// Drops each of `ranges` from the page cache (`POSIX_FADV_DONTNEED`): clean pages no one
+    /// maps go; the kernel keeps mapped, dirty and locked pages and pages under writeback.
+    pub fn drop_cached(&self, ranges: &[PageRange], page_size: u64) -> io::Result<()> {
+        for r in ranges {
+            let Some(len) = std::num::NonZeroU64::new(r.len * page_size) else { continue };
+            rustix::fs::fadvise(&self.fd, r.start * page_size, Some(len), rustix::fs::Advice::DontNeed)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -86,6 +117,11 @@ mod tests {
         let me = std::process::id();
         let f = ReaderFile::open(me, m.dev(), m.ino()).unwrap().expect("found among our descriptors");
         f.load(&[PageRange::new(0, 4), PageRange::new(8, 2)], 4096).unwrap();
+        assert_eq!(f.pages(4096).unwrap(), 16);
+        f.drop_cached(&[PageRange::new(0, 16)], 4096).unwrap();
+        if let Some(resident) = f.resident(PageRange::new(0, 16), 4096).unwrap() {
+            assert!(resident.page_count() <= 16);
+        }
         assert!(ReaderFile::open(me, m.dev(), m.ino() + 1_000_000).unwrap().is_none());
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -165,9 +165,11 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 	}
 	if (fits) {
 		v->misses = 0;
-		if (cfg->progress_pages && (cfg->progress_mask & (1U << v->pattern))) {
+		u64 every = v->pattern == PAT_FORWARD && cfg->forward_progress_pages ? cfg->forward_progress_pages
+										      : cfg->progress_pages;
+		if (every && (cfg->progress_mask & (1U << v->pattern))) {
 			u64 moved = start > v->reported_at ? start - v->reported_at : v->reported_at - start;
-			if (moved >= cfg->progress_pages)
+			if (moved >= every)
 				emit(cfg, v, tid, tgid, dev, ino, start, len, v->pattern, PEV_PROGRESS);
 		}
 		return;

@@ -39,6 +39,10 @@ pub struct PatternWatchOptions {
     pub progress_backward: bool,
     /// Strided readers get progress records.
     pub progress_strided: bool,
+    /// Forward readers get a progress record each time they moved this many pages (0: none);
+    /// a forward stream's first record is its first progress (its establishment is not sent), so
+    /// a file read through in less than this costs nothing.
+    pub forward_progress_pages: u32,
     /// The process whose reads are not watched (the daemon itself).
     pub own_tgid: u32,
     /// Send every change; otherwise only changes to or from backward or strided (so that a
@@ -143,6 +147,9 @@ impl PatternWatch {
         if options.progress_strided {
             mask |= 1 << 3;
         }
+        if options.forward_progress_pages > 0 {
+            mask |= 1 << 1;
+        }
         let change_mask = if options.all_changes { u32::MAX } else { (1 << 2) | (1 << 3) };
         let mut cfg = Vec::with_capacity(32);
         cfg.extend_from_slice(&options.rule.establish.max(1).to_ne_bytes());
@@ -151,7 +158,7 @@ impl PatternWatch {
         cfg.extend_from_slice(&mask.to_ne_bytes());
         cfg.extend_from_slice(&options.own_tgid.to_ne_bytes());
         cfg.extend_from_slice(&change_mask.to_ne_bytes());
-        cfg.extend_from_slice(&0u32.to_ne_bytes());
+        cfg.extend_from_slice(&options.forward_progress_pages.to_ne_bytes());
         find_map(&obj, "pattern_config")?.update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY).map_err(map_err("pattern_config"))?;
 
         let inbox = Arc::new(Mutex::new(Inbox::default()));
