@@ -3,11 +3,14 @@
 //! count from the start (the caller splits it into phases: `model::boot`).
 //!
 //! A tracefs instance of its own with no pid filter (the page access events of every task but
-//! this process's own, so what `augur boot` prefetches is never mistaken for a use), fanotify
+//! augur's own: this process's and a running daemon's, so what augur loads is never mistaken for
+//! a use), fanotify
 //! opens and the exec events to name inodes, `/proc` and inode handles for what is still unnamed
 //! at the end. It decides nothing: when to stop and what the phases are is the caller's.
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::event::{PollFd, PollFlags, poll};
@@ -38,6 +41,9 @@ pub struct BootRecorder {
     /// Timestamp origin of the events when the trace clock is not monotonic.
     origin_us: Option<u64>,
     page_events: u64,
+    /// Whether each process seen runs augur's own executable (its loads are no use).
+    augur_processes: HashMap<u32, bool>,
+    own_exe: Option<PathBuf>,
 }
 
 /// What a finished recording produced.
@@ -82,6 +88,8 @@ impl BootRecorder {
             mono,
             origin_us: None,
             page_events: 0,
+            augur_processes: HashMap::new(),
+            own_exe: std::env::current_exe().ok(),
         })
     }
 
@@ -131,6 +139,7 @@ impl BootRecorder {
             e.ts_us.saturating_sub(origin)
         };
         match e.kind {
+            EventKind::Page(_) if self.is_augur(e.tgid.unwrap_or(e.pid)) => {}
             EventKind::Page(p) => {
                 self.page_events += 1;
                 // With access events, an insertion nobody accessed is the kernel's readahead
@@ -147,6 +156,16 @@ impl BootRecorder {
             }
             _ => {}
         }
+    }
+
+    /// True when process `tgid` runs the same executable as this one (an augur daemon loading
+    /// pages); asked of `/proc` once per process.
+    fn is_augur(&mut self, tgid: u32) -> bool {
+        let own = self.own_exe.as_deref();
+        *self.augur_processes.entry(tgid).or_insert_with(|| {
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok();
+            own.is_some() && exe.as_deref() == own
+        })
     }
 
     fn learn_from_proc(&mut self, pid: u32) {
