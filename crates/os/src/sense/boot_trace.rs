@@ -70,8 +70,7 @@ impl BootRecorder {
     pub fn start() -> Result<Self> {
         let choice = ModeChoice { requested: None, degrade_to_file_only: false };
         // An empty pid filter records every task; this process's own events are dropped on read.
-        let options = InstanceOptions { buffer_kb_per_cpu: Some(32 * 1024), ..InstanceOptions::default() };
-        let watch = PageWatch::open("boot", &WatchScope::Descendants(Vec::new()), choice, &options)?;
+        let watch = PageWatch::open("boot", &WatchScope::Descendants(Vec::new()), choice, &InstanceOptions::default())?;
         let mode = watch.mode();
         let opens = OpenWatcher::new(true)?;
         let mut resolver = PathResolver::new();
