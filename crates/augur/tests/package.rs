@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const BIN: &str = env!("CARGO_BIN_EXE_augur");
 const UNIT: &str = "/lib/systemd/system/augur.service";
+const BOOT_UNIT: &str = "/lib/systemd/system/augur-boot.service";
 
 /// The tests share the dpkg database and the built package: one at a time.
 fn serial() -> MutexGuard<'static, ()> {
@@ -110,6 +111,7 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
     };
     expect("/usr/bin/augur", "-rwxr-xr-x");
     expect(UNIT, "-rw-r--r--");
+    expect(BOOT_UNIT, "-rw-r--r--");
     expect("/etc/augur/config.toml", "-rw-r--r--");
     expect("/usr/share/man/man1/augur.1.gz", "-rw-r--r--");
     for cmd in ["trace", "prefetch", "daemon", "status", "apps", "forget", "explain"] {
@@ -302,11 +304,13 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     // yet); started only where systemd is PID 1.
     let wants = Path::new("/etc/systemd/system/multi-user.target.wants/augur.service");
     assert_eq!(fs::read_link(wants).unwrap(), Path::new(UNIT));
+    let boot_wants = Path::new("/etc/systemd/system/sysinit.target.wants/augur-boot.service");
+    assert_eq!(fs::read_link(boot_wants).unwrap(), Path::new(BOOT_UNIT));
     let conffiles = stdout(Command::new("dpkg-query").args(["-W", "-f=${Conffiles}", "augur"]));
     assert!(conffiles.contains("/etc/augur/config.toml"), "{conffiles}");
 
     // The installed unit passes systemd-analyze verify without a single warning.
-    let verify = Command::new("systemd-analyze").args(["verify", "--man=no", UNIT]).output().unwrap();
+    let verify = Command::new("systemd-analyze").args(["verify", "--man=no", UNIT, BOOT_UNIT]).output().unwrap();
     assert!(
         verify.status.success() && verify.stdout.is_empty() && verify.stderr.is_empty(),
         "systemd-analyze verify: {}{}",
@@ -362,6 +366,7 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
         assert!(!Path::new(gone).exists(), "{gone} survived the purge");
     }
     assert!(fs::symlink_metadata(wants).is_err(), "enable symlink survived the purge");
+    assert!(fs::symlink_metadata(boot_wants).is_err(), "augur-boot's enable symlink survived the purge");
     drop(installed);
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use augur_core::model::boot::BootSettings;
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::record::StateLimits;
 
@@ -208,6 +209,44 @@ impl Default for LearnSection {
     }
 }
 
+/// `[boot]`: recording boots in phases and replaying the merged plan of the last ones
+/// (`augur boot`, run by `augur-boot.service`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BootSection {
+    /// Boots kept and merged into the next boot's plan.
+    pub keep_boots: usize,
+    /// Weight of a boot relative to the next newer one, in (0, 1].
+    pub decay: f64,
+    /// Decayed share of boots a page must have been used in to be replayed, in (0, 1].
+    pub replay_threshold: f64,
+    /// Most MiB one boot's plan loads.
+    pub max_mib: u64,
+    /// Recording goes on this long after the user's session started (its autostarted
+    /// applications), in seconds.
+    pub after_session_secs: u64,
+    /// Recording stops this long after it started whatever happened, in seconds.
+    pub max_secs: u64,
+    /// The session's usual applications (most launched, as the daemon learned them) prefetched
+    /// when the session phase is released.
+    pub session_apps: usize,
+}
+
+impl Default for BootSection {
+    fn default() -> Self {
+        let b = BootSettings::default();
+        BootSection {
+            keep_boots: b.keep_boots,
+            decay: b.decay,
+            replay_threshold: b.replay_threshold,
+            max_mib: 512,
+            after_session_secs: 30,
+            max_secs: 300,
+            session_apps: 5,
+        }
+    }
+}
+
 /// `[predict]`: predicting launches and keeping their pages resident within a memory budget.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -322,6 +361,8 @@ pub struct Config {
     pub predict: PredictSection,
     /// `[pattern]`.
     pub pattern: PatternSection,
+    /// `[boot]`.
+    pub boot: BootSection,
 }
 
 /// Predictor names `[predict] predictor` accepts.
@@ -456,12 +497,41 @@ impl Config {
         if t.drop_behind_lag_kib > 4_194_304 {
             return Err(bad("pattern", "drop_behind_lag_kib", format!("{} is more than 4194304", t.drop_behind_lag_kib)));
         }
+        let b = &self.boot;
+        if !(1..=50).contains(&b.keep_boots) {
+            return Err(bad("boot", "keep_boots", format!("{} is not between 1 and 50", b.keep_boots)));
+        }
+        if !(b.decay.is_finite() && b.decay > 0.0 && b.decay <= 1.0) {
+            return Err(bad("boot", "decay", format!("{} is not in (0, 1]", b.decay)));
+        }
+        if !(b.replay_threshold.is_finite() && b.replay_threshold > 0.0 && b.replay_threshold <= 1.0) {
+            return Err(bad("boot", "replay_threshold", format!("{} is not in (0, 1]", b.replay_threshold)));
+        }
+        if !(1..=65_536).contains(&b.max_mib) {
+            return Err(bad("boot", "max_mib", format!("{} is not between 1 and 65536", b.max_mib)));
+        }
+        if !(10..=3600).contains(&b.max_secs) {
+            return Err(bad("boot", "max_secs", format!("{} is not between 10 and 3600", b.max_secs)));
+        }
+        if b.after_session_secs > b.max_secs {
+            return Err(bad("boot", "after_session_secs", format!("{} is more than max_secs", b.after_session_secs)));
+        }
         for (key, v) in [("state_path", &self.daemon.state_path), ("socket_path", &self.daemon.socket_path)] {
             if !v.is_absolute() {
                 return Err(bad("daemon", key, format!("{} is not an absolute path", v.display())));
             }
         }
         Ok(())
+    }
+
+    /// How boots are merged, for plans of `page_size`-byte pages.
+    pub fn boot_settings(&self, page_size: u64) -> BootSettings {
+        BootSettings {
+            keep_boots: self.boot.keep_boots,
+            decay: self.boot.decay,
+            replay_threshold: self.boot.replay_threshold,
+            max_pages: self.boot.max_mib.saturating_mul(1 << 20) / page_size.max(1),
+        }
     }
 
     /// The learning settings.

@@ -6,6 +6,7 @@
 
 pub mod ahead;
 pub mod behind;
+pub mod boot;
 pub mod config;
 pub mod daemon;
 pub mod read_cost;

@@ -12,5 +12,6 @@ pub mod machine;
 pub mod notify;
 pub mod privilege;
 pub mod sense;
+pub mod service_manager;
 pub mod signals;
 pub mod untrusted_path;

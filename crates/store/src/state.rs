@@ -16,6 +16,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{FormatError, Result, StoreError};
+use augur_core::model::boot::{BootHistory, BootTrace};
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileContextSettings};
 use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
@@ -24,7 +25,7 @@ use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
@@ -48,7 +49,17 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(SCHEMA_4),
     Migration::Sql(SCHEMA_5),
     Migration::Sql(SCHEMA_6),
+    Migration::Sql(SCHEMA_7),
 ];
+
+/// 6 -> 7: the last boots, recorded in phases (`model::boot`), one JSON trace per boot, merged
+/// into the next boot's plan; older states start with none.
+const SCHEMA_7: &str = "CREATE TABLE boot_traces (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         recorded_at INTEGER NOT NULL,
+         pages INTEGER NOT NULL,
+         trace TEXT NOT NULL
+     );";
 
 /// 5 -> 6: each workload's file-access context model (`model::file_context`), one JSON record
 /// per workload key; older states start with none.
@@ -619,6 +630,31 @@ impl StateStore {
         Ok(model)
     }
 
+    /// Adds one recorded boot and keeps only the newest `keep` boots, in ONE transaction.
+    pub fn add_boot_trace(&mut self, trace: &BootTrace, keep: usize) -> Result<()> {
+        let path = self.path.clone();
+        let e = move |err| db_error(&path, "saving a boot trace in", err);
+        let text =
+            serde_json::to_string(trace).map_err(|err| StoreError::io("encoding a boot trace", std::io::Error::other(err)))?;
+        let tx = self.conn.transaction().map_err(&e)?;
+        tx.execute(
+            "INSERT INTO boot_traces (recorded_at, pages, trace) VALUES (?1, ?2, ?3)",
+            params![trace.recorded_at as i64, trace.page_count() as i64, text],
+        )
+        .map_err(&e)?;
+        tx.execute(
+            "DELETE FROM boot_traces WHERE id NOT IN (SELECT id FROM boot_traces ORDER BY id DESC LIMIT ?1)",
+            [keep.max(1) as i64],
+        )
+        .map_err(&e)?;
+        tx.commit().map_err(&e)
+    }
+
+    /// The recorded boots, oldest first. A trace that no longer decodes is skipped with a warning.
+    pub fn boot_history(&self) -> Result<BootHistory> {
+        boot_history_of(&self.conn).map_err(self.err("reading boot traces in"))
+    }
+
     /// Runs SQLite's full integrity check; `Ok` only when it says "ok".
     pub fn integrity_check(&self) -> Result<()> {
         let out: String = self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(self.err("checking"))?;
@@ -661,6 +697,45 @@ pub fn read_file_context(path: &Path, app: &str) -> Result<Option<FileContextRec
         Some(Ok(record)) => Ok(Some(record)),
         Some(Err(err)) => Err(StoreError::corrupt(path, "file context", format!("{app}: {err}"))),
     }
+}
+
+/// The recorded boots in the state at `path`, read without writing (the daemon may be running):
+/// empty when the state does not exist or predates boot traces (schema 6 or older).
+pub fn read_boot_history(path: &Path) -> Result<BootHistory> {
+    use rusqlite::OpenFlags;
+    if !path.exists() {
+        return Ok(BootHistory::default());
+    }
+    let e = |err| db_error(path, "reading", err);
+    let conn =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(e)?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(e)?;
+    let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(e)?;
+    let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(e)?;
+    if app_id != APPLICATION_ID {
+        return Err(StoreError::corrupt(path, "state database", format!("no augur marker (application_id {app_id:#x})")));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::too_new(path, "state", version, SCHEMA_VERSION));
+    }
+    if version < 7 {
+        return Ok(BootHistory::default());
+    }
+    boot_history_of(&conn).map_err(e)
+}
+
+fn boot_history_of(conn: &Connection) -> rusqlite::Result<BootHistory> {
+    let mut st = conn.prepare("SELECT id, trace FROM boot_traces ORDER BY id")?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
+    let mut history = BootHistory::default();
+    for row in rows {
+        let (id, text) = row?;
+        match serde_json::from_str::<BootTrace>(&text) {
+            Ok(trace) => history.traces.push(trace),
+            Err(err) => tracing::warn!("state: boot trace {id} does not decode ({err}); skipping it"),
+        }
+    }
+    Ok(history)
 }
 
 /// The learning history in columns `at..at + 4` of a row (launches, last_launch_ms,
@@ -983,7 +1058,7 @@ mod tests {
             s.conn
                 .execute_batch(
                     "ALTER TABLE apps DROP COLUMN stable_streak; ALTER TABLE apps DROP COLUMN unstable_streak;
-                     DROP TABLE file_contexts;",
+                     DROP TABLE file_contexts; DROP TABLE boot_traces;",
                 )
                 .unwrap();
             s.conn.pragma_update(None, "user_version", 4).unwrap();
@@ -1034,6 +1109,7 @@ mod tests {
                 .execute_batch(
                     "DROP TABLE launcher_hints;
                      DROP TABLE file_contexts;
+                     DROP TABLE boot_traces;
                      ALTER TABLE apps DROP COLUMN stable_streak;
                      ALTER TABLE apps DROP COLUMN unstable_streak;",
                 )
@@ -1147,7 +1223,7 @@ mod tests {
             let (mut s, _) = StateStore::open(&path).unwrap();
             s.learn_launch("/a", "/a", &launch(1), &record("/a", 10), &limits).unwrap();
             // As a schema 5 file was.
-            s.conn.execute_batch("DROP TABLE file_contexts;").unwrap();
+            s.conn.execute_batch("DROP TABLE file_contexts; DROP TABLE boot_traces;").unwrap();
             s.conn.pragma_update(None, "user_version", 5).unwrap();
         }
         assert_eq!(read_file_context(&path, "/a").unwrap(), None, "an old state has no file context, and is not changed");
@@ -1160,5 +1236,35 @@ mod tests {
         let m = file_context_model();
         s.save_file_contexts(&m, &["/usr/bin/make"], 1).unwrap();
         assert!(read_file_context(&path, "/usr/bin/make").unwrap().is_some());
+    }
+
+    fn boot_trace(n: u64) -> BootTrace {
+        use augur_core::model::boot::PhaseStart;
+        BootTrace::from_profile(&launch(n), &[PhaseStart { phase: augur_core::model::boot::BootPhase::Basic, at_us: 0 }], n)
+    }
+
+    #[test]
+    fn boot_traces_are_kept_newest_last_up_to_the_limit_and_read_without_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        assert!(read_boot_history(&path).unwrap().traces.is_empty());
+        let (mut s, _) = StateStore::open(&path).unwrap();
+        for n in 1..=5 {
+            s.add_boot_trace(&boot_trace(n), 3).unwrap();
+        }
+        let h = s.boot_history().unwrap();
+        assert_eq!(h.traces.iter().map(|t| t.recorded_at).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(h.traces[2], boot_trace(5));
+        assert_eq!(read_boot_history(&path).unwrap(), h);
+        // A trace that does not decode is skipped, not fatal.
+        s.conn.execute("INSERT INTO boot_traces (recorded_at, pages, trace) VALUES (9, 1, '{')", []).unwrap();
+        assert_eq!(s.boot_history().unwrap().traces.len(), 3);
+        // A schema 6 file gains the table, empty, and reads as no boots until then.
+        s.conn.execute_batch("DROP TABLE boot_traces;").unwrap();
+        s.conn.pragma_update(None, "user_version", 6).unwrap();
+        drop(s);
+        assert!(read_boot_history(&path).unwrap().traces.is_empty());
+        let (s, _) = StateStore::open(&path).unwrap();
+        assert!(s.boot_history().unwrap().traces.is_empty());
     }
 }

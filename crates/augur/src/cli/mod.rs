@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use crate::error::Result;
 
 pub mod apps;
+pub mod boot;
 pub mod daemon;
 pub mod explain;
 pub mod forget;
@@ -61,6 +62,11 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Remove what augur learned about one application, or everything.
     Forget(forget::ForgetArgs),
+    /// Load the plan of the last boots phase by phase while recording this one (run early in
+    /// the boot by augur-boot.service).
+    Boot(boot::BootArgs),
+    /// Tell a running `augur boot` which phase the boot reached (for inits other than systemd).
+    Mark(boot::MarkArgs),
     /// Write man pages or shell completions generated from this command line.
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -103,6 +109,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::GenTrace(a) => gen_trace::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Forget(a) => forget::run(a),
+        Command::Boot(a) => boot::run(a),
+        Command::Mark(a) => boot::run_mark(a),
         Command::Generate(a) => generate::run(a),
     }
 }

@@ -190,6 +190,35 @@ fn prefetch_line(t: &augur_core::plan::LedgerTotals) -> String {
     )
 }
 
+/// The boot plan the next boot will load (`augur boot`), read from the state without writing;
+/// nothing when the configuration or the state cannot be read.
+fn boot_plan_lines(address: &DaemonAddress) -> String {
+    let Ok(config) = crate::config_file::load(address.config.as_deref()) else { return String::new() };
+    match augur_store::state::read_boot_history(&config.daemon.state_path) {
+        Ok(history) => render_boot_plan(&history.plan(&config.boot_settings(augur_os::sense::trace_session::PROFILE_PAGE_SIZE))),
+        Err(e) => format!("boot plan: cannot read it ({e})\n"),
+    }
+}
+
+/// The boot plan for people: boots merged, size, and each phase's share.
+fn render_boot_plan(plan: &augur_core::model::boot::BootPlan) -> String {
+    if plan.boots == 0 {
+        return "boot plan: no boot recorded yet (augur-boot.service records each boot)\n".into();
+    }
+    let phases: Vec<String> = plan
+        .phases
+        .iter()
+        .map(|p| format!("{} {} in {} files", p.phase, human_bytes(p.page_count() * plan.page_size), p.files.len()))
+        .collect();
+    format!(
+        "boot plan: {} boots merged, {} in {} files; by phase: {}\n",
+        plan.boots,
+        human_bytes(plan.page_count() * plan.page_size),
+        plan.file_count(),
+        if phases.is_empty() { "none".to_string() } else { phases.join(", ") }
+    )
+}
+
 /// Runs the subcommand.
 pub fn run(args: StatusArgs) -> Result<ExitCode> {
     let socket = args.address.socket()?;
@@ -202,6 +231,7 @@ pub fn run(args: StatusArgs) -> Result<ExitCode> {
                 );
             } else {
                 print!("{}", render(&report));
+                print!("{}", boot_plan_lines(&args.address));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -227,6 +257,24 @@ mod tests {
         assert_eq!(
             prefetch_line(&t),
             "prefetching, last day: 10 launches replayed, 4 predicted, 3 loaded in time; 8.0 MiB prefetched, 6.0 MiB used, 2.0 MiB wasted (25 %)\n"
+        );
+    }
+
+    #[test]
+    fn the_boot_plan_line_says_boots_size_and_phases() {
+        use augur_core::model::boot::{BootPhase, BootPlan, PhasePlan};
+        use augur_core::model::profile::{FileIdentity, FileProfile, UsedRange};
+        use augur_core::model::range::PageRange;
+        assert!(render_boot_plan(&BootPlan { page_size: 4096, boots: 0, phases: vec![] }).contains("no boot recorded"));
+        let file = FileProfile {
+            path: "/sbin/init".into(),
+            identity: FileIdentity { dev: 1, ino: 2, size: 3, mtime_ns: 4 },
+            ranges: vec![UsedRange { range: PageRange::new(0, 256), first_use_us: 0 }],
+        };
+        let plan = BootPlan { page_size: 4096, boots: 3, phases: vec![PhasePlan { phase: BootPhase::Early, files: vec![file] }] };
+        assert_eq!(
+            render_boot_plan(&plan),
+            "boot plan: 3 boots merged, 1.0 MiB in 1 files; by phase: early 1.0 MiB in 1 files\n"
         );
     }
 

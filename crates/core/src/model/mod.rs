@@ -5,6 +5,7 @@
 
 pub mod access_pattern;
 pub mod app;
+pub mod boot;
 pub mod file_context;
 pub mod launcher;
 pub mod learn;

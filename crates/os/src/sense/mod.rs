@@ -3,6 +3,7 @@
 //!
 //! A thin OS layer: it reports what the kernel says and leaves learning to `model`.
 
+pub mod boot_trace;
 pub mod bpf;
 pub mod child_usage;
 pub mod event;

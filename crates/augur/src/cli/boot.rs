@@ -1,0 +1,265 @@
+//! `augur boot`: run early in the boot by `augur-boot.service`, it loads the merged plan of the
+//! last boots phase by phase (the current phase and the next, at idle I/O priority) while it
+//! records this boot system-wide, and saves the recording in the state when the boot has settled.
+//! `augur mark PHASE` tells it the phase under inits other than systemd.
+//!
+//! It turns what the service manager and the kernel say into `augur-engine::boot` observations
+//! and carries out its actions; what a phase is and when to stop are decided there.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::error::{Error, Result};
+use augur_core::model::boot::{BootHistory, BootPhase, BootTrace, session_apps};
+use augur_core::model::user::{ProcessUser, key_uid};
+use augur_engine::boot::{BootAction, BootSequence};
+use augur_engine::config::Config;
+use augur_os::fetch::{self, CancelFlag, FetchOptions, FetchPlan, IoPriority, OrderPolicy, Prefetcher};
+use augur_os::sense::boot_trace::BootRecorder;
+use augur_os::sense::trace_session::PROFILE_PAGE_SIZE;
+use augur_os::service_manager;
+use augur_store::state::StateStore;
+
+/// Arguments of `augur boot`.
+#[derive(Debug, Args)]
+pub struct BootArgs {
+    /// Configuration file [default: /etc/augur/config.toml; missing there means defaults].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// State database (overrides the configuration's `state_path`).
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// Replay the plan only; record nothing.
+    #[arg(long)]
+    pub no_record: bool,
+    /// Record only; load nothing.
+    #[arg(long)]
+    pub no_replay: bool,
+    /// The file `augur mark` writes phases to.
+    #[arg(long, value_name = "PATH", default_value = service_manager::MARK_FILE)]
+    pub marks: PathBuf,
+}
+
+/// Arguments of `augur mark`.
+#[derive(Debug, Args)]
+pub struct MarkArgs {
+    /// The phase the boot reached: sysinit, basic, multi-user, graphical or session.
+    #[arg(value_name = "PHASE")]
+    pub phase: String,
+    /// The file `augur boot` reads phases from.
+    #[arg(long, value_name = "PATH", default_value = service_manager::MARK_FILE)]
+    pub marks: PathBuf,
+}
+
+/// How often the service manager is asked which targets are active.
+const PHASE_POLL: Duration = Duration::from_millis(500);
+
+/// The systemd targets that start each phase, in phase order.
+fn target_phases() -> Vec<(BootPhase, &'static str)> {
+    BootPhase::ALL.into_iter().filter_map(|p| p.systemd_target().map(|t| (p, t))).collect()
+}
+
+/// The phase the boot is in now, by what the service manager and `augur mark` say.
+fn observed_phase(marks: &Path, systemd: bool) -> BootPhase {
+    let mut phase = BootPhase::Early;
+    if systemd {
+        let targets = target_phases();
+        let names: Vec<&str> = targets.iter().map(|(_, t)| *t).collect();
+        if let Some(active) = service_manager::units_active(&names) {
+            for ((p, _), on) in targets.iter().zip(active) {
+                if on {
+                    phase = phase.max(*p);
+                }
+            }
+        }
+    }
+    for name in service_manager::marked_phases(marks) {
+        if let Ok(p) = name.parse::<BootPhase>() {
+            phase = phase.max(p);
+        }
+    }
+    if service_manager::user_session_exists() {
+        phase = BootPhase::Session;
+    }
+    phase
+}
+
+/// A job for the loading thread.
+enum Load {
+    Plans(String, Vec<FetchPlan>),
+    Done,
+}
+
+/// Loads what it is sent, one job after another, at idle I/O priority (only while the disk is
+/// otherwise idle: the boot's own reads always go first), in physical order on rotational disks.
+/// The loading thread: jobs go in, it answers the pages loaded and bytes read when it ends.
+type Loader = (mpsc::Sender<Load>, thread::JoinHandle<(u64, u64)>);
+
+fn spawn_loader(cancel: CancelFlag) -> Result<Loader> {
+    let (tx, rx) = mpsc::channel::<Load>();
+    let handle = thread::Builder::new()
+        .name("augur-boot-load".into())
+        .spawn(move || {
+            let prefetcher =
+                Prefetcher::new(FetchOptions { priority: IoPriority::Idle, order: OrderPolicy::Auto, ..FetchOptions::default() });
+            let (mut pages, mut bytes) = (0u64, 0u64);
+            while let Ok(Load::Plans(what, plans)) = rx.recv() {
+                let (mut loaded, mut resident, mut read, mut ms) = (0, 0, 0, 0.0);
+                for plan in &plans {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let report = prefetcher.fetch(plan, &cancel);
+                    loaded += report.pages.loaded;
+                    resident += report.pages.already_resident;
+                    read += report.bytes_read;
+                    ms += report.elapsed_ms;
+                }
+                tracing::info!(
+                    "boot: {what}: {loaded} pages loaded, {resident} already resident, {read} bytes read in {ms:.0} ms"
+                );
+                pages += loaded;
+                bytes += read;
+            }
+            (pages, bytes)
+        })
+        .map_err(|e| Error::io("starting the boot loader thread", e))?;
+    Ok((tx, handle))
+}
+
+/// The load plans of the session's usual applications, as the daemon learned them, each only of
+/// files its user may read (as the daemon replays them).
+fn session_plans(store: &StateStore, config: &Config) -> Vec<FetchPlan> {
+    let apps = match store.apps() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!("boot: cannot read the learned applications: {e}");
+            return Vec::new();
+        }
+    };
+    let settings = config.learn_settings();
+    session_apps(&apps, config.boot.session_apps)
+        .into_iter()
+        .filter_map(|key| Some((key_uid(&key), store.load_app(&key).ok().flatten()?)))
+        .map(|(uid, m)| (uid, m.replay_profile(&settings)))
+        .filter(|(_, p)| !p.files.is_empty())
+        .map(|(uid, p)| FetchPlan::from_profiles([&p], fetch::page_size()).for_user(ProcessUser::without_groups(uid)))
+        .collect()
+}
+
+/// Runs `augur boot`.
+pub fn run(args: BootArgs) -> Result<ExitCode> {
+    augur_os::privilege::require_root("augur boot")?;
+    let mut config = crate::config_file::load(args.config.as_deref())?;
+    if let Some(s) = args.state {
+        config.daemon.state_path = s;
+    }
+    let settings = config.boot_settings(PROFILE_PAGE_SIZE);
+    let (mut store, _) = StateStore::open(&config.daemon.state_path)?;
+    let history: BootHistory = store.boot_history()?;
+    let plan = history.plan(&settings);
+    tracing::info!(
+        "boot: plan of {} boots: {} pages in {} files over {} phases",
+        plan.boots,
+        plan.page_count(),
+        plan.file_count(),
+        plan.phases.len()
+    );
+    let signals = augur_os::signals::SignalPipe::install(augur_os::signals::SecondSignal::Deliver)?;
+    let mut recorder = if args.no_record {
+        None
+    } else {
+        match BootRecorder::start() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                // Replay still helps this boot; the next one has no new trace to learn from.
+                tracing::warn!("boot: not recording this boot: {e}");
+                None
+            }
+        }
+    };
+    let cancel = CancelFlag::new();
+    let (loader, loader_thread) = spawn_loader(cancel.clone())?;
+    let systemd = service_manager::systemd_booted();
+    let last_target = if systemd {
+        service_manager::default_target().and_then(|t| t.parse::<BootPhase>().ok()).unwrap_or(BootPhase::MultiUser)
+    } else {
+        BootPhase::Session
+    };
+    let mut sequence = BootSequence::new(&config.boot, last_target);
+    let clock = std::time::Instant::now();
+    let now_us = |r: &Option<BootRecorder>| r.as_ref().map_or(clock.elapsed().as_micros() as u64, BootRecorder::now_us);
+    let act = |actions: Vec<BootAction>| {
+        for action in actions {
+            let job = match action {
+                _ if args.no_replay => None,
+                BootAction::Replay(phase) => plan
+                    .phase_profile(phase)
+                    .map(|p| Load::Plans(format!("phase {phase}"), vec![FetchPlan::from_profiles([&p], fetch::page_size())])),
+                BootAction::PrefetchSessionApps => {
+                    let plans = session_plans(&store, &config);
+                    (!plans.is_empty()).then(|| Load::Plans(format!("{} session applications", plans.len()), plans))
+                }
+            };
+            if let Some(job) = job {
+                let _ = loader.send(job);
+            }
+        }
+    };
+    act(sequence.start());
+    let mut interrupted = false;
+    let mut next_look = std::time::Instant::now();
+    loop {
+        match recorder.as_mut() {
+            Some(r) => r.poll(PHASE_POLL)?,
+            None => thread::sleep(PHASE_POLL),
+        }
+        let now = now_us(&recorder);
+        // Events wake the loop often during a boot; the service manager is asked at most twice
+        // a second.
+        if std::time::Instant::now() >= next_look {
+            next_look = std::time::Instant::now() + PHASE_POLL;
+            act(sequence.observe(observed_phase(&args.marks, systemd), now));
+        }
+        if !signals.take().is_empty() {
+            interrupted = true;
+            break;
+        }
+        if sequence.done(now) {
+            break;
+        }
+    }
+    let _ = loader.send(Load::Done);
+    cancel.cancel();
+    let (pages, bytes) = loader_thread.join().unwrap_or_default();
+    tracing::info!("boot: loaded {pages} pages ({bytes} bytes read); reached phase {}", sequence.phase());
+    if let Some(r) = recorder {
+        let recording = r.finish()?;
+        let trace = BootTrace::from_profile(&recording.profile, sequence.phase_starts(), recording.profile.recorded_at);
+        if interrupted && sequence.phase() < BootPhase::MultiUser {
+            tracing::warn!("boot: stopped in phase {} by a signal; this partial boot is not kept", sequence.phase());
+        } else {
+            store.add_boot_trace(&trace, config.boot.keep_boots)?;
+            tracing::info!(
+                "boot: recorded {} pages of {} files ({} page events, {} lost)",
+                trace.page_count(),
+                trace.files.len(),
+                recording.page_events,
+                recording.lost_events
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `augur mark`.
+pub fn run_mark(args: MarkArgs) -> Result<ExitCode> {
+    let phase: BootPhase = args.phase.parse().map_err(|e: augur_core::model::boot::UnknownPhase| Error::Usage(e.to_string()))?;
+    service_manager::mark_phase(&args.marks, phase.name()).map_err(|e| Error::io_at(&args.marks, "marking the boot phase", e))?;
+    Ok(ExitCode::SUCCESS)
+}
