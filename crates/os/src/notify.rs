@@ -87,7 +87,7 @@ impl Notifier {
 
     /// `RELOADING=1`: a configuration reload (SIGHUP) began; follow it with [`Notifier::ready`].
     pub fn reloading(&self) -> Result<()> {
-        self.send(&format!("RELOADING=1\nMONOTONIC_USEC={}", monotonic_usec()))
+        self.send(&format!("RELOADING=1\nMONOTONIC_USEC={}", crate::sense::monotonic_us()))
     }
 
     /// `STOPPING=1`: shutdown began (state is being saved).
@@ -124,11 +124,6 @@ fn watchdog_interval_from(usec: Option<&OsStr>, pid: Option<&OsStr>, me: u32) ->
 
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
-}
-
-fn monotonic_usec() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (ts.tv_sec as u64) * 1_000_000 + (ts.tv_nsec as u64) / 1_000
 }
 
 #[cfg(test)]

@@ -667,10 +667,9 @@ impl StateStore {
     }
 }
 
-/// The file-context record of workload `app` in the state at `path`, read without writing
-/// (the daemon may be running): `None` when the state does not exist, predates file contexts
-/// (schema 5 or older) or holds none for `app`.
-pub fn read_file_context(path: &Path, app: &str) -> Result<Option<FileContextRecord>> {
+/// The state at `path` opened read-only, without writing (the daemon may be running): `None`
+/// when it does not exist or its schema is older than `since` (the table asked for is not there).
+fn open_read_only(path: &Path, since: u32) -> Result<Option<Connection>> {
     use rusqlite::OpenFlags;
     if !path.exists() {
         return Ok(None);
@@ -687,9 +686,17 @@ pub fn read_file_context(path: &Path, app: &str) -> Result<Option<FileContextRec
     if version > SCHEMA_VERSION {
         return Err(StoreError::too_new(path, "state", version, SCHEMA_VERSION));
     }
-    if version < 6 {
+    Ok((version >= since).then_some(conn))
+}
+
+/// The file-context record of workload `app` in the state at `path`, read without writing
+/// (the daemon may be running): `None` when the state does not exist, predates file contexts
+/// (schema 5 or older) or holds none for `app`.
+pub fn read_file_context(path: &Path, app: &str) -> Result<Option<FileContextRecord>> {
+    let Some(conn) = open_read_only(path, 6)? else {
         return Ok(None);
-    }
+    };
+    let e = |err| db_error(path, "reading", err);
     let text: Option<String> =
         conn.query_row("SELECT model FROM file_contexts WHERE app = ?1", [app], |r| r.get(0)).optional().map_err(e)?;
     match text.map(|t| serde_json::from_str::<FileContextRecord>(&t)) {
@@ -702,25 +709,10 @@ pub fn read_file_context(path: &Path, app: &str) -> Result<Option<FileContextRec
 /// The recorded boots in the state at `path`, read without writing (the daemon may be running):
 /// empty when the state does not exist or predates boot traces (schema 6 or older).
 pub fn read_boot_history(path: &Path) -> Result<BootHistory> {
-    use rusqlite::OpenFlags;
-    if !path.exists() {
+    let Some(conn) = open_read_only(path, 7)? else {
         return Ok(BootHistory::default());
-    }
+    };
     let e = |err| db_error(path, "reading", err);
-    let conn =
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(e)?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(e)?;
-    let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(e)?;
-    let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(e)?;
-    if app_id != APPLICATION_ID {
-        return Err(StoreError::corrupt(path, "state database", format!("no augur marker (application_id {app_id:#x})")));
-    }
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::too_new(path, "state", version, SCHEMA_VERSION));
-    }
-    if version < 7 {
-        return Ok(BootHistory::default());
-    }
     boot_history_of(&conn).map_err(e)
 }
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::event::{PollFd, PollFlags, poll};
-use rustix::time::{ClockId, Timespec, clock_gettime};
+use rustix::time::Timespec;
 
 use crate::error::{OsError, Result};
 use augur_core::model::profile::{InodeKey, LaunchProfile, TraceMode, WorkingSetBuilder};
@@ -59,11 +59,6 @@ pub struct BootRecording {
     pub open_overflows: u64,
 }
 
-fn monotonic_us() -> u64 {
-    let t = clock_gettime(ClockId::Monotonic);
-    (t.tv_sec as u64).saturating_mul(1_000_000).saturating_add(t.tv_nsec as u64 / 1000)
-}
-
 impl BootRecorder {
     /// Starts recording every task's page accesses (needs root and tracefs with the filemap
     /// access events; page-cache insertions where those are missing).
@@ -83,7 +78,7 @@ impl BootRecorder {
             resolver,
             builder: WorkingSetBuilder::new(),
             mode,
-            start_us: monotonic_us(),
+            start_us: super::monotonic_us(),
             mono,
             origin_us: None,
             page_events: 0,
@@ -94,7 +89,7 @@ impl BootRecorder {
 
     /// Microseconds since recording started (the clock phase starts are given in).
     pub fn now_us(&self) -> u64 {
-        monotonic_us().saturating_sub(self.start_us)
+        super::monotonic_us().saturating_sub(self.start_us)
     }
 
     /// Events the trace is made of.

@@ -24,3 +24,8 @@ pub fn monotonic_ns() -> u64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     (t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)
 }
+
+/// Monotonic time in microseconds (the unit of recorded first-use times).
+pub fn monotonic_us() -> u64 {
+    monotonic_ns() / 1000
+}

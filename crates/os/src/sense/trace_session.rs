@@ -16,7 +16,7 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rustix::event::{PollFd, PollFlags, poll};
-use rustix::time::{ClockId, Timespec, clock_gettime};
+use rustix::time::Timespec;
 
 use crate::error::{OsError, Result};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
@@ -84,11 +84,6 @@ pub struct TraceReport {
     pub lookup_note: String,
     /// Lookup calls seen whose path could not be made absolute, or that did not fit the cap.
     pub lookups_skipped: u64,
-}
-
-fn monotonic_us() -> u64 {
-    let t = clock_gettime(ClockId::Monotonic);
-    (t.tv_sec as u64).saturating_mul(1_000_000).saturating_add(t.tv_nsec as u64 / 1000)
 }
 
 fn command_text(command: &[OsString]) -> Vec<String> {
@@ -328,7 +323,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         PageSourceOfTrace::Bpf(_) => true,
     };
     let started = Instant::now();
-    let start_us = monotonic_us();
+    let start_us = super::monotonic_us();
     let lookup_source = match &source {
         // The observer records the lookups: the command runs as it is.
         PageSourceOfTrace::Bpf(_) => LookupSource::Off("recorded by bpf".into()),
@@ -388,7 +383,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
             }
             fds.iter().map(|f| !f.revents().is_empty()).collect::<Vec<_>>()
         };
-        let now_us = monotonic_us().saturating_sub(start_us);
+        let now_us = super::monotonic_us().saturating_sub(start_us);
         opens.read_available(|f| c.on_open(f, now_us))?;
         match &mut source {
             PageSourceOfTrace::Tracefs(watch) => {
