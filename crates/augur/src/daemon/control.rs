@@ -68,6 +68,10 @@ pub struct EventCounts {
     pub launches_traced_late: u64,
     /// Replays run since start.
     pub replays: u64,
+    /// Of them, answered without reading: their application's last replay found every page
+    /// resident and nothing left the page cache since.
+    #[serde(default)]
+    pub replays_known_resident: u64,
     /// Times the event loop woke up.
     pub wakeups: u64,
     /// Memory-pressure trigger events (each stops prefetching at once).

@@ -22,6 +22,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
+use super::resident::{ProfileShape, ReplayStart, ResidentReplays, ResidentReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::launcher::{self, ExecStep};
@@ -188,6 +189,8 @@ struct ReplayJob {
     /// The user the launch is learned for: only files they may read are loaded.
     user: ProcessUser,
     stop: ReplayStop,
+    /// What [`ResidentReplays`] remembers of it.
+    memo: ReplayStart,
 }
 
 /// How a queued or running exec-time replay is stopped.
@@ -202,7 +205,30 @@ struct ReplayStop {
 struct ReplayDone {
     launch: LaunchId,
     app: String,
-    report: FetchReport,
+    report: ReplayReport,
+    page_size: u64,
+    memo: ReplayStart,
+    /// It ran to its end (not stopped) and loaded nothing.
+    loaded_nothing: bool,
+}
+
+impl ReplayDone {
+    /// What `report`, of the replay `job` asked for, says.
+    fn of(job: &ReplayJob, r: &FetchReport) -> ReplayDone {
+        ReplayDone {
+            launch: job.launch,
+            app: job.app.clone(),
+            report: ReplayReport {
+                pages_wanted: r.pages.wanted,
+                pages_resident: r.pages.already_resident,
+                pages_loaded: r.pages.loaded,
+                bytes_read: r.bytes_read,
+            },
+            page_size: r.page_size,
+            memo: job.memo,
+            loaded_nothing: !r.cancelled && r.pages.loaded == 0 && r.bytes_read == 0,
+        }
+    }
 }
 
 /// The replay worker: fetches profiles one at a time so the loop never blocks on I/O.
@@ -219,7 +245,7 @@ fn spawn_replay_worker(
                 if cancel.is_cancelled() {
                     break;
                 }
-                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user);
+                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user.clone());
                 // The application is reading too: keep to its first-use order and only a little
                 // ahead of it, so that its own reads never queue behind pages it needs later
                 // (on a throttled or slow disk a deep queue in disk order made starts slower).
@@ -238,7 +264,7 @@ fn spawn_replay_worker(
                         report.pages.not_attempted
                     );
                 }
-                if done_tx.send(ReplayDone { launch: job.launch, app: job.app, report }).is_err() {
+                if done_tx.send(ReplayDone::of(&job, &report)).is_err() {
                     break;
                 }
                 wake.wake();
@@ -366,6 +392,10 @@ struct LoopIo {
     replay_cancel: CancelFlag,
     /// How to stop each exec-time replay queued or running.
     replays: Vec<(LaunchId, ReplayStop)>,
+    /// Replays that found everything resident, while nothing was dropped since.
+    resident: ResidentReplays,
+    /// Replays answered from [`ResidentReplays`] without the worker, for the next wake-up.
+    replays_answered: Vec<ReplayDone>,
     plan_step: Option<Box<dyn PlanStep>>,
     make_plan_step: PlanStepFactory,
     /// The memory-pressure trigger in the epoll set, while anything fetches.
@@ -468,6 +498,8 @@ impl Daemon {
             replay_worker: Some(worker),
             replay_cancel,
             replays: Vec::new(),
+            resident: ResidentReplays::new(),
+            replays_answered: Vec::new(),
             plan_step: None,
             make_plan_step,
             pressure: None,
@@ -660,18 +692,23 @@ impl Daemon {
     }
 
     fn collect_replays(&mut self) -> Result<()> {
-        while let Ok(done) = self.io.replay_rx.try_recv() {
-            self.io.replays.retain(|(l, _)| *l != done.launch);
-            let r = &done.report;
-            if let Some(step) = self.io.plan_step.as_mut() {
-                step.launch_replayed(&done.app, r.pages.already_resident, r.page_size, loop_io::unix_ms());
-            }
-            let report = ReplayReport {
-                pages_wanted: r.pages.wanted,
-                pages_resident: r.pages.already_resident,
-                pages_loaded: r.pages.loaded,
-                bytes_read: r.bytes_read,
+        loop {
+            let done = match self.io.replays_answered.pop() {
+                Some(done) => done,
+                None => match self.io.replay_rx.try_recv() {
+                    Ok(done) => {
+                        let found = ResidentReport { wanted: done.report.pages_wanted, resident: done.report.pages_resident };
+                        self.io.resident.finished(&done.app, done.memo, found, done.loaded_nothing);
+                        done
+                    }
+                    Err(_) => break,
+                },
             };
+            self.io.replays.retain(|(l, _)| *l != done.launch);
+            let report = done.report;
+            if let Some(step) = self.io.plan_step.as_mut() {
+                step.launch_replayed(&done.app, report.pages_resident, done.page_size, loop_io::unix_ms());
+            }
             self.feed(Event::ReplayFinished { launch: done.launch, report })?;
         }
         Ok(())
@@ -818,11 +855,11 @@ impl Daemon {
                 Ok(launches) => Response::Launches { launches },
                 Err(e) => fail(e),
             },
-            Request::Forget { app } => match io.state.forget(&app) {
+            Request::Forget { app } => match io.state.forget(&app).inspect(|_| io.resident.forget_app(&app)) {
                 Ok(found) => Response::Forgot { apps: u64::from(found) },
                 Err(e) => fail(e),
             },
-            Request::ForgetAll => match io.state.forget_all() {
+            Request::ForgetAll => match io.state.forget_all().inspect(|_| io.resident.clear()) {
                 Ok(n) => Response::Forgot { apps: n },
                 Err(e) => fail(e),
             },
@@ -1004,6 +1041,13 @@ impl LoopIo {
     fn now(&self) -> Now {
         let unix_ms = loop_io::unix_ms();
         Now { mono_ns: loop_io::monotonic_ns(), unix_ms, local_ms: unix_ms.saturating_add_signed(self.utc_offset_ms) }
+    }
+
+    /// The page-cache drop count ([`procfs::page_cache_drops`]) plus the pages the stream worker
+    /// dropped behind readers: while it stays the same, resident pages stayed resident.
+    fn page_cache_drops(&self) -> Option<u64> {
+        let behind = self.ahead.as_ref().map_or(0, |a| a.status().bytes_dropped_behind);
+        procfs::page_cache_drops().map(|d| d.wrapping_add(behind))
     }
 
     /// Reads fanotify opens, at most [`OPEN_READS_PER_WAKE`] buffers; true when more may wait.
@@ -1219,8 +1263,30 @@ impl DaemonWorld for LoopIo {
                 self.counts.refollowed += 1;
             }
             Action::StartReplay { launch, app, profile, priority, user } => {
+                let memo = ReplayStart {
+                    shape: ProfileShape { pages: profile.page_count(), files: profile.files.len(), bytes: profile.byte_count() },
+                    drops: self.page_cache_drops(),
+                    started_ns: loop_io::monotonic_ns(),
+                    uid: user.uid,
+                };
+                if let Some(found) = self.resident.still_resident(&app, memo.uid, memo.shape, memo.drops, memo.started_ns) {
+                    // Its pages were all resident at its last replay and nothing left the page
+                    // cache since: the report that replay would give, without opening its files.
+                    let report = ReplayReport {
+                        pages_wanted: found.wanted,
+                        pages_resident: found.resident,
+                        pages_loaded: 0,
+                        bytes_read: 0,
+                    };
+                    let page_size = augur_os::fetch::page_size();
+                    self.replays_answered.push(ReplayDone { launch, app, report, page_size, memo, loaded_nothing: true });
+                    self.counts.replays += 1;
+                    self.counts.replays_known_resident += 1;
+                    self.wake_again.wake();
+                    return Outcome::Done;
+                }
                 let stop = ReplayStop::default();
-                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone() };
+                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone(), memo };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {
                     Ok(()) => {
@@ -1245,6 +1311,7 @@ impl DaemonWorld for LoopIo {
             Action::WatchPressure(watched) => return self.watch_pressure(config, watched),
             Action::SaveLaunch(l) => {
                 let r = &l.record;
+                self.resident.forget_app(&r.app);
                 if let Err(e) = self.state.learn_launch(&r.app, &l.exe, &l.profile, r, &config.state_limits()) {
                     tracing::error!("saving the launch of {}: {e}", r.app);
                     return Outcome::Failed;

@@ -180,6 +180,8 @@ pub struct OpenWatcher {
     buf: Vec<u8>,
     /// Queue overflows the kernel reported (opens lost).
     pub overflows: u64,
+    /// This process: its own opens are skipped.
+    own_pid: u32,
 }
 
 impl OpenWatcher {
@@ -207,7 +209,14 @@ impl OpenWatcher {
         // SAFETY: `raw` is a fresh fd returned by fanotify_init and owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| OsError::io("reading /proc/self/mountinfo", e))?;
-        let mut watcher = OpenWatcher { fd, watched: Vec::new(), layers: Vec::new(), buf: vec![0; 64 * 1024], overflows: 0 };
+        let mut watcher = OpenWatcher {
+            fd,
+            watched: Vec::new(),
+            layers: Vec::new(),
+            buf: vec![0; 64 * 1024],
+            overflows: 0,
+            own_pid: std::process::id(),
+        };
         for fs in block_backed_filesystems(&mountinfo) {
             match watcher.mark(&fs) {
                 Ok(()) => watcher.watched.push(fs),
@@ -319,6 +328,12 @@ impl OpenWatcher {
                 }
                 // SAFETY: the kernel opened this fd for us with the event; we own and close it.
                 let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
+                // This process's own opens (exec-time replay, prediction, the stream worker read
+                // the files of learned profiles) are no launch's: closed without a look, which
+                // spares an fstat and a readlink of /proc per file they open.
+                if u32::try_from(meta.pid).is_ok_and(|pid| pid == self.own_pid) {
+                    continue;
+                }
                 if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0) {
                     if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
                         opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
