@@ -49,7 +49,8 @@ pub struct EventCounts {
     /// Path lookups received (bpf mode).
     #[serde(default)]
     pub lookup_events: u64,
-    /// File opens received from fanotify.
+    /// File opens received from fanotify that named a file (an open of a file named already,
+    /// unchanged, is not counted).
     pub open_events: u64,
     /// Page events the kernel reported lost (in bpf mode: every record lost, see
     /// [`StatusReport::lost_by_cause`]).

@@ -1055,10 +1055,16 @@ impl LoopIo {
         let Some(opens) = self.opens.as_mut() else { return false };
         let resolver = &mut self.resolver;
         let counts = &mut self.counts;
-        match opens.read_some(OPEN_READS_PER_WAKE, |f| {
+        // A file an earlier open named already is not named again: the same libraries are
+        // opened by nearly every process, and naming one costs a readlink of /proc.
+        let named: &PathResolver = resolver;
+        let mut opened = Vec::new();
+        let read = opens.read_some_unknown(OPEN_READS_PER_WAKE, |id| named.knows_open(id), |f| opened.push(f));
+        for f in &opened {
             counts.open_events += 1;
-            resolver.learn_open(&f)
-        }) {
+            resolver.learn_open(f);
+        }
+        match read {
             Ok(more) => more,
             Err(e) => {
                 tracing::warn!("fanotify: {e}");

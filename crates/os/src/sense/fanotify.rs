@@ -293,7 +293,19 @@ impl OpenWatcher {
     /// Reads queued events without blocking, at most `max_reads` buffers of them (so an event
     /// loop stays responsive), calling `sink` for each regular file opened. True when it stopped
     /// at `max_reads` (more may be queued).
-    pub fn read_some(&mut self, max_reads: usize, mut sink: impl FnMut(OpenedFile)) -> Result<bool> {
+    pub fn read_some(&mut self, max_reads: usize, sink: impl FnMut(OpenedFile)) -> Result<bool> {
+        self.read_some_unknown(max_reads, |_| false, sink)
+    }
+
+    /// [`read_some`](Self::read_some), skipping the files `known` says were named already (by
+    /// their identity: device, inode, size, mtime): those cost an `fstat`, not the `readlink` of
+    /// `/proc` that names a file (the same libraries are opened by nearly every process).
+    pub fn read_some_unknown(
+        &mut self,
+        max_reads: usize,
+        known: impl Fn(&FileIdentity) -> bool,
+        mut sink: impl FnMut(OpenedFile),
+    ) -> Result<bool> {
         for _ in 0..max_reads {
             // SAFETY: the buffer is valid for writes of its length and the fd is ours.
             let n = unsafe { libc::read(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len()) };
@@ -334,7 +346,7 @@ impl OpenWatcher {
                 if u32::try_from(meta.pid).is_ok_and(|pid| pid == self.own_pid) {
                     continue;
                 }
-                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0) {
+                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0, &known) {
                     if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
                         opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
                     }
@@ -346,18 +358,22 @@ impl OpenWatcher {
     }
 }
 
-/// Names and identifies the file behind an event fd, which is closed on return.
-fn describe(fd: OwnedFd, pid: i32, exec: bool) -> Option<OpenedFile> {
+/// Names and identifies the file behind an event fd, which is closed on return; `None` for
+/// anything but a regular file, and for a file `known` already (not named again).
+fn describe(fd: OwnedFd, pid: i32, exec: bool, known: impl Fn(&FileIdentity) -> bool) -> Option<OpenedFile> {
     let file = fs::File::from(fd);
     let meta = file.metadata().ok()?;
     if !meta.file_type().is_file() {
+        return None;
+    }
+    let identity = identity_from_metadata(&meta);
+    if known(&identity) {
         return None;
     }
     let path = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
     if !path.is_absolute() || path.as_os_str().as_bytes().ends_with(b" (deleted)") {
         return None;
     }
-    let identity = identity_from_metadata(&meta);
     Some(OpenedFile {
         pid: u32::try_from(pid).unwrap_or(0),
         key: InodeKey { dev: identity.dev, ino: identity.ino },
