@@ -402,6 +402,8 @@ struct LoopIo {
     pressure: Option<PressureTrigger>,
     started: Instant,
     own_pid: u32,
+    /// The daemon's executable (its path when it started).
+    own_exe: Option<PathBuf>,
     counts: EventCounts,
     health: Vec<String>,
     notifier: Notifier,
@@ -505,6 +507,7 @@ impl Daemon {
             pressure: None,
             started: Instant::now(),
             own_pid: std::process::id(),
+            own_exe: std::fs::read_link("/proc/self/exe").ok().map(|p| app::strip_deleted(&p.to_string_lossy()).0),
             counts: EventCounts::default(),
             health,
             notifier,
@@ -682,6 +685,11 @@ impl Daemon {
             return Ok(());
         }
         let Some((step, argv_cut)) = exec_step_of(tgid) else { return Ok(()) };
+        // augur's own command line (`augur status`, `augur apps`) is no application to learn or
+        // replay (the eBPF observer does not follow it either).
+        if self.io.own_exe.as_deref().is_some_and(|own| app::strip_deleted(&step.exe).0.as_path() == own) {
+            return Ok(());
+        }
         self.io.counts.argv_cut += u64::from(argv_cut);
         // The exe itself names an inode the page events will mention.
         let (exe, _) = app::strip_deleted(&step.exe);
