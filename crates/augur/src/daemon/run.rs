@@ -394,7 +394,8 @@ struct LoopIo {
     replays: Vec<(LaunchId, ReplayStop)>,
     /// Replays that found everything resident, while nothing was dropped since.
     resident: ResidentReplays,
-    /// Replays answered from [`ResidentReplays`] without the worker, for the next wake-up.
+    /// Replays answered from [`ResidentReplays`] without the worker: reported in the same
+    /// wake-up, or (answered while going to sleep) the loop wakes again at once.
     replays_answered: Vec<ReplayDone>,
     plan_step: Option<Box<dyn PlanStep>>,
     make_plan_step: PlanStepFactory,
@@ -649,6 +650,10 @@ impl Daemon {
                 }
             }
             self.feed(Event::AboutToSleep)?;
+            // A replay answered before sleeping (a launch re-keyed then) is reported at once.
+            if !self.io.replays_answered.is_empty() {
+                self.io.wake_again.wake();
+            }
             if self.engine.is_idle() && self.io.resolver.len() > RESOLVER_MAX {
                 self.io.resolver = fresh_resolver(self.io.opens.as_ref());
             }
@@ -1296,7 +1301,6 @@ impl DaemonWorld for LoopIo {
                     self.replays_answered.push(ReplayDone { launch, app, report, page_size, memo, loaded_nothing: true });
                     self.counts.replays += 1;
                     self.counts.replays_known_resident += 1;
-                    self.wake_again.wake();
                     return Outcome::Done;
                 }
                 let stop = ReplayStop::default();
