@@ -1,13 +1,15 @@
 //! The event loop of `augur daemon`: one epoll over the process-events connector, the kernel's
 //! observation of launches (the eBPF observer's ring buffer, else the tracefs page-event pipe),
-//! fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
+//! the control socket, a signal pipe, a replay-worker eventfd, the
 //! memory-pressure trigger, watched whenever anything fetches (PSI, `EPOLLPRI`: a pressure rise
 //! stops exec-time replay and runs a planning round at once, which stops prefetching) and a
 //! one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
-//! in `epoll_wait` without a timeout. Each wake-up gives each source a bounded share (process
-//! events, page records, opens, control connections); a source that had more wakes the loop again
-//! at once, after the others were served, so a flood of one never starves the control socket.
+//! in `epoll_wait` without a timeout. fanotify opens never wake it: while a launch is followed
+//! they are read at each wake-up, the timer waking it at least every 100 ms. Each wake-up gives
+//! each source a bounded share (process events, page records, opens, control connections); a
+//! source that had more wakes the loop again at once, after the others were served, so a flood of
+//! one never starves the control socket.
 //!
 //! A thin driver: it turns what the file descriptors say into [`augur_engine::daemon`] events and
 //! carries out the actions the engine decides (following or dropping pids, replays, saving, planning rounds with
@@ -87,6 +89,10 @@ const PROCESS_EVENTS_PER_READ: usize = 32;
 const OPEN_READS_PER_WAKE: usize = 4;
 /// Control connections served per wake-up at most.
 const CONTROL_CLIENTS_PER_WAKE: usize = 16;
+
+/// While a launch is followed, fanotify opens are read at least this often (monotonic ns): they
+/// do not wake the loop one by one.
+const OPENS_READ_EVERY_NS: u64 = 100_000_000;
 
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
@@ -321,7 +327,6 @@ fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
 
 const TOKEN_PROC: u64 = 0;
 const TOKEN_TRACE: u64 = 1;
-const TOKEN_OPENS: u64 = 2;
 const TOKEN_CONTROL: u64 = 3;
 const TOKEN_SIGNAL: u64 = 4;
 const TOKEN_TIMER: u64 = 5;
@@ -415,6 +420,10 @@ struct LoopIo {
     starting: bool,
     /// The stream worker loading ahead of backward and strided readers (`[pattern]`).
     ahead: Option<super::ahead::AheadWorker>,
+    /// fanotify opens are read (a launch is followed): see [`LoopIo::watch_opens`].
+    opens_read: bool,
+    /// When the timer wakes the loop next to read them (monotonic ns).
+    opens_read_at: Option<u64>,
     /// Why the loop cannot go on, when an action failed that way (the timer could not be armed,
     /// or the prediction step could not be built at the start).
     fatal: Option<Error>,
@@ -516,6 +525,8 @@ impl Daemon {
             utc_offset_ms: utc_offset_ms(),
             starting: true,
             ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
+            opens_read: false,
+            opens_read_at: None,
             fatal: None,
             observer,
             passed_over,
@@ -609,7 +620,7 @@ impl Daemon {
                     break more;
                 }
             };
-            if tokens[TOKEN_OPENS as usize] || self.engine.is_following() {
+            if self.engine.is_following() {
                 more |= self.io.read_opens();
             }
             let until = Instant::now() + SOURCE_BUDGET;
@@ -1101,12 +1112,33 @@ impl LoopIo {
         }
     }
 
+    /// Opens are wanted (a launch is followed) or not. They do not wake the loop: fanotify
+    /// reports every open on the machine, one wake-up each; they are read at every wake-up while
+    /// a launch is followed, and the timer wakes the loop at least every
+    /// [`OPENS_READ_EVERY_NS`] (see [`Self::arm_timer`]), so the queue never fills. The launch
+    /// window closes in a wake-up that read them first.
     fn watch_opens(&mut self, watched: bool) {
-        let Some(o) = &self.opens else { return };
-        let r = if watched { self.poll.add(o.as_fd(), TOKEN_OPENS, Readiness::Readable) } else { self.poll.delete(o.as_fd()) };
-        if let Err(e) = r {
-            tracing::warn!("fanotify watch in epoll: {e}");
+        self.opens_read = watched && self.opens.is_some();
+        if !self.opens_read {
+            self.opens_read_at = None;
         }
+    }
+
+    /// Arms the timer for the engine's deadline `at_ns`, or sooner while opens are read (every
+    /// [`OPENS_READ_EVERY_NS`]).
+    fn arm_timer(&mut self, at_ns: Option<u64>) -> Result<()> {
+        let at_ns = if self.opens_read {
+            let now = loop_io::monotonic_ns();
+            let due = match self.opens_read_at {
+                Some(t) if t > now => t,
+                _ => now.saturating_add(OPENS_READ_EVERY_NS),
+            };
+            self.opens_read_at = Some(due);
+            Some(at_ns.map_or(due, |t| t.min(due)))
+        } else {
+            at_ns
+        };
+        Ok(self.timer.set(at_ns)?)
     }
 
     /// The lookups that repeat what a launch needed from disk beyond its pages: a stat of each
@@ -1366,8 +1398,8 @@ impl DaemonWorld for LoopIo {
             Action::TraceEager(eager) => self.set_trace_eager(eager),
             Action::WatchOpens(watched) => self.watch_opens(watched),
             Action::ArmTimer(at_ns) => {
-                if let Err(e) = self.timer.set(at_ns) {
-                    self.fatal = Some(e.into());
+                if let Err(e) = self.arm_timer(at_ns) {
+                    self.fatal = Some(e);
                     return Outcome::Failed;
                 }
             }
