@@ -1655,6 +1655,33 @@ mod tests {
     }
 
     #[test]
+    fn once_every_window_closed_no_timer_is_armed_but_the_replan_interval() {
+        // Idle must cost no wake-up: with nothing in progress the loop sleeps without a timeout
+        // (prediction off), or until the next re-plan (prediction on), whatever ran before.
+        for predicting in [false, true] {
+            let mut config = no_replay();
+            config.predict.enabled = predicting;
+            let mut d = Daemon::every_exec(config);
+            d.event(0, Event::Start);
+            d.event(0, Event::Ready);
+            d.world.learned.insert("/bin/known".into(), settled(5, WALL_MS - 60_000));
+            d.exec(0, 100, "/bin/known");
+            d.exec(0, 200, "/bin/new");
+            d.pages(10, 200, 5, 0, 8);
+            assert!(timer(&d.wake(20)).is_some_and(|t| t.is_some()), "windows open: a deadline");
+            d.exit(30, 100);
+            d.exit(40, 200);
+            let out = d.wake(20_000);
+            assert!(d.engine.is_idle(), "{out:?}");
+            let replan = predicting.then(|| d.engine.next_replan_ns()).flatten();
+            assert_eq!(timer(&out), Some(replan), "predicting: {predicting}");
+            assert_eq!(replan.is_some(), predicting);
+            // Sleeping again with nothing new arms nothing sooner.
+            assert_eq!(timer(&d.wake(20_001)), Some(replan));
+        }
+    }
+
+    #[test]
     fn a_settled_application_is_followed_again_after_the_refollow_interval() {
         let mut d = Daemon::new(no_replay());
         d.world.learned.insert("/bin/a".into(), settled(5, WALL_MS - 3_600_000));

@@ -107,8 +107,15 @@ fn render(r: &StatusReport) -> String {
     }
     let e = &r.events;
     out.push_str(&format!(
-        "events: {} process, {} page ({} lost), {} launches learned ({} traced late, not learned), {} replays, {} wakeups\n",
-        e.process_events, e.page_events, e.page_events_lost, e.launches_learned, e.launches_traced_late, e.replays, e.wakeups
+        "events: {} process, {} page ({} lost), {} launches learned ({} traced late, not learned), {} replays ({} known resident), {} wakeups\n",
+        e.process_events,
+        e.page_events,
+        e.page_events_lost,
+        e.launches_learned,
+        e.launches_traced_late,
+        e.replays,
+        e.replays_known_resident,
+        e.wakeups
     ));
     if r.mode == "bpf" {
         let lost = if r.lost_by_cause.is_empty() {

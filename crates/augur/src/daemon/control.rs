@@ -49,7 +49,8 @@ pub struct EventCounts {
     /// Path lookups received (bpf mode).
     #[serde(default)]
     pub lookup_events: u64,
-    /// File opens received from fanotify.
+    /// File opens received from fanotify that named a file (an open of a file named already,
+    /// unchanged, is not counted).
     pub open_events: u64,
     /// Page events the kernel reported lost (in bpf mode: every record lost, see
     /// [`StatusReport::lost_by_cause`]).
@@ -68,6 +69,10 @@ pub struct EventCounts {
     pub launches_traced_late: u64,
     /// Replays run since start.
     pub replays: u64,
+    /// Of them, answered without reading: their application's last replay found every page
+    /// resident and nothing left the page cache since.
+    #[serde(default)]
+    pub replays_known_resident: u64,
     /// Times the event loop woke up.
     pub wakeups: u64,
     /// Memory-pressure trigger events (each stops prefetching at once).

@@ -7,4 +7,5 @@
 pub mod ahead;
 pub mod control;
 pub mod prediction;
+pub mod resident;
 pub mod run;

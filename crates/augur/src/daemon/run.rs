@@ -1,13 +1,15 @@
 //! The event loop of `augur daemon`: one epoll over the process-events connector, the kernel's
 //! observation of launches (the eBPF observer's ring buffer, else the tracefs page-event pipe),
-//! fanotify opens, the control socket, a signal pipe, a replay-worker eventfd, the
+//! the control socket, a signal pipe, a replay-worker eventfd, the
 //! memory-pressure trigger, watched whenever anything fetches (PSI, `EPOLLPRI`: a pressure rise
 //! stops exec-time replay and runs a planning round at once, which stops prefetching) and a
 //! one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
-//! in `epoll_wait` without a timeout. Each wake-up gives each source a bounded share (process
-//! events, page records, opens, control connections); a source that had more wakes the loop again
-//! at once, after the others were served, so a flood of one never starves the control socket.
+//! in `epoll_wait` without a timeout. fanotify opens never wake it: while a launch is followed
+//! they are read at each wake-up, the timer waking it at least every 100 ms. Each wake-up gives
+//! each source a bounded share (process events, page records, opens, control connections); a
+//! source that had more wakes the loop again at once, after the others were served, so a flood of
+//! one never starves the control socket.
 //!
 //! A thin driver: it turns what the file descriptors say into [`augur_engine::daemon`] events and
 //! carries out the actions the engine decides (following or dropping pids, replays, saving, planning rounds with
@@ -22,6 +24,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
+use super::resident::{ProfileShape, ReplayStart, ResidentReplays, ResidentReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::launcher::{self, ExecStep};
@@ -86,6 +89,10 @@ const PROCESS_EVENTS_PER_READ: usize = 32;
 const OPEN_READS_PER_WAKE: usize = 4;
 /// Control connections served per wake-up at most.
 const CONTROL_CLIENTS_PER_WAKE: usize = 16;
+
+/// While a launch is followed, fanotify opens are read at least this often (monotonic ns): they
+/// do not wake the loop one by one.
+const OPENS_READ_EVERY_NS: u64 = 100_000_000;
 
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
@@ -188,6 +195,8 @@ struct ReplayJob {
     /// The user the launch is learned for: only files they may read are loaded.
     user: ProcessUser,
     stop: ReplayStop,
+    /// What [`ResidentReplays`] remembers of it.
+    memo: ReplayStart,
 }
 
 /// How a queued or running exec-time replay is stopped.
@@ -202,7 +211,30 @@ struct ReplayStop {
 struct ReplayDone {
     launch: LaunchId,
     app: String,
-    report: FetchReport,
+    report: ReplayReport,
+    page_size: u64,
+    memo: ReplayStart,
+    /// It ran to its end (not stopped) and loaded nothing.
+    loaded_nothing: bool,
+}
+
+impl ReplayDone {
+    /// What `report`, of the replay `job` asked for, says.
+    fn of(job: &ReplayJob, r: &FetchReport) -> ReplayDone {
+        ReplayDone {
+            launch: job.launch,
+            app: job.app.clone(),
+            report: ReplayReport {
+                pages_wanted: r.pages.wanted,
+                pages_resident: r.pages.already_resident,
+                pages_loaded: r.pages.loaded,
+                bytes_read: r.bytes_read,
+            },
+            page_size: r.page_size,
+            memo: job.memo,
+            loaded_nothing: !r.cancelled && r.pages.loaded == 0 && r.bytes_read == 0,
+        }
+    }
 }
 
 /// The replay worker: fetches profiles one at a time so the loop never blocks on I/O.
@@ -219,7 +251,7 @@ fn spawn_replay_worker(
                 if cancel.is_cancelled() {
                     break;
                 }
-                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user);
+                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user.clone());
                 // The application is reading too: keep to its first-use order and only a little
                 // ahead of it, so that its own reads never queue behind pages it needs later
                 // (on a throttled or slow disk a deep queue in disk order made starts slower).
@@ -238,7 +270,7 @@ fn spawn_replay_worker(
                         report.pages.not_attempted
                     );
                 }
-                if done_tx.send(ReplayDone { launch: job.launch, app: job.app, report }).is_err() {
+                if done_tx.send(ReplayDone::of(&job, &report)).is_err() {
                     break;
                 }
                 wake.wake();
@@ -295,7 +327,6 @@ fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
 
 const TOKEN_PROC: u64 = 0;
 const TOKEN_TRACE: u64 = 1;
-const TOKEN_OPENS: u64 = 2;
 const TOKEN_CONTROL: u64 = 3;
 const TOKEN_SIGNAL: u64 = 4;
 const TOKEN_TIMER: u64 = 5;
@@ -366,12 +397,19 @@ struct LoopIo {
     replay_cancel: CancelFlag,
     /// How to stop each exec-time replay queued or running.
     replays: Vec<(LaunchId, ReplayStop)>,
+    /// Replays that found everything resident, while nothing was dropped since.
+    resident: ResidentReplays,
+    /// Replays answered from [`ResidentReplays`] without the worker: reported in the same
+    /// wake-up, or (answered while going to sleep) the loop wakes again at once.
+    replays_answered: Vec<ReplayDone>,
     plan_step: Option<Box<dyn PlanStep>>,
     make_plan_step: PlanStepFactory,
     /// The memory-pressure trigger in the epoll set, while anything fetches.
     pressure: Option<PressureTrigger>,
     started: Instant,
     own_pid: u32,
+    /// The daemon's executable (its path when it started).
+    own_exe: Option<PathBuf>,
     counts: EventCounts,
     health: Vec<String>,
     notifier: Notifier,
@@ -382,6 +420,10 @@ struct LoopIo {
     starting: bool,
     /// The stream worker loading ahead of backward and strided readers (`[pattern]`).
     ahead: Option<super::ahead::AheadWorker>,
+    /// fanotify opens are read (a launch is followed): see [`LoopIo::watch_opens`].
+    opens_read: bool,
+    /// When the timer wakes the loop next to read them (monotonic ns).
+    opens_read_at: Option<u64>,
     /// Why the loop cannot go on, when an action failed that way (the timer could not be armed,
     /// or the prediction step could not be built at the start).
     fatal: Option<Error>,
@@ -468,11 +510,14 @@ impl Daemon {
             replay_worker: Some(worker),
             replay_cancel,
             replays: Vec::new(),
+            resident: ResidentReplays::new(),
+            replays_answered: Vec::new(),
             plan_step: None,
             make_plan_step,
             pressure: None,
             started: Instant::now(),
             own_pid: std::process::id(),
+            own_exe: std::fs::read_link("/proc/self/exe").ok().map(|p| app::strip_deleted(&p.to_string_lossy()).0),
             counts: EventCounts::default(),
             health,
             notifier,
@@ -480,6 +525,8 @@ impl Daemon {
             utc_offset_ms: utc_offset_ms(),
             starting: true,
             ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
+            opens_read: false,
+            opens_read_at: None,
             fatal: None,
             observer,
             passed_over,
@@ -573,7 +620,7 @@ impl Daemon {
                     break more;
                 }
             };
-            if tokens[TOKEN_OPENS as usize] || self.engine.is_following() {
+            if self.engine.is_following() {
                 more |= self.io.read_opens();
             }
             let until = Instant::now() + SOURCE_BUDGET;
@@ -614,6 +661,10 @@ impl Daemon {
                 }
             }
             self.feed(Event::AboutToSleep)?;
+            // A replay answered before sleeping (a launch re-keyed then) is reported at once.
+            if !self.io.replays_answered.is_empty() {
+                self.io.wake_again.wake();
+            }
             if self.engine.is_idle() && self.io.resolver.len() > RESOLVER_MAX {
                 self.io.resolver = fresh_resolver(self.io.opens.as_ref());
             }
@@ -650,6 +701,11 @@ impl Daemon {
             return Ok(());
         }
         let Some((step, argv_cut)) = exec_step_of(tgid) else { return Ok(()) };
+        // augur's own command line (`augur status`, `augur apps`) is no application to learn or
+        // replay (the eBPF observer does not follow it either).
+        if self.io.own_exe.as_deref().is_some_and(|own| app::strip_deleted(&step.exe).0.as_path() == own) {
+            return Ok(());
+        }
         self.io.counts.argv_cut += u64::from(argv_cut);
         // The exe itself names an inode the page events will mention.
         let (exe, _) = app::strip_deleted(&step.exe);
@@ -660,18 +716,23 @@ impl Daemon {
     }
 
     fn collect_replays(&mut self) -> Result<()> {
-        while let Ok(done) = self.io.replay_rx.try_recv() {
-            self.io.replays.retain(|(l, _)| *l != done.launch);
-            let r = &done.report;
-            if let Some(step) = self.io.plan_step.as_mut() {
-                step.launch_replayed(&done.app, r.pages.already_resident, r.page_size, loop_io::unix_ms());
-            }
-            let report = ReplayReport {
-                pages_wanted: r.pages.wanted,
-                pages_resident: r.pages.already_resident,
-                pages_loaded: r.pages.loaded,
-                bytes_read: r.bytes_read,
+        loop {
+            let done = match self.io.replays_answered.pop() {
+                Some(done) => done,
+                None => match self.io.replay_rx.try_recv() {
+                    Ok(done) => {
+                        let found = ResidentReport { wanted: done.report.pages_wanted, resident: done.report.pages_resident };
+                        self.io.resident.finished(&done.app, done.memo, found, done.loaded_nothing);
+                        done
+                    }
+                    Err(_) => break,
+                },
             };
+            self.io.replays.retain(|(l, _)| *l != done.launch);
+            let report = done.report;
+            if let Some(step) = self.io.plan_step.as_mut() {
+                step.launch_replayed(&done.app, report.pages_resident, done.page_size, loop_io::unix_ms());
+            }
             self.feed(Event::ReplayFinished { launch: done.launch, report })?;
         }
         Ok(())
@@ -818,11 +879,11 @@ impl Daemon {
                 Ok(launches) => Response::Launches { launches },
                 Err(e) => fail(e),
             },
-            Request::Forget { app } => match io.state.forget(&app) {
+            Request::Forget { app } => match io.state.forget(&app).inspect(|_| io.resident.forget_app(&app)) {
                 Ok(found) => Response::Forgot { apps: u64::from(found) },
                 Err(e) => fail(e),
             },
-            Request::ForgetAll => match io.state.forget_all() {
+            Request::ForgetAll => match io.state.forget_all().inspect(|_| io.resident.clear()) {
                 Ok(n) => Response::Forgot { apps: n },
                 Err(e) => fail(e),
             },
@@ -1006,15 +1067,28 @@ impl LoopIo {
         Now { mono_ns: loop_io::monotonic_ns(), unix_ms, local_ms: unix_ms.saturating_add_signed(self.utc_offset_ms) }
     }
 
+    /// The page-cache drop count ([`procfs::page_cache_drops`]) plus the pages the stream worker
+    /// dropped behind readers: while it stays the same, resident pages stayed resident.
+    fn page_cache_drops(&self) -> Option<u64> {
+        let behind = self.ahead.as_ref().map_or(0, |a| a.status().bytes_dropped_behind);
+        procfs::page_cache_drops().map(|d| d.wrapping_add(behind))
+    }
+
     /// Reads fanotify opens, at most [`OPEN_READS_PER_WAKE`] buffers; true when more may wait.
     fn read_opens(&mut self) -> bool {
         let Some(opens) = self.opens.as_mut() else { return false };
         let resolver = &mut self.resolver;
         let counts = &mut self.counts;
-        match opens.read_some(OPEN_READS_PER_WAKE, |f| {
+        // A file an earlier open named already is not named again: the same libraries are
+        // opened by nearly every process, and naming one costs a readlink of /proc.
+        let named: &PathResolver = resolver;
+        let mut opened = Vec::new();
+        let read = opens.read_some_unknown(OPEN_READS_PER_WAKE, |id| named.knows_open(id), |f| opened.push(f));
+        for f in &opened {
             counts.open_events += 1;
-            resolver.learn_open(&f)
-        }) {
+            resolver.learn_open(f);
+        }
+        match read {
             Ok(more) => more,
             Err(e) => {
                 tracing::warn!("fanotify: {e}");
@@ -1038,12 +1112,33 @@ impl LoopIo {
         }
     }
 
+    /// Opens are wanted (a launch is followed) or not. They do not wake the loop: fanotify
+    /// reports every open on the machine, one wake-up each; they are read at every wake-up while
+    /// a launch is followed, and the timer wakes the loop at least every
+    /// [`OPENS_READ_EVERY_NS`] (see [`Self::arm_timer`]), so the queue never fills. The launch
+    /// window closes in a wake-up that read them first.
     fn watch_opens(&mut self, watched: bool) {
-        let Some(o) = &self.opens else { return };
-        let r = if watched { self.poll.add(o.as_fd(), TOKEN_OPENS, Readiness::Readable) } else { self.poll.delete(o.as_fd()) };
-        if let Err(e) = r {
-            tracing::warn!("fanotify watch in epoll: {e}");
+        self.opens_read = watched && self.opens.is_some();
+        if !self.opens_read {
+            self.opens_read_at = None;
         }
+    }
+
+    /// Arms the timer for the engine's deadline `at_ns`, or sooner while opens are read (every
+    /// [`OPENS_READ_EVERY_NS`]).
+    fn arm_timer(&mut self, at_ns: Option<u64>) -> Result<()> {
+        let at_ns = if self.opens_read {
+            let now = loop_io::monotonic_ns();
+            let due = match self.opens_read_at {
+                Some(t) if t > now => t,
+                _ => now.saturating_add(OPENS_READ_EVERY_NS),
+            };
+            self.opens_read_at = Some(due);
+            Some(at_ns.map_or(due, |t| t.min(due)))
+        } else {
+            at_ns
+        };
+        Ok(self.timer.set(at_ns)?)
     }
 
     /// The lookups that repeat what a launch needed from disk beyond its pages: a stat of each
@@ -1219,8 +1314,29 @@ impl DaemonWorld for LoopIo {
                 self.counts.refollowed += 1;
             }
             Action::StartReplay { launch, app, profile, priority, user } => {
+                let memo = ReplayStart {
+                    shape: ProfileShape { pages: profile.page_count(), files: profile.files.len(), bytes: profile.byte_count() },
+                    drops: self.page_cache_drops(),
+                    started_ns: loop_io::monotonic_ns(),
+                    uid: user.uid,
+                };
+                if let Some(found) = self.resident.still_resident(&app, memo.uid, memo.shape, memo.drops, memo.started_ns) {
+                    // Its pages were all resident at its last replay and nothing left the page
+                    // cache since: the report that replay would give, without opening its files.
+                    let report = ReplayReport {
+                        pages_wanted: found.wanted,
+                        pages_resident: found.resident,
+                        pages_loaded: 0,
+                        bytes_read: 0,
+                    };
+                    let page_size = augur_os::fetch::page_size();
+                    self.replays_answered.push(ReplayDone { launch, app, report, page_size, memo, loaded_nothing: true });
+                    self.counts.replays += 1;
+                    self.counts.replays_known_resident += 1;
+                    return Outcome::Done;
+                }
                 let stop = ReplayStop::default();
-                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone() };
+                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone(), memo };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {
                     Ok(()) => {
@@ -1245,6 +1361,7 @@ impl DaemonWorld for LoopIo {
             Action::WatchPressure(watched) => return self.watch_pressure(config, watched),
             Action::SaveLaunch(l) => {
                 let r = &l.record;
+                self.resident.forget_app(&r.app);
                 if let Err(e) = self.state.learn_launch(&r.app, &l.exe, &l.profile, r, &config.state_limits()) {
                     tracing::error!("saving the launch of {}: {e}", r.app);
                     return Outcome::Failed;
@@ -1281,8 +1398,8 @@ impl DaemonWorld for LoopIo {
             Action::TraceEager(eager) => self.set_trace_eager(eager),
             Action::WatchOpens(watched) => self.watch_opens(watched),
             Action::ArmTimer(at_ns) => {
-                if let Err(e) = self.timer.set(at_ns) {
-                    self.fatal = Some(e.into());
+                if let Err(e) = self.arm_timer(at_ns) {
+                    self.fatal = Some(e);
                     return Outcome::Failed;
                 }
             }

@@ -180,6 +180,8 @@ pub struct OpenWatcher {
     buf: Vec<u8>,
     /// Queue overflows the kernel reported (opens lost).
     pub overflows: u64,
+    /// This process: its own opens are skipped.
+    own_pid: u32,
 }
 
 impl OpenWatcher {
@@ -207,7 +209,14 @@ impl OpenWatcher {
         // SAFETY: `raw` is a fresh fd returned by fanotify_init and owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| OsError::io("reading /proc/self/mountinfo", e))?;
-        let mut watcher = OpenWatcher { fd, watched: Vec::new(), layers: Vec::new(), buf: vec![0; 64 * 1024], overflows: 0 };
+        let mut watcher = OpenWatcher {
+            fd,
+            watched: Vec::new(),
+            layers: Vec::new(),
+            buf: vec![0; 64 * 1024],
+            overflows: 0,
+            own_pid: std::process::id(),
+        };
         for fs in block_backed_filesystems(&mountinfo) {
             match watcher.mark(&fs) {
                 Ok(()) => watcher.watched.push(fs),
@@ -284,7 +293,19 @@ impl OpenWatcher {
     /// Reads queued events without blocking, at most `max_reads` buffers of them (so an event
     /// loop stays responsive), calling `sink` for each regular file opened. True when it stopped
     /// at `max_reads` (more may be queued).
-    pub fn read_some(&mut self, max_reads: usize, mut sink: impl FnMut(OpenedFile)) -> Result<bool> {
+    pub fn read_some(&mut self, max_reads: usize, sink: impl FnMut(OpenedFile)) -> Result<bool> {
+        self.read_some_unknown(max_reads, |_| false, sink)
+    }
+
+    /// [`read_some`](Self::read_some), skipping the files `known` says were named already (by
+    /// their identity: device, inode, size, mtime): those cost an `fstat`, not the `readlink` of
+    /// `/proc` that names a file (the same libraries are opened by nearly every process).
+    pub fn read_some_unknown(
+        &mut self,
+        max_reads: usize,
+        known: impl Fn(&FileIdentity) -> bool,
+        mut sink: impl FnMut(OpenedFile),
+    ) -> Result<bool> {
         for _ in 0..max_reads {
             // SAFETY: the buffer is valid for writes of its length and the fd is ours.
             let n = unsafe { libc::read(self.fd.as_raw_fd(), self.buf.as_mut_ptr().cast(), self.buf.len()) };
@@ -319,7 +340,13 @@ impl OpenWatcher {
                 }
                 // SAFETY: the kernel opened this fd for us with the event; we own and close it.
                 let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
-                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0) {
+                // This process's own opens (exec-time replay, prediction, the stream worker read
+                // the files of learned profiles) are no launch's: closed without a look, which
+                // spares an fstat and a readlink of /proc per file they open.
+                if u32::try_from(meta.pid).is_ok_and(|pid| pid == self.own_pid) {
+                    continue;
+                }
+                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0, &known) {
                     if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
                         opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
                     }
@@ -331,18 +358,22 @@ impl OpenWatcher {
     }
 }
 
-/// Names and identifies the file behind an event fd, which is closed on return.
-fn describe(fd: OwnedFd, pid: i32, exec: bool) -> Option<OpenedFile> {
+/// Names and identifies the file behind an event fd, which is closed on return; `None` for
+/// anything but a regular file, and for a file `known` already (not named again).
+fn describe(fd: OwnedFd, pid: i32, exec: bool, known: impl Fn(&FileIdentity) -> bool) -> Option<OpenedFile> {
     let file = fs::File::from(fd);
     let meta = file.metadata().ok()?;
     if !meta.file_type().is_file() {
+        return None;
+    }
+    let identity = identity_from_metadata(&meta);
+    if known(&identity) {
         return None;
     }
     let path = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
     if !path.is_absolute() || path.as_os_str().as_bytes().ends_with(b" (deleted)") {
         return None;
     }
-    let identity = identity_from_metadata(&meta);
     Some(OpenedFile {
         pid: u32::try_from(pid).unwrap_or(0),
         key: InodeKey { dev: identity.dev, ino: identity.ino },

@@ -211,6 +211,24 @@ pub fn meminfo(field: &str) -> Result<u64> {
         .ok_or_else(|| OsError::KernelFeature { feature: format!("/proc/meminfo field {field}"), detail: "absent".into() })
 }
 
+/// A count that grows whenever the kernel may have dropped pages from the page cache wholesale:
+/// file pages reclaimed (`pgsteal_file`, or `pgsteal_kswapd + pgsteal_direct` before 5.8) plus
+/// the `drop_caches` writes (`drop_pagecache`, `drop_slab`) of `/proc/vmstat`. While it stays the
+/// same, pages found resident are still resident, except those a program dropped on purpose
+/// (`POSIX_FADV_DONTNEED`, truncation), which no counter shows. `None` without `/proc/vmstat`.
+pub fn page_cache_drops() -> Option<u64> {
+    let text = fs::read_to_string("/proc/vmstat").ok()?;
+    page_cache_drops_in(&text)
+}
+
+/// [`page_cache_drops`] from the text of `/proc/vmstat`.
+pub fn page_cache_drops_in(text: &str) -> Option<u64> {
+    let evicted = augur_core::plan::cost::EvictionCounters::from_vmstat(text)?.evicted;
+    let dropped =
+        proc_text::vmstat_value(text, "drop_pagecache").unwrap_or(0) + proc_text::vmstat_value(text, "drop_slab").unwrap_or(0);
+    Some(evicted + dropped)
+}
+
 /// Clock ticks per second of `/proc` times. Linux fixes USER_HZ at 100 on every architecture
 /// augur supports.
 pub const TICKS_PER_SEC: f64 = 100.0;
@@ -271,6 +289,16 @@ pub fn identity_from_metadata(m: &fs::Metadata) -> FileIdentity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn page_cache_drops_count_reclaimed_file_pages_and_drop_caches_writes() {
+        let v = "pgsteal_kswapd 7\npgsteal_direct 3\npgsteal_file 9\nworkingset_refault_file 2\ndrop_pagecache 4\ndrop_slab 1\n";
+        assert_eq!(page_cache_drops_in(v), Some(14));
+        let old = "pgsteal_kswapd 7\npgsteal_direct 3\nworkingset_refault 2\n";
+        assert_eq!(page_cache_drops_in(old), Some(10));
+        assert_eq!(page_cache_drops_in("nr_free_pages 5\n"), None);
+        assert!(page_cache_drops().is_some());
+    }
 
     #[test]
     fn environment_variables_are_found_whole_and_first() {

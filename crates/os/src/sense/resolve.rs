@@ -18,6 +18,8 @@ const MAX_PATHS_PER_INODE: usize = 4;
 #[derive(Clone, Debug, Default)]
 pub struct PathResolver {
     paths: HashMap<InodeKey, Vec<PathBuf>>,
+    /// The identity of each file as its latest open event showed it.
+    opened: HashMap<InodeKey, FileIdentity>,
     /// Overlay device -> devices of its layers.
     layers: HashMap<u64, Vec<u64>>,
 }
@@ -60,6 +62,14 @@ impl PathResolver {
             self.learn(*alias, opened.path.clone());
         }
         self.learn(opened.key, opened.path.clone());
+        self.opened.insert(opened.key, opened.identity);
+    }
+
+    /// True when an open event named this very file already (same inode, size and mtime): an
+    /// open of it again names nothing new, unless it was renamed meanwhile (the resolution then
+    /// finds it moved). An inode number reused by a new file differs in its mtime.
+    pub fn knows_open(&self, identity: &FileIdentity) -> bool {
+        self.opened.get(&InodeKey { dev: identity.dev, ino: identity.ino }) == Some(identity)
     }
 
     /// Records every overlay an [`OpenWatcher`](super::fanotify::OpenWatcher) found, so paths
@@ -95,6 +105,7 @@ impl PathResolver {
     /// Forgets `key` (a daemon bounding its memory, or a file known to be gone).
     pub fn forget(&mut self, key: InodeKey) {
         self.paths.remove(&key);
+        self.opened.remove(&key);
     }
 
     /// Inodes with a known path.
@@ -210,6 +221,26 @@ mod tests {
 
     fn used(start: u64, len: u64, at: u64) -> UsedRange {
         UsedRange { range: PageRange::new(start, len), first_use_us: at }
+    }
+
+    #[test]
+    fn an_open_of_a_file_named_already_is_known_unless_the_inode_is_a_new_file() {
+        let mut r = PathResolver::new();
+        let opened = |identity: FileIdentity, path: &str| super::super::fanotify::OpenedFile {
+            pid: 1,
+            key: InodeKey { dev: identity.dev, ino: identity.ino },
+            identity,
+            path: path.into(),
+            exec: false,
+            aliases: Vec::new(),
+        };
+        assert!(!r.knows_open(&id(K1, 10)));
+        r.learn_open(&opened(id(K1, 10), "/a"));
+        assert!(r.knows_open(&id(K1, 10)));
+        assert!(!r.knows_open(&id(K1, 11)), "another size: the inode holds another file now");
+        assert!(!r.knows_open(&FileIdentity { mtime_ns: 6, ..id(K1, 10) }), "written since");
+        r.learn(K2, "/b-new");
+        assert!(!r.knows_open(&id(K2, 4097)), "named by another source, not by an open");
     }
 
     #[test]

@@ -126,11 +126,12 @@ static __always_inline struct config *get_config(void)
 }
 
 /* Wake the reader only when enough data waits, so a busy launch costs few wakeups; user space
- * also polls on a timer, which bounds the latency of records sent without a wakeup. */
-static __always_inline u64 wakeup_flags(bool urgent)
+ * also polls on a timer, which bounds the latency of records sent without a wakeup. Exec, exit
+ * and launch-end records do not wake it either: the process-events connector reports the same
+ * exec or exit right after this tracepoint (exec_binprm, do_exit), and that wakes the daemon,
+ * which reads the ring buffer at every wake-up; waking for both cost two wake-ups per event. */
+static __always_inline u64 wakeup_flags(void)
 {
-	if (urgent)
-		return 0; /* adaptive: wakes a reader that has caught up */
 	struct config *cfg = get_config();
 	u64 limit = cfg ? cfg->wakeup_bytes : 0;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= limit)
@@ -191,7 +192,7 @@ static __always_inline void end_launch(u64 launch)
 	struct rec_launch_end *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (r) {
 		fill_hdr(&r->h, REC_LAUNCH_END, sizeof(*r), launch);
-		bpf_ringbuf_submit(r, wakeup_flags(true));
+		bpf_ringbuf_submit(r, wakeup_flags());
 	} else {
 		count_lost(LOST_RINGBUF_PROC);
 	}
@@ -325,7 +326,7 @@ int handle_exec(u64 *ctx)
 	if (size > sizeof(*r))
 		size = sizeof(*r);
 	fill_hdr(&r->h, REC_EXEC, size, launch);
-	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(true)))
+	if (bpf_ringbuf_output(&events, r, size, wakeup_flags()))
 		count_lost(LOST_RINGBUF_PROC);
 	return 0;
 }
@@ -366,7 +367,7 @@ int handle_fork(u64 *ctx)
 	fill_hdr(&r->h, REC_FORK, sizeof(*r), launch);
 	r->child_tid = child_tid;
 	r->child_tgid = child_tgid;
-	bpf_ringbuf_submit(r, wakeup_flags(false));
+	bpf_ringbuf_submit(r, wakeup_flags());
 	return 0;
 }
 
@@ -394,7 +395,7 @@ int handle_exit(u64 *ctx)
 			fill_hdr(&r->h, REC_EXIT, sizeof(*r), launch);
 			r->exit_code = BPF_CORE_READ(task, exit_code);
 			r->pad = 0;
-			bpf_ringbuf_submit(r, wakeup_flags(false));
+			bpf_ringbuf_submit(r, wakeup_flags());
 		} else {
 			count_lost(LOST_RINGBUF_PROC);
 		}
@@ -419,7 +420,7 @@ static __always_inline void emit_pages(u64 launch, u64 ino, u32 dev, u64 chunk, 
 	r->bits = bits;
 	r->dev = dev;
 	r->source = source;
-	bpf_ringbuf_submit(r, wakeup_flags(false));
+	bpf_ringbuf_submit(r, wakeup_flags());
 }
 
 /* Marks pages first..=last of (dev, ino) seen by the launch and reports those new to it. */
@@ -530,7 +531,7 @@ int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
 	r->ino = key.ino;
 	r->dev = key.dev;
 	r->pad = 0;
-	bpf_ringbuf_submit(r, wakeup_flags(false));
+	bpf_ringbuf_submit(r, wakeup_flags());
 	return 0;
 }
 
@@ -630,7 +631,7 @@ dedup:;
 	if (size > sizeof(*r))
 		size = sizeof(*r);
 	fill_hdr(&r->h, REC_LOOKUP, size, p.launch);
-	if (bpf_ringbuf_output(&events, r, size, wakeup_flags(false)))
+	if (bpf_ringbuf_output(&events, r, size, wakeup_flags()))
 		count_lost(LOST_RINGBUF_LOOKUP);
 	return 0;
 }

@@ -89,7 +89,7 @@ struct config {
 	u32 trigger_tgid;
 	u32 record_lookups;     /* 0: no lookup records */
 	u32 dedup_lookups;      /* 0: every lookup is sent */
-	u64 wakeup_bytes;       /* wake the reader once this much data waits (exec records always) */
+	u64 wakeup_bytes;       /* wake the reader once this much data waits */
 };
 
 struct rec_hdr {
