@@ -6,6 +6,7 @@
 pub mod access_pattern;
 pub mod app;
 pub mod file_context;
+pub mod launch_chain;
 pub mod launcher;
 pub mod learn;
 pub mod predict;
