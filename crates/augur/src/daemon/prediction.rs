@@ -36,8 +36,8 @@
 //! plans: likeliest then most recently launched first, each fetched with `keep_free_bytes` set to
 //! the reserve, so the fetcher re-reads MemFree before every chunk and stops at the reserve (it
 //! never makes the kernel push anything out for them). The tier's plan is remade at most every
-//! [`FILL_REFRESH_MS`] (and at start); in between the same plan is sent again, and its resident
-//! pages cost nothing but a residency check. Its loads are counted apart from the prediction's
+//! [`FILL_REFRESH_MS`] (and at start); in between the same plan is sent again with each round's
+//! fetch until one fetch went through it (a launch cancels the fetch), then not until remade. Its loads are counted apart from the prediction's
 //! ledger (`augur status`'s free-memory line).
 //!
 //! What prefetching bought over the last day ([`PrefetchLedger`], shown by `augur status`) is
@@ -98,6 +98,9 @@ struct FetchJob {
     fill_from: usize,
     /// Bytes of MemFree the tier's plans leave free (its reserve).
     keep_free_bytes: u64,
+    /// Raised by the worker when it went through the tier's plans to their end (or to the
+    /// reserve): they are not sent again until the plan is remade.
+    fill_done: CancelFlag,
     cancel: CancelFlag,
     /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
     pressure: CancelFlag,
@@ -272,6 +275,8 @@ struct FillTier {
     made_ms: Option<u64>,
     /// Bytes of that plan.
     planned_bytes: u64,
+    /// Raised once a fetch went through that plan: it is not sent again until remade.
+    done: CancelFlag,
     /// Pages it loaded since the step was built.
     loaded_pages: u64,
 }
@@ -334,6 +339,9 @@ impl PredictionStep {
                             cancelled = true;
                             break;
                         }
+                    }
+                    if !cancelled && job.fill_from < job.plans.len() {
+                        job.fill_done.cancel();
                     }
                     if cancelled && job.pressure.is_cancelled() {
                         tracing::info!(
@@ -450,7 +458,8 @@ impl PredictionStep {
         }
         let fresh = self.fill.made_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(FILL_REFRESH_MS));
         if fresh && !matches!(trigger, PlanTrigger::Start) {
-            return Ok(self.fill.plans.clone());
+            // Loaded already (or loaded to the reserve): resending it would only survey its files.
+            return Ok(if self.fill.done.is_cancelled() { Vec::new() } else { self.fill.plans.clone() });
         }
         let believed: BTreeMap<&str, f64> = predicted.iter().map(|p| (p.app.as_str(), p.probability)).collect();
         let candidates: Vec<FillCandidate> = ctx
@@ -491,6 +500,7 @@ impl PredictionStep {
             room.room_bytes >> 20
         );
         self.fill.plans = fetch.clone();
+        self.fill.done = CancelFlag::new();
         self.fill.planned_bytes = plan.bytes;
         self.fill.made_ms = Some(ctx.now_ms);
         Ok(fetch)
@@ -850,6 +860,7 @@ impl PlanStep for PredictionStep {
                 plans,
                 fill_from,
                 keep_free_bytes,
+                fill_done: self.fill.done.clone(),
                 cancel: self.current.clone(),
                 pressure: self.current_pressure.clone(),
                 watch,
