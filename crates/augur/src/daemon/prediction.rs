@@ -418,7 +418,7 @@ impl PredictionStep {
     }
 
     /// The free-memory tier's part of a round: its room (none unless MemFree beyond the reserve
-    /// is larger than the prediction `budget`; none on battery) and its fetch plans, the learned
+    /// is larger than the prediction `budget`; none on battery or with a fixed budget) and its fetch plans, the learned
     /// applications in [`fill_order`] less what the prediction `planned`. Remade at start and at
     /// most every [`FILL_REFRESH_MS`]; in between the last plans are sent again.
     #[allow(clippy::too_many_arguments)]
@@ -436,6 +436,7 @@ impl PredictionStep {
         let room = match memory {
             _ if !config.enabled => FillRoom::none(FillReason::Disabled),
             _ if on_battery => FillRoom::none(FillReason::OnBattery),
+            _ if ctx.config.predict.budget_bytes > 0 => FillRoom::none(FillReason::FixedBudget),
             None => FillRoom::none(FillReason::NoMemoryFigures),
             Some(m) => FillRoom::of(&m, budget, planned.bytes, &config),
         };
@@ -1049,6 +1050,12 @@ mod tests {
             predict: augur_engine::config::PredictSection { fill_free_memory: false, ..config.predict.clone() },
             ..config.clone()
         };
+        let sources_again = sources.clone();
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
+        )
+        .unwrap();
         let mut step = PredictionStep::new(&off).unwrap().with_sources(sources);
         step.plan(
             &PlanTrigger::Start,
@@ -1056,6 +1063,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(step.fill_status().unwrap().reason, FillReason::Disabled.describe());
+        // A fixed budget caps all prefetching: the tier stays off.
+        let fixed = Config {
+            predict: augur_engine::config::PredictSection { budget_bytes: 1 << 20, ..config.predict.clone() },
+            ..config.clone()
+        };
+        let mut step = PredictionStep::new(&fixed).unwrap().with_sources(sources_again);
+        step.plan(
+            &PlanTrigger::Start,
+            &PlanContext { state: &state, config: &fixed, now_ms: 40_000, local_ms: 40_000, launching: false },
+        )
+        .unwrap();
+        assert_eq!(step.fill_status().unwrap().reason, FillReason::FixedBudget.describe());
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub enum FillReason {
     Disabled,
     /// On battery: reading ahead spends energy.
     OnBattery,
+    /// `[predict] budget_bytes` is set: a fixed budget caps all prefetching, the tier's too.
+    FixedBudget,
     /// No memory figures.
     NoMemoryFigures,
     /// Free memory beyond the reserve does not exceed the prediction budget: memory is not
@@ -77,6 +79,7 @@ impl FillReason {
         match self {
             FillReason::Disabled => "off ([predict] fill_free_memory = false)",
             FillReason::OnBattery => "off on battery (reading ahead spends energy)",
+            FillReason::FixedBudget => "off: [predict] budget_bytes caps all prefetching",
             FillReason::NoMemoryFigures => "off: /proc/meminfo unreadable",
             FillReason::NotMostlyFree => "idle: free memory beyond the reserve is not more than the prediction budget",
             FillReason::TakenByPrediction => "idle: the prediction plan takes the free memory beyond the reserve",
