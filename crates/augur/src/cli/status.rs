@@ -189,7 +189,7 @@ fn fill_line(f: &crate::daemon::control::FillStatus) -> String {
         human_bytes(f.room_bytes)
     );
     if f.planned_bytes > 0 || !f.apps.is_empty() {
-        line.push_str(&format!("; holds {} of {} applications", human_bytes(f.planned_bytes), f.apps.len()));
+        line.push_str(&format!("; planned {} over {} applications", human_bytes(f.planned_bytes), f.apps.len()));
     }
     line.push_str(&format!("; {} loaded since start\n", human_bytes(f.loaded_bytes)));
     line
