@@ -58,9 +58,9 @@ use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_core::plan::{
-    AppFootprint, EvictionCounters, FillCandidate, FillReason, FillRoom, LearnedFootprint, LedgerTotals, MAX_FILL_APPS,
-    MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan, PlanningRound, PrefetchLedger, RangeUse, RefaultMeter,
-    RoundConfig, RoundOutcome, RoundPlan, fill_order, plan_fill,
+    AppFootprint, EvictionCounters, FillCandidate, FillPlanner, FillReason, FillRoom, LearnedFootprint, LedgerTotals,
+    MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan, PlanningRound, PrefetchLedger, RangeUse,
+    RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 use augur_engine::config::Config;
 use augur_engine::read_cost::{MachineFacts, ReadCostRule, read_cost_rule};
@@ -441,13 +441,17 @@ impl PredictionStep {
             Some(m) => FillRoom::of(&m, budget, planned.bytes, &config),
         };
         if self.fill.room.as_ref().is_none_or(|r| r.reason != room.reason) {
-            tracing::info!(
-                "free-memory tier: {} (MemFree {} MiB, reserve {} MiB, prediction budget {} MiB)",
-                room.reason.describe(),
-                room.free_bytes >> 20,
-                room.reserve_bytes >> 20,
-                budget.bytes >> 20
-            );
+            if room.reserve_bytes == 0 {
+                tracing::info!("free-memory tier: {}", room.reason.describe());
+            } else {
+                tracing::info!(
+                    "free-memory tier: {} (MemFree {} MiB, reserve {} MiB, prediction budget {} MiB)",
+                    room.reason.describe(),
+                    room.free_bytes >> 20,
+                    room.reserve_bytes >> 20,
+                    budget.bytes >> 20
+                );
+            }
         }
         let active = room.room_bytes > 0;
         self.fill.room = Some(room.clone());
@@ -474,35 +478,36 @@ impl PredictionStep {
                 app: a.key,
             })
             .collect();
+        // One application at a time: its model, profile and footprint are dropped before the
+        // next is read, so a fill of hundreds of applications holds only their fetch plans.
         let settings = ctx.config.learn_settings();
-        let mut footprints = Vec::new();
-        let mut profiles = BTreeMap::new();
-        let mut estimate = 0u64;
+        let page = augur_os::fetch::page_size();
+        let mut planner = FillPlanner::new(planned, room.room_bytes, page);
+        let mut fetch: Vec<(String, FetchPlan)> = Vec::new();
         for c in fill_order(candidates, MAX_FILL_APPS) {
-            if estimate >= room.room_bytes {
+            if planner.full() {
                 break;
             }
             let Some(model) = ctx.state.load_app(&c.app)? else { continue };
             let profile = model.replay_profile(&settings);
-            if profile.files.is_empty() {
+            drop(model);
+            if profile.files.is_empty() || profile.page_size != page {
                 continue;
             }
-            estimate += profile.files.iter().flat_map(|f| &f.ranges).map(|r| r.range.len * profile.page_size).sum::<u64>();
-            footprints.push(footprint_of(&c.app, &profile));
-            profiles.insert(c.app, profile);
+            let part = planner.take(&footprint_of(&c.app, &profile));
+            let one = BTreeMap::from([(c.app, profile)]);
+            fetch.extend(fetch_plans_of(&part, &one, page));
         }
-        let page = profiles.values().next().map_or_else(augur_os::fetch::page_size, |p| p.page_size);
-        let plan = plan_fill(&footprints, planned, room.room_bytes, page);
-        let fetch = fetch_plans_of(&plan, &profiles, page);
+        let plan_bytes = planner.bytes();
         tracing::debug!(
             "free-memory tier: {} MiB over {} applications into {} MiB of room",
-            plan.bytes >> 20,
+            plan_bytes >> 20,
             fetch.len(),
             room.room_bytes >> 20
         );
         self.fill.plans = fetch.clone();
         self.fill.done = CancelFlag::new();
-        self.fill.planned_bytes = plan.bytes;
+        self.fill.planned_bytes = plan_bytes;
         self.fill.made_ms = Some(ctx.now_ms);
         Ok(fetch)
     }

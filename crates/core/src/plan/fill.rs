@@ -148,35 +148,61 @@ pub fn fill_order(mut candidates: Vec<FillCandidate>, max: usize) -> Vec<FillCan
     candidates
 }
 
-/// The tier's plan: each footprint in the given order (the tier's), its ranges in first-use
-/// order, less the pages `prediction` already holds and the pages taken for an earlier one,
-/// until `room_bytes` is full (the last range cut to the page). Every page counts against the
-/// room, resident or not (the daemon does not know which are), so it never plans more than the
-/// room. Ranges keep their application, so the fetch loads one application after the other.
-pub fn plan_fill(footprints: &[AppFootprint], prediction: &Plan, room_bytes: u64, page_size: u64) -> Plan {
-    let page = page_size.max(1);
-    let mut held: BTreeMap<&str, RangeSet> = BTreeMap::new();
-    for r in &prediction.ranges {
-        held.entry(r.file.as_str()).or_default().insert(r.range);
+/// The tier's plan made one application at a time (so the caller holds one footprint at a
+/// time): each footprint given, in the tier's order, has its ranges taken in first-use order, less
+/// the pages the prediction plan holds and the pages taken for an earlier application, until the
+/// room is full (the last range cut to the page). Every page counts against the room, resident or
+/// not (the daemon does not know which are), so it never plans more than the room.
+#[derive(Clone, Debug)]
+pub struct FillPlanner {
+    held: BTreeMap<String, RangeSet>,
+    pages_left: u64,
+    page_size: u64,
+    room_bytes: u64,
+    bytes: u64,
+}
+
+impl FillPlanner {
+    /// A planner for `room_bytes` in pages of `page_size`, beside the `prediction` plan.
+    pub fn new(prediction: &Plan, room_bytes: u64, page_size: u64) -> Self {
+        let page = page_size.max(1);
+        let mut held: BTreeMap<String, RangeSet> = BTreeMap::new();
+        for r in &prediction.ranges {
+            held.entry(r.file.clone()).or_default().insert(r.range);
+        }
+        FillPlanner { held, pages_left: room_bytes / page, page_size: page, room_bytes, bytes: 0 }
     }
-    let mut left = room_bytes / page;
-    let mut ranges = Vec::new();
-    let mut work = super::planner::PlannerWork::default();
-    'apps: for fp in footprints {
+
+    /// Whether the room is full.
+    pub fn full(&self) -> bool {
+        self.pages_left == 0
+    }
+
+    /// Bytes planned so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Takes what fits of the next application's footprint: its plan (ranges in first-use order).
+    pub fn take(&mut self, fp: &AppFootprint) -> Plan {
+        let mut ranges = Vec::new();
+        let mut work = super::planner::PlannerWork::default();
         for r in &fp.ranges {
             work.ranges_read += 1;
-            if left == 0 {
-                break 'apps;
+            if self.pages_left == 0 {
+                break;
             }
-            let done = held.entry(r.file.as_str()).or_default();
+            let done = match self.held.get_mut(r.file.as_str()) {
+                Some(d) => d,
+                None => self.held.entry(r.file.clone()).or_default(),
+            };
             for gap in done.missing_from(r.range) {
-                if left == 0 {
+                if self.pages_left == 0 {
                     break;
                 }
-                let take = gap.len.min(left);
-                let piece = crate::model::range::PageRange::new(gap.start, take);
+                let piece = crate::model::range::PageRange::new(gap.start, gap.len.min(self.pages_left));
                 done.insert(piece);
-                left -= take;
+                self.pages_left -= piece.len;
                 ranges.push(PlannedRange {
                     file: r.file.clone(),
                     range: piece,
@@ -186,10 +212,28 @@ pub fn plan_fill(footprints: &[AppFootprint], prediction: &Plan, room_bytes: u64
                 });
             }
         }
+        let bytes = ranges.iter().map(|r: &PlannedRange| r.range.len * self.page_size).sum();
+        self.bytes += bytes;
+        work.candidates_scored = ranges.len();
+        Plan { ranges, budget: MemoryBudget::of(self.room_bytes), bytes, page_size: self.page_size, work }
     }
-    let bytes = ranges.iter().map(|r: &PlannedRange| r.range.len * page).sum();
-    work.candidates_scored = ranges.len();
-    Plan { ranges, budget: MemoryBudget::of(room_bytes), bytes, page_size: page, work }
+}
+
+/// The tier's whole plan over `footprints` in the given order ([`FillPlanner`] over each).
+pub fn plan_fill(footprints: &[AppFootprint], prediction: &Plan, room_bytes: u64, page_size: u64) -> Plan {
+    let mut planner = FillPlanner::new(prediction, room_bytes, page_size);
+    let mut plan = Plan { budget: MemoryBudget::of(room_bytes), page_size: page_size.max(1), ..Plan::default() };
+    for fp in footprints {
+        if planner.full() {
+            break;
+        }
+        let part = planner.take(fp);
+        plan.work.ranges_read += part.work.ranges_read;
+        plan.ranges.extend(part.ranges);
+    }
+    plan.bytes = planner.bytes();
+    plan.work.candidates_scored = plan.ranges.len();
+    plan
 }
 
 #[cfg(test)]
