@@ -335,12 +335,14 @@ impl PredictionStep {
                             );
                             break;
                         }
-                        if report.cancelled {
+                        // A fetch cancelled before its survey ended reports its pages as not
+                        // attempted without saying it was cancelled: the flag is the truth.
+                        if report.cancelled || job.cancel.is_cancelled() {
                             cancelled = true;
                             break;
                         }
                     }
-                    if !cancelled && job.fill_from < job.plans.len() {
+                    if !cancelled && !job.cancel.is_cancelled() && job.fill_from < job.plans.len() {
                         job.fill_done.cancel();
                     }
                     if cancelled && job.pressure.is_cancelled() {
