@@ -281,6 +281,16 @@ pub struct PredictSection {
     /// When the disk the applications live on is not rotational (a miss costs little),
     /// `read_cost` is multiplied by this. In [1, 50].
     pub non_rotational_read_cost_factor: f64,
+    /// The free-memory tier: when MemFree beyond the reserve is larger than the prediction
+    /// budget, also load the learned applications the prediction did not plan into it, likeliest
+    /// then most recent first, never pushing anything out (off on battery).
+    pub fill_free_memory: bool,
+    /// Share of MemTotal the tier keeps free, in [0, 1] ...
+    pub fill_reserve_share: f64,
+    /// ... at least this many MiB ...
+    pub fill_reserve_min_mib: u64,
+    /// ... and at most this many MiB.
+    pub fill_reserve_max_mib: u64,
 }
 
 impl Default for PredictSection {
@@ -298,6 +308,22 @@ impl Default for PredictSection {
             evict_cost: augur_core::plan::DEFAULT_EVICT_COST,
             battery_read_cost_factor: 3.0,
             non_rotational_read_cost_factor: 2.0,
+            fill_free_memory: true,
+            fill_reserve_share: 0.25,
+            fill_reserve_min_mib: 1024,
+            fill_reserve_max_mib: 4096,
+        }
+    }
+}
+
+impl PredictSection {
+    /// The free-memory tier's settings.
+    pub fn fill_config(&self) -> augur_core::plan::FillConfig {
+        augur_core::plan::FillConfig {
+            enabled: self.fill_free_memory,
+            reserve_share: self.fill_reserve_share,
+            reserve_min_bytes: self.fill_reserve_min_mib.saturating_mul(1 << 20),
+            reserve_max_bytes: self.fill_reserve_max_mib.saturating_mul(1 << 20),
         }
     }
 }
@@ -462,6 +488,16 @@ impl Config {
             if !(1.0..=50.0).contains(&v) {
                 return Err(bad("predict", key, format!("{v} is not in [1, 50]")));
             }
+        }
+        if !(0.0..=1.0).contains(&p.fill_reserve_share) {
+            return Err(bad("predict", "fill_reserve_share", format!("{} is not in [0, 1]", p.fill_reserve_share)));
+        }
+        if p.fill_reserve_max_mib < p.fill_reserve_min_mib {
+            return Err(bad(
+                "predict",
+                "fill_reserve_max_mib",
+                format!("{} is below fill_reserve_min_mib ({})", p.fill_reserve_max_mib, p.fill_reserve_min_mib),
+            ));
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {
             return Err(bad(

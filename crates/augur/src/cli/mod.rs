@@ -49,6 +49,11 @@ pub enum Command {
     /// Run the prefetching daemon in the foreground.
     Daemon(daemon::DaemonArgs),
     /// Show the daemon's health, mode and recent launches.
+    ///
+    /// Also how much it prefetches on this machine and why (the read cost on battery or a fast
+    /// disk; the free-memory tier, `[predict] fill_free_memory`: whether it fills free memory,
+    /// MemFree, the reserve it keeps free, the applications and bytes it holds), and what
+    /// prediction bought over the last day.
     Status(status::StatusArgs),
     /// List the applications the daemon has learned.
     Apps(apps::AppsArgs),

@@ -102,6 +102,9 @@ fn render(r: &StatusReport) -> String {
     if let Some(rule) = &r.prefetch_rule {
         out.push_str(&format!("prefetching: {} (read cost {})\n", rule.reasons.join("; "), rule.read_cost));
     }
+    if let Some(f) = &r.fill {
+        out.push_str(&fill_line(f));
+    }
     if let Some(t) = &r.prefetch_last_day {
         out.push_str(&prefetch_line(t));
     }
@@ -181,6 +184,22 @@ fn render(r: &StatusReport) -> String {
         ));
     }
     out
+}
+
+/// The free-memory tier's line: what it holds and why.
+fn fill_line(f: &crate::daemon::control::FillStatus) -> String {
+    let mut line = format!(
+        "free-memory tier: {}; MemFree {}, reserve {}, room {}",
+        f.reason,
+        human_bytes(f.free_bytes),
+        human_bytes(f.reserve_bytes),
+        human_bytes(f.room_bytes)
+    );
+    if f.planned_bytes > 0 || !f.apps.is_empty() {
+        line.push_str(&format!("; planned {} over {} applications", human_bytes(f.planned_bytes), f.apps.len()));
+    }
+    line.push_str(&format!("; {} loaded since start\n", human_bytes(f.loaded_bytes)));
+    line
 }
 
 /// What prefetching bought over the last day, in one line.

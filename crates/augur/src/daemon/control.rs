@@ -141,6 +141,26 @@ pub struct PrefetchRule {
     pub reasons: Vec<String>,
 }
 
+/// What the free-memory tier (`[predict] fill_free_memory`) held at the latest planning round,
+/// and why.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FillStatus {
+    /// Why it holds what it holds ("filling free memory beyond the reserve ...", "idle: ...").
+    pub reason: String,
+    /// MemFree at the round.
+    pub free_bytes: u64,
+    /// Bytes kept free.
+    pub reserve_bytes: u64,
+    /// Bytes it could fill beyond the reserve and the prediction plan.
+    pub room_bytes: u64,
+    /// Bytes it planned (its applications' replay ranges, within the room).
+    pub planned_bytes: u64,
+    /// Applications it planned, in fetch order.
+    pub apps: Vec<String>,
+    /// Bytes it loaded since the daemon started (pages found missing and read).
+    pub loaded_bytes: u64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     /// Daemon process id.
@@ -191,6 +211,10 @@ pub struct StatusReport {
     /// and why (`None` with prediction off or before the first round).
     #[serde(default)]
     pub prefetch_rule: Option<PrefetchRule>,
+    /// The free-memory tier at the latest planning round (`None` with prediction off or before
+    /// the first round).
+    #[serde(default)]
+    pub fill: Option<FillStatus>,
     /// Event counters.
     pub events: EventCounts,
     /// Prefetching ahead of readers (`None`: `[pattern] prefetch_ahead` is off).

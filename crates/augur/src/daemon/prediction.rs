@@ -25,6 +25,21 @@
 //! round's `read_cost` is scaled by [`augur_engine::read_cost`]'s rule, fed with the power source
 //! (read each round) and the disk of `/usr` (read once) from `augur-os::machine`.
 //!
+//! A candidate that learned nothing of its own (a launcher script such as `/usr/bin/libreoffice`,
+//! `oosplash`) is planned with the footprint of the program its launches lead to
+//! (`augur_core::model::launch_chain`: its exec, or the program it started at once), so that a
+//! predicted Writer start loads `soffice.bin`'s pages, not nothing.
+//!
+//! When free memory (MemFree) beyond a reserve is larger than the prediction budget, the
+//! free-memory tier (`augur_core::plan::fill`, `[predict] fill_free_memory`) adds the learned
+//! applications the prediction did not plan to the same fetch job, after the prediction's own
+//! plans: likeliest then most recently launched first, each fetched with `keep_free_bytes` set to
+//! the reserve, so the fetcher re-reads MemFree before every chunk and stops at the reserve (it
+//! never makes the kernel push anything out for them). The tier's plan is remade at most every
+//! [`FILL_REFRESH_MS`] (and at start); in between the same plan is sent again with each round's
+//! fetch until one fetch went through it (a launch cancels the fetch), then not until remade. Its loads are counted apart from the prediction's
+//! ledger (`augur status`'s free-memory line).
+//!
 //! What prefetching bought over the last day ([`PrefetchLedger`], shown by `augur status`) is
 //! counted from what was observed, never assumed ([`ObservedPrefetch`]): the pages each fetch
 //! loaded per application (its report, verified with `mincore`), and at the application's next
@@ -34,15 +49,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::mpsc;
 
+use super::control::FillStatus;
 use super::run::{PlanContext, PlanStep, PlanTrigger};
 use crate::error::{Error, Result};
+use augur_core::model::launch_chain::LaunchChains;
 use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_core::plan::{
-    AppFootprint, EvictionCounters, LearnedFootprint, LedgerTotals, MemoryHeadroom, MemoryPressure, MemorySnapshot,
-    PlanningRound, PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
+    AppFootprint, EvictionCounters, FillCandidate, FillPlanner, FillReason, FillRoom, LearnedFootprint, LedgerTotals,
+    MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan, PlanningRound, PrefetchLedger, RangeUse,
+    RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 use augur_engine::config::Config;
 use augur_engine::read_cost::{MachineFacts, ReadCostRule, read_cost_rule};
@@ -68,9 +86,21 @@ pub const MIN_ROUND_GAP_MS: u64 = 1000;
 /// How often the fetch worker reads the pressure file while fetching when no trigger is watched.
 pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// The free-memory tier's plan is remade at most this often (and at start); in between the same
+/// plan is sent again with each round's fetch (its resident pages are skipped).
+pub const FILL_REFRESH_MS: u64 = 300_000;
+
 struct FetchJob {
-    /// One plan per application, the likeliest first.
+    /// One plan per application, the likeliest first; from `fill_from` on, the free-memory
+    /// tier's.
     plans: Vec<(String, FetchPlan)>,
+    /// Index of the first plan of the free-memory tier (`plans.len()` when there is none).
+    fill_from: usize,
+    /// Bytes of MemFree the tier's plans leave free (its reserve).
+    keep_free_bytes: u64,
+    /// Raised by the worker when it went through the tier's plans to their end (or to the
+    /// reserve): they are not sent again until the plan is remade.
+    fill_done: CancelFlag,
     cancel: CancelFlag,
     /// Set (before `cancel`) when the fetch is stopped for memory pressure rather than replaced.
     pressure: CancelFlag,
@@ -89,6 +119,8 @@ pub struct AppFetched {
     pub resident: u64,
     /// Pages the fetch loaded.
     pub loaded: u64,
+    /// Loaded by the free-memory tier (not a prediction: not in the prediction's ledger).
+    pub fill: bool,
 }
 
 /// Prefetched pages per application followed until they are used or found gone, into a
@@ -157,17 +189,20 @@ impl PressureWatch {
 
 /// Runs one fetch; with `watch`, a companion thread reads the pressure file every
 /// [`PRESSURE_POLL`] and cancels the fetch when pressure is high.
+/// With `keep_free_bytes` above 0 the fetch fills free memory only (the free-memory tier).
 fn fetch_watched(
     plan: &FetchPlan,
     cancel: &CancelFlag,
     pressure: &CancelFlag,
     watch: Option<&PressureWatch>,
+    keep_free_bytes: u64,
 ) -> augur_os::fetch::FetchReport {
     let fetcher = Prefetcher::new(FetchOptions {
         priority: IoPriority::Idle,
         window_bytes: FETCH_WINDOW_BYTES,
         // A fetch for later waits while anything else reads: it must not slow work happening now.
         yield_to_foreground: true,
+        keep_free_bytes,
         ..FetchOptions::default()
     });
     let Some(w) = watch else { return fetcher.fetch(plan, cancel) };
@@ -224,6 +259,26 @@ pub struct PredictionStep {
     disk: Option<(String, bool)>,
     /// The read-cost rule of the latest round.
     rule: Option<ReadCostRule>,
+    /// The free-memory tier.
+    fill: FillTier,
+    /// Which program each launch leads to (a launcher script to its application).
+    chains: LaunchChains,
+}
+
+/// The free-memory tier's state between rounds.
+#[derive(Default)]
+struct FillTier {
+    /// Its room at the latest round, and why.
+    room: Option<FillRoom>,
+    /// Its plan (one fetch plan per application) and when it was made (wall-clock ms).
+    plans: Vec<(String, FetchPlan)>,
+    made_ms: Option<u64>,
+    /// Bytes of that plan.
+    planned_bytes: u64,
+    /// Raised once a fetch went through that plan: it is not sent again until remade.
+    done: CancelFlag,
+    /// Pages it loaded since the step was built.
+    loaded_pages: u64,
 }
 
 impl PredictionStep {
@@ -256,23 +311,39 @@ impl PredictionStep {
                     let mut pages = augur_os::fetch::PageCounts::default();
                     let mut cancelled = false;
                     let mut waited_ms = 0.0;
-                    for (app, plan) in &job.plans {
-                        let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref());
+                    for (i, (app, plan)) in job.plans.iter().enumerate() {
+                        let fill = i >= job.fill_from;
+                        let keep_free = if fill { job.keep_free_bytes.max(1) } else { 0 };
+                        let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref(), keep_free);
                         let _ = fetched_tx.send(AppFetched {
                             app: app.clone(),
                             wanted: report.pages.wanted,
                             resident: report.pages.already_resident,
                             loaded: report.pages.loaded,
+                            fill,
                         });
                         waited_ms += report.foreground_wait_ms;
                         pages.wanted += report.pages.wanted;
                         pages.already_resident += report.pages.already_resident;
                         pages.loaded += report.pages.loaded;
                         pages.not_attempted += report.pages.not_attempted;
-                        if report.cancelled {
+                        if report.stopped_at_free_reserve {
+                            // Free memory is down to the reserve: the tier stops there.
+                            tracing::info!(
+                                "free-memory tier stopped at its reserve ({} MiB of MemFree kept) while loading {app}",
+                                job.keep_free_bytes >> 20
+                            );
+                            break;
+                        }
+                        // A fetch cancelled before its survey ended reports its pages as not
+                        // attempted without saying it was cancelled: the flag is the truth.
+                        if report.cancelled || job.cancel.is_cancelled() {
                             cancelled = true;
                             break;
                         }
+                    }
+                    if !cancelled && !job.cancel.is_cancelled() && job.fill_from < job.plans.len() {
+                        job.fill_done.cancel();
                     }
                     if cancelled && job.pressure.is_cancelled() {
                         tracing::info!(
@@ -314,6 +385,8 @@ impl PredictionStep {
             observed: ObservedPrefetch::default(),
             disk: machine::disk_of(std::path::Path::new("/usr")).map(|d| (d.name, d.rotational)),
             rule: None,
+            fill: FillTier::default(),
+            chains: LaunchChains::new(),
         })
     }
 
@@ -338,8 +411,107 @@ impl PredictionStep {
     fn take_fetched(&mut self) {
         let page = augur_os::fetch::page_size();
         while let Ok(f) = self.fetched.try_recv() {
-            self.observed.fetched(loop_io::unix_ms(), &f, page);
+            if f.fill {
+                self.fill.loaded_pages += f.loaded;
+            } else {
+                self.observed.fetched(loop_io::unix_ms(), &f, page);
+            }
         }
+    }
+
+    /// The free-memory tier's part of a round: its room (none unless MemFree beyond the reserve
+    /// is larger than the prediction `budget`; none on battery or with a fixed budget) and its fetch plans, the learned
+    /// applications in [`fill_order`] less what the prediction `planned`. Remade at start and at
+    /// most every [`FILL_REFRESH_MS`]; in between the last plans are sent again.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_round(
+        &mut self,
+        ctx: &PlanContext<'_>,
+        trigger: &PlanTrigger,
+        memory: Option<MemorySnapshot>,
+        budget: MemoryBudget,
+        planned: &Plan,
+        predicted: &[predict::AppProbability],
+        on_battery: bool,
+    ) -> Result<Vec<(String, FetchPlan)>> {
+        let config = ctx.config.predict.fill_config();
+        let room = match memory {
+            _ if !config.enabled => FillRoom::none(FillReason::Disabled),
+            _ if on_battery => FillRoom::none(FillReason::OnBattery),
+            _ if ctx.config.predict.budget_bytes > 0 => FillRoom::none(FillReason::FixedBudget),
+            None => FillRoom::none(FillReason::NoMemoryFigures),
+            Some(m) => FillRoom::of(&m, budget, planned.bytes, &config),
+        };
+        if self.fill.room.as_ref().is_none_or(|r| r.reason != room.reason) {
+            if room.reserve_bytes == 0 {
+                tracing::info!("free-memory tier: {}", room.reason.describe());
+            } else {
+                tracing::info!(
+                    "free-memory tier: {} (MemFree {} MiB, reserve {} MiB, prediction budget {} MiB)",
+                    room.reason.describe(),
+                    room.free_bytes >> 20,
+                    room.reserve_bytes >> 20,
+                    budget.bytes >> 20
+                );
+            }
+        }
+        let active = room.room_bytes > 0;
+        self.fill.room = Some(room.clone());
+        if !active {
+            self.fill.plans.clear();
+            self.fill.planned_bytes = 0;
+            self.fill.made_ms = None;
+            return Ok(Vec::new());
+        }
+        let fresh = self.fill.made_ms.is_some_and(|t| ctx.now_ms < t.saturating_add(FILL_REFRESH_MS));
+        if fresh && !matches!(trigger, PlanTrigger::Start) {
+            // Loaded already (or loaded to the reserve): resending it would only survey its files.
+            return Ok(if self.fill.done.is_cancelled() { Vec::new() } else { self.fill.plans.clone() });
+        }
+        let believed: BTreeMap<&str, f64> = predicted.iter().map(|p| (p.app.as_str(), p.probability)).collect();
+        let candidates: Vec<FillCandidate> = ctx
+            .state
+            .apps()?
+            .into_iter()
+            .filter(|a| a.replay_pages > 0)
+            .map(|a| FillCandidate {
+                probability: believed.get(a.key.as_str()).copied().unwrap_or(0.0),
+                last_launch_ms: a.last_launch_ms,
+                app: a.key,
+            })
+            .collect();
+        // One application at a time: its model, profile and footprint are dropped before the
+        // next is read, so a fill of hundreds of applications holds only their fetch plans.
+        let settings = ctx.config.learn_settings();
+        let page = augur_os::fetch::page_size();
+        let mut planner = FillPlanner::new(planned, room.room_bytes, page);
+        let mut fetch: Vec<(String, FetchPlan)> = Vec::new();
+        for c in fill_order(candidates, MAX_FILL_APPS) {
+            if planner.full() {
+                break;
+            }
+            let Some(model) = ctx.state.load_app(&c.app)? else { continue };
+            let profile = model.replay_profile(&settings);
+            drop(model);
+            if profile.files.is_empty() || profile.page_size != page {
+                continue;
+            }
+            let part = planner.take(&footprint_of(&c.app, &profile));
+            let one = BTreeMap::from([(c.app, profile)]);
+            fetch.extend(fetch_plans_of(&part, &one, page));
+        }
+        let plan_bytes = planner.bytes();
+        tracing::debug!(
+            "free-memory tier: {} MiB over {} applications into {} MiB of room",
+            plan_bytes >> 20,
+            fetch.len(),
+            room.room_bytes >> 20
+        );
+        self.fill.plans = fetch.clone();
+        self.fill.done = CancelFlag::new();
+        self.fill.planned_bytes = plan_bytes;
+        self.fill.made_ms = Some(ctx.now_ms);
+        Ok(fetch)
     }
 
     /// Stops the running fetch because of memory pressure.
@@ -486,6 +658,10 @@ impl PlanStep for PredictionStep {
 
     fn restore(&mut self, history: &[ActivityRecord]) {
         restore_predictor(self.predictor.as_mut(), history);
+        for r in history {
+            let transition = if r.launch { Transition::Launch } else { Transition::Exit };
+            self.chains.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
+        }
     }
 
     fn round_owed_in_ms(&self) -> Option<u64> {
@@ -505,6 +681,20 @@ impl PlanStep for PredictionStep {
         self.rule.clone()
     }
 
+    fn fill_status(&mut self) -> Option<FillStatus> {
+        self.take_fetched();
+        let room = self.fill.room.as_ref()?;
+        Some(FillStatus {
+            reason: room.reason.describe().to_string(),
+            free_bytes: room.free_bytes,
+            reserve_bytes: room.reserve_bytes,
+            room_bytes: room.room_bytes,
+            planned_bytes: self.fill.planned_bytes,
+            apps: self.fill.plans.iter().map(|(app, _)| app.clone()).collect(),
+            loaded_bytes: self.fill.loaded_pages * augur_os::fetch::page_size(),
+        })
+    }
+
     fn last_day(&mut self, now_ms: u64) -> Option<LedgerTotals> {
         self.take_fetched();
         Some(self.observed.last_day(now_ms))
@@ -514,10 +704,14 @@ impl PlanStep for PredictionStep {
         let now = LocalTime(ctx.local_ms);
         match trigger {
             PlanTrigger::LaunchStarted { app, instance } => {
-                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Launch });
+                let o = Observation { at: now, app, instance: *instance, transition: Transition::Launch };
+                self.predictor.observe(&o);
+                self.chains.observe(&o);
             }
             PlanTrigger::AppExited { app, instance } => {
-                self.predictor.observe(&Observation { at: now, app, instance: *instance, transition: Transition::Exit });
+                let o = Observation { at: now, app, instance: *instance, transition: Transition::Exit };
+                self.predictor.observe(&o);
+                self.chains.observe(&o);
             }
             PlanTrigger::LaunchFinished { .. } | PlanTrigger::Pressure | PlanTrigger::Interval | PlanTrigger::Start => {}
         }
@@ -563,6 +757,7 @@ impl PlanStep for PredictionStep {
             on_battery: machine::power_source_in(&self.sources.power_supply) == PowerSource::Battery,
             disk: self.disk.clone(),
         };
+        let on_battery = facts.on_battery;
         let rule = read_cost_rule(cfg, &facts);
         if self.rule.as_ref().is_none_or(|r| r.reasons != rule.reasons) {
             tracing::info!("prefetching: {} (read cost {})", rule.reasons.join("; "), rule.read_cost);
@@ -593,14 +788,30 @@ impl PlanStep for PredictionStep {
         let settings = ctx.config.learn_settings();
         let mut profiles = BTreeMap::new();
         let predictor = &mut self.predictor;
+        let chains = &self.chains;
+        // Every prediction, believed: the free-memory tier orders the applications by it.
+        let mut predicted: Vec<predict::AppProbability> = Vec::new();
         let outcome = round.run(
-            || predictor.predict(now),
+            || {
+                predicted = predictor.predict(now);
+                predicted.clone()
+            },
             |app| -> Result<Option<LearnedFootprint>> {
-                let Some(model) = ctx.state.load_app(app)? else { return Ok(None) };
-                let profile = model.replay_profile(&settings);
-                if profile.files.is_empty() {
-                    return Ok(None);
+                // A program that learned nothing of its own (a launcher script, oosplash) is
+                // planned with the pages of the application its launches lead to.
+                let mut found = None;
+                for key in std::iter::once(app).chain(chains.successors(app)) {
+                    let Some(model) = ctx.state.load_app(key)? else { continue };
+                    let profile = model.replay_profile(&settings);
+                    if !profile.files.is_empty() {
+                        if key != app {
+                            tracing::debug!("{app} is planned with the pages of {key}, which its launches lead to");
+                        }
+                        found = Some(profile);
+                        break;
+                    }
                 }
+                let Some(profile) = found else { return Ok(None) };
                 let learned = LearnedFootprint { footprint: footprint_of(app, &profile), page_size: profile.page_size };
                 profiles.insert(app.to_string(), profile);
                 Ok(Some(learned))
@@ -622,6 +833,7 @@ impl PlanStep for PredictionStep {
         };
         self.rounds_planned += 1;
         let fetch = fetch_plans_of(&planned, &profiles, augur_os::fetch::page_size());
+        let fill_fetch = self.fill_round(ctx, trigger, memory, budget, &planned, &predicted, on_battery)?;
         if self.last != Some((budget.bytes, planned.bytes)) {
             let page = augur_os::fetch::page_size();
             let first: Vec<String> = fetch
@@ -648,10 +860,20 @@ impl PlanStep for PredictionStep {
         if let Some(tx) = &self.jobs {
             let watch = (!self.trigger_watched)
                 .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            if tx
-                .send(FetchJob { plans: fetch, cancel: self.current.clone(), pressure: self.current_pressure.clone(), watch })
-                .is_err()
-            {
+            let fill_from = fetch.len();
+            let keep_free_bytes = self.fill.room.as_ref().map_or(0, |r| r.reserve_bytes);
+            let mut plans = fetch;
+            plans.extend(fill_fetch);
+            let job = FetchJob {
+                plans,
+                fill_from,
+                keep_free_bytes,
+                fill_done: self.fill.done.clone(),
+                cancel: self.current.clone(),
+                pressure: self.current_pressure.clone(),
+                watch,
+            };
+            if tx.send(job).is_err() {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
@@ -667,6 +889,7 @@ mod tests {
     use augur_core::model::predict::AppProbability;
     use augur_core::model::profile::{FileIdentity, FileProfile, TraceMode, Unresolved};
     use augur_core::model::range::PageRange;
+    use augur_core::model::record::LaunchRecord;
     use augur_core::plan::{MemoryBudget, PlannerConfig, plan};
 
     /// (path, [(first page, pages, first use µs)])
@@ -714,7 +937,7 @@ mod tests {
     #[test]
     fn prefetched_pages_count_as_used_when_the_launch_finds_them_and_wasted_when_they_are_gone() {
         let mut o = ObservedPrefetch::default();
-        let fetched = |app: &str, wanted, resident, loaded| AppFetched { app: app.into(), wanted, resident, loaded };
+        let fetched = |app: &str, wanted, resident, loaded| AppFetched { app: app.into(), wanted, resident, loaded, fill: false };
         // a: 100 pages planned, 100 loaded; its launch finds all of them: used, in time.
         o.fetched(1_000, &fetched("a", 100, 0, 100), 10);
         o.launched(2_000, "a", 120, 10);
@@ -790,6 +1013,112 @@ mod tests {
         step.plan(&PlanTrigger::Interval, &later).unwrap();
         assert_eq!(step.jobs_sent(), 2);
         assert!(!step.fetching_stopped());
+    }
+
+    /// Learns one launch of each of `apps` (the last the most recent), a private file each.
+    fn learn_apps(state: &mut augur_store::state::StateStore, config: &Config, apps: &[&str]) {
+        for (i, app) in apps.iter().enumerate() {
+            let file = format!("/nonexistent/augur-test/{i}.so");
+            let p = profile(&[(file.as_str(), &[(0, 8, 1)])]);
+            let record = LaunchRecord { app: app.to_string(), started_ms: 1_000 + i as u64, pages_used: 8, ..Default::default() };
+            state.learn_launch(app, app, &p, &record, &config.state_limits()).unwrap();
+        }
+    }
+
+    #[test]
+    fn on_a_mostly_free_machine_the_tier_plans_every_learned_application_and_where_memory_is_short_nothing() {
+        let (_dir, sources, mut state) = fixture();
+        let config = Config::default();
+        learn_apps(&mut state, &config, &["/bin/a", "/bin/b", "/bin/c"]);
+        // 24 GiB, 22 free: the reserve is 4 GiB, the budget half of MemAvailable.
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
+        )
+        .unwrap();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        let f = step.fill_status().unwrap();
+        assert_eq!(f.reason, FillReason::Filling.describe());
+        assert_eq!(f.reserve_bytes, 4 << 30);
+        assert_eq!(f.apps, vec!["/bin/c", "/bin/b", "/bin/a"], "nothing predicted: the most recently launched first");
+        assert_eq!(f.planned_bytes, 3 * 8 * 4096);
+        assert_eq!(step.jobs_sent(), 1);
+        // The small slow machine: 2 GiB left of 24. The tier does nothing.
+        std::fs::write(&sources.meminfo, "MemTotal: 25165824 kB\nMemFree: 2097152 kB\nMemAvailable: 2097152 kB\nCached: 0 kB\n")
+            .unwrap();
+        step.plan(&PlanTrigger::Interval, &at(20_000)).unwrap();
+        let f = step.fill_status().unwrap();
+        assert_eq!(f.reason, FillReason::NotMostlyFree.describe());
+        assert!(f.apps.is_empty() && f.planned_bytes == 0 && f.room_bytes == 0, "{f:?}");
+        // Turned off, it says so.
+        let off = Config {
+            predict: augur_engine::config::PredictSection { fill_free_memory: false, ..config.predict.clone() },
+            ..config.clone()
+        };
+        let sources_again = sources.clone();
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
+        )
+        .unwrap();
+        let mut step = PredictionStep::new(&off).unwrap().with_sources(sources);
+        step.plan(
+            &PlanTrigger::Start,
+            &PlanContext { state: &state, config: &off, now_ms: 30_000, local_ms: 30_000, launching: false },
+        )
+        .unwrap();
+        assert_eq!(step.fill_status().unwrap().reason, FillReason::Disabled.describe());
+        // A fixed budget caps all prefetching: the tier stays off.
+        let fixed = Config {
+            predict: augur_engine::config::PredictSection { budget_bytes: 1 << 20, ..config.predict.clone() },
+            ..config.clone()
+        };
+        let mut step = PredictionStep::new(&fixed).unwrap().with_sources(sources_again);
+        step.plan(
+            &PlanTrigger::Start,
+            &PlanContext { state: &state, config: &fixed, now_ms: 40_000, local_ms: 40_000, launching: false },
+        )
+        .unwrap();
+        assert_eq!(step.fill_status().unwrap().reason, FillReason::FixedBudget.describe());
+    }
+
+    #[test]
+    fn a_predicted_launcher_script_is_planned_with_the_application_it_leads_to() {
+        let (_dir, sources, mut state) = fixture();
+        let config = Config::default();
+        learn_apps(&mut state, &config, &["/usr/lib/libreoffice/program/soffice.bin"]);
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
+        // The script execs oosplash, which starts soffice.bin; then something else, every time.
+        let mut history = Vec::new();
+        let mut rec = |at_ms: u64, app: &str, instance: u64, launch: bool| {
+            history.push(ActivityRecord { at_ms, local_ms: at_ms, app: app.into(), instance, launch })
+        };
+        for i in 0..20u64 {
+            let t = i * 100_000;
+            rec(t, "/usr/bin/evolution", i * 10, true);
+            rec(t + 1_000, "/usr/bin/evolution", i * 10, false);
+            rec(t + 50_000, "/usr/bin/libreoffice", i * 10 + 1, true);
+            rec(t + 50_000, "/usr/bin/libreoffice", i * 10 + 1, false);
+            rec(t + 50_000, "/usr/lib/libreoffice/program/oosplash", i * 10 + 1, true);
+            rec(t + 50_006, "/usr/lib/libreoffice/program/soffice.bin", i * 10 + 2, true);
+            rec(t + 50_400, "/usr/lib/libreoffice/program/soffice.bin", i * 10 + 2, false);
+            rec(t + 50_410, "/usr/lib/libreoffice/program/oosplash", i * 10 + 1, false);
+        }
+        step.restore(&history);
+        assert_eq!(
+            step.chains.successors("/usr/bin/libreoffice"),
+            vec!["/usr/lib/libreoffice/program/oosplash", "/usr/lib/libreoffice/program/soffice.bin"]
+        );
+        // Evolution starts: the script is the likeliest next launch, and soffice.bin's pages are
+        // what gets planned for it.
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 2_000_000, local_ms: 2_000_000, launching: false };
+        step.plan(&PlanTrigger::LaunchStarted { app: "/usr/bin/evolution".into(), instance: 999 }, &ctx).unwrap();
+        let later = PlanContext { now_ms: 2_002_000, local_ms: 2_002_000, ..ctx };
+        step.plan(&PlanTrigger::AppExited { app: "/usr/bin/evolution".into(), instance: 999 }, &later).unwrap();
+        let planned = step.last.map_or(0, |(_, planned)| planned);
+        assert_eq!(planned, 8 * 4096, "soffice.bin's 8 pages are planned for the predicted script");
     }
 
     #[test]

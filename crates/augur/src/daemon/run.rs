@@ -144,6 +144,11 @@ pub trait PlanStep {
         None
     }
 
+    /// What the free-memory tier held at the latest round, and why.
+    fn fill_status(&mut self) -> Option<super::control::FillStatus> {
+        None
+    }
+
     /// What prefetching bought over the day up to wall-clock `now_ms`, as observed.
     fn last_day(&mut self, _now_ms: u64) -> Option<augur_core::plan::LedgerTotals> {
         None
@@ -984,6 +989,7 @@ impl Daemon {
                 .as_ref()
                 .and_then(|s| s.read_cost_rule())
                 .map(|r| PrefetchRule { read_cost: r.read_cost, reasons: r.reasons }),
+            fill: io.plan_step.as_mut().and_then(|s| s.fill_status()),
             events,
             ahead: io.ahead.as_ref().map(super::ahead::AheadWorker::status),
         })

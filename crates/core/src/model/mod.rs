@@ -7,6 +7,7 @@ pub mod access_pattern;
 pub mod app;
 pub mod boot;
 pub mod file_context;
+pub mod launch_chain;
 pub mod launcher;
 pub mod learn;
 pub mod predict;

@@ -6,12 +6,14 @@
 
 pub mod budget;
 pub mod cost;
+pub mod fill;
 pub mod ledger;
 pub mod planner;
 pub mod round;
 
 pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
 pub use cost::{EvictionCounters, MemoryHeadroom, RefaultMeter};
+pub use fill::{FillCandidate, FillConfig, FillPlanner, FillReason, FillRoom, MAX_FILL_APPS, fill_order, plan_fill};
 pub use ledger::{LedgerTotals, PrefetchLedger};
 pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, PlannerWork, RangeUse, ResidentPages, plan, plan_within};
 pub use round::{

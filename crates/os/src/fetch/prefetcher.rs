@@ -40,6 +40,11 @@ pub struct FetchOptions {
     /// Wait while other processes read from the disks (a fetch for later; see
     /// [`super::foreground`]).
     pub yield_to_foreground: bool,
+    /// When above 0, the fetch fills free memory only: before each chunk it reads MemFree
+    /// (/proc/meminfo) and stops when the chunk would leave less than this many bytes free, so
+    /// it never makes the kernel push anything out for it (the free-memory tier).
+    #[serde(default)]
+    pub keep_free_bytes: u64,
 }
 
 impl Default for FetchOptions {
@@ -51,6 +56,7 @@ impl Default for FetchOptions {
             window_bytes: 32 << 20,
             max_open_files: 256,
             yield_to_foreground: false,
+            keep_free_bytes: 0,
         }
     }
 }
@@ -177,6 +183,10 @@ pub struct FetchReport {
     /// Milliseconds spent waiting for other processes' reads to end.
     #[serde(default)]
     pub foreground_wait_ms: f64,
+    /// The fetch stopped because free memory reached [`FetchOptions::keep_free_bytes`] (then
+    /// `cancelled` is set too).
+    #[serde(default)]
+    pub stopped_at_free_reserve: bool,
 }
 
 impl FetchReport {
@@ -266,6 +276,7 @@ impl Prefetcher {
                 problems: Vec::new(),
                 lookups_replayed: 0,
                 foreground_wait_ms: 0.0,
+                stopped_at_free_reserve: false,
             },
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
@@ -298,7 +309,7 @@ impl Prefetcher {
         } else {
             None
         };
-        run.load(&chunks, self.options.window_bytes, cancel, foreground.as_mut());
+        run.load(&chunks, self.options.window_bytes, self.options.keep_free_bytes, cancel, foreground.as_mut());
         if let Some(f) = foreground {
             FOREGROUND.with(|slot| *slot.borrow_mut() = Some(f));
         }
@@ -478,6 +489,7 @@ impl Run<'_> {
         &mut self,
         chunks: &[Chunk],
         window: u64,
+        keep_free: u64,
         cancel: &CancelFlag,
         mut foreground: Option<&mut super::foreground::ForegroundReads>,
     ) {
@@ -493,6 +505,13 @@ impl Run<'_> {
             match step {
                 Step::Advise(k) => {
                     let c = chunks[k];
+                    // Free memory only: what is in flight, this chunk included, must land in
+                    // memory that holds nothing, above the reserve (MemFree re-read each chunk).
+                    if keep_free > 0 && !free_memory_above(keep_free.saturating_add(schedule.in_flight())) {
+                        self.report.cancelled = true;
+                        self.report.stopped_at_free_reserve = true;
+                        return;
+                    }
                     if let Some(f) = foreground.as_deref_mut() {
                         // What is in flight besides this chunk may land while it watches.
                         let waited = f.wait_turn(cancel, schedule.in_flight() - c.range.len * self.ps);
@@ -595,6 +614,11 @@ impl Run<'_> {
     }
 }
 
+/// Whether MemFree (/proc/meminfo) is at least `bytes`; an unreadable figure counts as not.
+fn free_memory_above(bytes: u64) -> bool {
+    crate::sense::procfs::meminfo("MemFree").is_ok_and(|free| free >= bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,6 +660,24 @@ mod tests {
         let again = Prefetcher::default().fetch(&plan, &CancelFlag::new());
         assert_eq!(again.pages.already_resident, 751);
         assert_eq!(again.pages.loaded, 0);
+    }
+
+    #[test]
+    fn a_fetch_of_free_memory_only_stops_at_the_reserve_and_loads_nothing_beyond_it() {
+        let (f, plan) = file_with_plan(512, &[(0, 512)]);
+        evict_file(f.as_file().as_fd()).unwrap();
+        // A reserve no machine has free: not one chunk is read.
+        let options = FetchOptions { keep_free_bytes: u64::MAX / 2, ..Default::default() };
+        let report = Prefetcher::new(options).fetch(&plan, &CancelFlag::new());
+        assert!(report.cancelled && report.stopped_at_free_reserve, "{report:?}");
+        assert_eq!(report.pages.loaded, 0, "{report:?}");
+        let p = report.pages;
+        assert_eq!(p.already_resident + p.loaded + p.unverified + p.failed + p.skipped + p.not_attempted, p.wanted);
+        // A reserve of one page is always there: the whole file is read.
+        let report =
+            Prefetcher::new(FetchOptions { keep_free_bytes: 4096, ..Default::default() }).fetch(&plan, &CancelFlag::new());
+        assert!(!report.cancelled && !report.stopped_at_free_reserve, "{report:?}");
+        assert_eq!(report.pages.already_resident + report.pages.loaded, 512, "{report:?}");
     }
 
     #[test]

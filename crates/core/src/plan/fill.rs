@@ -1,0 +1,344 @@
+//! The free-memory tier: when the memory that holds nothing at all (MemFree), beyond a reserve
+//! kept free for the desktop's own allocations, is larger than the prediction budget, the learned
+//! applications the prediction did not plan are loaded into it too, most useful first. Reading
+//! into memory that holds nothing pushes nothing out; on a machine whose memory is mostly free it
+//! costs only idle disk time, and every application it holds starts warm (preload-ng's
+//! load-everything, within a reserve and never at the expense of anything cached).
+//!
+//! Owns the tier's rules: the reserve, when the tier acts, the order of the applications (the
+//! predictor's belief, then the most recently launched) and the plan (each application's
+//! replay ranges in first-use order, less what the prediction plan already holds, until the room
+//! is full). Pure: the daemon passes the memory figures, the predictions and the footprints in;
+//! it reads nothing, fetches nothing, and never decides about pressure (the daemon's fetch
+//! stops on the PSI trigger and re-checks MemFree between chunks).
+
+use std::collections::BTreeMap;
+
+use super::budget::{MemoryBudget, MemorySnapshot};
+use super::planner::{AppFootprint, Plan, PlannedRange};
+use crate::model::range::RangeSet;
+
+const MIB: u64 = 1 << 20;
+
+/// Applications the tier plans for at most in one round (bounds the footprints read).
+pub const MAX_FILL_APPS: usize = 256;
+
+/// The tier's settings (`[predict] fill_free_memory`, `fill_reserve_*`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FillConfig {
+    /// The tier is on.
+    pub enabled: bool,
+    /// Share of MemTotal kept free, in `[0, 1]` ...
+    pub reserve_share: f64,
+    /// ... but at least this many bytes ...
+    pub reserve_min_bytes: u64,
+    /// ... and at most this many (a large machine need not keep a quarter of it idle).
+    pub reserve_max_bytes: u64,
+}
+
+impl Default for FillConfig {
+    /// On; keep a quarter of the memory free, at least 1 GiB and at most 4 GiB.
+    fn default() -> Self {
+        FillConfig { enabled: true, reserve_share: 0.25, reserve_min_bytes: 1024 * MIB, reserve_max_bytes: 4096 * MIB }
+    }
+}
+
+impl FillConfig {
+    /// Bytes kept free on a machine of `total` bytes: `reserve_share · total`, at most
+    /// `reserve_max_bytes`, at least `reserve_min_bytes`.
+    pub fn reserve_bytes(&self, total: u64) -> u64 {
+        let share = if self.reserve_share.is_finite() { self.reserve_share.clamp(0.0, 1.0) } else { 1.0 };
+        let by_share = (total as f64 * share).ceil() as u64;
+        by_share.min(self.reserve_max_bytes).max(self.reserve_min_bytes)
+    }
+}
+
+/// Why the tier holds what it holds (for `augur status` and the log).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FillReason {
+    /// `[predict] fill_free_memory = false`.
+    Disabled,
+    /// On battery: reading ahead spends energy.
+    OnBattery,
+    /// `[predict] budget_bytes` is set: a fixed budget caps all prefetching, the tier's too.
+    FixedBudget,
+    /// No memory figures.
+    NoMemoryFigures,
+    /// Free memory beyond the reserve does not exceed the prediction budget: memory is not
+    /// mostly free, and the prediction alone decides.
+    NotMostlyFree,
+    /// The prediction plan already takes all the free memory beyond the reserve.
+    TakenByPrediction,
+    /// The tier fills the room.
+    Filling,
+}
+
+impl FillReason {
+    /// A short sentence.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            FillReason::Disabled => "off ([predict] fill_free_memory = false)",
+            FillReason::OnBattery => "off on battery (reading ahead spends energy)",
+            FillReason::FixedBudget => "off: [predict] budget_bytes caps all prefetching",
+            FillReason::NoMemoryFigures => "off: /proc/meminfo unreadable",
+            FillReason::NotMostlyFree => "idle: free memory beyond the reserve is not more than the prediction budget",
+            FillReason::TakenByPrediction => "idle: the prediction plan takes the free memory beyond the reserve",
+            FillReason::Filling => "filling free memory beyond the reserve with learned applications",
+        }
+    }
+}
+
+/// How much free memory the tier may fill this round, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FillRoom {
+    /// MemFree the round saw.
+    pub free_bytes: u64,
+    /// Bytes kept free.
+    pub reserve_bytes: u64,
+    /// Bytes the tier may plan (0 when it does not act).
+    pub room_bytes: u64,
+    /// Why.
+    pub reason: FillReason,
+}
+
+impl FillRoom {
+    /// The tier does nothing, for `reason`.
+    pub fn none(reason: FillReason) -> Self {
+        FillRoom { free_bytes: 0, reserve_bytes: 0, room_bytes: 0, reason }
+    }
+
+    /// The room of a round: the tier acts only when MemFree beyond the reserve is larger than
+    /// the prediction `budget` (memory is mostly free), and then fills what the prediction plan
+    /// (`planned_bytes`) leaves of it.
+    pub fn of(mem: &MemorySnapshot, budget: MemoryBudget, planned_bytes: u64, config: &FillConfig) -> Self {
+        if !config.enabled {
+            return FillRoom::none(FillReason::Disabled);
+        }
+        let reserve = config.reserve_bytes(mem.total);
+        let beyond = mem.free.saturating_sub(reserve);
+        let (room, reason) = if beyond <= budget.bytes {
+            (0, FillReason::NotMostlyFree)
+        } else if beyond <= planned_bytes {
+            (0, FillReason::TakenByPrediction)
+        } else {
+            (beyond - planned_bytes, FillReason::Filling)
+        };
+        FillRoom { free_bytes: mem.free, reserve_bytes: reserve, room_bytes: room, reason }
+    }
+}
+
+/// A learned application the tier may load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FillCandidate {
+    /// The application.
+    pub app: String,
+    /// The predictor's belief (0 when it has none).
+    pub probability: f64,
+    /// Its last launch, Unix ms.
+    pub last_launch_ms: u64,
+}
+
+/// The tier's order: likeliest first (as believed), then the most recently launched, then by
+/// name; at most `max`.
+pub fn fill_order(mut candidates: Vec<FillCandidate>, max: usize) -> Vec<FillCandidate> {
+    let p = |c: &FillCandidate| if c.probability.is_finite() { c.probability.clamp(0.0, 1.0) } else { 0.0 };
+    candidates
+        .sort_by(|a, b| p(b).total_cmp(&p(a)).then(b.last_launch_ms.cmp(&a.last_launch_ms)).then_with(|| a.app.cmp(&b.app)));
+    candidates.truncate(max);
+    candidates
+}
+
+/// The tier's plan made one application at a time (so the caller holds one footprint at a
+/// time): each footprint given, in the tier's order, has its ranges taken in first-use order, less
+/// the pages the prediction plan holds and the pages taken for an earlier application, until the
+/// room is full (the last range cut to the page). Every page counts against the room, resident or
+/// not (the daemon does not know which are), so it never plans more than the room.
+#[derive(Clone, Debug)]
+pub struct FillPlanner {
+    held: BTreeMap<String, RangeSet>,
+    pages_left: u64,
+    page_size: u64,
+    room_bytes: u64,
+    bytes: u64,
+}
+
+impl FillPlanner {
+    /// A planner for `room_bytes` in pages of `page_size`, beside the `prediction` plan.
+    pub fn new(prediction: &Plan, room_bytes: u64, page_size: u64) -> Self {
+        let page = page_size.max(1);
+        let mut held: BTreeMap<String, RangeSet> = BTreeMap::new();
+        for r in &prediction.ranges {
+            held.entry(r.file.clone()).or_default().insert(r.range);
+        }
+        FillPlanner { held, pages_left: room_bytes / page, page_size: page, room_bytes, bytes: 0 }
+    }
+
+    /// Whether the room is full.
+    pub fn full(&self) -> bool {
+        self.pages_left == 0
+    }
+
+    /// Bytes planned so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Takes what fits of the next application's footprint: its plan (ranges in first-use order).
+    pub fn take(&mut self, fp: &AppFootprint) -> Plan {
+        let mut ranges = Vec::new();
+        let mut work = super::planner::PlannerWork::default();
+        for r in &fp.ranges {
+            work.ranges_read += 1;
+            if self.pages_left == 0 {
+                break;
+            }
+            let done = match self.held.get_mut(r.file.as_str()) {
+                Some(d) => d,
+                None => self.held.entry(r.file.clone()).or_default(),
+            };
+            for gap in done.missing_from(r.range) {
+                if self.pages_left == 0 {
+                    break;
+                }
+                let piece = crate::model::range::PageRange::new(gap.start, gap.len.min(self.pages_left));
+                done.insert(piece);
+                self.pages_left -= piece.len;
+                ranges.push(PlannedRange {
+                    file: r.file.clone(),
+                    range: piece,
+                    app: fp.app.clone(),
+                    probability: 0.0,
+                    benefit_per_byte: 0.0,
+                });
+            }
+        }
+        let bytes = ranges.iter().map(|r: &PlannedRange| r.range.len * self.page_size).sum();
+        self.bytes += bytes;
+        work.candidates_scored = ranges.len();
+        Plan { ranges, budget: MemoryBudget::of(self.room_bytes), bytes, page_size: self.page_size, work }
+    }
+}
+
+/// The tier's whole plan over `footprints` in the given order ([`FillPlanner`] over each).
+pub fn plan_fill(footprints: &[AppFootprint], prediction: &Plan, room_bytes: u64, page_size: u64) -> Plan {
+    let mut planner = FillPlanner::new(prediction, room_bytes, page_size);
+    let mut plan = Plan { budget: MemoryBudget::of(room_bytes), page_size: page_size.max(1), ..Plan::default() };
+    for fp in footprints {
+        if planner.full() {
+            break;
+        }
+        let part = planner.take(fp);
+        plan.work.ranges_read += part.work.ranges_read;
+        plan.ranges.extend(part.ranges);
+    }
+    plan.bytes = planner.bytes();
+    plan.work.candidates_scored = plan.ranges.len();
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::range::PageRange;
+    use crate::plan::RangeUse;
+    use proptest::prelude::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn mem(total: u64, free: u64) -> MemorySnapshot {
+        MemorySnapshot { total, free, available: free, cached: 0 }
+    }
+
+    fn fp(app: &str, ranges: &[(&str, u64, u64)]) -> AppFootprint {
+        AppFootprint {
+            app: app.into(),
+            ranges: ranges
+                .iter()
+                .map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0 })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_reserve_is_a_quarter_of_memory_within_its_bounds() {
+        let c = FillConfig::default();
+        assert_eq!(c.reserve_bytes(24 * GIB), 4 * GIB, "a large machine keeps 4 GiB free, not 6");
+        assert_eq!(c.reserve_bytes(8 * GIB), 2 * GIB);
+        assert_eq!(c.reserve_bytes(2 * GIB), GIB, "a small one keeps at least 1 GiB");
+    }
+
+    #[test]
+    fn a_mostly_free_machine_fills_what_prediction_leaves_and_a_short_one_does_nothing() {
+        let c = FillConfig::default();
+        // As is: 24 GiB, 22 free, budget half of available.
+        let room = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(11 * GIB), GIB, &c);
+        assert_eq!(room.reason, FillReason::Filling);
+        assert_eq!(room.room_bytes, 22 * GIB - 4 * GIB - GIB);
+        // The small slow machine: 2 GiB left of 24.
+        let small = FillRoom::of(&mem(24 * GIB, 2 * GIB), MemoryBudget::of(GIB), 0, &c);
+        assert_eq!((small.room_bytes, small.reason), (0, FillReason::NotMostlyFree));
+        // A 2 GiB machine with 1.5 GiB free: the reserve is 1 GiB, the budget more than what is left.
+        let tiny = FillRoom::of(&mem(2 * GIB, 3 * GIB / 2), MemoryBudget::of(3 * GIB / 4), 0, &c);
+        assert_eq!(tiny.room_bytes, 0);
+        // The prediction plan takes it all.
+        let taken = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(11 * GIB), 18 * GIB, &c);
+        assert_eq!((taken.room_bytes, taken.reason), (0, FillReason::TakenByPrediction));
+        let off = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(GIB), 0, &FillConfig { enabled: false, ..c });
+        assert_eq!((off.room_bytes, off.reason), (0, FillReason::Disabled));
+    }
+
+    #[test]
+    fn likeliest_first_then_most_recent() {
+        let c = |app: &str, probability, last_launch_ms| FillCandidate { app: app.into(), probability, last_launch_ms };
+        let order = fill_order(vec![c("old", 0.0, 1), c("new", 0.0, 9), c("likely", 0.3, 0), c("nan", f64::NAN, 5)], 3);
+        let names: Vec<&str> = order.iter().map(|c| c.app.as_str()).collect();
+        assert_eq!(names, vec!["likely", "new", "nan"]);
+    }
+
+    #[test]
+    fn the_fill_skips_what_prediction_holds_and_stops_at_the_room() {
+        let prediction = Plan {
+            ranges: vec![PlannedRange {
+                file: "/lib/shared".into(),
+                range: PageRange::new(0, 10),
+                app: "p".into(),
+                probability: 0.9,
+                benefit_per_byte: 1.0,
+            }],
+            page_size: 4096,
+            ..Plan::default()
+        };
+        let a = fp("a", &[("/a", 0, 4), ("/lib/shared", 5, 10)]);
+        let b = fp("b", &[("/lib/shared", 12, 2), ("/b", 0, 100)]);
+        let plan = plan_fill(&[a, b], &prediction, 12 * 4096, 4096);
+        let got: Vec<(&str, &str, u64, u64)> =
+            plan.ranges.iter().map(|r| (r.app.as_str(), r.file.as_str(), r.range.start, r.range.len)).collect();
+        // a: /a whole, /lib/shared 10..15 (0..10 is the prediction's); b: its shared pages were
+        // taken for a, then /b cut to what is left (12 − 4 − 5 = 3).
+        assert_eq!(got, vec![("a", "/a", 0, 4), ("a", "/lib/shared", 10, 5), ("b", "/b", 0, 3)]);
+        assert_eq!(plan.bytes, 12 * 4096);
+    }
+
+    proptest! {
+        #[test]
+        fn the_fill_never_exceeds_its_room_nor_plans_a_page_twice(
+            room in 0u64..400,
+            apps in proptest::collection::vec(proptest::collection::vec((0u8..3, 0u64..50, 1u64..40), 1..6), 1..5),
+        ) {
+            let fps: Vec<AppFootprint> = apps.iter().enumerate().map(|(i, rs)| AppFootprint {
+                app: format!("app{i}"),
+                ranges: rs.iter().map(|&(f, s, l)| RangeUse {
+                    file: format!("/f{f}"), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0,
+                }).collect(),
+            }).collect();
+            let plan = plan_fill(&fps, &Plan::default(), room * 4096, 4096);
+            prop_assert!(plan.bytes <= room * 4096);
+            let mut seen: BTreeMap<&str, RangeSet> = BTreeMap::new();
+            for r in &plan.ranges {
+                let s = seen.entry(r.file.as_str()).or_default();
+                prop_assert_eq!(s.overlap_count(r.range), 0);
+                s.insert(r.range);
+            }
+        }
+    }
+}
