@@ -24,9 +24,12 @@ use std::time::Instant;
 use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
+use augur_core::model::file_context::{FileContextModel, FileContextSettings};
 use augur_core::model::launcher::{self, ExecStep};
 use augur_core::model::learn::{LearnSettings, LearningHistory};
-use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, UsedRange};
+use augur_core::model::profile::{
+    FileIdentity, FileProfile, InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
+};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::ProcessUser;
 use augur_engine::config::{Config, ReplayPriority};
@@ -180,6 +183,10 @@ impl DaemonOptions {
     }
 }
 
+/// What the replay worker's reports of file prefetches (for followed workload runs) carry in
+/// place of a launch: they report to no launch.
+const FILE_PREFETCH_LAUNCH: LaunchId = LaunchId::MAX;
+
 struct ReplayJob {
     launch: LaunchId,
     app: String,
@@ -188,6 +195,9 @@ struct ReplayJob {
     /// The user the launch is learned for: only files they may read are loaded.
     user: ProcessUser,
     stop: ReplayStop,
+    /// The profile's files carry only a device and inode (a file prefetch): each is loaded only
+    /// while its path still names that inode, with the identity it has now.
+    check_inodes: bool,
 }
 
 /// How a queued or running exec-time replay is stopped.
@@ -215,9 +225,19 @@ fn spawn_replay_worker(
     let handle = std::thread::Builder::new()
         .name("augur-replay".into())
         .spawn(move || {
-            for job in job_rx {
+            for mut job in job_rx {
                 if cancel.is_cancelled() {
                     break;
+                }
+                if job.check_inodes {
+                    // Here, not in the loop: a stat of a cold path waits for the disk.
+                    job.profile.files.retain_mut(|f| match augur_os::fetch::open::current_identity(&f.path) {
+                        Ok(now) if now.dev == f.identity.dev && now.ino == f.identity.ino => {
+                            f.identity = now;
+                            true
+                        }
+                        _ => false,
+                    });
                 }
                 let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user);
                 // The application is reading too: keep to its first-use order and only a little
@@ -663,6 +683,17 @@ impl Daemon {
         while let Ok(done) = self.io.replay_rx.try_recv() {
             self.io.replays.retain(|(l, _)| *l != done.launch);
             let r = &done.report;
+            if done.launch == FILE_PREFETCH_LAUNCH {
+                self.io.counts.file_prefetch_pages += r.pages.loaded;
+                tracing::debug!(
+                    "file prefetch for {}: {} pages wanted, {} resident, {} loaded",
+                    done.app,
+                    r.pages.wanted,
+                    r.pages.already_resident,
+                    r.pages.loaded
+                );
+                continue;
+            }
             if let Some(step) = self.io.plan_step.as_mut() {
                 step.launch_replayed(&done.app, r.pages.already_resident, r.page_size, loop_io::unix_ms());
             }
@@ -885,6 +916,7 @@ impl Daemon {
             ("command lines cut", events.argv_cut),
             ("replays coalesced (same application replaying)", d.replays_coalesced),
             ("replays not started (replay queue full)", events.replay_queue_full),
+            ("files predicted for runs not prefetched (replay budget)", self.engine.run_counts().1),
             ("events of no launch (look-behind full)", d.backlog_events),
             ("kernel-followed execs unclaimed list full", d.observed_execs),
             ("usage log events (log full)", d.usage_log_events),
@@ -1189,6 +1221,10 @@ impl DaemonWorld for LoopIo {
         }
     }
 
+    fn file_contexts(&mut self) -> Result<FileContextModel, WorldError> {
+        Ok(self.state.load_file_contexts(FileContextSettings::default())?)
+    }
+
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
         let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
         ResolvedLaunch { files: assembly.files, unresolved: assembly.unresolved, lookups: self.lookups_of(inodes_loaded) }
@@ -1220,7 +1256,15 @@ impl DaemonWorld for LoopIo {
             }
             Action::StartReplay { launch, app, profile, priority, user } => {
                 let stop = ReplayStop::default();
-                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone() };
+                let job = ReplayJob {
+                    launch,
+                    app,
+                    profile,
+                    priority: io_priority(priority),
+                    user,
+                    stop: stop.clone(),
+                    check_inodes: false,
+                };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {
                     Ok(()) => {
@@ -1235,6 +1279,57 @@ impl DaemonWorld for LoopIo {
                     }
                     Err(mpsc::TrySendError::Disconnected(_)) => Outcome::Failed,
                 };
+            }
+            Action::PrefetchFiles { app, files, priority, user } => {
+                let profile = LaunchProfile {
+                    command: Vec::new(),
+                    recorded_at: 0,
+                    page_size: PROFILE_PAGE_SIZE,
+                    mode: TraceMode::Access,
+                    window_ms: 0,
+                    files: files
+                        .into_iter()
+                        .map(|f| FileProfile {
+                            path: PathBuf::from(f.path),
+                            identity: FileIdentity { dev: f.dev, ino: f.ino, size: 0, mtime_ns: 0 },
+                            ranges: f.ranges.into_iter().map(|range| UsedRange { range, first_use_us: 0 }).collect(),
+                        })
+                        .collect(),
+                    unresolved: Unresolved::default(),
+                    lookups: Vec::new(),
+                };
+                let stop = ReplayStop::default();
+                let job = ReplayJob {
+                    launch: FILE_PREFETCH_LAUNCH,
+                    app,
+                    profile,
+                    priority: io_priority(priority),
+                    user,
+                    stop: stop.clone(),
+                    check_inodes: true,
+                };
+                let Some(tx) = &self.replay_tx else { return Outcome::Failed };
+                return match tx.try_send(job) {
+                    Ok(()) => {
+                        self.counts.file_prefetches += 1;
+                        self.replays.push((FILE_PREFETCH_LAUNCH, stop));
+                        Outcome::Done
+                    }
+                    Err(_) => Outcome::Failed,
+                };
+            }
+            Action::SaveFileContexts(records) => {
+                let mut model = FileContextModel::default();
+                for (app, record) in &records {
+                    if let Some(r) = record {
+                        model.insert(app, r);
+                    }
+                }
+                let apps: Vec<&str> = records.iter().map(|(a, _)| a.as_str()).collect();
+                if let Err(e) = self.state.save_file_contexts(&model, &apps, loop_io::unix_ms()) {
+                    tracing::warn!("saving the file-access context models of {} workloads: {e}", apps.len());
+                    return Outcome::Failed;
+                }
             }
             Action::StopReplays => {
                 for (_, stop) in &self.replays {
