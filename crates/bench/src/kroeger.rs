@@ -164,7 +164,8 @@ impl Trees {
         self.dir.join("index")
     }
     fn reader_dir(&self) -> PathBuf {
-        self.dir.join("reader")
+        let r = &self.reader;
+        self.dir.join(format!("reader-{}-{}-{}", r.files, r.min_kib, r.max_kib))
     }
 
     /// The command timed for `b`.
@@ -223,7 +224,10 @@ impl Trees {
     /// Makes `b`'s tree once: copies of the sources from cargo's registry, the link's objects
     /// compiled, the reader's files written. Returns what it did, if anything.
     pub fn ensure(&self, b: Benchmark) -> Result<Option<String>> {
-        let done = self.dir.join(format!(".{}-ready", b.arg()));
+        let done = match b {
+            Benchmark::Reader => self.reader_dir().join(".ready"),
+            _ => self.dir.join(format!(".{}-ready", b.arg())),
+        };
         if done.exists() {
             return Ok(None);
         }
