@@ -118,7 +118,7 @@ pub struct WorkloadRuns {
 /// Paths whose files hold nothing to prefetch (no backing disk) or are throwaway (a compiler's
 /// `/tmp/cc*.s`): left out of sequences, so they do not break them on every run.
 fn learnable(path: &str) -> bool {
-    const NOT: [&str; 6] = ["/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/"];
+    const NOT: [&str; 5] = ["/proc/", "/sys/", "/dev/", "/run/", "/tmp/"];
     path.starts_with('/') && !NOT.iter().any(|p| path.starts_with(p))
 }
 
@@ -428,10 +428,13 @@ mod tests {
         open(&mut runs, 1, "/tmp/cc123.s", 6, 2);
         open(&mut runs, 1, "/src/a.c", 7, 3);
         assert_eq!(runs.counts().files_learned, 1);
+        // /var/tmp is kept across reboots, on disk: its files are learned.
+        open(&mut runs, 1, "/var/tmp/data", 8, 4);
+        assert_eq!(runs.counts().files_learned, 2);
         let changed = runs.take_changed();
         assert_eq!(changed.len(), 1);
         assert_eq!(changed[0].0, "/usr/bin/cc");
-        assert_eq!(changed[0].1.as_ref().unwrap().files.len(), 1);
+        assert_eq!(changed[0].1.as_ref().unwrap().files.len(), 2);
         assert!(runs.take_changed().is_empty());
     }
 

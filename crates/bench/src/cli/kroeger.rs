@@ -82,8 +82,12 @@ fn report_daemon(files: &DaemonFiles) {
     if let Ok(Response::Status(r)) = control::request(&files.augur_socket(), &Request::Status) {
         let e = &r.events;
         eprintln!(
-            "  daemon: {} page events, {} launches learned, {} replays, {} launches stopped",
-            e.page_events, e.launches_learned, e.replays, e.launches_stopped
+            "  daemon: {} page events, {} launches learned, {} replays, {} file prefetches ({} MiB loaded)",
+            e.page_events,
+            e.launches_learned,
+            e.replays,
+            e.file_prefetches,
+            (e.file_prefetch_pages * 4096) >> 20
         );
     }
 }
