@@ -49,6 +49,10 @@ pub struct KroegerArgs {
     /// Print the plan and exit.
     #[arg(long)]
     pub plan_only: bool,
+    /// Make the benchmarks' trees (copies, objects, the reader's files) and exit: no root, no
+    /// daemon, nothing timed.
+    #[arg(long)]
+    pub setup_only: bool,
 }
 
 /// Arguments of `augur-bench kroeger-reader`.
@@ -149,16 +153,24 @@ pub fn run(args: KroegerArgs) -> Result<ExitCode> {
     if args.plan_only {
         return Ok(ExitCode::SUCCESS);
     }
-    augur_os::privilege::require_root("augur-bench kroeger")?;
-    interrupt::install()?;
-    if let Some(msg) = machine::clean_leftovers() {
-        eprintln!("{msg}");
-    }
     let trees = Trees {
         dir: args.dir.clone(),
         reader: ReaderShape { files: args.reader_files, work_ms: args.reader_work_ms, ..ReaderShape::default() },
     };
     std::fs::create_dir_all(&trees.dir).map_err(|e| BenchError::io(format!("creating {}", trees.dir.display()), e))?;
+    if args.setup_only {
+        for b in &benchmarks {
+            if let Some(note) = trees.ensure(*b)? {
+                eprintln!("set-up of {b}: {note}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    augur_os::privilege::require_root("augur-bench kroeger")?;
+    interrupt::install()?;
+    if let Some(msg) = machine::clean_leftovers() {
+        eprintln!("{msg}");
+    }
     for b in &benchmarks {
         interrupt::check()?;
         if let Some(note) = trees.ensure(*b)? {
