@@ -1324,9 +1324,9 @@ impl DaemonEngine {
         }
         let page_size = self.page_size.max(1);
         let mut budget_pages = self.replay_budget_bytes(world, now) / page_size;
-        for p in batch {
+        for mut p in batch {
             let mut files = Vec::with_capacity(p.files.len());
-            for f in p.files {
+            for f in std::mem::take(&mut p.files) {
                 if f.pages <= budget_pages {
                     budget_pages -= f.pages;
                     files.push(f);
@@ -1337,11 +1337,19 @@ impl DaemonEngine {
             if files.is_empty() {
                 continue;
             }
-            let bytes = files.iter().map(|f| f.pages).sum::<u64>().saturating_mul(page_size);
-            let action =
-                Action::PrefetchFiles { app: p.app, files, priority: self.config.launch.replay_io_priority, user: p.user };
+            let pages: u64 = files.iter().map(|f| f.pages).sum();
+            let action = Action::PrefetchFiles {
+                app: p.app.clone(),
+                files: files.clone(),
+                priority: self.config.launch.replay_io_priority,
+                user: p.user.clone(),
+            };
             if world.carry_out(action, &self.config) == Outcome::Done {
-                self.replay_spent.push_back((now.mono_ns, FILE_PREFETCH_LEDGER_ID, bytes));
+                self.replay_spent.push_back((now.mono_ns, FILE_PREFETCH_LEDGER_ID, pages.saturating_mul(page_size)));
+            } else {
+                // The prefetch queue was full: asked for again at the run's next prediction.
+                budget_pages = budget_pages.saturating_add(pages);
+                self.runs.not_prefetched(&FilePrefetch { files, ..p });
             }
         }
     }
@@ -1408,6 +1416,8 @@ mod tests {
         owed_in_ms: Option<u64>,
         fail_build: bool,
         fail_save: bool,
+        /// The prefetch queue is full.
+        fail_prefetch: bool,
         /// The time of the event being handled (monotonic ns).
         clock_ns: u64,
         /// Questions asked.
@@ -1484,6 +1494,7 @@ mod tests {
                 Action::Plan { .. } => Outcome::Planned { owed_in_ms: self.owed_in_ms, at_ns: self.clock_ns },
                 Action::BuildPredictionStep if self.fail_build => Outcome::Failed,
                 Action::SaveLaunch(_) if self.fail_save => Outcome::Failed,
+                Action::PrefetchFiles { .. } if self.fail_prefetch => Outcome::Failed,
                 Action::SaveHint(h) => {
                     self.hints.insert((h.launcher_key.clone(), h.launcher_argv.clone()), h.app_key.clone());
                     Outcome::Done
@@ -1883,6 +1894,23 @@ mod tests {
         build(&mut d, 0, 100, 20, 4);
         assert!(prefetched(&build(&mut d, 100_000, 200, 20, 4)).is_empty());
         assert_eq!(d.engine.run_counts().0.files_learned, 40);
+    }
+
+    #[test]
+    fn files_not_queued_are_asked_for_again_at_the_next_prediction() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 20, 4);
+        d.world.fail_prefetch = true;
+        let out = d.exec(100_000, 200, "/usr/bin/make");
+        assert!(prefetched(&out).is_empty());
+        let failed = prefetched(&d.event(100_000, Event::AboutToSleep));
+        assert_eq!(failed.len(), PREFETCH_DEPTH, "asked for, not queued");
+        d.world.fail_prefetch = false;
+        d.fork(101_000, 200, 201);
+        d.lookup(101_000, 201, &source(0), LookupKind::Stat);
+        d.pages(101_000, 201, 1000, 0, 4);
+        let again = prefetched(&d.event(101_000, Event::AboutToSleep));
+        assert_eq!(again, (1..=PREFETCH_DEPTH as u64).map(source).collect::<Vec<_>>(), "f1.. asked for again, then f8");
     }
 
     #[test]

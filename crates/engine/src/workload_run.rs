@@ -43,6 +43,8 @@ const MAX_NAMED: usize = 65_536;
 /// Files predicted for a run, to be prefetched (the engine checks the budget and hands them on).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FilePrefetch {
+    /// The run's root process.
+    pub root: u32,
     /// The workload.
     pub app: String,
     /// The user the run is learned for: only files they may read are loaded.
@@ -263,9 +265,19 @@ impl WorkloadRuns {
         predict(&self.model, run, &mut self.pending, &mut self.counts);
     }
 
-    /// The files predicted since the last call, to be prefetched.
+    /// The files predicted since the last call, to be prefetched: one [`FilePrefetch`] per run.
     pub fn take_prefetches(&mut self) -> Vec<FilePrefetch> {
         std::mem::take(&mut self.pending)
+    }
+
+    /// The files of `p` were not prefetched after all (the prefetch queue was full): the run
+    /// asks for them again at its next prediction that names them.
+    pub fn not_prefetched(&mut self, p: &FilePrefetch) {
+        if let Some(run) = self.runs.iter_mut().find(|r| r.root == p.root) {
+            for f in &p.files {
+                run.asked.remove(&f.path);
+            }
+        }
     }
 
     fn deadline_of(r: &Run) -> u64 {
@@ -350,7 +362,11 @@ fn predict(model: &FileContextModel, run: &mut Run, pending: &mut Vec<FilePrefet
         run.asked.insert(f.path.clone());
     }
     counts.files_predicted += files.len() as u64;
-    pending.push(FilePrefetch { app: run.cursor.app().to_string(), user: run.user.clone(), files });
+    // One prefetch per run between two sleeps: the files predicted after each of its opens since.
+    match pending.iter_mut().find(|p| p.root == run.root) {
+        Some(p) => p.files.extend(files),
+        None => pending.push(FilePrefetch { root: run.root, app: run.cursor.app().to_string(), user: run.user.clone(), files }),
+    }
 }
 
 #[cfg(test)]
