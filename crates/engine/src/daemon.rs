@@ -699,11 +699,13 @@ impl DaemonEngine {
         // A process of a followed launch is traced already (the kernel follows the children of
         // followed processes itself).
         let traced = self.tracker.follows_process(tgid);
-        // A program a followed run's process starts is part of the run: the kernel reports its
-        // pages as the run's, each once, so a launch of its own would learn only part of them.
+        // A program a followed run's process starts once the run's launch window closed is part of
+        // the run: the kernel reports its pages as the run's, each once, so a launch of its own
+        // would learn only part of them. (Inside the window, the launch's identity decides.)
         let in_run = self.runs.holds(tgid);
+        let joins_run = in_run && !self.tracker.knows_process(tgid);
         let policy = follow_policy(&self.config);
-        let outcome = self.tracker.on_exec(step, ts_ns, |app| !in_run && decide_follow(policy, world, now, app, tgid, traced));
+        let outcome = self.tracker.on_exec(step, ts_ns, |app| !joins_run && decide_follow(policy, world, now, app, tgid, traced));
         match &outcome {
             ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) => {
                 tracing::debug!("launch {id}: pid {tgid} exec'd, {outcome:?}");
@@ -717,7 +719,7 @@ impl DaemonEngine {
         // launch followed to learn its start, and every launch of a workload whose files were
         // learned (to prefetch them; such a launch is not watched: its run sees what it reads).
         if self.observation == Observation::EveryExec
-            && !in_run
+            && !joins_run
             && let ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) = &outcome
             && let Some(l) = self.tracker.get(*id)
             && l.identity.app_stable()
@@ -725,7 +727,9 @@ impl DaemonEngine {
             && (l.followed || self.runs.model().app(&l.app.key).is_some())
         {
             let (root, key, user) = (l.root, l.app.key.clone(), l.identity.app_user().clone());
-            if self.runs.start(root, &key, user, ts_ns) {
+            if self.runs.rekey(root, &key) {
+                tracing::debug!("launch {id}: its workload run is of {key} now");
+            } else if self.runs.start(root, &key, user, ts_ns) {
                 tracing::debug!("launch {id}: {key} (pid {root}) followed as a workload run for the files it opens");
             }
         }

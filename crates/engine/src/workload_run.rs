@@ -197,6 +197,20 @@ impl WorkloadRuns {
         true
     }
 
+    /// The launch whose root is `root`, followed as a run, was found to be of application `app`
+    /// (a wrapper's payload): its run is of `app` from now, if it learned no file yet. True when
+    /// `root` roots a run (re-keyed or not).
+    pub fn rekey(&mut self, root: u32, app: &str) -> bool {
+        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return false };
+        if run.files == 0 && run.cursor.app() != app {
+            run.cursor = self.model.start_run(app);
+            run.asked.clear();
+            self.pending.retain(|p| p.root != root);
+            predict(&self.model, run, &mut self.pending, &mut self.counts);
+        }
+        true
+    }
+
     /// Task `child` was created by process `parent`: part of `parent`'s run, if it has one.
     pub fn on_fork(&mut self, parent: u32, child: u32) {
         let Some(&root) = self.owner.get(&parent) else { return };
@@ -452,6 +466,18 @@ mod tests {
         assert_eq!(changed[0].0, "/usr/bin/cc");
         assert_eq!(changed[0].1.as_ref().unwrap().files.len(), 2);
         assert!(runs.take_changed().is_empty());
+    }
+
+    #[test]
+    fn a_run_is_rekeyed_to_its_application_until_it_learned_a_file() {
+        let mut runs = WorkloadRuns::new();
+        assert!(runs.start(1, "/bin/sh", user(), 0));
+        assert!(runs.rekey(1, "/usr/bin/python3"));
+        open(&mut runs, 1, "/src/a.py", 7, 3);
+        assert!(runs.rekey(1, "/usr/bin/other"), "the run keeps its application once it learned");
+        assert!(!runs.rekey(2, "/usr/bin/other"), "no such run");
+        let changed = runs.take_changed();
+        assert_eq!(changed.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(), vec!["/usr/bin/python3"]);
     }
 
     #[test]
