@@ -19,7 +19,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{BenchError, IoContext, Result};
 use crate::measure::{RunSample, Workload};
@@ -364,8 +364,8 @@ fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
 }
 
 /// The reader (`augur-bench kroeger-reader DIR`): opens the files `DIR/order` names, in that
-/// order, reads each through, and after each spins the CPU for `work` (busy, so it counts as
-/// user time). Returns the bytes read.
+/// order, reads each through, and after each spins the CPU for `work` of its CPU time (busy, so
+/// it counts as user time). Returns the bytes read.
 pub fn read_in_order(dir: &Path, work: Duration) -> Result<u64> {
     let order = fs::read_to_string(dir.join("order")).context(|| format!("reading {}/order", dir.display()))?;
     let mut buf = vec![0u8; 1 << 16];
@@ -382,13 +382,23 @@ pub fn read_in_order(dir: &Path, work: Duration) -> Result<u64> {
             total += n as u64;
             sum = sum.wrapping_add(u64::from(buf[0]));
         }
-        let until = Instant::now() + work;
-        while Instant::now() < until {
-            sum = std::hint::black_box(sum.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        // Counted in the thread's CPU time, not the wall clock: on a busy machine the same work
+        // then takes the same user time, and only the waits (disk, or the CPU) show as I/O wait.
+        let until = thread_cpu_time() + work;
+        while thread_cpu_time() < until {
+            for _ in 0..1_000 {
+                sum = std::hint::black_box(sum.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+            }
         }
     }
     std::hint::black_box(sum);
     Ok(total)
+}
+
+/// CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
 /// The measured runs of one benchmark under one machine profile.
