@@ -1860,15 +1860,15 @@ mod tests {
     #[test]
     fn a_learned_build_has_its_next_files_prefetched_ahead_once_per_run() {
         let mut d = Daemon::every_exec(replay_only());
-        build(&mut d, 0, 100, 20, 4);
+        build(&mut d, 0, 100, 40, 4);
         for (run, t0, root) in [(2, 100_000, 200), (3, 200_000, 300)] {
-            let out = build(&mut d, t0, root, 20, 4);
+            let out = build(&mut d, t0, root, 40, 4);
             let asked = prefetched(&out);
             let mut once = asked.clone();
             once.sort();
             once.dedup();
             assert_eq!(once.len(), asked.len(), "run {run}: each file asked for once: {asked:?}");
-            let mut want: Vec<String> = (0..20).map(source).collect();
+            let mut want: Vec<String> = (0..40).map(source).collect();
             want.sort();
             assert_eq!(once, want, "run {run}: every source predicted");
             // At make's exec, before any source is opened, the first PREFETCH_DEPTH are asked for.
@@ -1903,7 +1903,7 @@ mod tests {
     #[test]
     fn files_not_queued_are_asked_for_again_at_the_next_prediction() {
         let mut d = Daemon::every_exec(replay_only());
-        build(&mut d, 0, 100, 20, 4);
+        build(&mut d, 0, 100, 40, 4);
         d.world.fail_prefetch = true;
         let out = d.exec(100_000, 200, "/usr/bin/make");
         assert!(prefetched(&out).is_empty());
