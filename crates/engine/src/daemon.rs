@@ -588,7 +588,7 @@ impl DaemonEngine {
             TraceEvent::Page { tid, ts_ns, kind, inode, pages } => {
                 if self.runs.holds(tid) {
                     let now_ms = self.unix_ms_at(ts_ns);
-                    self.runs.on_page(tid, ts_ns, inode, pages, now_ms);
+                    self.runs.on_page(tid, ts_ns, kind == PageKind::Insertion, inode, pages, now_ms);
                 }
                 self.tracker.on_page(tid, ts_ns, kind, inode, pages)
             }
@@ -727,10 +727,16 @@ impl DaemonEngine {
             && (l.followed || self.runs.model().app(&l.app.key).is_some())
         {
             let (root, key, user) = (l.root, l.app.key.clone(), l.identity.app_user().clone());
+            // A launch replayed only is judged by what it reads from disk, as a watched one is.
+            let judged = !l.followed && l.replayed.is_some() && l.stopped.is_none();
             if self.runs.rekey(root, &key) {
                 tracing::debug!("launch {id}: its workload run is of {key} now");
             } else if self.runs.start(root, &key, user, ts_ns) {
                 tracing::debug!("launch {id}: {key} (pid {root}) followed as a workload run for the files it opens");
+            }
+            if judged {
+                let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+                self.runs.count_disk_reads(root, ts_ns.saturating_add(window_ns));
             }
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
@@ -993,7 +999,14 @@ impl DaemonEngine {
             world.learn_paths_of(&live);
         }
         if !finished.launch.followed && !finished.launch.watched.is_empty() {
-            self.judge_watched(world, &finished.launch);
+            if let Some(read) = world.disk_reads(&finished.launch.watched) {
+                self.judge_read(world, &finished.launch, read);
+            }
+        } else if !finished.launch.followed
+            && let Some(read) = self.runs.disk_reads(finished.launch.root)
+        {
+            // Followed as a run instead of watched: the run counted what it read from disk.
+            self.judge_read(world, &finished.launch, read);
         }
         let id = finished.launch.id;
         // Resolve paths now, while the resolver still knows them.
@@ -1009,10 +1022,11 @@ impl DaemonEngine {
         }
     }
 
-    /// A closed launch that was replayed but not followed: when it read from disk many pages
-    /// beyond what its profile holds, its profile lacks them, and the next launches are followed.
-    fn judge_watched(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch) {
-        let Some(read) = world.disk_reads(&l.watched) else { return };
+    /// A closed launch that was replayed but not followed, which read `read` pages from disk in its
+    /// window (counted by the kernel for a watched launch, by its run for one followed as a run):
+    /// when that is many pages beyond what its profile holds, its profile lacks them, and the
+    /// next launches are followed.
+    fn judge_read(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch, read: u64) {
         let key = l.replayed.clone().unwrap_or_else(|| l.app.key.clone());
         tracing::debug!(
             "launch {} of {key} (replayed only) read {read} pages from disk in its window; its profile holds {}",
@@ -1931,6 +1945,27 @@ mod tests {
         // An application with nothing learned of its files is taken off as before.
         d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS + 50_000));
         assert_eq!(d.exec(100_001, 300, "/bin/a"), vec![Action::Unfollow(vec![300])]);
+    }
+
+    #[test]
+    fn a_run_replayed_only_that_read_beyond_its_profile_makes_the_next_launch_followed() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 3, 4);
+        d.world.learned.insert("/usr/bin/make".into(), settled(3, WALL_MS + 50_000));
+        d.world.profiles.insert("/usr/bin/make".into(), profile(1000));
+        let out = d.exec(100_000, 200, "/usr/bin/make");
+        assert!(replays(&out).len() == 1 && !out.iter().any(|a| matches!(a, Action::Watch { .. })), "{out:?}");
+        // 600 pages read from disk in its window, past a quarter of its 1000-page profile.
+        d.engine.on_trace(TraceEvent::Page {
+            tid: 200,
+            ts_ns: ns(100_100),
+            kind: PageKind::Insertion,
+            inode: InodeKey { dev: 1, ino: 77 },
+            pages: PageRange::new(0, 600),
+        });
+        d.exit(100_200, 200);
+        let out = d.wake(103_000);
+        assert!(out.contains(&Action::Refollow { app: "/usr/bin/make".into() }), "{out:?}");
     }
 
     #[test]

@@ -92,6 +92,10 @@ struct Run {
     /// Files asked for in this run.
     asked: HashSet<String>,
     files: usize,
+    /// Pages the run read from disk (page-cache insertions) until `disk_until_ns`, for a launch
+    /// replayed only whose profile is judged by them (0: not counted).
+    disk_until_ns: u64,
+    disk_pages: u64,
 }
 
 /// Counters, for `augur status` and tests.
@@ -193,6 +197,8 @@ impl WorkloadRuns {
             named: HashMap::new(),
             asked: HashSet::new(),
             files: 0,
+            disk_until_ns: 0,
+            disk_pages: 0,
         };
         predict(&self.model, &mut run, &mut self.pending, &mut self.counts);
         self.runs.push(run);
@@ -250,12 +256,29 @@ impl WorkloadRuns {
         }
     }
 
-    /// Task `tid` used `pages` of `inode` at `ts_ns` (`now_ms`: the wall clock then). The first
-    /// read of an inode in the run is the file's open in its sequence, learned, and followed by a
-    /// prediction; every read teaches the file's ranges.
-    pub fn on_page(&mut self, tid: u32, ts_ns: u64, inode: InodeKey, pages: PageRange, now_ms: u64) {
+    /// Counts the pages the run rooted at `root` reads from disk until `until_ns` (its launch
+    /// was replayed only: what it reads beyond its profile says whether the profile lacks pages,
+    /// as the kernel's count of a watched launch would).
+    pub fn count_disk_reads(&mut self, root: u32, until_ns: u64) {
+        if let Some(run) = self.runs.iter_mut().find(|r| r.root == root) {
+            run.disk_until_ns = until_ns;
+        }
+    }
+
+    /// The pages the run rooted at `root` read from disk while they were counted, if they were.
+    pub fn disk_reads(&self, root: u32) -> Option<u64> {
+        self.runs.iter().find(|r| r.root == root && r.disk_until_ns > 0).map(|r| r.disk_pages)
+    }
+
+    /// Task `tid` used (`read`: read from disk) `pages` of `inode` at `ts_ns` (`now_ms`: the wall
+    /// clock then). The first read of an inode in the run is the file's open in its sequence,
+    /// learned, and followed by a prediction; every read teaches the file's ranges.
+    pub fn on_page(&mut self, tid: u32, ts_ns: u64, read: bool, inode: InodeKey, pages: PageRange, now_ms: u64) {
         let Some(&root) = self.owner.get(&tid) else { return };
         let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return };
+        if read && ts_ns <= run.disk_until_ns {
+            run.disk_pages += pages.len;
+        }
         if let Some(known) = run.named.get(&inode) {
             if let Some(path) = known {
                 self.model.read(&run.cursor, path, pages);
@@ -403,7 +426,7 @@ mod tests {
     /// Task `tid` of a run opens `path` (inode `ino`) and reads its first page at `t`.
     fn open(runs: &mut WorkloadRuns, tid: u32, path: &str, ino: u64, t: u64) {
         runs.on_lookup(tid, &lookup(path));
-        runs.on_page(tid, t, InodeKey { dev: 8, ino }, PageRange::new(0, 2), t / 1_000_000);
+        runs.on_page(tid, t, false, InodeKey { dev: 8, ino }, PageRange::new(0, 2), t / 1_000_000);
     }
 
     fn asked(p: &[FilePrefetch]) -> Vec<String> {
@@ -456,7 +479,13 @@ mod tests {
         let mut runs = WorkloadRuns::new();
         assert!(runs.start(1, "/usr/bin/cc", user(), 0));
         // A page of an inode no lookup named (an fd inherited), and a /tmp file.
-        runs.on_page(1, 1, InodeKey { dev: 8, ino: 5 }, PageRange::new(0, 1), 0);
+        runs.on_page(1, 1, true, InodeKey { dev: 8, ino: 5 }, PageRange::new(0, 1), 0);
+        assert_eq!(runs.disk_reads(1), None, "not counted");
+        runs.count_disk_reads(1, 10);
+        runs.on_page(1, 5, true, InodeKey { dev: 8, ino: 9 }, PageRange::new(0, 3), 0);
+        runs.on_page(1, 6, false, InodeKey { dev: 8, ino: 9 }, PageRange::new(3, 3), 0);
+        runs.on_page(1, 11, true, InodeKey { dev: 8, ino: 9 }, PageRange::new(6, 3), 0);
+        assert_eq!(runs.disk_reads(1), Some(3), "read from disk within the count's time");
         open(&mut runs, 1, "/tmp/cc123.s", 6, 2);
         open(&mut runs, 1, "/src/a.c", 7, 3);
         assert_eq!(runs.counts().files_learned, 1);
