@@ -56,7 +56,7 @@ impl Benchmark {
     pub fn describe(self) -> &'static str {
         match self {
             Benchmark::Build => "`make -j1` of libbpf (static library)",
-            Benchmark::Link => "link of libbpf + zlib + SQLite objects (`gcc -shared`)",
+            Benchmark::Link => "static link of a program with LLVM 14's libraries (`g++`, a 90 MB executable)",
             Benchmark::Index => "`ctags -R` of libbpf-sys + libsqlite3-sys sources",
             Benchmark::Reader => "reader of generated files in a learned order (> 1 min)",
         }
@@ -67,7 +67,7 @@ impl Benchmark {
     pub fn nominal(self) -> Duration {
         Duration::from_secs(match self {
             Benchmark::Build => 45,
-            Benchmark::Link => 5,
+            Benchmark::Link => 10,
             Benchmark::Index => 10,
             Benchmark::Reader => 70,
         })
@@ -176,9 +176,10 @@ impl Trees {
                 vec![os("make"), os("-C"), self.build_dir().join("src").into(), os("-j1"), os("BUILD_STATIC_ONLY=y")]
             }
             Benchmark::Link => {
-                let mut argv = vec![os("gcc"), os("-shared"), os("-o"), self.link_dir().join("out/libbig.so").into()];
-                argv.extend(self.link_objects()?.into_iter().map(OsString::from));
-                argv.extend(["-lelf", "-lm"].map(os));
+                let dir = self.link_dir();
+                let args = fs::read_to_string(dir.join("args")).context(|| format!("reading {}/args", dir.display()))?;
+                let mut argv = vec![os("g++"), os("-o"), dir.join("out/big").into(), dir.join("main.o").into()];
+                argv.extend(args.lines().filter(|l| !l.is_empty()).map(OsString::from));
                 argv
             }
             Benchmark::Index => {
@@ -194,20 +195,6 @@ impl Trees {
         }))
     }
 
-    fn link_objects(&self) -> Result<Vec<PathBuf>> {
-        let dir = self.link_dir().join("obj");
-        let mut objs: Vec<PathBuf> = fs::read_dir(&dir)
-            .context(|| format!("listing {}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "o"))
-            .collect();
-        objs.sort();
-        if objs.is_empty() {
-            return Err(BenchError::Usage(format!("{}: no objects to link (set-up failed?)", dir.display())));
-        }
-        Ok(objs)
-    }
-
     /// Undoes what the last run of `b` made, so every run does the same work (untimed).
     pub fn reset(&self, b: Benchmark) -> Result<()> {
         match b {
@@ -215,7 +202,7 @@ impl Trees {
                 let src = self.build_dir().join("src");
                 run_quiet(Command::new("make").arg("-C").arg(&src).arg("clean"), "make clean")
             }
-            Benchmark::Link => remove_if_there(&self.link_dir().join("out/libbig.so")),
+            Benchmark::Link => remove_if_there(&self.link_dir().join("out/big")),
             Benchmark::Index => remove_if_there(&self.dir.join("index-tags")),
             Benchmark::Reader => Ok(()),
         }
@@ -226,6 +213,7 @@ impl Trees {
     pub fn ensure(&self, b: Benchmark) -> Result<Option<String>> {
         let done = match b {
             Benchmark::Reader => self.reader_dir().join(".ready"),
+            Benchmark::Link => self.link_dir().join(".ready-llvm"),
             _ => self.dir.join(format!(".{}-ready", b.arg())),
         };
         if done.exists() {
@@ -237,7 +225,7 @@ impl Trees {
                 copy_tree(&libbpf, &self.build_dir())?;
                 format!("copied {} to {}", libbpf.display(), self.build_dir().display())
             }
-            Benchmark::Link => self.make_link_objects()?,
+            Benchmark::Link => self.make_link_inputs()?,
             Benchmark::Index => {
                 let dir = self.index_dir();
                 for c in [registry_crate("libbpf-sys-")?, registry_crate("libsqlite3-sys-")?] {
@@ -268,51 +256,48 @@ impl Trees {
         Ok(Some(note))
     }
 
-    /// Compiles libbpf's, zlib's (both vendored by libbpf-sys) and SQLite's (libsqlite3-sys)
-    /// sources into position-independent objects with debug information (untimed).
-    fn make_link_objects(&self) -> Result<String> {
-        let bpf_sys = registry_crate("libbpf-sys-")?;
-        let sqlite = registry_crate("libsqlite3-sys-")?.join("sqlite3");
-        let obj = self.link_dir().join("obj");
-        fs::create_dir_all(&obj).context(|| format!("creating {}", obj.display()))?;
-        fs::create_dir_all(self.link_dir().join("out")).context(|| format!("creating {}/out", self.link_dir().display()))?;
-        let mut units: Vec<(PathBuf, Vec<OsString>)> = Vec::new();
-        let libbpf = bpf_sys.join("libbpf");
-        let bpf_flags: Vec<OsString> = vec![
-            OsString::from("-I"),
-            libbpf.join("include").into(),
-            OsString::from("-I"),
-            libbpf.join("include/uapi").into(),
-            "-D_LARGEFILE64_SOURCE".into(),
-            "-D_FILE_OFFSET_BITS=64".into(),
-        ];
-        for (dir, flags) in [(libbpf.join("src"), bpf_flags), (bpf_sys.join("zlib"), Vec::new()), (sqlite.clone(), Vec::new())] {
-            for e in fs::read_dir(&dir).context(|| format!("listing {}", dir.display()))? {
-                let p = e.context(|| format!("listing {}", dir.display()))?.path();
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                if name.ends_with(".c") && !name.starts_with("wasm32") && !name.contains("example") {
-                    units.push((p, flags.clone()));
-                }
+    /// Compiles the program linked (a `main` that initialises every LLVM target, so the static
+    /// link pulls in most of LLVM) and writes the link's arguments (`llvm-config --link-static`,
+    /// without the Polly libraries Debian does not ship as archives), untimed.
+    fn make_link_inputs(&self) -> Result<String> {
+        let dir = self.link_dir();
+        fs::create_dir_all(dir.join("out")).context(|| format!("creating {}/out", dir.display()))?;
+        let config = |args: &[&str]| -> Result<Vec<String>> {
+            let out = Command::new("llvm-config").args(args).stderr(Stdio::null()).output().map_err(|e| BenchError::Command {
+                command: "llvm-config".into(),
+                detail: format!("cannot start ({e}): the link benchmark needs LLVM's static libraries (llvm-dev)"),
+            })?;
+            if !out.status.success() {
+                return Err(BenchError::Command { command: format!("llvm-config {}", args.join(" ")), detail: "failed".into() });
             }
-        }
-        let mut made = 0;
-        for (src, flags) in &units {
-            let stem = src.file_stem().and_then(|s| s.to_str()).unwrap_or("unit");
-            let parent = src.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()).unwrap_or("x");
-            let out = obj.join(format!("{parent}-{stem}.o"));
-            let mut cmd = Command::new("gcc");
-            cmd.args(["-c", "-g", "-O2", "-fPIC", "-w"]).args(flags).arg(src).arg("-o").arg(&out);
-            if run_quiet(&mut cmd, &format!("gcc -c {}", src.display())).is_ok() {
-                made += 1;
-            }
-        }
-        if made == 0 {
-            return Err(BenchError::Command { command: "gcc".into(), detail: "compiled none of the link's objects".into() });
-        }
-        let bytes: u64 = self.link_objects()?.iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
-        Ok(format!("compiled {made} of {} units into {} ({} MiB of objects)", units.len(), obj.display(), bytes >> 20))
+            Ok(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_string).collect())
+        };
+        let main = dir.join("main.cpp");
+        fs::write(&main, LINKED_MAIN).context(|| format!("writing {}", main.display()))?;
+        let mut cc = Command::new("g++");
+        cc.arg("-c").args(config(&["--cxxflags"])?).arg(&main).arg("-o").arg(dir.join("main.o"));
+        run_quiet(&mut cc, "g++ -c main.cpp")?;
+        let args: Vec<String> = config(&["--link-static", "--ldflags", "--libs", "all", "--system-libs"])?
+            .into_iter()
+            .filter(|a| !a.starts_with("-lPolly"))
+            .collect();
+        fs::write(dir.join("args"), args.join("\n") + "\n").context(|| format!("writing {}/args", dir.display()))?;
+        Ok(format!("compiled {} and wrote its link's {} arguments", main.display(), args.len()))
     }
 }
+
+/// The program the link benchmark links: every LLVM target initialised.
+const LINKED_MAIN: &str = r#"#include <llvm/Support/TargetSelect.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+int main() {
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::LLVMContext c;
+    llvm::Module m("augur-bench", c);
+    return 0;
+}
+"#;
 
 /// The newest unpacked crate in cargo's registry whose directory name starts with `prefix`.
 fn registry_crate(prefix: &str) -> Result<PathBuf> {
