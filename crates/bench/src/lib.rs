@@ -28,6 +28,7 @@ pub mod balloon;
 pub mod cost;
 pub mod error;
 pub mod interrupt;
+pub mod kroeger;
 pub mod launch;
 pub mod machine;
 pub mod page_cache;

@@ -1,5 +1,6 @@
-//! The statistics benchmarks report: median, minimum, maximum, quantiles, and the share of the
-//! cold-to-warm gap a condition closes.
+//! The statistics benchmarks report: median, minimum, maximum, quantiles, mean with its 95 %
+//! confidence interval (Kroeger and Long's way), and the share of the cold-to-warm gap a
+//! condition closes.
 //!
 //! Pure: numbers in, numbers out; no clocks.
 
@@ -43,6 +44,33 @@ pub fn stddev(values: &[f64]) -> f64 {
     (values.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (values.len() - 1) as f64).sqrt()
 }
 
+/// Student's t quantile 0.975 for 1 to 30 degrees of freedom (beyond: the normal's 1.96 and a
+/// little, see [`t_975`]).
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110,
+    2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+/// Student's t quantile 0.975 for `df` degrees of freedom (0: infinite, no interval).
+fn t_975(df: usize) -> f64 {
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T_975[df - 1],
+        31..=60 => 2.00,
+        61..=120 => 1.98,
+        _ => 1.96,
+    }
+}
+
+/// Half the width of the 95 % confidence interval of the mean (Student's t): the mean is
+/// `mean ± this`. Infinite for fewer than two values.
+pub fn ci95_half_width(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return f64::INFINITY;
+    }
+    t_975(values.len() - 1) * stddev(values) / (values.len() as f64).sqrt()
+}
+
 fn sorted(values: &[f64]) -> Vec<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -78,6 +106,17 @@ pub fn gap_closed(cold: f64, warm: f64, condition: f64) -> Option<f64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn confidence_interval_of_the_mean() {
+        // Two values 1 and 3: sd = sqrt(2), t(1) = 12.706, half width = 12.706 * sqrt(2) / sqrt(2).
+        assert!((ci95_half_width(&[1.0, 3.0]) - 12.706).abs() < 1e-9);
+        assert!(ci95_half_width(&[5.0]).is_infinite());
+        assert_eq!(ci95_half_width(&[2.0; 20]), 0.0);
+        // 20 values: t(19) = 2.093.
+        let v: Vec<f64> = (0..20).map(f64::from).collect();
+        assert!((ci95_half_width(&v) - 2.093 * stddev(&v) / 20f64.sqrt()).abs() < 1e-9);
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

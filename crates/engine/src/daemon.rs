@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 
 use augur_core::model::app::AppIdentity;
+use augur_core::model::file_context::{FileContextModel, FileContextRecord, FilePrediction};
 use augur_core::model::launcher::{ExecStep, Hint};
 use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, LookupList, TraceMode, Unresolved, UsedRange};
@@ -37,6 +38,7 @@ use crate::usage_log::{self, UsageLog};
 use crate::window::{
     ActiveLaunch, ExecOutcome, FinishedLaunch, FollowPolicy, FollowStop, LaunchId, LaunchTracker, PageKind, WindowSettings,
 };
+use crate::workload_run::{FilePrefetch, RunCounts, RunEnd, WorkloadRuns};
 
 /// Launches and exits written to the state in one transaction at most; fewer are written once
 /// [`ACTIVITY_FLUSH_NS`] has passed since the last write (and at shutdown).
@@ -56,6 +58,13 @@ pub const PRESSURE_HOLD_NS: u64 = 10_000_000_000;
 
 /// The span `[launch] replay_mib_per_minute` counts over.
 pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
+
+/// What the prefetches of followed workload runs count as in the replay budget's ledger (they
+/// share `[launch] replay_mib_per_minute` with exec-time replays; no launch has this id).
+const FILE_PREFETCH_LEDGER_ID: LaunchId = LaunchId::MAX;
+
+/// The file-access context models are pruned by age this often.
+const CONTEXT_PRUNE_MS: u64 = 24 * 3_600_000;
 
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -242,6 +251,13 @@ pub enum Action {
     WatchOpens(bool),
     /// Arm the one-shot timer at this monotonic time (ns), or disarm it.
     ArmTimer(Option<u64>),
+    /// Load the files a followed run of workload `app` is predicted to open next (each file's
+    /// learned ranges, only while its path still names the inode learned), at `priority`,
+    /// reading only files `user` may read. Nothing reports back.
+    PrefetchFiles { app: String, files: Vec<FilePrediction>, priority: ReplayPriority, user: ProcessUser },
+    /// Save these workloads' file-access context models to the state (`None`: the model dropped
+    /// it, delete it).
+    SaveFileContexts(Vec<(String, Option<FileContextRecord>)>),
 }
 
 /// How an action went.
@@ -293,6 +309,9 @@ pub trait DaemonWorld {
 
     /// MemAvailable now, bytes; `None` when it cannot be read.
     fn memory_available(&mut self) -> Option<u64>;
+
+    /// The file-access context models the state keeps (read at the start).
+    fn file_contexts(&mut self) -> Result<FileContextModel, WorldError>;
 
     /// Resolves a closed launch's working set to files, and names the inodes it loaded.
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch;
@@ -365,6 +384,16 @@ pub struct DaemonEngine {
     pending_activity: Vec<ActivityRecord>,
     /// When `pending_activity` was last written (monotonic ns).
     activity_flushed_ns: u64,
+    /// Workload runs followed past their launch windows for their file sequences, and the
+    /// file-access context model they feed.
+    runs: WorkloadRuns,
+    /// The time of the event handled last: page events carry only the monotonic time, and the
+    /// model's ages are wall-clock.
+    clock: Now,
+    /// When the file-access context models were last pruned by age (Unix ms).
+    contexts_pruned_ms: u64,
+    /// Files predicted for runs not prefetched: the replay budget was spent.
+    files_over_budget: u64,
 }
 
 /// The window settings `c` gives in trace `mode`, profiles recorded in pages of `page_size`.
@@ -492,7 +521,28 @@ impl DaemonEngine {
             replay_spent: std::collections::VecDeque::new(),
             pending_activity: Vec::new(),
             activity_flushed_ns: now.mono_ns,
+            runs: WorkloadRuns::new(),
+            clock: now,
+            contexts_pruned_ms: now.unix_ms,
+            files_over_budget: 0,
         }
+    }
+
+    /// What following workload runs did since the start: runs followed, files learned and
+    /// predicted, and files not prefetched for the budget.
+    pub fn run_counts(&self) -> (RunCounts, u64) {
+        (self.runs.counts(), self.files_over_budget)
+    }
+
+    /// The file-access context models in memory.
+    pub fn file_contexts(&self) -> &FileContextModel {
+        self.runs.model()
+    }
+
+    /// Wall-clock ms at monotonic `ts_ns`, from the time of the event handled last.
+    fn unix_ms_at(&self, ts_ns: u64) -> u64 {
+        let c = self.clock;
+        if ts_ns >= c.mono_ns { c.unix_ms.saturating_add((ts_ns - c.mono_ns) / 1_000_000) } else { c.unix_ms }
     }
 
     /// The configuration in force.
@@ -535,9 +585,18 @@ impl DaemonEngine {
     /// [`Event::AboutToSleep`].
     pub fn on_trace(&mut self, event: TraceEvent) {
         match event {
-            TraceEvent::Page { tid, ts_ns, kind, inode, pages } => self.tracker.on_page(tid, ts_ns, kind, inode, pages),
+            TraceEvent::Page { tid, ts_ns, kind, inode, pages } => {
+                if self.runs.holds(tid) {
+                    let now_ms = self.unix_ms_at(ts_ns);
+                    self.runs.on_page(tid, ts_ns, kind == PageKind::Insertion, inode, pages, now_ms);
+                }
+                self.tracker.on_page(tid, ts_ns, kind, inode, pages)
+            }
             TraceEvent::InodeLoad { tid, ts_ns, inode } => self.tracker.on_inode_load(tid, ts_ns, inode),
-            TraceEvent::Lookup { tid, ts_ns, lookup } => self.tracker.on_lookup(tid, ts_ns, lookup),
+            TraceEvent::Lookup { tid, ts_ns, lookup } => {
+                self.runs.on_lookup(tid, &lookup);
+                self.tracker.on_lookup(tid, ts_ns, lookup)
+            }
             TraceEvent::ExecObserved { pid, ts_ns } => {
                 if self.observed_execs.len() >= UNCLAIMED_MAX {
                     self.observed_execs.pop_front();
@@ -574,8 +633,16 @@ impl DaemonEngine {
 
     /// Decides what `event` at `now` means; the actions go to `world` as they are decided.
     pub fn handle(&mut self, world: &mut impl DaemonWorld, now: Now, event: Event) {
+        self.clock = now;
         match event {
             Event::Start => {
+                match world.file_contexts() {
+                    Ok(model) => {
+                        self.runs.set_model(model);
+                        self.runs.prune(now.unix_ms);
+                    }
+                    Err(e) => tracing::warn!("reading the file-access context models: {e}; starting with none"),
+                }
                 if fetches(&self.config) {
                     self.pressure_watched = true;
                     world.carry_out(Action::WatchPressure(true), &self.config);
@@ -595,9 +662,12 @@ impl DaemonEngine {
             // tracer's pid->tgid cache can be stale for a recycled pid. The kernel follows the
             // children of followed processes itself (event-fork).
             Event::Fork { parent_tgid, child_pid, child_tgid } => {
-                self.tracker.on_fork(creator_of(parent_tgid, child_pid, child_tgid), child_pid)
+                let creator = creator_of(parent_tgid, child_pid, child_tgid);
+                self.runs.on_fork(creator, child_pid);
+                self.tracker.on_fork(creator, child_pid)
             }
             Event::Exit { pid, tgid, ts_ns } => {
+                self.runs.on_exit(pid, ts_ns);
                 self.tracker.on_exit(pid, ts_ns);
                 if let Some(change) = self.running.on_exit(pid, tgid) {
                     self.report_change(world, now, change);
@@ -609,6 +679,7 @@ impl DaemonEngine {
                 for finished in self.tracker.expire(now.mono_ns) {
                     self.finish_launch(world, now, finished);
                 }
+                self.expire_runs(world, now);
                 if self.next_replan_ns.is_some_and(|t| t <= now.mono_ns) {
                     self.schedule_replan(now);
                     self.plan(world, now, PlanTrigger::Interval);
@@ -628,8 +699,13 @@ impl DaemonEngine {
         // A process of a followed launch is traced already (the kernel follows the children of
         // followed processes itself).
         let traced = self.tracker.follows_process(tgid);
+        // A program a followed run's process starts once the run's launch window closed is part of
+        // the run: the kernel reports its pages as the run's, each once, so a launch of its own
+        // would learn only part of them. (Inside the window, the launch's identity decides.)
+        let in_run = self.runs.holds(tgid);
+        let joins_run = in_run && !self.tracker.knows_process(tgid);
         let policy = follow_policy(&self.config);
-        let outcome = self.tracker.on_exec(step, ts_ns, |app| decide_follow(policy, world, now, app, tgid, traced));
+        let outcome = self.tracker.on_exec(step, ts_ns, |app| !joins_run && decide_follow(policy, world, now, app, tgid, traced));
         match &outcome {
             ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) => {
                 tracing::debug!("launch {id}: pid {tgid} exec'd, {outcome:?}");
@@ -638,11 +714,36 @@ impl DaemonEngine {
             ExecOutcome::Joined(id) => tracing::trace!("launch {id}: pid {tgid} joined"),
             ExecOutcome::Dropped => tracing::debug!("pid {tgid} exec'd while the launch list was full: no launch"),
         }
+        // A new launch of an application is followed as a workload run past its window, for the
+        // files it opens (observing every exec only: the kernel follows it from its exec): a
+        // launch followed to learn its start, and every launch of a workload whose files were
+        // learned (to prefetch them; such a launch is not watched: its run sees what it reads).
+        if self.observation == Observation::EveryExec
+            && !joins_run
+            && let ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) = &outcome
+            && let Some(l) = self.tracker.get(*id)
+            && l.identity.app_stable()
+            && !l.identity.provisional()
+            && (l.followed || self.runs.model().app(&l.app.key).is_some())
+        {
+            let (root, key, user) = (l.root, l.app.key.clone(), l.identity.app_user().clone());
+            // A launch replayed only is judged by what it reads from disk, as a watched one is.
+            let judged = !l.followed && l.replayed.is_some() && l.stopped.is_none();
+            if self.runs.rekey(root, &key) {
+                tracing::debug!("launch {id}: its workload run is of {key} now");
+            } else if self.runs.start(root, &key, user, ts_ns) {
+                tracing::debug!("launch {id}: {key} (pid {root}) followed as a workload run for the files it opens");
+            }
+            if judged {
+                let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+                self.runs.count_disk_reads(root, ts_ns.saturating_add(window_ns));
+            }
+        }
         // The kernel follows every exec from its start: one the daemon does not follow (an
         // application replayed only, a helper of a launch not followed) is taken off at once. A
         // known application's launch is watched instead: the kernel counts what it reads from
-        // disk, which says whether its profile still holds what it needs.
-        if self.observation == Observation::EveryExec && !self.tracker.follows_process(tgid) {
+        // disk, which says whether its profile still holds what it needs. A run's processes stay.
+        if self.observation == Observation::EveryExec && !self.tracker.follows_process(tgid) && !self.runs.holds(tgid) {
             let id = match &outcome {
                 ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) | ExecOutcome::Adopted(id) | ExecOutcome::Joined(id) => {
                     Some(*id)
@@ -898,7 +999,14 @@ impl DaemonEngine {
             world.learn_paths_of(&live);
         }
         if !finished.launch.followed && !finished.launch.watched.is_empty() {
-            self.judge_watched(world, &finished.launch);
+            if let Some(read) = world.disk_reads(&finished.launch.watched) {
+                self.judge_read(world, &finished.launch, read);
+            }
+        } else if !finished.launch.followed
+            && let Some(read) = self.runs.disk_reads(finished.launch.root)
+        {
+            // Followed as a run instead of watched: the run counted what it read from disk.
+            self.judge_read(world, &finished.launch, read);
         }
         let id = finished.launch.id;
         // Resolve paths now, while the resolver still knows them.
@@ -914,10 +1022,11 @@ impl DaemonEngine {
         }
     }
 
-    /// A closed launch that was replayed but not followed: when it read from disk many pages
-    /// beyond what its profile holds, its profile lacks them, and the next launches are followed.
-    fn judge_watched(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch) {
-        let Some(read) = world.disk_reads(&l.watched) else { return };
+    /// A closed launch that was replayed but not followed, which read `read` pages from disk in its
+    /// window (counted by the kernel for a watched launch, by its run for one followed as a run):
+    /// when that is many pages beyond what its profile holds, its profile lacks them, and the
+    /// next launches are followed.
+    fn judge_read(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch, read: u64) {
         let key = l.replayed.clone().unwrap_or_else(|| l.app.key.clone());
         tracing::debug!(
             "launch {} of {key} (replayed only) read {read} pages from disk in its window; its profile holds {}",
@@ -1116,14 +1225,15 @@ impl DaemonEngine {
             self.keyed(world, now, id, None);
         }
         // Tells the kernel to stop recording the processes of launches no longer followed, and
-        // those it follows from an exec the daemon never heard of.
+        // those it follows from an exec the daemon never heard of; a followed run keeps its own.
         let mut gone = self.tracker.take_unfollowed();
+        gone.retain(|&pid| !self.runs.holds(pid));
         while let Some(&(pid, ts_ns)) = self.observed_execs.front() {
             if ts_ns.saturating_add(UNCLAIMED_EXEC_NS) > now.mono_ns {
                 break;
             }
             self.observed_execs.pop_front();
-            if !self.tracker.knows_process(pid) && !gone.contains(&pid) {
+            if !self.tracker.knows_process(pid) && !self.runs.holds(pid) && !gone.contains(&pid) {
                 tracing::debug!("pid {pid}: followed by the kernel since its exec, unknown to the daemon: taken off");
                 gone.push(pid);
             }
@@ -1151,20 +1261,23 @@ impl DaemonEngine {
             world.carry_out(Action::Unfollow(gone), &self.config);
         }
         self.tracker.trim_backlog(now.mono_ns);
-        // Paths and prompt page events matter only while a launch is followed.
+        let prefetches = self.runs.take_prefetches();
+        if !prefetches.is_empty() {
+            self.prefetch_files(world, now, prefetches);
+        }
+        // Paths and prompt page events matter only while a launch is followed; prompt page
+        // events also while a run is (its next files are predicted at each new one).
         let active = self.tracker.is_following();
-        if active != self.trace_eager {
-            world.carry_out(Action::TraceEager(active), &self.config);
-            self.trace_eager = active;
+        let eager = active || !self.runs.is_empty();
+        if eager != self.trace_eager {
+            world.carry_out(Action::TraceEager(eager), &self.config);
+            self.trace_eager = eager;
         }
         if active != self.opens_watched {
             world.carry_out(Action::WatchOpens(active), &self.config);
             self.opens_watched = active;
         }
-        let deadline = match (self.tracker.next_deadline(), self.next_replan_ns) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [self.tracker.next_deadline(), self.next_replan_ns, self.runs.next_deadline()].into_iter().flatten().min();
         world.carry_out(Action::ArmTimer(deadline), &self.config);
     }
 
@@ -1179,7 +1292,84 @@ impl DaemonEngine {
                 self.save(world, now, l);
             }
         }
+        self.runs.end_all();
+        self.save_file_contexts(world);
         self.flush_activity(world, now, true);
+    }
+
+    /// Ends the runs whose time is up: the kernel stops following their processes still alive
+    /// (unless a launch in its window follows them), and the workloads they taught are saved.
+    /// The models are pruned by age once a day.
+    fn expire_runs(&mut self, world: &mut impl DaemonWorld, now: Now) {
+        let ended = self.runs.expire(now.mono_ns);
+        if ended.is_empty() {
+            return;
+        }
+        let mut gone = Vec::new();
+        for (app, why, live) in ended {
+            tracing::debug!("workload run of {app} no longer followed ({why:?}); {} tasks still alive", live.len());
+            if why != RunEnd::Exited {
+                gone.extend(live.into_iter().filter(|&p| !self.tracker.follows_process(p) && !self.runs.holds(p)));
+            }
+        }
+        if self.observation == Observation::EveryExec && !gone.is_empty() {
+            world.carry_out(Action::Unfollow(gone), &self.config);
+        }
+        if now.unix_ms.saturating_sub(self.contexts_pruned_ms) >= CONTEXT_PRUNE_MS {
+            self.contexts_pruned_ms = now.unix_ms;
+            self.runs.prune(now.unix_ms);
+        }
+        self.save_file_contexts(world);
+    }
+
+    /// Saves the workloads whose file-access context models changed, in one transaction.
+    fn save_file_contexts(&mut self, world: &mut impl DaemonWorld) {
+        let changed = self.runs.take_changed();
+        if !changed.is_empty() {
+            world.carry_out(Action::SaveFileContexts(changed), &self.config);
+        }
+    }
+
+    /// Hands the files predicted for followed runs to be loaded, within the replay budget (they
+    /// share it with exec-time replays: `[launch] replay_mib_per_minute` and the prediction's
+    /// share of the memory available), nearest first; none while memory pressure holds replay
+    /// off or exec-time replay is off.
+    fn prefetch_files(&mut self, world: &mut impl DaemonWorld, now: Now, batch: Vec<FilePrefetch>) {
+        let predicted: u64 = batch.iter().map(|p| p.files.len() as u64).sum();
+        if !self.config.launch.replay_on_exec || self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t) {
+            self.files_over_budget += predicted;
+            return;
+        }
+        let page_size = self.page_size.max(1);
+        let mut budget_pages = self.replay_budget_bytes(world, now) / page_size;
+        for mut p in batch {
+            let mut files = Vec::with_capacity(p.files.len());
+            for f in std::mem::take(&mut p.files) {
+                if f.pages <= budget_pages {
+                    budget_pages -= f.pages;
+                    files.push(f);
+                } else {
+                    self.files_over_budget += 1;
+                }
+            }
+            if files.is_empty() {
+                continue;
+            }
+            let pages: u64 = files.iter().map(|f| f.pages).sum();
+            let action = Action::PrefetchFiles {
+                app: p.app.clone(),
+                files: files.clone(),
+                priority: self.config.launch.replay_io_priority,
+                user: p.user.clone(),
+            };
+            if world.carry_out(action, &self.config) == Outcome::Done {
+                self.replay_spent.push_back((now.mono_ns, FILE_PREFETCH_LEDGER_ID, pages.saturating_mul(page_size)));
+            } else {
+                // The prefetch queue was full: asked for again at the run's next prediction.
+                budget_pages = budget_pages.saturating_add(pages);
+                self.runs.not_prefetched(&FilePrefetch { files, ..p });
+            }
+        }
     }
 }
 
@@ -1189,6 +1379,7 @@ mod tests {
     //! fake world that records what the engine did and answers from maps.
 
     use super::*;
+    use crate::workload_run::{PREFETCH_DEPTH, RUN_QUIET_NS};
     use augur_core::model::profile::{FileIdentity, LookupKind};
 
     /// The history of an application learned `n` times, the latest at `last_ms`, whose profile
@@ -1243,6 +1434,8 @@ mod tests {
         owed_in_ms: Option<u64>,
         fail_build: bool,
         fail_save: bool,
+        /// The prefetch queue is full.
+        fail_prefetch: bool,
         /// The time of the event being handled (monotonic ns).
         clock_ns: u64,
         /// Questions asked.
@@ -1252,6 +1445,8 @@ mod tests {
         disk_reads: HashMap<u32, u64>,
         /// MemAvailable as the world reads it (`None`: unreadable).
         memory_available: Option<u64>,
+        /// The file-access context models the state holds.
+        file_contexts: Option<FileContextModel>,
         actions: Vec<Action>,
     }
 
@@ -1294,6 +1489,10 @@ mod tests {
             self.memory_available
         }
 
+        fn file_contexts(&mut self) -> Result<FileContextModel, WorldError> {
+            Ok(self.file_contexts.clone().unwrap_or_default())
+        }
+
         fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
             let files = working_set
                 .into_iter()
@@ -1313,6 +1512,7 @@ mod tests {
                 Action::Plan { .. } => Outcome::Planned { owed_in_ms: self.owed_in_ms, at_ns: self.clock_ns },
                 Action::BuildPredictionStep if self.fail_build => Outcome::Failed,
                 Action::SaveLaunch(_) if self.fail_save => Outcome::Failed,
+                Action::PrefetchFiles { .. } if self.fail_prefetch => Outcome::Failed,
                 Action::SaveHint(h) => {
                     self.hints.insert((h.launcher_key.clone(), h.launcher_argv.clone()), h.app_key.clone());
                     Outcome::Done
@@ -1545,8 +1745,11 @@ mod tests {
             ],
             "the PATH search, then what its processes looked up, each once, failed ones included"
         );
-        // Its processes still run: the kernel stops following them.
-        assert!(out.contains(&Action::Unfollow(vec![100, 101])) || out.contains(&Action::Unfollow(vec![101, 100])), "{out:?}");
+        // Its processes still run: followed as a workload run past the window, then, once the
+        // run read nothing new for RUN_QUIET_NS, the kernel stops following them.
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "{out:?}");
+        let out = d.wake(10 + RUN_QUIET_NS / MS);
+        assert!(out.contains(&Action::Unfollow(vec![100, 101])), "{out:?}");
     }
 
     #[test]
@@ -1601,6 +1804,188 @@ mod tests {
         assert_eq!(refollowed, vec![&Action::Refollow { app: "/bin/a".into() }], "{out:?}");
         assert!(d.world.disk_reads.is_empty(), "every watched process was read once");
         assert!(saved(&out).is_empty(), "nothing learned from launches not followed");
+    }
+
+    // --- Workload runs followed for their file sequence (issue 22) ------------------------------
+
+    /// Exec-time replay on (the prefetches of runs share its budget), prediction off.
+    fn replay_only() -> Config {
+        let mut c = Config::default();
+        c.predict.enabled = false;
+        c
+    }
+
+    /// One build: `make` (pid `root`) at `t0` ms, each of `files` sources opened and read
+    /// (`pages` pages) by a `cc1` process of its own, one a second, so that from the 16th on
+    /// they come after make's launch window (15 s at most); then make exits. Every action.
+    fn build(d: &mut Daemon, t0: u64, root: u32, files: u64, pages: u64) -> Vec<Action> {
+        let mut out = d.exec(t0, root, "/usr/bin/make");
+        out.extend(d.wake(t0));
+        for i in 0..files {
+            let t = t0 + 1000 * (i + 1);
+            let child = root + 1 + i as u32;
+            out.extend(d.fork(t, root, child));
+            out.extend(d.exec(t, child, "/usr/bin/cc1"));
+            d.lookup(t, child, &format!("/src/f{i}.c"), LookupKind::Stat);
+            d.pages(t, child, 1000 + i, 0, pages);
+            out.extend(d.exit(t + 1, child));
+            out.extend(d.wake(t + 2));
+        }
+        let end = t0 + 1000 * (files + 1);
+        out.extend(d.exit(end, root));
+        out.extend(d.wake(end + 1000));
+        out
+    }
+
+    /// The files handed out to be prefetched, in order.
+    fn prefetched(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .filter_map(|a| if let Action::PrefetchFiles { files, .. } = a { Some(files) } else { None })
+            .flatten()
+            .map(|f| f.path.clone())
+            .collect()
+    }
+
+    fn source(i: u64) -> String {
+        format!("/src/f{i}.c")
+    }
+
+    #[test]
+    fn a_build_is_followed_past_its_window_across_its_short_processes_and_learned() {
+        let mut d = Daemon::every_exec(replay_only());
+        let out = build(&mut d, 0, 100, 20, 4);
+        assert!(prefetched(&out).is_empty(), "nothing known yet: {out:?}");
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "make stays followed past its window: {out:?}");
+        let saved: Vec<&(String, Option<FileContextRecord>)> =
+            out.iter().filter_map(|a| if let Action::SaveFileContexts(r) = a { Some(r) } else { None }).flatten().collect();
+        assert_eq!(saved.len(), 1, "saved once, at the run's end: {out:?}");
+        assert_eq!(saved[0].0, "/usr/bin/make");
+        let record = saved[0].1.as_ref().unwrap();
+        let mut paths: Vec<String> = record.files.iter().map(|f| f.path.clone()).collect();
+        paths.sort();
+        let mut want: Vec<String> = (0..20).map(source).collect();
+        want.sort();
+        assert_eq!(paths, want, "every source, those read after make's 15 s window too, by 20 processes");
+        let (counts, _) = d.engine.run_counts();
+        assert_eq!((counts.runs, counts.files_learned), (1, 20));
+    }
+
+    #[test]
+    fn a_learned_build_has_its_next_files_prefetched_ahead_once_per_run() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 40, 4);
+        for (run, t0, root) in [(2, 100_000, 200), (3, 200_000, 300)] {
+            let out = build(&mut d, t0, root, 40, 4);
+            let asked = prefetched(&out);
+            let mut once = asked.clone();
+            once.sort();
+            once.dedup();
+            assert_eq!(once.len(), asked.len(), "run {run}: each file asked for once: {asked:?}");
+            let mut want: Vec<String> = (0..40).map(source).collect();
+            want.sort();
+            assert_eq!(once, want, "run {run}: every source predicted");
+            // At make's exec, before any source is opened, the first PREFETCH_DEPTH are asked for.
+            let first = out.iter().find_map(|a| if let Action::PrefetchFiles { files, .. } = a { Some(files) } else { None });
+            let first: Vec<String> = first.unwrap().iter().map(|f| f.path.clone()).collect();
+            assert_eq!(first, (0..PREFETCH_DEPTH as u64).map(source).collect::<Vec<_>>(), "run {run}");
+            let files = out.iter().find_map(|a| if let Action::PrefetchFiles { files, .. } = a { Some(files) } else { None });
+            let f = &files.unwrap()[0];
+            assert_eq!((f.dev, f.ino, f.ranges.clone()), (1, 1000, vec![PageRange::new(0, 4)]), "the inode and ranges learned");
+        }
+    }
+
+    #[test]
+    fn the_replay_budget_bounds_what_runs_prefetch() {
+        let mut c = replay_only();
+        // 1 MiB a minute: four of the 256 KiB sources.
+        c.launch.replay_mib_per_minute = 1;
+        let mut d = Daemon::every_exec(c);
+        build(&mut d, 0, 100, 20, 64);
+        let asked = prefetched(&build(&mut d, 100_000, 200, 20, 64));
+        assert_eq!(asked.len(), 4, "{asked:?}");
+        assert_eq!(d.engine.run_counts().1, 16, "the others not prefetched, counted");
+        // No budget at all: nothing, the model still learns.
+        let mut c = replay_only();
+        c.launch.replay_on_exec = false;
+        let mut d = Daemon::every_exec(c);
+        build(&mut d, 0, 100, 20, 4);
+        assert!(prefetched(&build(&mut d, 100_000, 200, 20, 4)).is_empty());
+        assert_eq!(d.engine.run_counts().0.files_learned, 40);
+    }
+
+    #[test]
+    fn files_not_queued_are_asked_for_again_at_the_next_prediction() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 40, 4);
+        d.world.fail_prefetch = true;
+        let out = d.exec(100_000, 200, "/usr/bin/make");
+        assert!(prefetched(&out).is_empty());
+        let failed = prefetched(&d.event(100_000, Event::AboutToSleep));
+        assert_eq!(failed.len(), PREFETCH_DEPTH, "asked for, not queued");
+        d.world.fail_prefetch = false;
+        d.fork(101_000, 200, 201);
+        d.lookup(101_000, 201, &source(0), LookupKind::Stat);
+        d.pages(101_000, 201, 1000, 0, 4);
+        let again = prefetched(&d.event(101_000, Event::AboutToSleep));
+        assert_eq!(again, (1..=PREFETCH_DEPTH as u64).map(source).collect::<Vec<_>>(), "f1.. asked for again, then f8");
+    }
+
+    #[test]
+    fn a_launch_replayed_only_of_a_workload_with_learned_files_is_followed_as_a_run() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 3, 4);
+        // make is now known and settled: its launches are replayed only, and would be taken off at
+        // exec; its files were learned, so its run is followed instead.
+        d.world.learned.insert("/usr/bin/make".into(), settled(3, WALL_MS + 50_000));
+        let out = d.exec(100_000, 200, "/usr/bin/make");
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_) | Action::Watch { .. })), "{out:?}");
+        let out = d.event(100_000, Event::AboutToSleep);
+        assert_eq!(prefetched(&out), vec![source(0), source(1), source(2)]);
+        // An application with nothing learned of its files is taken off as before.
+        d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS + 50_000));
+        assert_eq!(d.exec(100_001, 300, "/bin/a"), vec![Action::Unfollow(vec![300])]);
+    }
+
+    #[test]
+    fn a_run_replayed_only_that_read_beyond_its_profile_makes_the_next_launch_followed() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 3, 4);
+        d.world.learned.insert("/usr/bin/make".into(), settled(3, WALL_MS + 50_000));
+        d.world.profiles.insert("/usr/bin/make".into(), profile(1000));
+        let out = d.exec(100_000, 200, "/usr/bin/make");
+        assert!(replays(&out).len() == 1 && !out.iter().any(|a| matches!(a, Action::Watch { .. })), "{out:?}");
+        // 600 pages read from disk in its window, past a quarter of its 1000-page profile.
+        d.engine.on_trace(TraceEvent::Page {
+            tid: 200,
+            ts_ns: ns(100_100),
+            kind: PageKind::Insertion,
+            inode: InodeKey { dev: 1, ino: 77 },
+            pages: PageRange::new(0, 600),
+        });
+        d.exit(100_200, 200);
+        let out = d.wake(103_000);
+        assert!(out.contains(&Action::Refollow { app: "/usr/bin/make".into() }), "{out:?}");
+    }
+
+    #[test]
+    fn file_contexts_are_loaded_at_the_start_and_saved_at_the_stop() {
+        let mut d = Daemon::every_exec(replay_only());
+        build(&mut d, 0, 100, 3, 4);
+        let model = d.engine.file_contexts().clone();
+        let mut d = Daemon::every_exec(replay_only());
+        d.world.file_contexts = Some(model);
+        d.event(0, Event::Start);
+        d.exec(10, 200, "/usr/bin/make");
+        assert_eq!(prefetched(&d.event(10, Event::AboutToSleep)), vec![source(0), source(1), source(2)]);
+        d.fork(20, 200, 201);
+        d.lookup(20, 201, "/src/new.c", LookupKind::Stat);
+        d.pages(20, 201, 77, 0, 1);
+        let out = d.event(30, Event::Stop);
+        assert!(
+            out.iter().any(|a| matches!(a, Action::SaveFileContexts(r) if r.len() == 1 && r[0].0 == "/usr/bin/make")),
+            "{out:?}"
+        );
     }
 
     #[test]

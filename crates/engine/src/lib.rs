@@ -13,3 +13,4 @@ pub mod read_cost;
 pub mod running;
 pub mod usage_log;
 pub mod window;
+pub mod workload_run;

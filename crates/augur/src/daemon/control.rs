@@ -95,6 +95,13 @@ pub struct EventCounts {
     /// sources first (the rest is read at the next wake-up, at once).
     #[serde(default)]
     pub page_reads_deferred: u64,
+    /// Prefetches of the files followed workload runs were predicted to open next (each one a
+    /// few files; issue 22's file-access context model).
+    #[serde(default)]
+    pub file_prefetches: u64,
+    /// Pages those prefetches loaded.
+    #[serde(default)]
+    pub file_prefetch_pages: u64,
 }
 
 /// Prefetching ahead of backward and strided readers (`[pattern]`), for `augur status`.

@@ -27,9 +27,12 @@ use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusR
 use super::resident::{ProfileShape, ReplayStart, ResidentReplays, ResidentReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
+use augur_core::model::file_context::{FileContextModel, FileContextSettings};
 use augur_core::model::launcher::{self, ExecStep};
 use augur_core::model::learn::{LearnSettings, LearningHistory};
-use augur_core::model::profile::{InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, UsedRange};
+use augur_core::model::profile::{
+    FileIdentity, FileProfile, InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
+};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::ProcessUser;
 use augur_engine::config::{Config, ReplayPriority};
@@ -192,6 +195,10 @@ impl DaemonOptions {
     }
 }
 
+/// What the replay worker's reports of file prefetches (for followed workload runs) carry in
+/// place of a launch: they report to no launch.
+const FILE_PREFETCH_LAUNCH: LaunchId = LaunchId::MAX;
+
 struct ReplayJob {
     launch: LaunchId,
     app: String,
@@ -202,6 +209,9 @@ struct ReplayJob {
     stop: ReplayStop,
     /// What [`ResidentReplays`] remembers of it.
     memo: ReplayStart,
+    /// The profile's files carry only a device and inode (a file prefetch): each is loaded only
+    /// while its path still names that inode, with the identity it has now.
+    check_inodes: bool,
 }
 
 /// How a queued or running exec-time replay is stopped.
@@ -252,9 +262,19 @@ fn spawn_replay_worker(
     let handle = std::thread::Builder::new()
         .name("augur-replay".into())
         .spawn(move || {
-            for job in job_rx {
+            for mut job in job_rx {
                 if cancel.is_cancelled() {
                     break;
+                }
+                if job.check_inodes {
+                    // Here, not in the loop: a stat of a cold path waits for the disk.
+                    job.profile.files.retain_mut(|f| match augur_os::fetch::open::current_identity(&f.path) {
+                        Ok(now) if now.dev == f.identity.dev && now.ino == f.identity.ino => {
+                            f.identity = now;
+                            true
+                        }
+                        _ => false,
+                    });
                 }
                 let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user.clone());
                 // The application is reading too: keep to its first-use order and only a little
@@ -726,8 +746,10 @@ impl Daemon {
                 Some(done) => done,
                 None => match self.io.replay_rx.try_recv() {
                     Ok(done) => {
-                        let found = ResidentReport { wanted: done.report.pages_wanted, resident: done.report.pages_resident };
-                        self.io.resident.finished(&done.app, done.memo, found, done.loaded_nothing);
+                        if done.launch != FILE_PREFETCH_LAUNCH {
+                            let found = ResidentReport { wanted: done.report.pages_wanted, resident: done.report.pages_resident };
+                            self.io.resident.finished(&done.app, done.memo, found, done.loaded_nothing);
+                        }
                         done
                     }
                     Err(_) => break,
@@ -735,6 +757,17 @@ impl Daemon {
             };
             self.io.replays.retain(|(l, _)| *l != done.launch);
             let report = done.report;
+            if done.launch == FILE_PREFETCH_LAUNCH {
+                self.io.counts.file_prefetch_pages += report.pages_loaded;
+                tracing::debug!(
+                    "file prefetch for {}: {} pages wanted, {} resident, {} loaded",
+                    done.app,
+                    report.pages_wanted,
+                    report.pages_resident,
+                    report.pages_loaded
+                );
+                continue;
+            }
             if let Some(step) = self.io.plan_step.as_mut() {
                 step.launch_replayed(&done.app, report.pages_resident, done.page_size, loop_io::unix_ms());
             }
@@ -951,6 +984,7 @@ impl Daemon {
             ("command lines cut", events.argv_cut),
             ("replays coalesced (same application replaying)", d.replays_coalesced),
             ("replays not started (replay queue full)", events.replay_queue_full),
+            ("files predicted for runs not prefetched (replay budget)", self.engine.run_counts().1),
             ("events of no launch (look-behind full)", d.backlog_events),
             ("kernel-followed execs unclaimed list full", d.observed_execs),
             ("usage log events (log full)", d.usage_log_events),
@@ -1290,6 +1324,10 @@ impl DaemonWorld for LoopIo {
         }
     }
 
+    fn file_contexts(&mut self) -> Result<FileContextModel, WorldError> {
+        Ok(self.state.load_file_contexts(FileContextSettings::default())?)
+    }
+
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
         let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
         ResolvedLaunch { files: assembly.files, unresolved: assembly.unresolved, lookups: self.lookups_of(inodes_loaded) }
@@ -1342,7 +1380,16 @@ impl DaemonWorld for LoopIo {
                     return Outcome::Done;
                 }
                 let stop = ReplayStop::default();
-                let job = ReplayJob { launch, app, profile, priority: io_priority(priority), user, stop: stop.clone(), memo };
+                let job = ReplayJob {
+                    launch,
+                    app,
+                    profile,
+                    priority: io_priority(priority),
+                    user,
+                    stop: stop.clone(),
+                    memo,
+                    check_inodes: false,
+                };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {
                     Ok(()) => {
@@ -1357,6 +1404,65 @@ impl DaemonWorld for LoopIo {
                     }
                     Err(mpsc::TrySendError::Disconnected(_)) => Outcome::Failed,
                 };
+            }
+            Action::PrefetchFiles { app, files, priority, user } => {
+                let profile = LaunchProfile {
+                    command: Vec::new(),
+                    recorded_at: 0,
+                    page_size: PROFILE_PAGE_SIZE,
+                    mode: TraceMode::Access,
+                    window_ms: 0,
+                    files: files
+                        .into_iter()
+                        .map(|f| FileProfile {
+                            path: PathBuf::from(f.path),
+                            identity: FileIdentity { dev: f.dev, ino: f.ino, size: 0, mtime_ns: 0 },
+                            ranges: f.ranges.into_iter().map(|range| UsedRange { range, first_use_us: 0 }).collect(),
+                        })
+                        .collect(),
+                    unresolved: Unresolved::default(),
+                    lookups: Vec::new(),
+                };
+                let stop = ReplayStop::default();
+                // Never remembered as resident (collect_replays skips file prefetches).
+                let memo = ReplayStart {
+                    shape: ProfileShape { pages: profile.page_count(), files: profile.files.len(), bytes: profile.byte_count() },
+                    drops: None,
+                    started_ns: loop_io::monotonic_ns(),
+                    uid: user.uid,
+                };
+                let job = ReplayJob {
+                    launch: FILE_PREFETCH_LAUNCH,
+                    app,
+                    profile,
+                    priority: io_priority(priority),
+                    user,
+                    stop: stop.clone(),
+                    memo,
+                    check_inodes: true,
+                };
+                let Some(tx) = &self.replay_tx else { return Outcome::Failed };
+                return match tx.try_send(job) {
+                    Ok(()) => {
+                        self.counts.file_prefetches += 1;
+                        self.replays.push((FILE_PREFETCH_LAUNCH, stop));
+                        Outcome::Done
+                    }
+                    Err(_) => Outcome::Failed,
+                };
+            }
+            Action::SaveFileContexts(records) => {
+                let mut model = FileContextModel::default();
+                for (app, record) in &records {
+                    if let Some(r) = record {
+                        model.insert(app, r);
+                    }
+                }
+                let apps: Vec<&str> = records.iter().map(|(a, _)| a.as_str()).collect();
+                if let Err(e) = self.state.save_file_contexts(&model, &apps, loop_io::unix_ms()) {
+                    tracing::warn!("saving the file-access context models of {} workloads: {e}", apps.len());
+                    return Outcome::Failed;
+                }
             }
             Action::StopReplays => {
                 for (_, stop) in &self.replays {

@@ -10,6 +10,7 @@ use augur_bench::error::{BenchError, Result};
 pub mod aasfp;
 pub mod balloon;
 pub mod command;
+pub mod kroeger;
 pub mod suite;
 
 /// augur-bench: time a command's start-up cold, warm and prefetched, or run the benchmark suite
@@ -42,6 +43,13 @@ pub enum Internal {
     /// The reading process `augur-bench aasfp` times (started by it).
     #[command(hide = true, name = "aasfp-reader")]
     AasfpReader(aasfp::ReaderArgs),
+    /// Kroeger and Long's four application benchmarks (make -j1, a large link, ctags -R, a
+    /// long-running reader in a learned order): I/O wait and elapsed time, augur off against on,
+    /// warm-up then measured runs with caches dropped before each, under the machine profiles.
+    Kroeger(kroeger::KroegerArgs),
+    /// The long-running reader `augur-bench kroeger` times (started by it).
+    #[command(hide = true, name = "kroeger-reader")]
+    KroegerReader(kroeger::ReaderArgs),
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -49,6 +57,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Internal::Balloon(a)) => balloon::run(a),
         Some(Internal::Aasfp(a)) => aasfp::run(a),
         Some(Internal::AasfpReader(a)) => aasfp::run_reader(a),
+        Some(Internal::Kroeger(a)) => kroeger::run(a),
+        Some(Internal::KroegerReader(a)) => kroeger::run_reader(a),
         None => command::run(cli.bench),
     }
 }

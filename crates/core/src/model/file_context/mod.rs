@@ -201,6 +201,11 @@ impl RunCursor {
 pub struct FilePrediction {
     /// Absolute path.
     pub path: String,
+    /// Device number (`st_dev`) the file was last seen on: a prefetch checks the path still
+    /// names that inode (a file replaced since describes other pages).
+    pub dev: u64,
+    /// Inode number last seen under `path`.
+    pub ino: u64,
     /// In how many opens it is expected (1: the next one).
     pub distance: u32,
     /// Probability the run opens it then, from the learned counts (product along the path).
@@ -569,6 +574,8 @@ impl AppFileContext {
                 let f = self.files.get(&id)?;
                 Some(FilePrediction {
                     path: f.path.clone(),
+                    dev: f.dev,
+                    ino: f.ino,
                     distance,
                     confidence,
                     ranges: f.ranges.ranges().to_vec(),

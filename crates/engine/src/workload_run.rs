@@ -1,0 +1,533 @@
+//! Workload runs followed for their file sequence (issue 22): a run is one launch's root process
+//! and all its descendants, followed past its launch window for as long as it keeps opening
+//! files (bounded), whose first reads of each file feed the file-access context model
+//! ([`augur_core::model::file_context`]); after each learned open the model predicts the files
+//! the run opens next, and those not yet asked for in this run are handed out to be prefetched.
+//!
+//! It owns the runs (their processes, the naming of the inodes they read by the path their
+//! thread looked up last, what each run asked for), the model in memory, which workloads changed
+//! since they were saved, and the bounds: at most [`MAX_RUNS`] followed at once, each for at most
+//! [`RUN_MAX_NS`] and [`RUN_MAX_FILES`] files, and ended once no new file was read for
+//! [`RUN_QUIET_NS`]. It must not read clocks, files or the kernel: the engine hands in events and
+//! times, and the budget and the prefetch itself are the engine's and the loop's.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileOpen, FilePrediction, OpenLearned, RunCursor};
+use augur_core::model::profile::{InodeKey, Lookup, LookupKind};
+use augur_core::model::range::PageRange;
+use augur_core::model::user::ProcessUser;
+
+/// Runs followed at once, at most: a launch that starts while this many are followed is followed
+/// for its launch window only, as before.
+pub const MAX_RUNS: usize = 8;
+/// A run ends when it read no file new to it for this long (an interactive program waiting,
+/// a server idling): following it longer would cost its events and teach nothing.
+pub const RUN_QUIET_NS: u64 = 30_000_000_000;
+/// A run ends this long after its start at the latest.
+pub const RUN_MAX_NS: u64 = 30 * 60 * 1_000_000_000;
+/// A run ends after reading this many files new to it (about what the model's default cap of
+/// nodes per workload holds of one sequence).
+pub const RUN_MAX_FILES: usize = 2_048;
+/// After the run's last process exits, its last records still in flight get this long.
+const RUN_EXIT_GRACE_NS: u64 = 200_000_000;
+/// How many opens ahead a run's next files are prefetched: far enough that the prefetch, at a
+/// lower I/O priority than the reader's, keeps ahead of a reader of small files (a smoke run of
+/// the reader benchmark at 8 left it reading 40 % of its data itself).
+pub const PREFETCH_DEPTH: usize = 32;
+/// Files predicted with a lower confidence are not prefetched.
+pub const MIN_CONFIDENCE: f64 = 0.3;
+/// Files predicted at once, at most.
+pub const MAX_PREDICTED: usize = 32;
+/// Inodes a run remembers having named (or failed to), at most; beyond it, it forgets them all.
+const MAX_NAMED: usize = 65_536;
+
+/// Files predicted for a run, to be prefetched (the engine checks the budget and hands them on).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilePrefetch {
+    /// The run's root process.
+    pub root: u32,
+    /// The workload.
+    pub app: String,
+    /// The user the run is learned for: only files they may read are loaded.
+    pub user: ProcessUser,
+    /// The files, nearest first: path, the device and inode learned, and the ranges to load.
+    pub files: Vec<FilePrediction>,
+}
+
+impl FilePrefetch {
+    /// Pages it asks for.
+    pub fn pages(&self) -> u64 {
+        self.files.iter().map(|f| f.pages).sum()
+    }
+}
+
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// Its processes exited.
+    Exited,
+    /// No new file for [`RUN_QUIET_NS`].
+    Quiet,
+    /// [`RUN_MAX_NS`] or [`RUN_MAX_FILES`] reached.
+    Capped,
+    /// The daemon stopped.
+    Stopped,
+}
+
+/// One followed run.
+struct Run {
+    root: u32,
+    user: ProcessUser,
+    cursor: RunCursor,
+    /// Tasks (threads and processes) of the run, live ones.
+    live: HashSet<u32>,
+    started_ns: u64,
+    last_file_ns: u64,
+    all_exited_ns: Option<u64>,
+    /// The path each task looked up last, not yet given to an inode.
+    last_lookup: HashMap<u32, String>,
+    /// Inodes read by the run: the path they were named by, or `None` (not nameable, left out).
+    named: HashMap<InodeKey, Option<String>>,
+    /// Files asked for in this run.
+    asked: HashSet<String>,
+    files: usize,
+    /// Pages the run read from disk (page-cache insertions) until `disk_until_ns`, for a launch
+    /// replayed only whose profile is judged by them (0: not counted).
+    disk_until_ns: u64,
+    disk_pages: u64,
+}
+
+/// Counters, for `augur status` and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Runs followed past their window.
+    pub runs: u64,
+    /// Launches not followed as runs because [`MAX_RUNS`] were.
+    pub runs_not_followed: u64,
+    /// First reads of a file learned by the model.
+    pub files_learned: u64,
+    /// Files handed out to be prefetched.
+    pub files_predicted: u64,
+}
+
+/// The runs followed and the model they feed. See the module documentation.
+#[derive(Default)]
+pub struct WorkloadRuns {
+    model: FileContextModel,
+    runs: Vec<Run>,
+    /// Task → index-free owner: the root of its run.
+    owner: HashMap<u32, u32>,
+    pending: Vec<FilePrefetch>,
+    changed: BTreeSet<String>,
+    counts: RunCounts,
+}
+
+/// Paths whose files hold nothing to prefetch (no backing disk) or are throwaway (a compiler's
+/// `/tmp/cc*.s`): left out of sequences, so they do not break them on every run.
+fn learnable(path: &str) -> bool {
+    const NOT: [&str; 5] = ["/proc/", "/sys/", "/dev/", "/run/", "/tmp/"];
+    path.starts_with('/') && !NOT.iter().any(|p| path.starts_with(p))
+}
+
+impl WorkloadRuns {
+    /// No run, an empty model.
+    pub fn new() -> Self {
+        WorkloadRuns::default()
+    }
+
+    /// Takes the model loaded from the state (at the start).
+    pub fn set_model(&mut self, model: FileContextModel) {
+        self.model = model;
+    }
+
+    /// The model.
+    pub fn model(&self) -> &FileContextModel {
+        &self.model
+    }
+
+    /// Counters since the start.
+    pub fn counts(&self) -> RunCounts {
+        self.counts
+    }
+
+    /// Runs followed now.
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// True when no run is followed.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Whether task `tid` belongs to a run followed now (the kernel must keep following it).
+    pub fn holds(&self, tid: u32) -> bool {
+        self.owner.contains_key(&tid)
+    }
+
+    fn run_of(&mut self, tid: u32) -> Option<&mut Run> {
+        let root = *self.owner.get(&tid)?;
+        self.runs.iter_mut().find(|r| r.root == root)
+    }
+
+    /// Starts following a run of workload `app` from its root process `root` at `now_ns`, for
+    /// `user`; its predicted first files are handed out at once. False when `root` is in a run
+    /// already or [`MAX_RUNS`] are followed.
+    pub fn start(&mut self, root: u32, app: &str, user: ProcessUser, now_ns: u64) -> bool {
+        if self.owner.contains_key(&root) {
+            return false;
+        }
+        if self.runs.len() >= MAX_RUNS {
+            self.counts.runs_not_followed += 1;
+            return false;
+        }
+        let cursor = self.model.start_run(app);
+        self.owner.insert(root, root);
+        self.counts.runs += 1;
+        let mut run = Run {
+            root,
+            user,
+            cursor,
+            live: HashSet::from([root]),
+            started_ns: now_ns,
+            last_file_ns: now_ns,
+            all_exited_ns: None,
+            last_lookup: HashMap::new(),
+            named: HashMap::new(),
+            asked: HashSet::new(),
+            files: 0,
+            disk_until_ns: 0,
+            disk_pages: 0,
+        };
+        predict(&self.model, &mut run, &mut self.pending, &mut self.counts);
+        self.runs.push(run);
+        true
+    }
+
+    /// The launch whose root is `root`, followed as a run, was found to be of application `app`
+    /// (a wrapper's payload): its run is of `app` from now, if it learned no file yet. True when
+    /// `root` roots a run (re-keyed or not).
+    pub fn rekey(&mut self, root: u32, app: &str) -> bool {
+        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return false };
+        if run.files == 0 && run.cursor.app() != app {
+            run.cursor = self.model.start_run(app);
+            run.asked.clear();
+            self.pending.retain(|p| p.root != root);
+            predict(&self.model, run, &mut self.pending, &mut self.counts);
+        }
+        true
+    }
+
+    /// Task `child` was created by process `parent`: part of `parent`'s run, if it has one.
+    pub fn on_fork(&mut self, parent: u32, child: u32) {
+        let Some(&root) = self.owner.get(&parent) else { return };
+        if let Some(run) = self.runs.iter_mut().find(|r| r.root == root) {
+            run.live.insert(child);
+            run.all_exited_ns = None;
+            self.owner.insert(child, root);
+        }
+    }
+
+    /// Task `tid` exited at `now_ns`.
+    pub fn on_exit(&mut self, tid: u32, now_ns: u64) {
+        let Some(run) = self.run_of(tid) else { return };
+        run.live.remove(&tid);
+        run.last_lookup.remove(&tid);
+        if run.live.is_empty() {
+            run.all_exited_ns = Some(now_ns);
+        }
+    }
+
+    /// Task `tid` looked up a path: the next inode it reads that its run has not named yet is
+    /// taken to be that file (an open is followed by its reads).
+    pub fn on_lookup(&mut self, tid: u32, lookup: &Lookup) {
+        if lookup.kind != LookupKind::Stat {
+            return;
+        }
+        let Some(run) = self.run_of(tid) else { return };
+        match lookup.path.to_str() {
+            Some(p) => {
+                run.last_lookup.insert(tid, p.to_string());
+            }
+            None => {
+                run.last_lookup.remove(&tid);
+            }
+        }
+    }
+
+    /// Counts the pages the run rooted at `root` reads from disk until `until_ns` (its launch
+    /// was replayed only: what it reads beyond its profile says whether the profile lacks pages,
+    /// as the kernel's count of a watched launch would).
+    pub fn count_disk_reads(&mut self, root: u32, until_ns: u64) {
+        if let Some(run) = self.runs.iter_mut().find(|r| r.root == root) {
+            run.disk_until_ns = until_ns;
+        }
+    }
+
+    /// The pages the run rooted at `root` read from disk while they were counted, if they were.
+    pub fn disk_reads(&self, root: u32) -> Option<u64> {
+        self.runs.iter().find(|r| r.root == root && r.disk_until_ns > 0).map(|r| r.disk_pages)
+    }
+
+    /// Task `tid` used (`read`: read from disk) `pages` of `inode` at `ts_ns` (`now_ms`: the wall
+    /// clock then). The first read of an inode in the run is the file's open in its sequence,
+    /// learned, and followed by a prediction; every read teaches the file's ranges.
+    pub fn on_page(&mut self, tid: u32, ts_ns: u64, read: bool, inode: InodeKey, pages: PageRange, now_ms: u64) {
+        let Some(&root) = self.owner.get(&tid) else { return };
+        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return };
+        if read && ts_ns <= run.disk_until_ns {
+            run.disk_pages += pages.len;
+        }
+        if let Some(known) = run.named.get(&inode) {
+            if let Some(path) = known {
+                self.model.read(&run.cursor, path, pages);
+            }
+            return;
+        }
+        if run.named.len() >= MAX_NAMED {
+            run.named.clear();
+        }
+        let path = run.last_lookup.remove(&tid).filter(|p| learnable(p));
+        run.named.insert(inode, path.clone());
+        let Some(path) = path else { return };
+        let open = FileOpen { path: &path, dev: inode.dev, ino: inode.ino };
+        if self.model.open(&mut run.cursor, &open, now_ms) != OpenLearned::First {
+            return;
+        }
+        self.model.read(&run.cursor, &path, pages);
+        run.files += 1;
+        run.last_file_ns = run.last_file_ns.max(ts_ns);
+        run.asked.insert(path);
+        self.counts.files_learned += 1;
+        self.changed.insert(run.cursor.app().to_string());
+        predict(&self.model, run, &mut self.pending, &mut self.counts);
+    }
+
+    /// The files predicted since the last call, to be prefetched: one [`FilePrefetch`] per run.
+    pub fn take_prefetches(&mut self) -> Vec<FilePrefetch> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// The files of `p` were not prefetched after all (the prefetch queue was full): the run
+    /// asks for them again at its next prediction that names them.
+    pub fn not_prefetched(&mut self, p: &FilePrefetch) {
+        if let Some(run) = self.runs.iter_mut().find(|r| r.root == p.root) {
+            for f in &p.files {
+                run.asked.remove(&f.path);
+            }
+        }
+    }
+
+    fn deadline_of(r: &Run) -> u64 {
+        let quiet = r.last_file_ns.saturating_add(RUN_QUIET_NS);
+        let cap = r.started_ns.saturating_add(RUN_MAX_NS);
+        let exited = r.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(RUN_EXIT_GRACE_NS));
+        quiet.min(cap).min(exited)
+    }
+
+    /// When the next run ends (monotonic ns), if any is followed.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.runs.iter().map(Self::deadline_of).min()
+    }
+
+    /// Ends the runs whose time is up at `now_ns` (or that read [`RUN_MAX_FILES`] files): returns
+    /// each one's workload, why it ended, and its tasks still alive (the kernel may stop following
+    /// them).
+    pub fn expire(&mut self, now_ns: u64) -> Vec<(String, RunEnd, Vec<u32>)> {
+        let mut ended = Vec::new();
+        let mut i = 0;
+        while i < self.runs.len() {
+            let r = &self.runs[i];
+            let why = if r.all_exited_ns.is_some_and(|t| t.saturating_add(RUN_EXIT_GRACE_NS) <= now_ns) {
+                Some(RunEnd::Exited)
+            } else if r.files >= RUN_MAX_FILES || r.started_ns.saturating_add(RUN_MAX_NS) <= now_ns {
+                Some(RunEnd::Capped)
+            } else if r.last_file_ns.saturating_add(RUN_QUIET_NS) <= now_ns {
+                Some(RunEnd::Quiet)
+            } else {
+                None
+            };
+            match why {
+                Some(why) => ended.push(self.end(i, why)),
+                None => i += 1,
+            }
+        }
+        ended
+    }
+
+    /// Ends every run (shutdown).
+    pub fn end_all(&mut self) -> Vec<(String, RunEnd, Vec<u32>)> {
+        (0..self.runs.len()).rev().map(|i| self.end(i, RunEnd::Stopped)).collect()
+    }
+
+    fn end(&mut self, i: usize, why: RunEnd) -> (String, RunEnd, Vec<u32>) {
+        let r = self.runs.swap_remove(i);
+        self.owner.retain(|_, root| *root != r.root);
+        let mut live: Vec<u32> = r.live.into_iter().collect();
+        live.sort_unstable();
+        (r.cursor.app().to_string(), why, live)
+    }
+
+    /// The workloads learned from since the last call, each with its record to save, or `None`
+    /// when the model dropped it since (to be deleted from the state).
+    pub fn take_changed(&mut self) -> Vec<(String, Option<FileContextRecord>)> {
+        std::mem::take(&mut self.changed)
+            .into_iter()
+            .map(|app| {
+                let record = self.model.app(&app).map(|m| m.record());
+                (app, record)
+            })
+            .collect()
+    }
+
+    /// Drops what was unseen for longer than the model's age limit at `now_ms`.
+    pub fn prune(&mut self, now_ms: u64) {
+        self.model.prune(now_ms);
+    }
+}
+
+/// Asks the model what `run` opens next and hands out the files it has not asked for yet.
+fn predict(model: &FileContextModel, run: &mut Run, pending: &mut Vec<FilePrefetch>, counts: &mut RunCounts) {
+    let files: Vec<FilePrediction> = model
+        .predict(&run.cursor, PREFETCH_DEPTH, MIN_CONFIDENCE, MAX_PREDICTED)
+        .into_iter()
+        .filter(|f| f.pages > 0 && !run.asked.contains(&f.path))
+        .collect();
+    if files.is_empty() {
+        return;
+    }
+    for f in &files {
+        run.asked.insert(f.path.clone());
+    }
+    counts.files_predicted += files.len() as u64;
+    // One prefetch per run between two sleeps: the files predicted after each of its opens since.
+    match pending.iter_mut().find(|p| p.root == run.root) {
+        Some(p) => p.files.extend(files),
+        None => pending.push(FilePrefetch { root: run.root, app: run.cursor.app().to_string(), user: run.user.clone(), files }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    const S: u64 = 1_000_000_000;
+
+    fn user() -> ProcessUser {
+        ProcessUser::without_groups(0)
+    }
+
+    fn lookup(path: &str) -> Lookup {
+        Lookup { path: PathBuf::from(path), kind: LookupKind::Stat }
+    }
+
+    /// Task `tid` of a run opens `path` (inode `ino`) and reads its first page at `t`.
+    fn open(runs: &mut WorkloadRuns, tid: u32, path: &str, ino: u64, t: u64) {
+        runs.on_lookup(tid, &lookup(path));
+        runs.on_page(tid, t, false, InodeKey { dev: 8, ino }, PageRange::new(0, 2), t / 1_000_000);
+    }
+
+    fn asked(p: &[FilePrefetch]) -> Vec<String> {
+        p.iter().flat_map(|f| f.files.iter().map(|x| x.path.clone())).collect()
+    }
+
+    /// One run of `app` rooted at `root`, opening `files` in order, each by a short child
+    /// process of its own (a build's compilers), then exiting.
+    fn build_run(runs: &mut WorkloadRuns, root: u32, files: &[&str], t0: u64) -> Vec<String> {
+        assert!(runs.start(root, "/usr/bin/make", user(), t0));
+        let mut got = asked(&runs.take_prefetches());
+        for (i, f) in files.iter().enumerate() {
+            let child = root + 1 + i as u32;
+            let t = t0 + (i as u64 + 1) * 10_000_000;
+            runs.on_fork(root, child);
+            open(runs, child, f, 100 + i as u64, t);
+            runs.on_exit(child, t + 1);
+            got.extend(asked(&runs.take_prefetches()));
+        }
+        runs.on_exit(root, t0 + S);
+        let ended = runs.expire(t0 + 2 * S);
+        assert_eq!(ended.len(), 1);
+        assert_eq!(ended[0].1, RunEnd::Exited);
+        got
+    }
+
+    #[test]
+    fn a_sequence_across_short_processes_is_learned_and_prefetched_ahead_once() {
+        let files: Vec<String> = (0..20).map(|i| format!("/src/f{i}.c")).collect();
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+        let mut runs = WorkloadRuns::new();
+        assert!(build_run(&mut runs, 1000, &files, 0).is_empty(), "nothing known on the first run");
+        assert_eq!(runs.counts().files_learned, 20);
+        let second = build_run(&mut runs, 2000, &files, 100 * S);
+        // Every file but the first is predicted before it is opened, each once.
+        let mut sorted = second.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), second.len(), "each file asked for once per run: {second:?}");
+        assert!(second.contains(&"/src/f0.c".to_string()), "the first file is predicted at the start");
+        for f in &files[1..] {
+            assert!(second.contains(&f.to_string()), "{f} predicted");
+        }
+        // The first prediction (at the run's start) reaches PREFETCH_DEPTH files ahead.
+        assert!(runs.is_empty());
+    }
+
+    #[test]
+    fn reads_of_unnamed_inodes_and_throwaway_files_are_left_out() {
+        let mut runs = WorkloadRuns::new();
+        assert!(runs.start(1, "/usr/bin/cc", user(), 0));
+        // A page of an inode no lookup named (an fd inherited), and a /tmp file.
+        runs.on_page(1, 1, true, InodeKey { dev: 8, ino: 5 }, PageRange::new(0, 1), 0);
+        assert_eq!(runs.disk_reads(1), None, "not counted");
+        runs.count_disk_reads(1, 10);
+        runs.on_page(1, 5, true, InodeKey { dev: 8, ino: 9 }, PageRange::new(0, 3), 0);
+        runs.on_page(1, 6, false, InodeKey { dev: 8, ino: 9 }, PageRange::new(3, 3), 0);
+        runs.on_page(1, 11, true, InodeKey { dev: 8, ino: 9 }, PageRange::new(6, 3), 0);
+        assert_eq!(runs.disk_reads(1), Some(3), "read from disk within the count's time");
+        open(&mut runs, 1, "/tmp/cc123.s", 6, 2);
+        open(&mut runs, 1, "/src/a.c", 7, 3);
+        assert_eq!(runs.counts().files_learned, 1);
+        // /var/tmp is kept across reboots, on disk: its files are learned.
+        open(&mut runs, 1, "/var/tmp/data", 8, 4);
+        assert_eq!(runs.counts().files_learned, 2);
+        let changed = runs.take_changed();
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].0, "/usr/bin/cc");
+        assert_eq!(changed[0].1.as_ref().unwrap().files.len(), 2);
+        assert!(runs.take_changed().is_empty());
+    }
+
+    #[test]
+    fn a_run_is_rekeyed_to_its_application_until_it_learned_a_file() {
+        let mut runs = WorkloadRuns::new();
+        assert!(runs.start(1, "/bin/sh", user(), 0));
+        assert!(runs.rekey(1, "/usr/bin/python3"));
+        open(&mut runs, 1, "/src/a.py", 7, 3);
+        assert!(runs.rekey(1, "/usr/bin/other"), "the run keeps its application once it learned");
+        assert!(!runs.rekey(2, "/usr/bin/other"), "no such run");
+        let changed = runs.take_changed();
+        assert_eq!(changed.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(), vec!["/usr/bin/python3"]);
+    }
+
+    #[test]
+    fn runs_are_bounded_in_number_and_end_when_quiet() {
+        let mut runs = WorkloadRuns::new();
+        for i in 0..MAX_RUNS as u32 {
+            assert!(runs.start(10 + i, "/usr/bin/x", user(), 0));
+        }
+        assert!(!runs.start(99, "/usr/bin/x", user(), 0));
+        assert_eq!(runs.counts().runs_not_followed, 1);
+        assert!(runs.holds(10));
+        runs.on_fork(10, 500);
+        assert!(runs.holds(500));
+        assert_eq!(runs.next_deadline(), Some(RUN_QUIET_NS));
+        assert!(runs.expire(RUN_QUIET_NS - 1).is_empty());
+        let ended = runs.expire(RUN_QUIET_NS);
+        assert_eq!(ended.len(), MAX_RUNS);
+        assert!(ended.iter().all(|(_, why, _)| *why == RunEnd::Quiet));
+        assert!(ended.iter().any(|(_, _, live)| live == &vec![10, 500]));
+        assert!(!runs.holds(500) && runs.is_empty());
+    }
+}
