@@ -8,6 +8,7 @@ pub mod ahead;
 pub mod behind;
 pub mod config;
 pub mod daemon;
+pub mod looping;
 pub mod read_cost;
 pub mod running;
 pub mod usage_log;

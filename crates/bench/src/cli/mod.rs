@@ -10,6 +10,7 @@ use augur_bench::error::{BenchError, Result};
 pub mod aasfp;
 pub mod balloon;
 pub mod command;
+pub mod dear;
 pub mod suite;
 
 /// augur-bench: time a command's start-up cold, warm and prefetched, or run the benchmark suite
@@ -42,6 +43,13 @@ pub enum Internal {
     /// The reading process `augur-bench aasfp` times (started by it).
     #[command(hide = true, name = "aasfp-reader")]
     AasfpReader(aasfp::ReaderArgs),
+    /// DEAR's four single-application reference patterns (sequential, looping, temporally
+    /// clustered, probabilistic): disk I/Os and response time, kernel alone against augur's
+    /// daemon as installed.
+    Dear(dear::DearArgs),
+    /// The reading process `augur-bench dear` runs (started by it).
+    #[command(hide = true, name = "dear-reader")]
+    DearReader(dear::ReaderArgs),
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -49,6 +57,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Internal::Balloon(a)) => balloon::run(a),
         Some(Internal::Aasfp(a)) => aasfp::run(a),
         Some(Internal::AasfpReader(a)) => aasfp::run_reader(a),
+        Some(Internal::Dear(a)) => dear::run(a),
+        Some(Internal::DearReader(a)) => dear::run_reader(a),
         None => command::run(cli.bench),
     }
 }
