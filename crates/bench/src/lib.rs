@@ -26,6 +26,7 @@ pub mod stats;
 pub mod aasfp;
 pub mod balloon;
 pub mod cost;
+pub mod dear;
 pub mod error;
 pub mod interrupt;
 pub mod kroeger;

@@ -64,9 +64,43 @@ pub fn vmstat_value(text: &str, name: &str) -> Option<u64> {
     })
 }
 
+/// Where a process sits in the memory cgroup hierarchies, from `/proc/PID/cgroup` text: its
+/// path in cgroup v1's memory hierarchy (`N:...memory...:/path`) and in the unified one
+/// (`0::/path`).
+pub fn memory_cgroup_paths(text: &str) -> (Option<&str>, Option<&str>) {
+    let (mut v1, mut v2) = (None, None);
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path);
+        } else if controllers.split(',').any(|c| c == "memory") {
+            v1 = Some(path);
+        }
+    }
+    (v1, v2)
+}
+
+/// A memory cgroup limit file's value (`memory.max`, `memory.limit_in_bytes`), bytes; `None` for
+/// no limit (`max`, or v1's page-rounded `i64::MAX`).
+pub fn memory_limit_value(text: &str) -> Option<u64> {
+    let v: u64 = text.trim().parse().ok()?;
+    (v < 1 << 60).then_some(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_cgroups_and_limits_are_read() {
+        let text = "12:pids:/x\n7:memory:/augur-test/a\n1:name=systemd:/\n0::/user.slice\n";
+        assert_eq!(memory_cgroup_paths(text), (Some("/augur-test/a"), Some("/user.slice")));
+        assert_eq!(memory_cgroup_paths("0::/\n"), (None, Some("/")));
+        assert_eq!(memory_limit_value("268435456\n"), Some(268_435_456));
+        assert_eq!(memory_limit_value("max\n"), None);
+        assert_eq!(memory_limit_value("9223372036854771712\n"), None);
+    }
 
     #[test]
     fn vmstat_counters_parse() {

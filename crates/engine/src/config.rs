@@ -355,6 +355,14 @@ pub struct PatternSection {
     /// A forward reader is looked at (and its pages behind dropped) each time it moved this many
     /// KiB; a file read through in less is never looked at.
     pub drop_behind_every_kib: u64,
+    /// Keep a resident prefix of a loop over more than the memory its reader can have
+    /// (`crate::looping`, DEAR's MRU): the pages beyond the prefix are dropped behind the reader
+    /// at each pass, so every pass finds the prefix cached instead of the kernel cycling the whole
+    /// loop through the cache. Reported with `drop_behind_every_kib`'s movement.
+    pub loop_prefix: bool,
+    /// Percent of the memory the looping reader can have (its memory cgroup's limit, or what the
+    /// machine has available) kept as the prefix, in [1, 100].
+    pub loop_keep_percent: u64,
 }
 
 impl Default for PatternSection {
@@ -369,6 +377,8 @@ impl Default for PatternSection {
             drop_behind_min_file_mib: 256,
             drop_behind_lag_kib: 2048,
             drop_behind_every_kib: 4096,
+            loop_prefix: true,
+            loop_keep_percent: 75,
         }
     }
 }
@@ -530,6 +540,9 @@ impl Config {
                 format!("{} is not between 64 and 4194304", t.drop_behind_every_kib),
             ));
         }
+        if !(1..=100).contains(&t.loop_keep_percent) {
+            return Err(bad("pattern", "loop_keep_percent", format!("{} is not between 1 and 100", t.loop_keep_percent)));
+        }
         if t.drop_behind_lag_kib > 4_194_304 {
             return Err(bad("pattern", "drop_behind_lag_kib", format!("{} is more than 4194304", t.drop_behind_lag_kib)));
         }
@@ -615,10 +628,21 @@ impl Config {
         }
     }
 
-    /// Movement, in pages of `page_size` bytes, between the kernel's records of a forward reader
-    /// (0 when nothing is dropped behind).
+    /// The settings of keeping a resident prefix of loops larger than memory, for pages of
+    /// `page_size` bytes.
+    pub fn loop_settings(&self, page_size: u64) -> crate::looping::LoopSettings {
+        crate::looping::LoopSettings {
+            keep_percent: self.pattern.loop_keep_percent,
+            lag_pages: self.pattern.drop_behind_lag_kib.saturating_mul(1024) / page_size.max(1),
+            max_streams: self.pattern.max_streams,
+            ..crate::looping::LoopSettings::default()
+        }
+    }
+
+    /// Movement, in pages of `page_size` bytes, between the kernel's records of a forward or a
+    /// looping reader (0 when nothing is dropped behind either).
     pub fn forward_progress_pages(&self, page_size: u64) -> u32 {
-        if !self.pattern.drop_behind {
+        if !self.pattern.drop_behind && !self.pattern.loop_prefix {
             return 0;
         }
         (self.pattern.drop_behind_every_kib.saturating_mul(1024) / page_size.max(1)).clamp(1, u64::from(u32::MAX)) as u32

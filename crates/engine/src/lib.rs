@@ -9,6 +9,7 @@ pub mod behind;
 pub mod boot;
 pub mod config;
 pub mod daemon;
+pub mod looping;
 pub mod read_cost;
 pub mod running;
 pub mod usage_log;

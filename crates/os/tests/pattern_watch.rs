@@ -64,6 +64,8 @@ fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
         progress_backward: true,
         progress_strided: true,
         forward_progress_pages: 0,
+        progress_forward: false,
+        progress_loop: false,
         own_tgid: 0,
         all_changes: true,
     };

@@ -161,6 +161,16 @@ fn render(r: &StatusReport) -> String {
         Some(a) if a.note == "on" => out.push_str("drop behind large read-once streams: off\n"),
         _ => {}
     }
+    match &r.ahead {
+        Some(a) if a.note == "on" && a.loop_prefix => out.push_str(&format!(
+            "keep a resident prefix of loops larger than memory: on, {} loops now ({} since start), {} dropped\n",
+            a.loops_now,
+            a.loops_treated,
+            human_bytes(a.bytes_dropped_loops)
+        )),
+        Some(a) if a.note == "on" => out.push_str("keep a resident prefix of loops larger than memory: off\n"),
+        _ => {}
+    }
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;

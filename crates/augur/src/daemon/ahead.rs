@@ -1,8 +1,9 @@
 //! The stream worker: a thread of the daemon that reads the kernel's pattern records
 //! (`augur_os::sense::bpf::PatternWatch`), hands them to the engine's rules
-//! (`augur_engine::ahead::AheadStreams`, with the time and the memory pressure, and
-//! `augur_engine::behind::BehindStreams`), and carries out their loads ahead of readers and drops
-//! behind streams (`augur_os::fetch::ahead::ReaderFile`).
+//! (`augur_engine::ahead::AheadStreams`, with the time and the memory pressure,
+//! `augur_engine::behind::BehindStreams` and `augur_engine::looping::LoopStreams`), and carries
+//! out their loads ahead of readers and drops behind streams and loops
+//! (`augur_os::fetch::ahead::ReaderFile`).
 //!
 //! It runs apart from the event loop so that following readers never waits for launches,
 //! replays or planning, nor they for it; it shares only its counters ([`AheadStatus`]) and a stop
@@ -22,6 +23,7 @@ use augur_core::plan::budget::MemoryPressure;
 use augur_engine::ahead::{AheadAction, AheadStreams, Sighting, StreamKey};
 use augur_engine::behind::{BehindAction, BehindStreams};
 use augur_engine::config::Config;
+use augur_engine::looping::{self, LoopAction, LoopStreams};
 use augur_os::fetch::ahead::ReaderFile;
 use augur_os::loop_io::{Wakeup, WakeupHandle};
 use augur_os::sense::bpf::{PatternRecord, PatternWatch, PatternWatchOptions};
@@ -49,21 +51,23 @@ impl std::fmt::Debug for AheadWorker {
 }
 
 impl AheadWorker {
-    /// Starts the worker when `[pattern] prefetch_ahead` or `drop_behind` is on (`None`
-    /// otherwise). The pattern watch is loaded in the thread; if the kernel refuses it, the worker
+    /// Starts the worker when `[pattern] prefetch_ahead`, `drop_behind` or `loop_prefix` is on
+    /// (`None` otherwise). The pattern watch is loaded in the thread; if the kernel refuses it, the worker
     /// ends and its status says why.
     pub fn start(config: &Config, page_size: u64) -> Option<AheadWorker> {
-        if !config.pattern.prefetch_ahead && !config.pattern.drop_behind {
+        if !config.pattern.prefetch_ahead && !config.pattern.drop_behind && !config.pattern.loop_prefix {
             return None;
         }
         let stop = Arc::new(AtomicBool::new(false));
         let status = Arc::new(Mutex::new(AheadStatus {
             note: "starting".into(),
             drop_behind: config.pattern.drop_behind,
+            loop_prefix: config.pattern.loop_prefix,
             ..AheadStatus::default()
         }));
         let streams = AheadStreams::new(config.ahead_settings(page_size));
         let behind = config.pattern.drop_behind.then(|| BehindStreams::new(config.behind_settings(page_size)));
+        let loops = config.pattern.loop_prefix.then(|| LoopStreams::new(config.loop_settings(page_size)));
         let ahead = config.pattern.prefetch_ahead;
         let options = PatternWatchOptions {
             rule: PatternRule { establish: config.pattern.establish_accesses, ..PatternRule::default() },
@@ -72,6 +76,8 @@ impl AheadWorker {
             progress_backward: ahead,
             progress_strided: ahead,
             forward_progress_pages: config.forward_progress_pages(page_size),
+            progress_forward: config.pattern.drop_behind,
+            progress_loop: config.pattern.loop_prefix,
             own_tgid: std::process::id(),
             all_changes: false,
         };
@@ -85,7 +91,7 @@ impl AheadWorker {
         let stop_percent = config.predict.pressure_stop_percent;
         let (s, st) = (Arc::clone(&stop), Arc::clone(&status));
         let spawned = std::thread::Builder::new().name("augur-ahead".into()).spawn(move || {
-            run(options, Rules { ahead: ahead.then_some(streams), behind }, page_size, stop_percent, &wakeup, &s, &st)
+            run(options, Rules { ahead: ahead.then_some(streams), behind, loops }, page_size, stop_percent, &wakeup, &s, &st)
         });
         match spawned {
             Ok(thread) => Some(AheadWorker { stop, wake, status, thread: Some(thread) }),
@@ -123,11 +129,12 @@ impl Drop for AheadWorker {
     }
 }
 
-/// The engine's rules the worker runs: loading ahead of readers, dropping behind streams (each
-/// `None` when off).
+/// The engine's rules the worker runs: loading ahead of readers, dropping behind streams,
+/// keeping loops' prefixes (each `None` when off).
 struct Rules {
     ahead: Option<AheadStreams>,
     behind: Option<BehindStreams>,
+    loops: Option<LoopStreams>,
 }
 
 fn run(
@@ -150,24 +157,27 @@ fn run(
     };
     // Loading parsed the kernel's BTF in this thread's heap: give that memory back.
     augur_os::loop_io::release_free_heap();
-    let Rules { ahead: mut streams, mut behind } = rules;
+    let Rules { ahead: mut streams, mut behind, mut loops } = rules;
     tracing::info!(
-        "access patterns watched: {}, {}",
+        "access patterns watched: {}, {}, {}",
         if streams.is_some() { "loading ahead of backward and strided readers" } else { "not loading ahead of readers" },
-        if behind.is_some() { "dropping large read-once streams behind their readers" } else { "not dropping streams behind" }
+        if behind.is_some() { "dropping large read-once streams behind their readers" } else { "not dropping streams behind" },
+        if loops.is_some() { "keeping a resident prefix of loops larger than memory" } else { "leaving loops to the kernel" }
     );
     set_note("on".into());
     let started = Instant::now();
     let pressure_path = PathBuf::from("/proc/pressure/memory");
     let mut files: HashMap<StreamKey, Option<ReaderFile>> = HashMap::new();
     let mut behind_files: HashMap<StreamKey, ReaderFile> = HashMap::new();
+    let mut loop_files: HashMap<StreamKey, ReaderFile> = HashMap::new();
     let mut last_housekeeping = Instant::now();
     let mut records = 0u64;
     let mut bytes_ahead = 0u64;
     let mut lost = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let busy =
-            streams.as_ref().is_some_and(|s| s.followed() > 0 || s.pressure()) || behind.as_ref().is_some_and(|b| b.known() > 0);
+        let busy = streams.as_ref().is_some_and(|s| s.followed() > 0 || s.pressure())
+            || behind.as_ref().is_some_and(|b| b.known() > 0)
+            || loops.as_ref().is_some_and(|l| l.known() > 0);
         let timeout = busy.then_some(HOUSEKEEPING);
         if watch.wait(Some(wakeup.as_fd()), timeout) {
             wakeup.clear();
@@ -181,6 +191,7 @@ fn run(
         let now_ms = started.elapsed().as_millis() as u64;
         let mut actions = Vec::new();
         let mut behind_actions = Vec::new();
+        let mut loop_actions = Vec::new();
         for r in &batch {
             records += 1;
             let key = StreamKey { tgid: r.tgid, tid: r.tid, dev: r.dev, ino: r.ino };
@@ -202,6 +213,9 @@ fn run(
             if let Some(behind) = behind.as_mut() {
                 behind_actions.extend(behind.on_sighting(&sighting, now_ms));
             }
+            if let Some(loops) = loops.as_mut() {
+                loop_actions.extend(loops.on_sighting(&sighting, now_ms));
+            }
         }
         if busy && last_housekeeping.elapsed() >= HOUSEKEEPING {
             last_housekeeping = Instant::now();
@@ -216,6 +230,9 @@ fn run(
             }
             if let Some(behind) = behind.as_mut() {
                 behind_actions.extend(behind.expire(now_ms));
+            }
+            if let Some(loops) = loops.as_mut() {
+                loop_actions.extend(loops.expire(now_ms));
             }
             lost = watch.lost().unwrap_or(lost);
         }
@@ -243,6 +260,9 @@ fn run(
         if let Some(behind) = behind.as_mut() {
             carry_out_behind(behind, behind_actions, &mut behind_files, page_size);
         }
+        if let Some(loops) = loops.as_mut() {
+            carry_out_loops(loops, loop_actions, &mut loop_files, page_size);
+        }
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(streams) = streams.as_ref() {
             let c = streams.counts();
@@ -256,6 +276,12 @@ fn run(
             s.behind_now = behind.dropping() as u64;
             s.behind_streams = c.streams;
             s.bytes_dropped_behind = c.pages_dropped.saturating_mul(page_size);
+        }
+        if let Some(loops) = loops.as_ref() {
+            let c = loops.counts();
+            s.loops_now = loops.treated() as u64;
+            s.loops_treated = c.loops;
+            s.bytes_dropped_loops = c.pages_dropped.saturating_mul(page_size);
         }
         s.bytes_ahead = bytes_ahead;
         s.records = records;
@@ -312,6 +338,58 @@ fn carry_out_behind(
                 None => tracing::debug!("inode {} has no file open to drop pages behind its reader", key.ino),
             },
             BehindAction::Forget { key } => {
+                files.remove(&key);
+            }
+        }
+    }
+}
+
+/// Carries out the loop rule's actions: the file is opened once per loop, the memory its reader
+/// can have reported (its memory cgroups' limit, or what the machine has available plus the
+/// loop's pages cached now), the passed pages beyond the prefix dropped.
+fn carry_out_loops(
+    loops: &mut LoopStreams,
+    actions: Vec<LoopAction>,
+    files: &mut HashMap<StreamKey, ReaderFile>,
+    page_size: u64,
+) {
+    let mut queue: std::collections::VecDeque<LoopAction> = actions.into();
+    while let Some(a) = queue.pop_front() {
+        match a {
+            LoopAction::Examine { key } => {
+                let file = match ReaderFile::open(key.tgid, key.dev, key.ino) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::debug!("opening the file of pid {} inode {}: {e}", key.tgid, key.ino);
+                        None
+                    }
+                };
+                let memory = file.as_ref().and_then(|f| {
+                    let range = loops.range(key)?;
+                    let cached = f.resident(range, page_size).ok()??.page_count();
+                    let available = augur_os::sense::procfs::meminfo("MemAvailable").ok()? / page_size.max(1);
+                    let limit = augur_os::sense::procfs::memory_cgroup_limit(key.tgid).map(|b| b / page_size.max(1));
+                    Some(looping::memory_for_loop(limit, available, cached))
+                });
+                if let (Some(f), Some(m)) = (file, memory) {
+                    tracing::debug!(
+                        "pid {} loops over {:?} of inode {}, can have {m} pages",
+                        key.tgid,
+                        loops.range(key),
+                        key.ino
+                    );
+                    files.insert(key, f);
+                }
+                queue.extend(loops.examined(key, memory));
+            }
+            LoopAction::Drop { key, ranges } => match files.get(&key) {
+                Some(f) => match f.drop_cached(&ranges, page_size) {
+                    Ok(()) => tracing::trace!("dropped {ranges:?} of the loop over inode {}", key.ino),
+                    Err(e) => tracing::debug!("dropping pages of the loop over inode {}: {e}", key.ino),
+                },
+                None => tracing::debug!("inode {} has no file open to drop its loop's pages", key.ino),
+            },
+            LoopAction::Forget { key } => {
                 files.remove(&key);
             }
         }

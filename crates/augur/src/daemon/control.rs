@@ -136,6 +136,19 @@ pub struct AheadStatus {
     /// the reader came excluded; the kernel also keeps mapped and dirty ones).
     #[serde(default)]
     pub bytes_dropped_behind: u64,
+    /// Whether loops larger than their reader's memory keep a resident prefix
+    /// (`[pattern] loop_prefix`).
+    #[serde(default)]
+    pub loop_prefix: bool,
+    /// Loops (task, file) treated now.
+    #[serde(default)]
+    pub loops_now: u64,
+    /// Loops treated since start.
+    #[serde(default)]
+    pub loops_treated: u64,
+    /// Bytes of loops' pages beyond their prefix asked to leave the page cache since start.
+    #[serde(default)]
+    pub bytes_dropped_loops: u64,
 }
 
 /// What `augur status` shows.

@@ -67,7 +67,7 @@ pub fn run_reader(args: ReaderArgs) -> Result<ExitCode> {
 }
 
 /// Waits until the daemon's stream worker has started (or said why not); returns its note.
-fn wait_ahead_started(socket: &std::path::Path, limit: Duration) -> String {
+pub(crate) fn wait_ahead_started(socket: &std::path::Path, limit: Duration) -> String {
     let deadline = Instant::now() + limit;
     let mut note = String::from("no answer");
     while Instant::now() < deadline {
@@ -84,7 +84,7 @@ fn wait_ahead_started(socket: &std::path::Path, limit: Duration) -> String {
 
 /// Starts the daemon with `installed` as its configuration and waits until it and its stream
 /// worker are ready.
-fn start_daemon(files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
+pub(crate) fn start_daemon(files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
     let mut daemon = RunningDaemon::start_with(Prefetcher::Augur, files, installed)?;
     daemon.wait_ready(Duration::from_secs(30))?;
     let note = wait_ahead_started(&files.augur_socket(), Duration::from_secs(10));
@@ -95,7 +95,7 @@ fn start_daemon(files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
 }
 
 /// Prints what the daemon did (launches, replays, streams followed) to stderr.
-fn report_ahead(files: &DaemonFiles) {
+pub(crate) fn report_ahead(files: &DaemonFiles) {
     let Ok(Response::Status(r)) = control::request(&files.augur_socket(), &Request::Status) else {
         return;
     };
@@ -113,6 +113,13 @@ fn report_ahead(files: &DaemonFiles) {
             a.pressure_stops,
             a.records,
             a.records_lost
+        );
+        eprintln!(
+            "daemon: {} streams dropped behind ({} MiB), {} loops kept a prefix ({} MiB dropped)",
+            a.behind_streams,
+            a.bytes_dropped_behind >> 20,
+            a.loops_treated,
+            a.bytes_dropped_loops >> 20
         );
     }
 }

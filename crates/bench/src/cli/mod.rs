@@ -10,6 +10,7 @@ use augur_bench::error::{BenchError, Result};
 pub mod aasfp;
 pub mod balloon;
 pub mod command;
+pub mod dear;
 pub mod kroeger;
 pub mod suite;
 
@@ -50,6 +51,13 @@ pub enum Internal {
     /// The long-running reader `augur-bench kroeger` times (started by it).
     #[command(hide = true, name = "kroeger-reader")]
     KroegerReader(kroeger::ReaderArgs),
+    /// DEAR's four single-application reference patterns (sequential, looping, temporally
+    /// clustered, probabilistic): disk I/Os and response time, kernel alone against augur's
+    /// daemon as installed.
+    Dear(dear::DearArgs),
+    /// The reading process `augur-bench dear` runs (started by it).
+    #[command(hide = true, name = "dear-reader")]
+    DearReader(dear::ReaderArgs),
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -59,6 +67,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Internal::AasfpReader(a)) => aasfp::run_reader(a),
         Some(Internal::Kroeger(a)) => kroeger::run(a),
         Some(Internal::KroegerReader(a)) => kroeger::run_reader(a),
+        Some(Internal::Dear(a)) => dear::run(a),
+        Some(Internal::DearReader(a)) => dear::run_reader(a),
         None => command::run(cli.bench),
     }
 }

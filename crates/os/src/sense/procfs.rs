@@ -229,6 +229,37 @@ pub fn page_cache_drops_in(text: &str) -> Option<u64> {
     Some(evicted + dropped)
 }
 
+/// The memory process `pid` can have under its memory cgroups: the least limit of its cgroup
+/// and every cgroup above it, in cgroup v1's memory hierarchy or the unified one (`None`: no
+/// limit, or it cannot be read).
+pub fn memory_cgroup_limit(pid: u32) -> Option<u64> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let (v1, v2) = proc_text::memory_cgroup_paths(&text);
+    let mut places: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(p) = v1 {
+        places.push((Path::new("/sys/fs/cgroup/memory").join(p.trim_start_matches('/')), "memory.limit_in_bytes"));
+    }
+    if let Some(p) = v2 {
+        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+            places.push((Path::new(root).join(p.trim_start_matches('/')), "memory.max"));
+        }
+    }
+    let mut least: Option<u64> = None;
+    for (dir, file) in places {
+        let mut at = Some(dir.as_path());
+        while let Some(d) = at {
+            if let Some(v) = fs::read_to_string(d.join(file)).ok().as_deref().and_then(proc_text::memory_limit_value) {
+                least = Some(least.map_or(v, |l| l.min(v)));
+            }
+            if d.as_os_str().len() <= "/sys/fs/cgroup".len() {
+                break;
+            }
+            at = d.parent();
+        }
+    }
+    least
+}
+
 /// Clock ticks per second of `/proc` times. Linux fixes USER_HZ at 100 on every architecture
 /// augur supports.
 pub const TICKS_PER_SEC: f64 = 100.0;

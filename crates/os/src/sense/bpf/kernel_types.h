@@ -75,6 +75,11 @@ struct file {
 	struct inode *f_inode;
 } __attribute__((preserve_access_index));
 
+/* The first argument of the filemap tracepoints (read through tp_btf: no record is built). */
+struct address_space {
+	struct inode *host;
+} __attribute__((preserve_access_index));
+
 struct linux_binprm {
 	struct file *file;
 	const char *filename;

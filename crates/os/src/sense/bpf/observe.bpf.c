@@ -481,34 +481,45 @@ int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_get_pages")
-int handle_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+/* The read tracepoints below fire on every page-cache read of the system, so they are BTF-typed
+ * raw tracepoints (no trace record is built for a task that is not followed) and read the file's
+ * inode only for a followed one. Their arguments: (struct address_space *mapping, pgoff_t index,
+ * pgoff_t last_index), and (mapping, index) for the fault. */
+static __always_inline void record_mapping_pages(u64 launch, struct address_space *mapping, u64 first, u64 last,
+						 u32 source)
+{
+	struct inode *host = BPF_CORE_READ(mapping, host);
+	record_pages(launch, BPF_CORE_READ(host, i_ino), BPF_CORE_READ(host, i_sb, s_dev), first, last, source);
+}
+
+SEC("tp_btf/mm_filemap_get_pages")
+int handle_get_pages(u64 *ctx)
 {
 	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
 	if (!launch)
 		return 0;
-	record_pages(launch, ctx->i_ino, ctx->s_dev, ctx->index, ctx->last_index, SRC_GET_PAGES);
+	record_mapping_pages(launch, (struct address_space *)ctx[0], ctx[1], ctx[2], SRC_GET_PAGES);
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_map_pages")
-int handle_map_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+SEC("tp_btf/mm_filemap_map_pages")
+int handle_map_pages(u64 *ctx)
 {
 	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
 	if (!launch)
 		return 0;
-	record_pages(launch, ctx->i_ino, ctx->s_dev, ctx->index, ctx->last_index, SRC_MAP_PAGES);
+	record_mapping_pages(launch, (struct address_space *)ctx[0], ctx[1], ctx[2], SRC_MAP_PAGES);
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_fault")
-int handle_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+SEC("tp_btf/mm_filemap_fault")
+int handle_fault(u64 *ctx)
 {
 	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
 	if (!launch)
 		return 0;
-	u64 index = ctx->index;
-	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index, SRC_FAULT);
+	u64 index = ctx[1];
+	record_mapping_pages(launch, (struct address_space *)ctx[0], index, index, SRC_FAULT);
 	return 0;
 }
 

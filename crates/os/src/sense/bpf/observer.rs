@@ -209,10 +209,25 @@ pub(super) fn load_object(object: &'static [u8]) -> Result<Object, BpfError> {
     if !Path::new(BTF_PATH).exists() {
         return Err(BpfError::NoBtf);
     }
-    Tracefs::locate().map_err(|e| BpfError::NoTracefs(e.to_string()))?;
+    let tracefs = Tracefs::locate().map_err(|e| BpfError::NoTracefs(e.to_string()))?;
     libbpf_rs::set_print(Some((PrintLevel::Info, libbpf_print)));
-    let open = ObjectBuilder::default().open_memory(object).map_err(load_error)?;
+    let mut open = ObjectBuilder::default().open_memory(object).map_err(load_error)?;
+    // A BTF tracepoint this kernel does not have would fail the whole load: such a program is
+    // not loaded, and its attach then fails like a classic tracepoint's that is missing.
+    for mut prog in open.progs_mut() {
+        let section = prog.section().to_string_lossy().into_owned();
+        if let Some(event) = section.strip_prefix("tp_btf/")
+            && !has_event(&tracefs, event)
+        {
+            prog.set_autoload(false);
+        }
+    }
     open.load().map_err(load_error)
+}
+
+/// Whether the kernel has tracepoint `name` (in any tracefs event group).
+fn has_event(tracefs: &Tracefs, name: &str) -> bool {
+    std::fs::read_dir(tracefs.events_dir()).is_ok_and(|groups| groups.flatten().any(|g| g.path().join(name).is_dir()))
 }
 
 impl BpfObserver {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0 */
 /*
  * augur's kernel-side access-pattern watch: for every (task, file) that reads through the page
- * cache (read(2)-style reads: mm_filemap_get_pages; mapped reads: mm_filemap_fault), the rule of
+ * cache (read(2)-style reads: mm_filemap_get_pages; mapped reads: mm_filemap_fault; both as
+ * BTF-typed raw tracepoints, so no trace record is built per read), the rule of
  * augur_core::model::access_pattern, step for step, on a per-stream LRU map entry. User space
  * hears of a stream only when its established pattern changes to or from a pattern it asks for
  * (config.change_mask), and, for the patterns it asks for (config.progress_mask), each time the
@@ -12,6 +13,7 @@
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 #include "pattern_records.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
@@ -23,7 +25,9 @@ struct {
 	__type(value, struct pattern_config);
 } pattern_config SEC(".maps");
 
-/* (task, file) -> the rule's state. LRU: streams of exited tasks and idle files age out. */
+/* (task, file) -> the rule's state, the file keyed by its address_space (its inode's device and
+ * number are read only when a record is sent). LRU: streams of exited tasks and idle files age
+ * out. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -44,12 +48,15 @@ struct {
 	__uint(max_entries, 256 << 10);
 } pattern_events SEC(".maps");
 
-static __always_inline void emit(struct pattern_config *cfg, struct stream_val *v, u32 tid, u32 tgid, u32 dev,
-				 u64 ino, u64 start, u64 len, u32 prev, u32 event)
+static __always_inline void emit(struct pattern_config *cfg, struct stream_val *v, u32 tid, u32 tgid,
+				 struct address_space *mapping, u64 start, u64 len, u32 prev, u32 event)
 {
 	v->reported_at = start;
 	if (event == PEV_CHANGE && !(cfg->change_mask & ((1U << (v->pattern & 31)) | (1U << (prev & 31)))))
 		return;
+	struct inode *host = BPF_CORE_READ(mapping, host);
+	u64 ino = BPF_CORE_READ(host, i_ino);
+	u32 dev = BPF_CORE_READ(host, i_sb, s_dev);
 	struct rec_pattern *r = bpf_ringbuf_reserve(&pattern_events, sizeof(*r), 0);
 	if (!r) {
 		u32 zero = 0;
@@ -85,7 +92,7 @@ static __always_inline bool establish(struct stream_val *v, u32 p, u32 *prev)
 	return true;
 }
 
-static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
+static __always_inline void on_access(struct address_space *mapping, u64 start, u64 len)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tid = (u32)id, tgid = id >> 32;
@@ -95,7 +102,7 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 		return;
 	if (len == 0)
 		len = 1;
-	struct stream_key key = { .tid = tid, .dev = dev, .ino = ino };
+	struct stream_key key = { .tid = tid, .mapping = (u64)mapping };
 	struct stream_val *v = bpf_map_lookup_elem(&streams, &key);
 	if (!v) {
 		struct stream_val fresh = { .last_start = start, .last_len = len, .fwd_first = start, .reported_at = start };
@@ -142,7 +149,7 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 		v->loop_first = prior_first;
 		v->loop_end = loop_end;
 		if (!same && establish(v, PAT_LOOP, &prev))
-			emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+			emit(cfg, v, tid, tgid, mapping, start, len, prev, PEV_CHANGE);
 		return;
 	}
 
@@ -165,12 +172,13 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 	}
 	if (fits) {
 		v->misses = 0;
-		u64 every = v->pattern == PAT_FORWARD && cfg->forward_progress_pages ? cfg->forward_progress_pages
-										      : cfg->progress_pages;
+		u64 every = (v->pattern == PAT_FORWARD || v->pattern == PAT_LOOP) && cfg->forward_progress_pages
+				    ? cfg->forward_progress_pages
+				    : cfg->progress_pages;
 		if (every && (cfg->progress_mask & (1U << v->pattern))) {
 			u64 moved = start > v->reported_at ? start - v->reported_at : v->reported_at - start;
 			if (moved >= every)
-				emit(cfg, v, tid, tgid, dev, ino, start, len, v->pattern, PEV_PROGRESS);
+				emit(cfg, v, tid, tgid, mapping, start, len, v->pattern, PEV_PROGRESS);
 		}
 		return;
 	}
@@ -183,27 +191,29 @@ static __always_inline void on_access(u32 dev, u64 ino, u64 start, u64 len)
 			v->stride = d;
 		}
 		if (establish(v, p, &prev))
-			emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+			emit(cfg, v, tid, tgid, mapping, start, len, prev, PEV_CHANGE);
 		return;
 	}
 	v->misses += 1;
 	if (v->misses >= cfg->random_after && v->pattern != PAT_RANDOM) {
 		establish(v, PAT_RANDOM, &prev);
-		emit(cfg, v, tid, tgid, dev, ino, start, len, prev, PEV_CHANGE);
+		emit(cfg, v, tid, tgid, mapping, start, len, prev, PEV_CHANGE);
 	}
 }
 
-SEC("tracepoint/filemap/mm_filemap_get_pages")
-int pattern_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+/* mm_filemap_get_pages(struct address_space *mapping, pgoff_t index, pgoff_t last_index) */
+SEC("tp_btf/mm_filemap_get_pages")
+int pattern_get_pages(u64 *ctx)
 {
-	u64 first = ctx->index, last = ctx->last_index;
-	on_access(ctx->s_dev, ctx->i_ino, first, last >= first ? last - first + 1 : 1);
+	u64 first = ctx[1], last = ctx[2];
+	on_access((struct address_space *)ctx[0], first, last >= first ? last - first + 1 : 1);
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_fault")
-int pattern_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+/* mm_filemap_fault(struct address_space *mapping, pgoff_t index) */
+SEC("tp_btf/mm_filemap_fault")
+int pattern_fault(u64 *ctx)
 {
-	on_access(ctx->s_dev, ctx->i_ino, ctx->index, 1);
+	on_access((struct address_space *)ctx[0], ctx[1], 1);
 	return 0;
 }

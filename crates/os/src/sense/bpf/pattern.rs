@@ -43,6 +43,11 @@ pub struct PatternWatchOptions {
     /// a forward stream's first record is its first progress (its establishment is not sent), so
     /// a file read through in less than this costs nothing.
     pub forward_progress_pages: u32,
+    /// Forward readers get those progress records.
+    pub progress_forward: bool,
+    /// Looping readers get those progress records, and changes to or from a loop are sent (a
+    /// loop's establishment is sent at the jump back to its start).
+    pub progress_loop: bool,
     /// The process whose reads are not watched (the daemon itself).
     pub own_tgid: u32,
     /// Send every change; otherwise only changes to or from backward or strided (so that a
@@ -147,10 +152,14 @@ impl PatternWatch {
         if options.progress_strided {
             mask |= 1 << 3;
         }
-        if options.forward_progress_pages > 0 {
+        if options.forward_progress_pages > 0 && options.progress_forward {
             mask |= 1 << 1;
         }
-        let change_mask = if options.all_changes { u32::MAX } else { (1 << 2) | (1 << 3) };
+        let mut change_mask = if options.all_changes { u32::MAX } else { (1 << 2) | (1 << 3) };
+        if options.forward_progress_pages > 0 && options.progress_loop {
+            mask |= 1 << 4;
+            change_mask |= 1 << 4;
+        }
         let mut cfg = Vec::with_capacity(32);
         cfg.extend_from_slice(&options.rule.establish.max(1).to_ne_bytes());
         cfg.extend_from_slice(&options.rule.random_after.max(1).to_ne_bytes());

@@ -40,13 +40,13 @@ struct pattern_config {
 	u32 progress_mask;  /* bit (1 << pattern): patterns that get progress records */
 	u32 own_tgid;       /* the daemon: its reads are not watched */
 	u32 change_mask;    /* bit (1 << pattern): changes to or from these patterns are sent */
-	u32 forward_progress_pages; /* movement between progress records of forward streams (0: progress_pages) */
+	u32 forward_progress_pages; /* movement between progress records of forward and looping streams (0: progress_pages) */
 };
 
 struct stream_key {
 	u32 tid;
-	u32 dev; /* kernel dev_t */
-	u64 ino;
+	u32 pad;
+	u64 mapping; /* the file's struct address_space (its identity while the inode is cached) */
 };
 
 struct stream_val {
