@@ -21,7 +21,7 @@ use crate::model::range::RangeSet;
 const MIB: u64 = 1 << 20;
 
 /// Applications the tier plans for at most in one round (bounds the footprints read).
-pub const MAX_FILL_APPS: usize = 256;
+pub const MAX_FILL_APPS: usize = 64;
 
 /// The tier's settings (`[predict] fill_free_memory`, `fill_reserve_*`).
 #[derive(Clone, Copy, Debug, PartialEq)]
