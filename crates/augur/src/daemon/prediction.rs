@@ -1026,7 +1026,7 @@ mod tests {
     }
 
     #[test]
-    fn on_a_mostly_free_machine_the_tier_plans_every_learned_application_and_where_memory_is_short_nothing() {
+    fn the_tier_plans_learned_applications_into_free_memory_beyond_the_reserve_and_where_memory_is_short_nothing() {
         let (_dir, sources, mut state) = fixture();
         let config = Config::default();
         learn_apps(&mut state, &config, &["/bin/a", "/bin/b", "/bin/c"]);
@@ -1045,13 +1045,27 @@ mod tests {
         assert_eq!(f.apps, vec!["/bin/c", "/bin/b", "/bin/a"], "nothing predicted: the most recently launched first");
         assert_eq!(f.planned_bytes, 3 * 8 * 4096);
         assert_eq!(step.jobs_sent(), 1);
-        // The small slow machine: 2 GiB left of 24. The tier does nothing.
-        std::fs::write(&sources.meminfo, "MemTotal: 25165824 kB\nMemFree: 2097152 kB\nMemAvailable: 2097152 kB\nCached: 0 kB\n")
-            .unwrap();
+        // The usage day's machine: 512 MiB left of 24 GiB (a balloon locked the rest). Nothing.
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 524288 kB\nMemAvailable: 524288 kB\nCached: 0 kB\nMlocked: 24117248 kB\n",
+        )
+        .unwrap();
         step.plan(&PlanTrigger::Interval, &at(20_000)).unwrap();
         let f = step.fill_status().unwrap();
-        assert_eq!(f.reason, FillReason::NotMostlyFree.describe());
+        assert_eq!(f.reason, FillReason::WithinReserve.describe());
         assert!(f.apps.is_empty() && f.planned_bytes == 0 && f.room_bytes == 0, "{f:?}");
+        // The small slow machine: 2 GiB left, 21.9 GiB locked: the reserve of a 2 GiB machine
+        // (1 GiB), the rest is filled.
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 2097152 kB\nMemAvailable: 2097152 kB\nCached: 0 kB\nMlocked: 23068672 kB\n",
+        )
+        .unwrap();
+        step.plan(&PlanTrigger::Interval, &at(30_000)).unwrap();
+        let f = step.fill_status().unwrap();
+        assert_eq!(f.reason, FillReason::Filling.describe());
+        assert_eq!(f.reserve_bytes, 1 << 30);
         // Turned off, it says so.
         let off = Config {
             predict: augur_engine::config::PredictSection { fill_free_memory: false, ..config.predict.clone() },

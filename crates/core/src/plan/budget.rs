@@ -18,6 +18,9 @@ pub struct MemorySnapshot {
     pub available: u64,
     /// Cached.
     pub cached: u64,
+    /// Mlocked: memory locked in place (a balloon, a database's locked buffers), which can never
+    /// hold the page cache.
+    pub locked: u64,
 }
 
 impl MemorySnapshot {
@@ -29,7 +32,8 @@ impl MemorySnapshot {
         let free = field("MemFree")?;
         let cached = field("Cached").unwrap_or(0);
         let available = field("MemAvailable").unwrap_or(free.saturating_add(cached));
-        Some(MemorySnapshot { total, free, available, cached })
+        let locked = field("Mlocked").unwrap_or(0);
+        Some(MemorySnapshot { total, free, available, cached, locked })
     }
 }
 
@@ -129,7 +133,7 @@ mod tests {
 
     #[test]
     fn half_of_available_by_default() {
-        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 6 * GIB };
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 6 * GIB, locked: 0 };
         assert_eq!(MemoryBudget::compute(&mem, None, &BudgetConfig::default()).bytes, 4 * GIB);
         let capped = BudgetConfig { cap_bytes: Some(GIB), ..BudgetConfig::default() };
         assert_eq!(MemoryBudget::compute(&mem, None, &capped).bytes, GIB);
@@ -137,7 +141,7 @@ mod tests {
 
     #[test]
     fn pressure_backs_off_and_stops() {
-        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 0 };
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 0, locked: 0 };
         let c = BudgetConfig::default();
         let at = |p: f64| MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
         assert_eq!(at(0.0), 4 * GIB);
@@ -149,7 +153,7 @@ mod tests {
 
     #[test]
     fn preload_default_is_zero_below_twenty_percent_free() {
-        let mem = |free| MemorySnapshot { total: 10 * GIB, free, available: 5 * GIB, cached: 0 };
+        let mem = |free| MemorySnapshot { total: 10 * GIB, free, available: 5 * GIB, cached: 0, locked: 0 };
         assert_eq!(MemoryBudget::preload_default(&mem(GIB)).bytes, 0);
         assert_eq!(MemoryBudget::preload_default(&mem(2 * GIB)).bytes, 0);
         // 50 % of 4 GiB − 10 % of 10 GiB = 1 GiB (to preload's kilobyte rounding).
@@ -159,9 +163,10 @@ mod tests {
 
     #[test]
     fn proc_texts_parse() {
-        let meminfo = "MemTotal:       16384000 kB\nMemFree:         2048000 kB\nMemAvailable:    8192000 kB\nBuffers: 1 kB\nCached:          6000000 kB\n";
+        let meminfo = "MemTotal:       16384000 kB\nMemFree:         2048000 kB\nMemAvailable:    8192000 kB\nBuffers: 1 kB\nCached:          6000000 kB\nMlocked:           18000 kB\n";
         let m = MemorySnapshot::from_meminfo(meminfo).unwrap();
         assert_eq!((m.total, m.free, m.available, m.cached), (16384000 * 1024, 2048000 * 1024, 8192000 * 1024, 6000000 * 1024));
+        assert_eq!(m.locked, 18000 * 1024);
         let old = MemorySnapshot::from_meminfo("MemTotal: 100 kB\nMemFree: 10 kB\nCached: 20 kB\n").unwrap();
         assert_eq!(old.available, 30 * 1024);
         assert_eq!(MemorySnapshot::from_meminfo("garbage"), None);
@@ -174,7 +179,7 @@ mod tests {
         #[test]
         fn budget_never_exceeds_available_or_cap(avail in 0u64..(1 << 40), frac in -1.0f64..2.0,
                                                   cap in proptest::option::of(0u64..(1 << 40)), p in 0.0f64..100.0) {
-            let mem = MemorySnapshot { total: avail * 2, free: avail / 2, available: avail, cached: 0 };
+            let mem = MemorySnapshot { total: avail * 2, free: avail / 2, available: avail, cached: 0, locked: 0 };
             let c = BudgetConfig { available_fraction: frac, cap_bytes: cap, ..BudgetConfig::default() };
             let b = MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;
             prop_assert!(b <= avail);
@@ -183,7 +188,7 @@ mod tests {
 
         #[test]
         fn budget_is_non_increasing_in_pressure(p1 in 0.0f64..100.0, p2 in 0.0f64..100.0) {
-            let mem = MemorySnapshot { total: 8 * GIB, free: GIB, available: 4 * GIB, cached: 0 };
+            let mem = MemorySnapshot { total: 8 * GIB, free: GIB, available: 4 * GIB, cached: 0, locked: 0 };
             let c = BudgetConfig::default();
             let (lo, hi) = if p1 <= p2 { (p1, p2) } else { (p2, p1) };
             let at = |p| MemoryBudget::compute(&mem, Some(MemoryPressure { some_avg10: p }), &c).bytes;

@@ -1,6 +1,7 @@
-//! The free-memory tier: when the memory that holds nothing at all (MemFree), beyond a reserve
-//! kept free for the desktop's own allocations, is larger than the prediction budget, the learned
-//! applications the prediction did not plan are loaded into it too, most useful first. Reading
+//! The free-memory tier: the memory that holds nothing at all (MemFree, and never more than
+//! MemAvailable), beyond a reserve kept free for the desktop's own allocations and beyond what the
+//! prediction planned, is filled with the learned applications the prediction did not plan, most
+//! useful first. Reading
 //! into memory that holds nothing pushes nothing out; on a machine whose memory is mostly free it
 //! costs only idle disk time, and every application it holds starts warm (preload-ng's
 //! load-everything, within a reserve and never at the expense of anything cached).
@@ -30,7 +31,7 @@ pub const MAX_FILL_APPS: usize = 32;
 pub struct FillConfig {
     /// The tier is on.
     pub enabled: bool,
-    /// Share of MemTotal kept free, in `[0, 1]` ...
+    /// Share of the usable memory (MemTotal less Mlocked) kept free, in `[0, 1]` ...
     pub reserve_share: f64,
     /// ... but at least this many bytes ...
     pub reserve_min_bytes: u64,
@@ -66,9 +67,8 @@ pub enum FillReason {
     FixedBudget,
     /// No memory figures.
     NoMemoryFigures,
-    /// Free memory beyond the reserve does not exceed the prediction budget: memory is not
-    /// mostly free, and the prediction alone decides.
-    NotMostlyFree,
+    /// Free memory does not exceed the reserve: the prediction alone decides.
+    WithinReserve,
     /// The prediction plan already takes all the free memory beyond the reserve.
     TakenByPrediction,
     /// The tier fills the room.
@@ -83,7 +83,7 @@ impl FillReason {
             FillReason::OnBattery => "off on battery (reading ahead spends energy)",
             FillReason::FixedBudget => "off: [predict] budget_bytes caps all prefetching",
             FillReason::NoMemoryFigures => "off: /proc/meminfo unreadable",
-            FillReason::NotMostlyFree => "idle: free memory beyond the reserve is not more than the prediction budget",
+            FillReason::WithinReserve => "idle: free memory is within the reserve",
             FillReason::TakenByPrediction => "idle: the prediction plan takes the free memory beyond the reserve",
             FillReason::Filling => "filling free memory beyond the reserve with learned applications",
         }
@@ -109,23 +109,27 @@ impl FillRoom {
         FillRoom { free_bytes: 0, reserve_bytes: 0, room_bytes: 0, reason }
     }
 
-    /// The room of a round: the tier acts only when MemFree beyond the reserve is larger than
-    /// the prediction `budget` (memory is mostly free), and then fills what the prediction plan
-    /// (`planned_bytes`) leaves of it.
-    pub fn of(mem: &MemorySnapshot, budget: MemoryBudget, planned_bytes: u64, config: &FillConfig) -> Self {
+    /// The room of a round: free memory (MemFree, at most MemAvailable) beyond the reserve (kept
+    /// of the usable memory, MemTotal less what is locked) and beyond what the prediction plan
+    /// holds (`planned_bytes`). Memory locked in place never holds the cache, so a machine whose
+    /// memory is mostly locked keeps the reserve of a machine of what is left. The prediction
+    /// `budget` does not limit the tier: reading into memory that holds nothing pushes nothing
+    /// out.
+    pub fn of(mem: &MemorySnapshot, _budget: MemoryBudget, planned_bytes: u64, config: &FillConfig) -> Self {
         if !config.enabled {
             return FillRoom::none(FillReason::Disabled);
         }
-        let reserve = config.reserve_bytes(mem.total);
-        let beyond = mem.free.saturating_sub(reserve);
-        let (room, reason) = if beyond <= budget.bytes {
-            (0, FillReason::NotMostlyFree)
+        let reserve = config.reserve_bytes(mem.total.saturating_sub(mem.locked));
+        let free = mem.free.min(mem.available);
+        let beyond = free.saturating_sub(reserve);
+        let (room, reason) = if beyond == 0 {
+            (0, FillReason::WithinReserve)
         } else if beyond <= planned_bytes {
             (0, FillReason::TakenByPrediction)
         } else {
             (beyond - planned_bytes, FillReason::Filling)
         };
-        FillRoom { free_bytes: mem.free, reserve_bytes: reserve, room_bytes: room, reason }
+        FillRoom { free_bytes: free, reserve_bytes: reserve, room_bytes: room, reason }
     }
 }
 
@@ -248,7 +252,7 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     fn mem(total: u64, free: u64) -> MemorySnapshot {
-        MemorySnapshot { total, free, available: free, cached: 0 }
+        MemorySnapshot { total, free, available: free, cached: 0, locked: 0 }
     }
 
     fn fp(app: &str, ranges: &[(&str, u64, u64)]) -> AppFootprint {
@@ -270,18 +274,25 @@ mod tests {
     }
 
     #[test]
-    fn a_mostly_free_machine_fills_what_prediction_leaves_and_a_short_one_does_nothing() {
+    fn free_memory_beyond_the_reserve_and_the_prediction_is_filled() {
         let c = FillConfig::default();
-        // As is: 24 GiB, 22 free, budget half of available.
+        // As is: 24 GiB, 22 free; the prediction planned 1 GiB.
         let room = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(11 * GIB), GIB, &c);
         assert_eq!(room.reason, FillReason::Filling);
         assert_eq!(room.room_bytes, 22 * GIB - 4 * GIB - GIB);
-        // The small slow machine: 2 GiB left of 24.
-        let small = FillRoom::of(&mem(24 * GIB, 2 * GIB), MemoryBudget::of(GIB), 0, &c);
-        assert_eq!((small.room_bytes, small.reason), (0, FillReason::NotMostlyFree));
-        // A 2 GiB machine with 1.5 GiB free: the reserve is 1 GiB, the budget more than what is left.
-        let tiny = FillRoom::of(&mem(2 * GIB, 3 * GIB / 2), MemoryBudget::of(3 * GIB / 4), 0, &c);
-        assert_eq!(tiny.room_bytes, 0);
+        // A 2 GiB machine with 1.5 GiB free: the reserve is 1 GiB, half a GiB is filled.
+        let small = FillRoom::of(&mem(2 * GIB, 3 * GIB / 2), MemoryBudget::of(3 * GIB / 4), 0, &c);
+        assert_eq!((small.room_bytes, small.reason), (GIB / 2, FillReason::Filling));
+        // The suite's small slow machine: 24 GiB of which a balloon locked 21; 3 GiB free but
+        // 2 GiB available. The reserve is that of a 3 GiB machine (1 GiB), the room what is
+        // available beyond it.
+        let ballooned = MemorySnapshot { total: 24 * GIB, free: 3 * GIB, available: 2 * GIB, cached: 0, locked: 21 * GIB };
+        let b = FillRoom::of(&ballooned, MemoryBudget::of(GIB), 0, &c);
+        assert_eq!((b.reserve_bytes, b.room_bytes, b.reason), (GIB, GIB, FillReason::Filling));
+        // The usage day's machine: 512 MiB left. Nothing.
+        let short = MemorySnapshot { available: GIB / 2, free: GIB / 2, ..ballooned };
+        let s = FillRoom::of(&short, MemoryBudget::of(GIB / 4), 0, &c);
+        assert_eq!((s.room_bytes, s.reason), (0, FillReason::WithinReserve));
         // The prediction plan takes it all.
         let taken = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(11 * GIB), 18 * GIB, &c);
         assert_eq!((taken.room_bytes, taken.reason), (0, FillReason::TakenByPrediction));

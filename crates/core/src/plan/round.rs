@@ -326,7 +326,7 @@ mod tests {
     fn the_computed_budget_follows_memory_and_pressure_and_stops() {
         let fps = footprints(&[("a", 1 << 20)]);
         let config = RoundConfig::default();
-        let mem = MemorySnapshot { total: 8 << 30, free: 1 << 30, available: 4 << 30, cached: 2 << 30 };
+        let mem = MemorySnapshot { total: 8 << 30, free: 1 << 30, available: 4 << 30, cached: 2 << 30, locked: 0 };
         let at = |pressure: Option<f64>| PlanningRound {
             config: &config,
             memory: Some(mem),
