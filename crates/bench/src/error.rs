@@ -46,6 +46,11 @@ pub enum BenchError {
     #[error("{command}: {detail}")]
     Command { command: String, detail: String },
 
+    /// A workload did not become ready (exit or window) within its timeout: a measurement that
+    /// failed this way is not repeated in later runs of the same profile.
+    #[error("{command}: {detail}")]
+    TimedOut { command: String, detail: String },
+
     /// SIGINT, SIGTERM or SIGHUP arrived; every guard has been dropped.
     #[error("augur-bench: interrupted; cleaned up")]
     Interrupted,

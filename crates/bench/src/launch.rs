@@ -227,7 +227,7 @@ pub fn launch(env: &LaunchEnv, w: &Workload, watcher: Option<&mut WindowWatcher>
                     guard.child = Some(child);
                     drop(guard);
                     interrupt::check()?;
-                    return Err(BenchError::Command {
+                    return Err(BenchError::TimedOut {
                         command: w.command.join(" "),
                         detail: format!("did not finish within {} s", w.timeout_secs),
                     });

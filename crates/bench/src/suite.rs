@@ -350,6 +350,9 @@ fn run_profile(
         }
         let _ = w;
     }
+    // A measurement that timed out is not repeated in this profile's later runs: another 30-60 s
+    // timeout (after the prefetcher's whole first cycle) would cost minutes and show nothing new.
+    let mut timed_out: std::collections::BTreeMap<(usize, usize), u32> = std::collections::BTreeMap::new();
     for run in 1..=suite.runs {
         for (wi, w) in here.iter().copied().enumerate() {
             let mut warm_now = false;
@@ -359,6 +362,16 @@ fn run_profile(
                 let cond = suite.conditions[ci];
                 let slot = &mut report.workloads[wi].conditions[ci];
                 if slot.status == ConditionStatus::Unavailable {
+                    warm_now = false;
+                    continue;
+                }
+                if let Some(first) = timed_out.get(&(wi, ci)) {
+                    progress(&format!(
+                        "{profile} run {run}/{}: {} {}: not repeated (timed out in run {first})",
+                        suite.runs,
+                        w.name,
+                        cond.name()
+                    ));
                     warm_now = false;
                     continue;
                 }
@@ -375,7 +388,16 @@ fn run_profile(
                     Err(e) => {
                         interrupt::check()?;
                         progress(&format!("{profile} run {run}/{}: {} {}: failed: {e}", suite.runs, w.name, cond.name()));
-                        slot.reasons.push(e.to_string());
+                        if matches!(e, BenchError::TimedOut { .. }) {
+                            timed_out.insert((wi, ci), run);
+                            if run < suite.runs {
+                                slot.reasons.push(format!("{e} (run {run}; not repeated in later runs)"));
+                            } else {
+                                slot.reasons.push(e.to_string());
+                            }
+                        } else {
+                            slot.reasons.push(e.to_string());
+                        }
                         warm_now = false;
                     }
                 }

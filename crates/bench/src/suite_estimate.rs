@@ -16,41 +16,51 @@ fn profile_setup_secs(p: MachineProfile) -> f64 {
 
 /// Seconds a launch takes to be ready and to be closed again, cold, under `p` (the recorded runs:
 /// desktop applications 0.1–4 s as-is and 11–45 s on the small slow machine, GNOME Terminal and
-/// gedit 12–13 s, Firefox ESR 22 s, Evolution 45 s; commands 0.1–0.5 s and 3–4 s).
+/// gedit 12–13 s, Firefox ESR 22–24 s, Evolution 45 s; commands 0.1–0.5 s and 3–4 s).
 fn launch_secs(w: &Workload, p: MachineProfile) -> f64 {
     match (w.ready, p.slow_disk()) {
         (Ready::Exit, false) => 0.4,
         (Ready::Exit, true) => 3.0,
         (Ready::Window, false) => 1.5,
-        (Ready::Window, true) => 15.0,
+        (Ready::Window, true) => 20.0,
     }
 }
 
 /// Seconds a launch takes under prefetcher `kind`: on the slow disk, a prefetcher that reads
 /// every application it learned before each launch (preload-ng) competes with the launch's own
-/// reads, and the recorded run's launches took three times their cold start or hit their timeout
-/// (node 30 s of 30, gedit 38 s, GNOME Terminal 31 s, Firefox ESR 47 s, Evolution 60 s of 60).
+/// reads, and the recorded runs' launches hit their timeout (at 9809e37: node 30 s of 30 twice,
+/// Firefox ESR no window within 60 s three times; earlier gedit 38 s, GNOME Terminal 31 s).
 fn launch_secs_under(kind: Prefetcher, w: &Workload, p: MachineProfile) -> f64 {
     let cold = launch_secs(w, p);
-    if kind == Prefetcher::PreloadNg && p.slow_disk() { (3.0 * cold).min(w.timeout_secs as f64) } else { cold }
+    if times_out(kind, p) { w.timeout_secs as f64 } else { cold }
+}
+
+/// Whether a launch under `kind` is expected to time out: then it is measured in one run only
+/// (a measurement that timed out is not repeated).
+fn times_out(kind: Prefetcher, p: MachineProfile) -> bool {
+    kind == Prefetcher::PreloadNg && p.slow_disk()
 }
 
 /// Seconds around a launch under a prefetcher: drop the caches, start it, its first cycle and
 /// the quiet waits (1.5 s of no reads, the cache settling, 1 s of a quiet disk), stop it (the
 /// state saved). On the slow disk, loading what it planned at 40 MB/s; a prefetcher that loads
 /// every application it learned (preload-ng: 1.3 GB, half a minute at 40 MB/s) is waited for
-/// until the suite's `cycle_wait_secs`. (The recorded as-is-only run measured 144 launches in
-/// 390 s on an idle machine, and the whole as-is profile with its costs took 27 min against
-/// 24 planned; the recorded small slow round took 14 min for 25 launches.)
+/// until the suite's `cycle_wait_secs`. As is, both prefetchers that plan ahead read 0.7–2.3 GB
+/// before each launch (augur's free-memory tier, preload-ng everything it knows) and are waited
+/// for until their reads stop and the disk is quiet: the run at 9809e37 took 31 min for the
+/// as-is profile with its costs against 26 planned with 5 s here (6.5 s charges that run's 31).
 fn prefetcher_secs(kind: Prefetcher, p: MachineProfile, cycle_wait_secs: u64) -> f64 {
     match (kind.prefetches_ahead(), p.slow_disk()) {
         (true, true) if kind == Prefetcher::PreloadNg => cycle_wait_secs as f64,
-        (true, false) => 5.0,
+        (true, false) => 6.5,
         (false, false) => 1.0,
         (true, true) => 10.0,
         (false, true) => 3.0,
     }
 }
+
+/// Seconds around each replayed day besides its launches (see [`estimate`]).
+const DAY_OVERHEAD_SECS: f64 = 45.0;
 
 /// Seconds to find out a prefetcher can run (start, first cycle or planning round, stop).
 const PROBE_SECS: f64 = 4.0;
@@ -68,7 +78,11 @@ pub fn estimate(suite: &Suite, profiles: &[MachineProfile], opts: &SuiteOptions)
         let here: Vec<&Workload> = suite.workloads.iter().filter(|w| !opts.skip_tables && w.measured_under(p.name())).collect();
         for w in &here {
             for c in &suite.conditions {
-                secs += f64::from(suite.runs)
+                let runs = match prefetcher_of(*c) {
+                    Some(k) if times_out(k, p) => 1.0,
+                    _ => f64::from(suite.runs),
+                };
+                secs += runs
                     * match (c, prefetcher_of(*c)) {
                         (_, Some(k)) => launch_secs_under(k, w, p) + prefetcher_secs(k, p, suite.cycle_wait_secs),
                         (Condition::Cold, None) => launch_secs(w, p) + 1.0,
@@ -96,8 +110,12 @@ pub fn estimate(suite: &Suite, profiles: &[MachineProfile], opts: &SuiteOptions)
                 .sum::<f64>()
                 + 20.0;
             if day.stop_after_secs > 0 {
-                one_day = one_day.min(day.stop_after_secs as f64 + 10.0);
+                one_day = one_day.min(day.stop_after_secs as f64);
             }
+            // Around each day: the caches dropped, the prefetcher started and its first cycle
+            // waited for, the launch in flight when the day stops, the state saved (six days
+            // took 22 min at 9809e37 with 165 s each).
+            one_day += DAY_OVERHEAD_SECS;
             // The working sets of the day's applications no table of this or an earlier profile
             // measured cold.
             let timed_before =

@@ -161,7 +161,7 @@ impl WindowWatcher {
                 return Err(err);
             }
             if Instant::now() >= deadline {
-                return Err(BenchError::Command { command: "X window".into(), detail: "no window appeared in time".into() });
+                return Err(BenchError::TimedOut { command: "X window".into(), detail: "no window appeared in time".into() });
             }
         }
     }

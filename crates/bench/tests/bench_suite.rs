@@ -4,7 +4,8 @@
 //! interrupted with SIGINT; a peer whose binary is missing is reported as not measured (progress
 //! and report) while the rest is measured; a window workload started from a .desktop file by
 //! `gtk-launch` (which exits at once) is timed to its window and closed without leftovers; a
-//! non-root user is refused with exit code 7.
+//! measurement that timed out is not repeated in later runs; a non-root user is refused with exit
+//! code 7.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -127,6 +128,28 @@ fn missing_peer_is_reported_not_measured_and_the_suite_goes_on() {
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("suite.json")).unwrap()).unwrap();
     let conds = json["profiles"][0]["workloads"][0]["conditions"].as_array().unwrap();
     assert_eq!(conds.iter().map(|c| c["status"].as_str().unwrap()).collect::<Vec<_>>(), ["measured", "measured", "unavailable"]);
+}
+
+#[test]
+fn a_measurement_that_timed_out_is_not_repeated_in_later_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "runs = 1\ntraining_secs = 0\nconditions = [\"cold\"]\n[[workload]]\nname = \"slow\"\ncommand = [\"sleep\", \"5\"]\ntimeout_secs = 1\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let started = Instant::now();
+    let run = suite_run(&suite, dir.path(), &["--machine", "as-is", "--runs", "3"]).output().unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{err}");
+    assert!(err.contains("run 1/3: slow cold: failed: sleep 5: did not finish within 1 s"), "{err}");
+    assert!(err.contains("run 2/3: slow cold: not repeated (timed out in run 1)"), "{err}");
+    assert!(err.contains("run 3/3: slow cold: not repeated (timed out in run 1)"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{err}");
+    let md = std::fs::read_to_string(out.join("suite.md")).unwrap();
+    assert!(md.contains("did not finish within 1 s (run 1; not repeated in later runs)"), "{md}");
 }
 
 /// Makes sure `program` is installed (Debian package `package`).

@@ -98,7 +98,7 @@ fn exit_code(err: BenchError) -> u8 {
         BenchError::Io(e) => Error::from(e).exit_code(),
         BenchError::NotFound { .. } => exit::NOT_FOUND,
         BenchError::Usage(_) => exit::USAGE,
-        BenchError::Command { .. } | BenchError::Interrupted => exit::COMMAND,
+        BenchError::Command { .. } | BenchError::TimedOut { .. } | BenchError::Interrupted => exit::COMMAND,
     }
 }
 

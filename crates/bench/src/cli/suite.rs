@@ -95,7 +95,13 @@ pub fn run(args: SuiteArgs, runs: Option<u32>) -> Result<ExitCode> {
         augur_exe,
         preload_ng_exe: augur_bench::prefetchers::preload_ng_exe(),
     };
-    let progress = |line: &str| eprintln!("augur-bench: {line}");
+    // Each line carries the minutes and seconds since the start, so a run's log shows where its
+    // time went (what the plan is checked against).
+    let started = std::time::Instant::now();
+    let progress = move |line: &str| {
+        let t = started.elapsed().as_secs();
+        eprintln!("augur-bench: [{}:{:02}] {line}", t / 60, t % 60);
+    };
     if args.estimate {
         let (suite, notes) = suite::prepared_suite(&opts)?;
         for n in &notes {
