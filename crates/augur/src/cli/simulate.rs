@@ -28,6 +28,12 @@ pub struct SimulateArgs {
     /// Without --budget: the budget as this share of the bytes of all working sets in each trace.
     #[arg(long, default_value_t = 0.5)]
     pub budget_share: f64,
+    /// The simulated machine's memory for the page cache (bytes, suffixes allowed; its MemTotal
+    /// for the free-memory tier's reserve); default: the budget. With more memory than the
+    /// budget, the free-memory tier (`[predict] fill_free_memory`) fills what is free beyond its
+    /// reserve.
+    #[arg(long, value_parser = parse_bytes)]
+    pub memory: Option<u64>,
     /// augur's cost model: cost of reading a byte ahead of time, in bytes of launch-time reading
     /// saved (`[predict] read_cost`).
     #[arg(long, default_value_t = augur_core::plan::DEFAULT_READ_COST)]
@@ -84,6 +90,7 @@ pub fn run(args: SimulateArgs) -> Result<ExitCode> {
     let config = SimConfig {
         budget: args.budget,
         budget_share: args.budget_share,
+        memory: args.memory,
         fetch_rate: args.fetch_rate,
         read_cost: args.read_cost,
         evict_cost: args.evict_cost,

@@ -88,7 +88,7 @@ pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(
 
 /// The free-memory tier's plan is remade at most this often (and at start); in between the same
 /// plan is sent again with each round's fetch (its resident pages are skipped).
-pub const FILL_REFRESH_MS: u64 = 300_000;
+pub const FILL_REFRESH_MS: u64 = augur_core::plan::FILL_REFRESH_MS;
 
 struct FetchJob {
     /// One plan per application, the likeliest first; from `fill_from` on, the free-memory

@@ -26,6 +26,10 @@ const MIB: u64 = 1 << 20;
 /// 30.3 MiB with 32 and 32.2 MiB with 64, over daemon_cost's 32 MiB bound).
 pub const MAX_FILL_APPS: usize = 32;
 
+/// The tier's plan is remade at most this often (and at the daemon's start); in between the same
+/// plan is sent again with each round's fetch until one fetch went through it.
+pub const FILL_REFRESH_MS: u64 = 300_000;
+
 /// The tier's settings (`[predict] fill_free_memory`, `fill_reserve_*`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FillConfig {

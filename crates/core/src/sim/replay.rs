@@ -9,10 +9,12 @@
 //! the simulated budget as a fixed one and the footprints in 256 KiB blocks; for augur, with the
 //! daemon's cost model, its predictor believed as far as its recent predictions came true
 //! ([`ConfidentPredictor`]), and the memory headroom measured in the simulated cache (its free
-//! capacity and its refault share) as the daemon measures it in /proc. The baselines (`naive`,
-//! `preload`, and `augur-fill`, augur's predictor without the cost model) fill the budget as
-//! preload does. What it models
-//! differently from the daemon — when rounds run, how fetching proceeds, residency, no memory
+//! capacity and its refault share) as the daemon measures it in /proc. As in the daemon, the
+//! footprints carry no residency (every page counts as missing), the fetch skips resident blocks
+//! without refreshing them, and the free-memory tier ([`FillRoom`], [`FillPlanner`]) follows the
+//! prediction. The fill baselines (`naive-fill`, `preload-fill`, and `augur-fill`, augur's
+//! predictor without the cost model) fill the budget as preload does. What it models
+//! differently from the daemon — when rounds run, how fetching proceeds, no memory
 //! pressure — is listed in `docs/predictors.md` ("Simulator"). Pure.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -28,8 +30,9 @@ use crate::model::predict::{
 use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};
 use crate::plan::{
-    AppFootprint, DEFAULT_EVICT_COST, DEFAULT_READ_COST, EvictionCounters, LearnedFootprint, MemoryBudget, MemoryHeadroom, Plan,
-    PlanningRound, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan,
+    AppFootprint, DEFAULT_EVICT_COST, DEFAULT_READ_COST, EvictionCounters, FILL_REFRESH_MS, FillCandidate, FillConfig,
+    FillPlanner, FillRoom, LearnedFootprint, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemorySnapshot, Plan, PlanningRound,
+    RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 
 /// Pages per simulated block: residency is tracked in runs of this many pages.
@@ -138,6 +141,12 @@ pub struct SimConfig {
     pub evict_cost: f64,
     /// How the predictors that weigh cost are believed (the daemon's default).
     pub confidence: ConfidenceConfig,
+    /// The simulated machine's memory for the page cache, bytes (its MemTotal for the free-memory
+    /// tier's reserve); `None`: the budget, the cache being budget-sized.
+    pub memory: Option<u64>,
+    /// The free-memory tier of the predictors run as the daemon runs them (`[predict]
+    /// fill_free_memory`, `fill_reserve_*`; the daemon's default: on).
+    pub fill: FillConfig,
 }
 
 impl Default for SimConfig {
@@ -151,6 +160,8 @@ impl Default for SimConfig {
             read_cost: DEFAULT_READ_COST,
             evict_cost: DEFAULT_EVICT_COST,
             confidence: ConfidenceConfig::default(),
+            memory: None,
+            fill: FillConfig::default(),
         }
     }
 }
@@ -181,6 +192,8 @@ pub struct SimResult {
     pub pushed_out_needed_bytes: u64,
     /// Launches that missed because of blocks prefetching had pushed out.
     pub launches_hurt: u64,
+    /// Of the bytes prefetched, those the free-memory tier read.
+    pub fill_bytes: u64,
     /// Planning rounds run.
     pub rounds: u64,
     /// The most footprint ranges one round's planner read.
@@ -367,13 +380,23 @@ fn replay(
         ..RoundConfig::default()
     };
     let mut refaults = RefaultMeter::default();
-    let weighs_cost = which.weighs_cost();
-    let mut cache = PageCache::new(budget, table.block_bytes.clone());
+    // The machine's page cache: the budget unless a larger memory is simulated.
+    let memory = config.memory.unwrap_or(budget);
+    let fill_reserve = config.fill.reserve_bytes(memory);
+    let mut cache = PageCache::new(memory, table.block_bytes.clone());
     let mut predictor = which.build(config.confidence);
     let mut current: BTreeMap<String, usize> = BTreeMap::new();
     let mut learned: BTreeSet<String> = BTreeSet::new();
     let mut pinned: HashMap<(String, u64), Vec<BlockId>> = HashMap::new();
-    let mut queue: VecDeque<BlockId> = VecDeque::new();
+    // Blocks to fetch in order, each marked when the free-memory tier wants it.
+    let mut queue: VecDeque<(BlockId, bool)> = VecDeque::new();
+    let mut last_launch: BTreeMap<String, u64> = BTreeMap::new();
+    // The free-memory tier: its blocks, when it made them, whether a fetch went through them.
+    let mut fill_blocks: Vec<BlockId> = Vec::new();
+    let mut fill_made: Option<u64> = None;
+    let mut fill_done = false;
+    let mut fill_queued = false;
+    let mut fill_bytes = 0u64;
     let mut credit = 0.0f64;
     let mut last_fetch_t = 0u64;
     let mut last_probs: Option<Vec<AppProbability>> = None;
@@ -391,6 +414,7 @@ fn replay(
         wasted_bytes: 0,
         pushed_out_needed_bytes: 0,
         launches_hurt: 0,
+        fill_bytes: 0,
         rounds: 0,
         max_ranges_per_round: 0,
         diagnosis: SimDiagnosis { by_probability: vec![(0, 0); DIAGNOSIS_BANDS.len()], ..SimDiagnosis::default() },
@@ -398,17 +422,35 @@ fn replay(
     // Blocks the last round planned (kept or fetched).
     let mut in_plan = vec![false; table.block_bytes.len()];
 
-    let advance_fetch = |cache: &mut PageCache, queue: &mut VecDeque<BlockId>, credit: &mut f64, last: &mut u64, t: u64| {
+    // Reads one queued block; the free-memory tier's only while the cache keeps its reserve free
+    // (the daemon's fill fetch re-reads MemFree before every chunk and stops at the reserve).
+    let fetch_one =
+        |cache: &mut PageCache, queue: &mut VecDeque<(BlockId, bool)>, fill_bytes: &mut u64, b: BlockId, fill: bool| {
+            let bytes = table.block_bytes[b as usize];
+            if fill && cache.free_bytes() < fill_reserve.saturating_add(bytes) {
+                queue.retain(|&(_, f)| !f);
+                return;
+            }
+            if cache.prefetch(b) && fill {
+                *fill_bytes += bytes;
+            }
+        };
+    let advance_fetch = |cache: &mut PageCache,
+                         queue: &mut VecDeque<(BlockId, bool)>,
+                         fill_bytes: &mut u64,
+                         credit: &mut f64,
+                         last: &mut u64,
+                         t: u64| {
         if config.fetch_rate > 0 {
             *credit += (t.saturating_sub(*last)) as f64 / 1000.0 * config.fetch_rate as f64;
-            while let Some(&b) = queue.front() {
+            while let Some(&(b, fill)) = queue.front() {
                 let bytes = table.block_bytes[b as usize] as f64;
                 if bytes > *credit {
                     break;
                 }
                 *credit -= bytes;
                 queue.pop_front();
-                cache.prefetch(b);
+                fetch_one(cache, queue, fill_bytes, b, fill);
             }
             if queue.is_empty() {
                 *credit = 0.0;
@@ -427,7 +469,7 @@ fn replay(
             Some(_) => (next_tick, true),
             None => break,
         };
-        advance_fetch(&mut cache, &mut queue, &mut credit, &mut last_fetch_t, t);
+        advance_fetch(&mut cache, &mut queue, &mut fill_bytes, &mut credit, &mut last_fetch_t, t);
         let now = LocalTime(trace.header.local_ms(t));
         let mut forced = false;
         if is_tick {
@@ -471,7 +513,7 @@ fn replay(
                                 } else {
                                     let missing: Vec<BlockId> =
                                         blocks.iter().copied().filter(|&b| !cache.is_resident(b)).collect();
-                                    if missing.iter().any(|b| queue.contains(b)) {
+                                    if missing.iter().any(|b| queue.iter().any(|(q, _)| q == b)) {
                                         d.miss_late += 1;
                                     } else if missing.iter().any(|&b| !in_plan[b as usize]) {
                                         d.miss_unplanned += 1;
@@ -485,6 +527,7 @@ fn replay(
                             }
                             pinned.insert((app.clone(), *instance), blocks);
                             learned.insert(app.clone());
+                            last_launch.insert(app.clone(), t);
                         }
                         Transition::Exit => {
                             for b in pinned.remove(&(app.clone(), *instance)).unwrap_or_default() {
@@ -509,17 +552,9 @@ fn replay(
             if !learned.contains(app) {
                 return Ok(None);
             }
-            let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| {
-                let mut ranges = d.1.clone();
-                if weighs_cost {
-                    // What the cost model needs: which of its blocks are resident now.
-                    for r in &mut ranges {
-                        r.resident_pages =
-                            blocks_of(r.range, &r.file, &table.index).filter(|&b| cache.is_resident(b)).count() as u64;
-                    }
-                }
-                ranges
-            });
+            // As the daemon's footprints (`footprint_of`): no residency known, every page counted
+            // as missing.
+            let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.1.clone());
             Ok(ranges.map(|ranges| LearnedFootprint {
                 footprint: AppFootprint { app: app.to_string(), ranges },
                 page_size: block_unit,
@@ -568,16 +603,64 @@ fn replay(
         }
         in_plan.copy_from_slice(&seen);
         last_order.clone_from(&order);
-        // What the plan keeps resident is refreshed, likeliest last so it is evicted last.
-        for &b in order.iter().rev() {
-            if cache.is_resident(b) {
-                cache.touch(b);
+        // The free-memory tier, as the daemon runs it beside the prediction (`fill_round`): when
+        // the free memory beyond the reserve is more than the budget, the learned applications,
+        // likeliest first, then the most recently launched, fill what the plan leaves of it; the
+        // plan is remade at most every `FILL_REFRESH_MS` and sent with each round's fetch until
+        // one went through it. In a budget-sized cache the free memory never exceeds the budget
+        // and it never acts.
+        if which.weighs_cost() {
+            let free = cache.free_bytes();
+            let mem = MemorySnapshot { total: memory, free, available: free, cached: cache.unpinned_bytes() };
+            let room = FillRoom::of(&mem, planned.budget, planned.plan.bytes, &config.fill);
+            if fill_queued && !queue.iter().any(|&(_, fill)| fill) {
+                fill_done = true; // the last fetch went through it (or stopped at the reserve)
+            }
+            if room.room_bytes == 0 {
+                fill_blocks.clear();
+                fill_made = None;
+            } else if fill_made.is_none_or(|made| t >= made.saturating_add(FILL_REFRESH_MS)) {
+                let believed: BTreeMap<&str, f64> =
+                    last_probs.iter().flatten().map(|a| (a.app.as_str(), a.probability)).collect();
+                let candidates: Vec<FillCandidate> = learned
+                    .iter()
+                    .map(|a| FillCandidate {
+                        app: a.clone(),
+                        probability: believed.get(a.as_str()).copied().unwrap_or(0.0),
+                        last_launch_ms: last_launch.get(a).copied().unwrap_or(0),
+                    })
+                    .collect();
+                let mut planner = FillPlanner::new(&planned.plan, room.room_bytes, block_unit);
+                fill_blocks.clear();
+                for c in fill_order(candidates, MAX_FILL_APPS) {
+                    if planner.full() {
+                        break;
+                    }
+                    let Some((_, ranges)) = current.get(&c.app).and_then(|d| table.declarations.get(d)) else { continue };
+                    let part = planner.take(&AppFootprint { app: c.app, ranges: ranges.clone() });
+                    for r in &part.ranges {
+                        fill_blocks.extend(blocks_of(r.range, &r.file, &table.index));
+                    }
+                }
+                fill_made = Some(t);
+                fill_done = false;
             }
         }
-        queue = order.into_iter().filter(|&b| !cache.is_resident(b)).collect();
+        // As the daemon's fetch: the plan's missing blocks (resident ones are left alone, their
+        // recency untouched), then the tier's.
+        queue = order.into_iter().filter(|&b| !cache.is_resident(b)).map(|b| (b, false)).collect();
+        fill_queued = false;
+        if !fill_done {
+            for &b in &fill_blocks {
+                if !seen[b as usize] && !cache.is_resident(b) {
+                    queue.push_back((b, true));
+                    fill_queued = true;
+                }
+            }
+        }
         if config.fetch_rate == 0 {
-            while let Some(b) = queue.pop_front() {
-                cache.prefetch(b);
+            while let Some((b, fill)) = queue.pop_front() {
+                fetch_one(&mut cache, &mut queue, &mut fill_bytes, b, fill);
             }
         }
     }
@@ -587,6 +670,7 @@ fn replay(
         }
     }
     let c = cache.counters();
+    result.fill_bytes = fill_bytes;
     result.prefetched_bytes = c.prefetched_bytes;
     result.wasted_bytes = c.wasted_bytes;
     result.pushed_out_needed_bytes = c.pushed_out_needed_bytes;
@@ -767,6 +851,27 @@ mod tests {
         // After A, augur fetches B; after B, C; after C, A.
         assert!(augur.hits >= 100, "{augur:?}");
         assert!(augur.wasted_bytes < augur.prefetched_bytes, "{augur:?}");
+    }
+
+    /// The free-memory tier is modelled as the daemon runs it: in a budget-sized cache (the
+    /// simulator's default) the free memory beyond the 1 GiB reserve is never more than the
+    /// budget, so it never acts; in a larger one it has room, but a block goes missing only when
+    /// the cache is full, and here nothing ever fills it: every learned block is still resident.
+    #[test]
+    fn the_free_memory_tier_finds_nothing_to_load_in_the_simulated_cache() {
+        let t = a_then_b();
+        let augur = SimPredictor::Augur(AugurConfig::default());
+        let off = FillConfig { enabled: false, ..FillConfig::default() };
+        for memory in [None, Some(2 << 30)] {
+            let with = SimConfig { budget: Some(64 << 20), memory, ..SimConfig::default() };
+            let tier = simulate(&t, "ab", "augur", augur, &with);
+            assert_eq!(tier.fill_bytes, 0, "{tier:?}");
+            assert_eq!(tier, simulate(&t, "ab", "augur", augur, &SimConfig { fill: off, ..with }));
+        }
+        // With the memory for all three, the cache keeps every application after its first launch.
+        let roomy = SimConfig { budget: Some(64 << 20), memory: Some(2 << 30), ..SimConfig::default() };
+        let r = simulate(&t, "ab", "none", SimPredictor::None, &roomy);
+        assert_eq!(r.hits, r.launches - 3, "{r:?}");
     }
 
     #[test]
