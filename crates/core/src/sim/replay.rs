@@ -603,15 +603,15 @@ fn replay(
         }
         in_plan.copy_from_slice(&seen);
         last_order.clone_from(&order);
-        // The free-memory tier, as the daemon runs it beside the prediction (`fill_round`): when
-        // the free memory beyond the reserve is more than the budget, the learned applications,
-        // likeliest first, then the most recently launched, fill what the plan leaves of it; the
-        // plan is remade at most every `FILL_REFRESH_MS` and sent with each round's fetch until
-        // one went through it. In a budget-sized cache the free memory never exceeds the budget
-        // and it never acts.
+        // The free-memory tier, as the daemon runs it beside the prediction (`fill_round`): the
+        // free memory beyond the reserve and beyond the plan is filled with the learned
+        // applications, likeliest first, then the most recently launched; the plan is remade at
+        // most every `FILL_REFRESH_MS` and sent with each round's fetch until one went through it.
+        // It acts only where the simulated cache's free memory exceeds the reserve (at least
+        // 1 GiB).
         if which.weighs_cost() {
             let free = cache.free_bytes();
-            let mem = MemorySnapshot { total: memory, free, available: free, cached: cache.unpinned_bytes() };
+            let mem = MemorySnapshot { total: memory, free, available: free, cached: cache.unpinned_bytes(), locked: 0 };
             let room = FillRoom::of(&mem, planned.budget, planned.plan.bytes, &config.fill);
             if fill_queued && !queue.iter().any(|&(_, fill)| fill) {
                 fill_done = true; // the last fetch went through it (or stopped at the reserve)
