@@ -414,6 +414,9 @@ fn mean_sd(values: &[f64]) -> String {
     format!("{:.2} ± {:.2}", stats::mean(values), stats::stddev(values))
 }
 
+/// One figure of a boot, for the table's columns.
+type Metric = fn(&BootTimes) -> f64;
+
 /// The context printed above the table.
 #[derive(Debug, Clone)]
 pub struct BootReportContext {
@@ -442,7 +445,7 @@ pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> St
     );
     out.push_str("| setup | boots | to multi-user.target, s | to AbiWord's first window, s | read, MiB | failed |\n");
     out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
-    let column = |r: &SetupBoots, f: fn(&BootTimes) -> f64| r.boots.iter().map(f).collect::<Vec<f64>>();
+    let column = |r: &SetupBoots, f: Metric| r.boots.iter().map(f).collect::<Vec<f64>>();
     for (setup, r) in rows {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} |\n",
@@ -454,10 +457,10 @@ pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> St
             r.failed.len()
         ));
     }
-    let mean_of = |s: BootSetup, f: fn(&BootTimes) -> f64| {
+    let mean_of = |s: BootSetup, f: Metric| {
         rows.iter().find(|(x, r)| *x == s && !r.boots.is_empty()).map(|(_, r)| stats::mean(&column(r, f)))
     };
-    let metrics: [(&str, fn(&BootTimes) -> f64); 2] = [("multi-user.target", |b| b.target_s), ("the window", |b| b.window_s)];
+    let metrics: [(&str, Metric); 2] = [("multi-user.target", |b| b.target_s), ("the window", |b| b.window_s)];
     for (what, f) in metrics {
         let Some(augur) = mean_of(BootSetup::Augur, f) else { continue };
         let others: Vec<(BootSetup, f64)> =
