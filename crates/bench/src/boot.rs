@@ -178,8 +178,14 @@ impl AttachedImage {
             Some(d) => losetup.arg(d).arg(image),
             None => losetup.args(["--find", "--show"]).arg(image),
         };
-        let out = tool_output(&mut losetup, "losetup")?;
-        let device = device.map(str::to_string).unwrap_or_else(|| out.trim().to_string());
+        let device = match (tool_output(&mut losetup, "losetup"), device) {
+            (Ok(out), None) => out.trim().to_string(),
+            (Ok(_), Some(d)) => d.to_string(),
+            // Still attached to this image: its file system outlived the last unmount (another
+            // process held it open); mounting the same device again reuses it, nothing doubles.
+            (Err(_), Some(d)) if backing_file(d).is_some_and(|b| b == image) => d.to_string(),
+            (Err(e), _) => return Err(e),
+        };
         let mut attached = AttachedImage { device, root: root.to_path_buf(), mounted: false };
         tool_output(Command::new("mount").arg(&attached.device).arg(root), "mount")?;
         attached.mounted = true;
@@ -205,11 +211,30 @@ impl AttachedImage {
 
 impl Drop for AttachedImage {
     fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.root).status();
+        // A process that holds a file or the mount open (an augur daemon watching every mount)
+        // delays the unmount: try for up to 10 s.
+        let umount = |args: &[&str]| {
+            Command::new("umount").args(args).arg(&self.root).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+        };
+        if self.mounted && !(0..40).any(|_| umount(&[]) || wait_a_little()) {
+            // Detached lazily: the next boot mounts the same device, which reuses it.
+            umount(&["-l"]);
         }
         let _ = Command::new("losetup").args(["-d", &self.device]).status();
     }
+}
+
+/// Sleeps 250 ms; false (to go on trying).
+fn wait_a_little() -> bool {
+    std::thread::sleep(Duration::from_millis(250));
+    false
+}
+
+/// The file a loop device (`/dev/loopN`) is attached to, if any.
+fn backing_file(device: &str) -> Option<PathBuf> {
+    let name = Path::new(device).file_name()?.to_str()?;
+    let text = fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
+    Some(PathBuf::from(text.trim()))
 }
 
 /// At the start of a run: every setup learns from nothing (preload's and augur's states
@@ -354,7 +379,17 @@ impl BootBench {
         reset_learning(image.root(), augur_exe)
     }
 
+    /// Attaches to the run's loop device; while it is still held (the last boot's file system
+    /// is released late when another process held it open), retries for 20 s.
     fn attach(&self) -> Result<AttachedImage> {
+        for _ in 0..40 {
+            match AttachedImage::attach(&self.image, &self.root(), self.loop_device.as_deref()) {
+                Err(BenchError::Command { .. }) => std::thread::sleep(Duration::from_millis(500)),
+                other => return other,
+            }
+        }
+        // Never another device: the image may still be mounted from the first, and a second
+        // mount of the same file system would corrupt it.
         AttachedImage::attach(&self.image, &self.root(), self.loop_device.as_deref())
     }
 
