@@ -374,7 +374,14 @@ impl BootBench {
 
     /// Before the first boot: every setup learns from nothing, with this `augur`.
     pub fn reset(&mut self, augur_exe: &Path) -> Result<()> {
-        let image = AttachedImage::attach(&self.image, &self.root(), None)?;
+        // A loop device still attached to the image (its file system held open past an earlier
+        // run) is the one to use: a second device would mount the image twice.
+        let held = fs::read_dir("/sys/block").ok().and_then(|d| {
+            d.flatten()
+                .map(|e| format!("/dev/{}", e.file_name().to_string_lossy()))
+                .find(|dev| dev.starts_with("/dev/loop") && backing_file(dev).is_some_and(|b| b == self.image))
+        });
+        let image = AttachedImage::attach(&self.image, &self.root(), held.as_deref())?;
         self.loop_device = Some(image.device().to_string());
         reset_learning(image.root(), augur_exe)
     }
