@@ -14,6 +14,9 @@
 //! workload to its exit or first window ([`xdisplay`]), [`prefetchers`] runs preload and the augur
 //! daemon, [`usage_day`] and [`cost`] the day and the costs, [`suite_report`] holds the results
 //! and [`suite_markdown`] / [`suite_chart`] render them.
+//!
+//! [`boot`] boots a Debian system in a container on a throttled disk image under three setups
+//! (`augur-bench boot`).
 
 #![forbid(unsafe_code)]
 
@@ -25,6 +28,7 @@ pub mod stats;
 
 pub mod aasfp;
 pub mod balloon;
+pub mod boot;
 pub mod cost;
 pub mod dear;
 pub mod error;

@@ -60,7 +60,12 @@ impl ThrottledCgroup {
     /// Creates the cgroup, sets the limits on the root filesystem's disk and moves this process
     /// into it.
     pub fn enter(limits: DiskThrottle) -> Result<ThrottledCgroup> {
-        let device = root_disk()?;
+        Self::enter_on(limits, root_disk()?)
+    }
+
+    /// Creates the cgroup, sets the limits on `device` ("MAJ:MIN": the loop device of
+    /// `augur-bench boot`'s system image) and moves this process into it.
+    pub fn enter_on(limits: DiskThrottle, device: String) -> Result<ThrottledCgroup> {
         let (version, hierarchy) = find_hierarchy()?;
         let origin = hierarchy.join(own_cgroup(version)?.trim_start_matches('/'));
         let dir = hierarchy.join(format!("{CGROUP_PREFIX}{}", std::process::id()));

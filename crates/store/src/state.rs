@@ -572,7 +572,8 @@ impl StateStore {
         Ok(n + files > 0)
     }
 
-    /// Forgets everything learned; returns how many applications were forgotten.
+    /// Forgets everything learned, the recorded boots included; returns how many applications
+    /// were forgotten.
     pub fn forget_all(&mut self) -> Result<u64> {
         let path = self.path.clone();
         let e = move |err| db_error(&path, "forgetting in", err);
@@ -582,6 +583,7 @@ impl StateStore {
         tx.execute("DELETE FROM launcher_hints", []).map_err(&e)?;
         tx.execute("DELETE FROM activity", []).map_err(&e)?;
         tx.execute("DELETE FROM file_contexts", []).map_err(&e)?;
+        tx.execute("DELETE FROM boot_traces", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         Ok(n as u64)
     }
@@ -1248,9 +1250,13 @@ mod tests {
         assert_eq!(h.traces.iter().map(|t| t.recorded_at).collect::<Vec<_>>(), vec![3, 4, 5]);
         assert_eq!(h.traces[2], boot_trace(5));
         assert_eq!(read_boot_history(&path).unwrap(), h);
+        // `augur forget --all` forgets the recorded boots too.
+        s.forget_all().unwrap();
+        assert!(s.boot_history().unwrap().traces.is_empty());
+        s.add_boot_trace(&boot_trace(6), 3).unwrap();
         // A trace that does not decode is skipped, not fatal.
         s.conn.execute("INSERT INTO boot_traces (recorded_at, pages, trace) VALUES (9, 1, '{')", []).unwrap();
-        assert_eq!(s.boot_history().unwrap().traces.len(), 3);
+        assert_eq!(s.boot_history().unwrap().traces.len(), 1);
         // A schema 6 file gains the table, empty, and reads as no boots until then.
         s.conn.execute_batch("DROP TABLE boot_traces;").unwrap();
         s.conn.pragma_update(None, "user_version", 6).unwrap();

@@ -21,7 +21,7 @@ pub struct ForgetArgs {
     /// lists it.
     #[arg(long, value_name = "USER", requires = "app")]
     pub user: Option<String>,
-    /// Forget every application.
+    /// Forget every application, and the recorded boots.
     #[arg(long)]
     pub all: bool,
     /// Configuration file [default: /etc/augur/config.toml].

@@ -9,6 +9,7 @@ use augur_bench::error::{BenchError, Result};
 
 pub mod aasfp;
 pub mod balloon;
+pub mod boot;
 pub mod command;
 pub mod dear;
 pub mod kroeger;
@@ -44,6 +45,10 @@ pub enum Internal {
     /// The reading process `augur-bench aasfp` times (started by it).
     #[command(hide = true, name = "aasfp-reader")]
     AasfpReader(aasfp::ReaderArgs),
+    /// Boots a Debian system (systemd in a container on a throttled disk image) under three setups
+    /// (no prefetcher, preload 0.6.4, augur-boot.service), every cache dropped before each boot:
+    /// time to multi-user.target and to the autostarted application's first window.
+    Boot(boot::BootArgs),
     /// Kroeger and Long's four application benchmarks (make -j1, a large link, ctags -R, a
     /// long-running reader in a learned order): I/O wait and elapsed time, augur off against on,
     /// warm-up then measured runs with caches dropped before each, under the machine profiles.
@@ -65,6 +70,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Internal::Balloon(a)) => balloon::run(a),
         Some(Internal::Aasfp(a)) => aasfp::run(a),
         Some(Internal::AasfpReader(a)) => aasfp::run_reader(a),
+        Some(Internal::Boot(a)) => boot::run(a),
         Some(Internal::Kroeger(a)) => kroeger::run(a),
         Some(Internal::KroegerReader(a)) => kroeger::run_reader(a),
         Some(Internal::Dear(a)) => dear::run(a),
