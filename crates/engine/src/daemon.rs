@@ -215,6 +215,14 @@ pub enum Action {
     /// they read from disk over the next `window_ns` (under [`Observation::EveryExec`] only), for
     /// [`DaemonWorld::disk_reads`].
     Watch { pids: Vec<u32>, window_ns: u64 },
+    /// Keep following the tasks `pids` of a workload run (under [`Observation::EveryExec`] only)
+    /// for the files they open, not for their pages (`first_reads_only`), or again for every
+    /// page: with first reads only, the kernel records the first page access of each file they
+    /// read (what names the file and moves the run on in its sequence), their lookups, forks,
+    /// execs and exits, and their page-cache insertions only over the next `disk_reads_ns` (the
+    /// run's launch is judged by them). A run of a workload whose file order is settled costs
+    /// that instead of every page it touches.
+    RunReads { pids: Vec<u32>, first_reads_only: bool, disk_reads_ns: u64 },
     /// A launch of `app` that was replayed but not followed read many pages from disk its profile
     /// did not hold: follow its next launches again until its profile is stable.
     Refollow { app: String },
@@ -497,6 +505,8 @@ impl DaemonEngine {
     /// Nothing in progress, under `config`, observing as `observation` says in `mode` with
     /// profiles in pages of `page_size`, started at `now`.
     pub fn new(config: Config, observation: Observation, mode: TraceMode, page_size: u64, now: Now) -> Self {
+        let mut runs = WorkloadRuns::new();
+        runs.set_follow(follow_policy(&config), config.launch.stable_new_share);
         DaemonEngine {
             tracker: LaunchTracker::new(window_settings(&config, mode, page_size)),
             config,
@@ -521,7 +531,7 @@ impl DaemonEngine {
             replay_spent: std::collections::VecDeque::new(),
             pending_activity: Vec::new(),
             activity_flushed_ns: now.mono_ns,
-            runs: WorkloadRuns::new(),
+            runs,
             clock: now,
             contexts_pruned_ms: now.unix_ms,
             files_over_budget: 0,
@@ -729,14 +739,23 @@ impl DaemonEngine {
             let (root, key, user) = (l.root, l.app.key.clone(), l.identity.app_user().clone());
             // A launch replayed only is judged by what it reads from disk, as a watched one is.
             let judged = !l.followed && l.replayed.is_some() && l.stopped.is_none();
-            if self.runs.rekey(root, &key) {
+            let run = if self.runs.rekey(root, &key) {
                 tracing::debug!("launch {id}: its workload run is of {key} now");
+                true
             } else if self.runs.start(root, &key, user, ts_ns) {
                 tracing::debug!("launch {id}: {key} (pid {root}) followed as a workload run for the files it opens");
-            }
+                true
+            } else {
+                false
+            };
             if judged {
                 let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
                 self.runs.count_disk_reads(root, ts_ns.saturating_add(window_ns));
+            }
+            // A run of a settled workload is a sample, followed for the files it opens only (see
+            // about_to_sleep).
+            if run && self.runs.sample(root, now.unix_ms) {
+                tracing::debug!("launch {id}: {key}'s run is a sample, followed for the files it opens");
             }
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
@@ -1191,6 +1210,7 @@ impl DaemonEngine {
             tracing::warn!("state_path and socket_path changes take effect at the next start");
         }
         self.tracker.set_settings(window_settings(&new, self.mode, self.page_size));
+        self.runs.set_follow(follow_policy(&new), new.launch.stable_new_share);
         let old = std::mem::replace(&mut self.config, new);
         let (was, want) = (old.predict.enabled && self.step, self.config.predict.enabled);
         let rebuild = was && want && step_settings_changed(&old.predict, &self.config.predict);
@@ -1259,6 +1279,15 @@ impl DaemonEngine {
         }
         if !gone.is_empty() {
             world.carry_out(Action::Unfollow(gone), &self.config);
+        }
+        // A sampled run is followed for the first read of each file only while none of its
+        // processes is in a launch followed to learn its start; its disk reads still count while
+        // its launch is judged by them.
+        let tracker = &self.tracker;
+        for r in self.runs.reads_to_change(|tasks| tasks.iter().any(|&t| tracker.follows_process(t))) {
+            let disk_reads_ns = r.disk_until_ns.saturating_sub(now.mono_ns);
+            let action = Action::RunReads { pids: r.tasks, first_reads_only: r.first_reads, disk_reads_ns };
+            world.carry_out(action, &self.config);
         }
         self.tracker.trim_backlog(now.mono_ns);
         let prefetches = self.runs.take_prefetches();
@@ -1966,6 +1995,59 @@ mod tests {
         d.exit(100_200, 200);
         let out = d.wake(103_000);
         assert!(out.contains(&Action::Refollow { app: "/usr/bin/make".into() }), "{out:?}");
+    }
+
+    /// The runs' tasks to be followed for their first reads only, with how long their disk
+    /// reads still count.
+    fn first_reads(actions: &[Action]) -> Vec<(Vec<u32>, u64)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::RunReads { pids, first_reads_only: true, disk_reads_ns } => Some((pids.clone(), *disk_reads_ns)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_settled_workload_s_runs_are_followed_for_their_opens_only_and_still_prefetched() {
+        let mut d = Daemon::every_exec(replay_only());
+        for (t0, root) in [(0, 100), (100_000, 200), (200_000, 300)] {
+            let out = build(&mut d, t0, root, 40, 4);
+            assert!(first_reads(&out).is_empty(), "followed whole while the model learns: {out:?}");
+        }
+        // The last two runs opened nothing the model had not foreseen: the next is a sample, taken
+        // to its first reads once make's launch (followed to learn its start) no longer is.
+        let out = build(&mut d, 300_000, 400, 40, 4);
+        let sampled = first_reads(&out);
+        assert_eq!(sampled.len(), 1, "{out:?}");
+        assert!(sampled[0].0.contains(&400) && sampled[0].1 == 0, "{sampled:?}");
+        let mut asked = prefetched(&out);
+        asked.sort();
+        let mut want: Vec<String> = (0..40).map(source).collect();
+        want.sort();
+        assert_eq!(asked, want, "its next files are still prefetched, each once");
+        let (counts, _) = d.engine.run_counts();
+        assert_eq!((counts.runs, counts.runs_sampled, counts.files_learned), (4, 1, 160));
+        // A launch replayed only is judged by its disk reads in its window: they still count.
+        d.world.learned.insert("/usr/bin/make".into(), settled(3, WALL_MS + 350_000));
+        d.world.profiles.insert("/usr/bin/make".into(), profile(1000));
+        let mut out = d.exec(400_000, 500, "/usr/bin/make");
+        out.extend(d.event(400_000, Event::AboutToSleep));
+        assert_eq!(first_reads(&out), vec![(vec![500], 15_000_000_000)], "{out:?}");
+    }
+
+    #[test]
+    fn a_sampled_run_opening_files_its_model_did_not_foresee_makes_the_next_runs_followed_whole() {
+        let mut d = Daemon::every_exec(replay_only());
+        for (t0, root) in [(0, 100), (100_000, 200), (200_000, 300)] {
+            build(&mut d, t0, root, 20, 4);
+        }
+        let out = build(&mut d, 300_000, 400, 40, 4);
+        assert_eq!(first_reads(&out).len(), 1, "a sample: {out:?}");
+        assert_eq!(d.engine.run_counts().0.runs_unsettled, 1, "20 of its 40 files were new");
+        let out = build(&mut d, 400_000, 500, 40, 4);
+        assert!(first_reads(&out).is_empty(), "followed whole again: {out:?}");
     }
 
     #[test]

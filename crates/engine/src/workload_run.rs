@@ -10,13 +10,24 @@
 //! [`RUN_MAX_NS`] and [`RUN_MAX_FILES`] files, and ended once no new file was read for
 //! [`RUN_QUIET_NS`]. It must not read clocks, files or the kernel: the engine hands in events and
 //! times, and the budget and the prefetch itself are the engine's and the loop's.
+//!
+//! It also decides *how* each run is followed, by the launches' follow policy
+//! ([`FollowPolicy`], over each workload's [`LearningHistory`] of runs): a workload's runs are
+//! followed whole while its model is still learning (its latest runs opened files the model did
+//! not foresee), then one in a while; the others are *sampled* runs, followed for the files they
+//! open only (the kernel sends the first page access of each file, which is all the sequence and
+//! its prediction need), and a sampled run that opened many files the model did not foresee makes
+//! the next runs followed whole again.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileOpen, FilePrediction, OpenLearned, RunCursor};
+use augur_core::model::learn::{LaunchNovelty, LearnSettings, LearningHistory};
 use augur_core::model::profile::{InodeKey, Lookup, LookupKind};
 use augur_core::model::range::PageRange;
 use augur_core::model::user::ProcessUser;
+
+use crate::window::FollowPolicy;
 
 /// Runs followed at once, at most: a launch that starts while this many are followed is followed
 /// for its launch window only, as before.
@@ -41,6 +52,9 @@ pub const MIN_CONFIDENCE: f64 = 0.3;
 pub const MAX_PREDICTED: usize = 32;
 /// Inodes a run remembers having named (or failed to), at most; beyond it, it forgets them all.
 const MAX_NAMED: usize = 65_536;
+/// Workloads whose learning history of runs is kept, at most (beyond it, those the model no
+/// longer holds go, then all: their runs are followed whole again until they settle).
+const MAX_HISTORIES: usize = 4_096;
 
 /// Files predicted for a run, to be prefetched (the engine checks the budget and hands them on).
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +74,17 @@ impl FilePrefetch {
     pub fn pages(&self) -> u64 {
         self.files.iter().map(|f| f.pages).sum()
     }
+}
+
+/// How the kernel is to report a run's pages from now ([`WorkloadRuns::reads_to_change`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunReads {
+    /// The run's tasks alive.
+    pub tasks: Vec<u32>,
+    /// Only the first page access of each file (a sampled run), or every page.
+    pub first_reads: bool,
+    /// Until when (monotonic ns) the pages it reads from disk still count (0: they do not).
+    pub disk_until_ns: u64,
 }
 
 /// Why a run ended.
@@ -91,7 +116,20 @@ struct Run {
     named: HashMap<InodeKey, Option<String>>,
     /// Files asked for in this run.
     asked: HashSet<String>,
+    /// Files the model predicted for this run at any confidence and depth asked, with or without
+    /// pages: a file the run opens that is not among them is new to what the model foresees.
+    foreseen: HashSet<String>,
     files: usize,
+    /// Files learned in this run that were not foreseen.
+    novel: usize,
+    /// When the run learned its latest file (Unix ms).
+    learned_ms: u64,
+    /// The workload is settled: the run is a sample, to be followed for its opens only.
+    sampled: bool,
+    /// The kernel was asked to send only the first page access of each file of the run.
+    first_reads: bool,
+    /// Counted in [`RunCounts::runs_sampled`].
+    counted_sampled: bool,
     /// Pages the run read from disk (page-cache insertions) until `disk_until_ns`, for a launch
     /// replayed only whose profile is judged by them (0: not counted).
     disk_until_ns: u64,
@@ -109,6 +147,11 @@ pub struct RunCounts {
     pub files_learned: u64,
     /// Files handed out to be prefetched.
     pub files_predicted: u64,
+    /// Runs followed for the files they open only (their workload was settled).
+    pub runs_sampled: u64,
+    /// Runs whose files the model did not foresee, that made their workload's next runs followed
+    /// whole again.
+    pub runs_unsettled: u64,
 }
 
 /// The runs followed and the model they feed. See the module documentation.
@@ -121,6 +164,11 @@ pub struct WorkloadRuns {
     pending: Vec<FilePrefetch>,
     changed: BTreeSet<String>,
     counts: RunCounts,
+    /// Each workload's runs learned, as the follow policy reads them.
+    histories: HashMap<String, LearningHistory>,
+    /// The follow policy and the share of a run's files that may be new for it to be stable;
+    /// `None`: every run is followed whole.
+    follow: Option<(FollowPolicy, f64)>,
 }
 
 /// Paths whose files hold nothing to prefetch (no backing disk) or are throwaway (a compiler's
@@ -139,6 +187,50 @@ impl WorkloadRuns {
     /// Takes the model loaded from the state (at the start).
     pub fn set_model(&mut self, model: FileContextModel) {
         self.model = model;
+    }
+
+    /// Follows runs by `policy` (the launches'): whole until a workload's runs are stable (at most
+    /// `stable_new_share` of the files they opened not foreseen by the model), then sampled.
+    pub fn set_follow(&mut self, policy: FollowPolicy, stable_new_share: f64) {
+        self.follow = Some((policy, stable_new_share));
+    }
+
+    /// Decides whether the run rooted at `root`, started (or re-keyed to its application) at
+    /// `now_ms` (Unix ms), is a sample of a settled workload, to be followed for the files it
+    /// opens only ([`Self::reads_to_change`]): by the follow policy over its workload's runs,
+    /// until it learned its first file. True when it is a sample.
+    pub fn sample(&mut self, root: u32, now_ms: u64) -> bool {
+        let Some((policy, _)) = self.follow else { return false };
+        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return false };
+        if run.files == 0 {
+            let history = self.histories.get(run.cursor.app()).copied().unwrap_or_default();
+            run.sampled = !policy.follows(&history, now_ms);
+        }
+        run.sampled
+    }
+
+    /// The runs whose pages the kernel must send otherwise from now: a sampled run is followed
+    /// for the first read of each file only while none of its tasks is in a launch followed to
+    /// learn its start (`learning(tasks)`), else for every page. Each with its live tasks (for the
+    /// kernel), whether only first reads are wanted, and until when (monotonic ns) its disk reads
+    /// still count (0: not counted).
+    pub fn reads_to_change(&mut self, learning: impl Fn(&HashSet<u32>) -> bool) -> Vec<RunReads> {
+        let mut out = Vec::new();
+        for run in &mut self.runs {
+            let first_reads = run.sampled && !learning(&run.live);
+            if first_reads == run.first_reads {
+                continue;
+            }
+            run.first_reads = first_reads;
+            if first_reads && !run.counted_sampled {
+                run.counted_sampled = true;
+                self.counts.runs_sampled += 1;
+            }
+            let mut tasks: Vec<u32> = run.live.iter().copied().collect();
+            tasks.sort_unstable();
+            out.push(RunReads { tasks, first_reads, disk_until_ns: run.disk_until_ns });
+        }
+        out
     }
 
     /// The model.
@@ -196,7 +288,13 @@ impl WorkloadRuns {
             last_lookup: HashMap::new(),
             named: HashMap::new(),
             asked: HashSet::new(),
+            foreseen: HashSet::new(),
             files: 0,
+            novel: 0,
+            learned_ms: 0,
+            sampled: false,
+            first_reads: false,
+            counted_sampled: false,
             disk_until_ns: 0,
             disk_pages: 0,
         };
@@ -213,6 +311,7 @@ impl WorkloadRuns {
         if run.files == 0 && run.cursor.app() != app {
             run.cursor = self.model.start_run(app);
             run.asked.clear();
+            run.foreseen.clear();
             self.pending.retain(|p| p.root != root);
             predict(&self.model, run, &mut self.pending, &mut self.counts);
         }
@@ -297,6 +396,10 @@ impl WorkloadRuns {
         }
         self.model.read(&run.cursor, &path, pages);
         run.files += 1;
+        if !run.foreseen.contains(&path) {
+            run.novel += 1;
+        }
+        run.learned_ms = now_ms;
         run.last_file_ns = run.last_file_ns.max(ts_ns);
         run.asked.insert(path);
         self.counts.files_learned += 1;
@@ -364,6 +467,9 @@ impl WorkloadRuns {
     fn end(&mut self, i: usize, why: RunEnd) -> (String, RunEnd, Vec<u32>) {
         let r = self.runs.swap_remove(i);
         self.owner.retain(|_, root| *root != r.root);
+        if why != RunEnd::Stopped {
+            self.learned(&r);
+        }
         let mut live: Vec<u32> = r.live.into_iter().collect();
         live.sort_unstable();
         (r.cursor.app().to_string(), why, live)
@@ -381,19 +487,61 @@ impl WorkloadRuns {
             .collect()
     }
 
-    /// Drops what was unseen for longer than the model's age limit at `now_ms`.
+    /// Drops what was unseen for longer than the model's age limit at `now_ms`, and the learning
+    /// histories of the workloads the model no longer holds.
     pub fn prune(&mut self, now_ms: u64) {
         self.model.prune(now_ms);
+        let model = &self.model;
+        self.histories.retain(|app, _| model.app(app).is_some());
+    }
+
+    /// The learning history of `app`'s runs (`None`: no run of it ended since the start).
+    pub fn history(&self, app: &str) -> Option<LearningHistory> {
+        self.histories.get(app).copied()
+    }
+
+    /// Counts the ended run `r` in its workload's learning history: a run followed whole as a
+    /// learned launch is (stable when at most the policy's share of the files it opened was not
+    /// foreseen); a sampled one only when it was not stable, which unsettles the workload (its
+    /// next runs are followed whole), as a sampled launch that read pages its profile lacked does.
+    fn learned(&mut self, r: &Run) {
+        let Some((_, share)) = self.follow else { return };
+        if r.files == 0 {
+            return;
+        }
+        let novelty = LaunchNovelty { pages: r.files as u64, new_pages: r.novel as u64 };
+        let app = r.cursor.app();
+        let stable = novelty.is_stable(share);
+        if r.sampled && stable {
+            return;
+        }
+        if !self.histories.contains_key(app) && self.histories.len() >= MAX_HISTORIES {
+            let model = &self.model;
+            self.histories.retain(|a, _| model.app(a).is_some());
+            if self.histories.len() >= MAX_HISTORIES {
+                self.histories.clear();
+            }
+        }
+        let h = self.histories.entry(app.to_string()).or_default();
+        if r.sampled {
+            h.stable_streak = 0;
+            self.counts.runs_unsettled += 1;
+        } else {
+            let settings = LearnSettings { stable_new_share: share, ..LearnSettings::default() };
+            *h = h.after(r.learned_ms, novelty, &settings);
+        }
     }
 }
 
 /// Asks the model what `run` opens next and hands out the files it has not asked for yet.
 fn predict(model: &FileContextModel, run: &mut Run, pending: &mut Vec<FilePrefetch>, counts: &mut RunCounts) {
-    let files: Vec<FilePrediction> = model
-        .predict(&run.cursor, PREFETCH_DEPTH, MIN_CONFIDENCE, MAX_PREDICTED)
-        .into_iter()
-        .filter(|f| f.pages > 0 && !run.asked.contains(&f.path))
-        .collect();
+    let predicted = model.predict(&run.cursor, PREFETCH_DEPTH, MIN_CONFIDENCE, MAX_PREDICTED);
+    for f in &predicted {
+        if !run.foreseen.contains(&f.path) {
+            run.foreseen.insert(f.path.clone());
+        }
+    }
+    let files: Vec<FilePrediction> = predicted.into_iter().filter(|f| f.pages > 0 && !run.asked.contains(&f.path)).collect();
     if files.is_empty() {
         return;
     }
@@ -509,6 +657,62 @@ mod tests {
         assert!(!runs.rekey(2, "/usr/bin/other"), "no such run");
         let changed = runs.take_changed();
         assert_eq!(changed.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(), vec!["/usr/bin/python3"]);
+    }
+
+    /// One run of `make` rooted at `root` at `t0` opening `files` as [`build_run`] does, sampled
+    /// as the engine asks; whether it was a sample (then followed for its first reads, once).
+    fn sampled_run(runs: &mut WorkloadRuns, root: u32, files: &[&str], t0: u64) -> bool {
+        assert!(runs.start(root, "/usr/bin/make", user(), t0));
+        let sampled = runs.sample(root, t0 / 1_000_000);
+        if sampled {
+            let taken = runs.reads_to_change(|_| true);
+            assert!(taken.is_empty(), "not while a task's launch is followed to learn its start: {taken:?}");
+            let taken = runs.reads_to_change(|_| false);
+            assert_eq!(taken, vec![RunReads { tasks: vec![root], first_reads: true, disk_until_ns: 0 }]);
+            assert!(runs.reads_to_change(|_| false).is_empty(), "asked once");
+        } else {
+            assert!(runs.reads_to_change(|_| false).is_empty());
+        }
+        for (i, f) in files.iter().enumerate() {
+            let child = root + 1 + i as u32;
+            let t = t0 + (i as u64 + 1) * 10_000_000;
+            runs.on_fork(root, child);
+            open(runs, child, f, 100 + i as u64, t);
+            runs.on_exit(child, t + 1);
+        }
+        runs.take_prefetches();
+        runs.on_exit(root, t0 + S);
+        assert_eq!(runs.expire(t0 + 2 * S).len(), 1);
+        sampled
+    }
+
+    #[test]
+    fn a_workload_is_followed_whole_until_its_runs_are_foreseen_then_sampled_and_unsettled_by_unforeseen_files() {
+        let policy =
+            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
+        let mut runs = WorkloadRuns::new();
+        runs.set_follow(policy, 0.05);
+        let more: Vec<String> = (0..40).map(|i| format!("/src/f{i}.c")).collect();
+        let more: Vec<&str> = more.iter().map(String::as_str).collect();
+        let files = &more[..20];
+        let sampled: Vec<bool> = (0..4).map(|n| sampled_run(&mut runs, 1000 * (n + 1), files, u64::from(n) * 100 * S)).collect();
+        assert_eq!(sampled, [false, false, false, true], "the first three followed whole, then settled");
+        let h = runs.history("/usr/bin/make").unwrap();
+        assert_eq!((h.learned, h.stable_streak, h.unstable_streak), (3, 2, 0), "a foreseen sample leaves it settled");
+        assert_eq!(runs.counts().runs_sampled, 1);
+        assert_eq!(runs.counts().files_learned, 80, "a sample still learns the files it opens");
+        // A sample opening 20 files the model did not foresee (half its files) unsettles it.
+        assert!(sampled_run(&mut runs, 5000, &more, 400 * S));
+        assert_eq!(runs.counts().runs_unsettled, 1);
+        assert_eq!(runs.history("/usr/bin/make").unwrap().stable_streak, 0);
+        // Followed whole until two runs in a row are foreseen again, then sampled.
+        let sampled: Vec<bool> = (5..8).map(|n| sampled_run(&mut runs, 1000 * (n + 1), &more, u64::from(n) * 100 * S)).collect();
+        assert_eq!(sampled, [false, false, true]);
+        // One run in the refollow interval is followed whole.
+        assert!(!sampled_run(&mut runs, 9000, &more, 700 * S + 3_600 * S));
+        // Without a follow policy, every run is followed whole.
+        let mut whole = WorkloadRuns::new();
+        assert!(!(0..5).any(|n| sampled_run(&mut whole, 1000 * (n + 1), files, u64::from(n) * 100 * S)));
     }
 
     #[test]

@@ -102,6 +102,14 @@ pub struct EventCounts {
     /// Pages those prefetches loaded.
     #[serde(default)]
     pub file_prefetch_pages: u64,
+    /// Workload runs of settled workloads followed for the files they open only, not their
+    /// pages (bpf mode).
+    #[serde(default)]
+    pub runs_sampled: u64,
+    /// Of them, those that opened more files than a settled workload may that its model had not
+    /// foreseen: their workload's next runs are followed whole again.
+    #[serde(default)]
+    pub runs_unsettled: u64,
 }
 
 /// Prefetching ahead of backward and strided readers (`[pattern]`), for `augur status`.

@@ -967,6 +967,8 @@ impl Daemon {
         let mut events = io.counts.clone();
         events.planning_rounds += io.plan_step.as_ref().map_or(0, |s| s.rounds_planned());
         events.launches_traced_late = self.engine.launches_traced_late();
+        let (runs, _) = self.engine.run_counts();
+        (events.runs_sampled, events.runs_unsettled) = (runs.runs_sampled, runs.runs_unsettled);
         let (tracepoints, lost_by_cause) = match &io.observer {
             Observer::Bpf(Some(feed)) => {
                 let lost = feed.lost_by_cause();
@@ -1350,6 +1352,11 @@ impl DaemonWorld for LoopIo {
                 Observer::Bpf(Some(feed)) => feed.watch(&pids, std::time::Duration::from_nanos(window_ns)),
                 Observer::Bpf(None) => {}
             },
+            Action::RunReads { pids, first_reads_only, disk_reads_ns } => {
+                if let Observer::Bpf(Some(feed)) = &mut self.observer {
+                    feed.first_reads_only(&pids, first_reads_only, std::time::Duration::from_nanos(disk_reads_ns));
+                }
+            }
             Action::Refollow { app } => {
                 if let Err(e) = self.state.unsettle(&app) {
                     tracing::warn!("marking {app} to be followed again: {e}");

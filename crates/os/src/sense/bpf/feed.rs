@@ -54,6 +54,8 @@ pub struct LaunchFeed {
     watched: Vec<(u32, LaunchId)>,
     /// Watched launches forgotten unread because more were watched.
     pub watched_dropped: u64,
+    /// Launches observed for the first read of each file only ([`LaunchFeed::first_reads_only`]).
+    pub launches_first_reads: u64,
 }
 
 impl std::fmt::Debug for LaunchFeed {
@@ -79,6 +81,7 @@ impl LaunchFeed {
             launches_stopped: 0,
             watched: Vec::new(),
             watched_dropped: 0,
+            launches_first_reads: 0,
         })
     }
 
@@ -180,6 +183,26 @@ impl LaunchFeed {
                 Err(e) => tracing::debug!("watching launch {launch}: {e}"),
             }
             self.forget(launch);
+        }
+    }
+
+    /// Keeps observing the launches of tasks `pids` (a workload run's) for the first page access
+    /// of each file they read and their lookups, forks, execs and exits only (`on`), their
+    /// page-cache insertions (reads from disk) still recorded for `disk_reads` from now
+    /// ([`BpfObserver::first_reads_only`]); or (`!on`) for every page again.
+    pub fn first_reads_only(&mut self, pids: &[u32], on: bool, disk_reads: Duration) {
+        let until_ns = crate::sense::monotonic_ns().saturating_add(disk_reads.as_nanos().min(u128::from(u64::MAX)) as u64);
+        let mut done: Vec<LaunchId> = Vec::new();
+        for (_, launch) in self.launches_of(pids) {
+            if done.contains(&launch) {
+                continue;
+            }
+            done.push(launch);
+            match self.observer.first_reads_only(launch, on, until_ns) {
+                Ok(true) if on => self.launches_first_reads += 1,
+                Ok(_) => {}
+                Err(e) => tracing::debug!("launch {launch} to first reads ({on}): {e}"),
+            }
         }
     }
 

@@ -7,7 +7,8 @@
  *
  * Owns: the followed set (tasks, launches), the dedup maps, the ring buffer, the lost counters.
  * Must not: block, sleep, or emit anything for a task that is not followed. User space only
- * writes `config` (before attach), `not_follow` and deletes from `launches` (stop following).
+ * writes `config` (before attach), `not_follow`, the flags of `launches` (watch, first reads) and
+ * deletes from `launches` (stop following).
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -150,10 +151,10 @@ static __always_inline void fill_hdr(struct rec_hdr *h, u32 kind, u32 size, u64 
 	h->launch = launch;
 }
 
-/* The launch the current task follows, or 0 (also for a watched launch: nothing is recorded for
- * it). A task whose launch was stopped by user space is dropped from the followed set here,
- * lazily. */
-static __always_inline u64 current_launch(u32 tid)
+/* The launch the current task follows (its value in *lvp), or 0 (also for a watched launch:
+ * nothing is recorded for it). A task whose launch was stopped by user space is dropped from the
+ * followed set here, lazily. */
+static __always_inline u64 followed_launch(u32 tid, struct launch_val **lvp)
 {
 	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
 	if (!t)
@@ -166,7 +167,14 @@ static __always_inline u64 current_launch(u32 tid)
 	}
 	if (lv->flags & LAUNCH_WATCHED)
 		return 0;
+	*lvp = lv;
 	return launch;
+}
+
+static __always_inline u64 current_launch(u32 tid)
+{
+	struct launch_val *lv;
+	return followed_launch(tid, &lv);
 }
 
 /* The watched launch task `tid` belongs to (its id in *launch), or NULL. */
@@ -470,13 +478,16 @@ int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	u32 order = ctx->order;
 	if (order > 20)
 		order = 20;
-	u64 launch = current_launch(tid);
+	struct launch_val *flv = NULL;
+	u64 launch = followed_launch(tid, &flv);
 	if (!launch) {
 		struct launch_val *lv = watched_launch(tid, &launch);
 		if (lv && bpf_ktime_get_ns() < lv->watch_until_ns)
 			__sync_fetch_and_add(&lv->inserted, 1ULL << order);
 		return 0;
 	}
+	if (flv && (flv->flags & LAUNCH_FIRST_READS) && bpf_ktime_get_ns() >= flv->watch_until_ns)
+		return 0;
 	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index + (1ULL << order) - 1, SRC_INSERTION);
 	return 0;
 }
@@ -492,11 +503,31 @@ static __always_inline void record_mapping_pages(u64 launch, struct address_spac
 	record_pages(launch, BPF_CORE_READ(host, i_ino), BPF_CORE_READ(host, i_sb, s_dev), first, last, source);
 }
 
+/* True when the current task follows a launch (*launch) whose pages are recorded: all of them,
+ * or, under LAUNCH_FIRST_READS, the first access of each file (the inode of `mapping`). */
+static __always_inline bool records_access(struct address_space *mapping, u64 *launch)
+{
+	struct launch_val *lv = NULL;
+	*launch = followed_launch((u32)bpf_get_current_pid_tgid(), &lv);
+	if (!*launch)
+		return false;
+	if (!lv || !(lv->flags & LAUNCH_FIRST_READS))
+		return true;
+	struct inode *host = BPF_CORE_READ(mapping, host);
+	struct seen_key key = {
+		.launch = *launch, .ino = BPF_CORE_READ(host, i_ino), .dev = BPF_CORE_READ(host, i_sb, s_dev),
+		.chunk = FIRST_READ_CHUNK,
+	};
+	struct seen_val one = { .accessed = 1 };
+	/* Only the first access of the file inserts the marker (a full map: skipped, it repeats). */
+	return bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST) == 0;
+}
+
 SEC("tp_btf/mm_filemap_get_pages")
 int handle_get_pages(u64 *ctx)
 {
-	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
-	if (!launch)
+	u64 launch;
+	if (!records_access((struct address_space *)ctx[0], &launch))
 		return 0;
 	record_mapping_pages(launch, (struct address_space *)ctx[0], ctx[1], ctx[2], SRC_GET_PAGES);
 	return 0;
@@ -505,8 +536,8 @@ int handle_get_pages(u64 *ctx)
 SEC("tp_btf/mm_filemap_map_pages")
 int handle_map_pages(u64 *ctx)
 {
-	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
-	if (!launch)
+	u64 launch;
+	if (!records_access((struct address_space *)ctx[0], &launch))
 		return 0;
 	record_mapping_pages(launch, (struct address_space *)ctx[0], ctx[1], ctx[2], SRC_MAP_PAGES);
 	return 0;
@@ -515,8 +546,8 @@ int handle_map_pages(u64 *ctx)
 SEC("tp_btf/mm_filemap_fault")
 int handle_fault(u64 *ctx)
 {
-	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
-	if (!launch)
+	u64 launch;
+	if (!records_access((struct address_space *)ctx[0], &launch))
 		return 0;
 	u64 index = ctx[1];
 	record_mapping_pages(launch, (struct address_space *)ctx[0], index, index, SRC_FAULT);
@@ -526,8 +557,9 @@ int handle_fault(u64 *ctx)
 SEC("tracepoint/ext4/ext4_load_inode")
 int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
 {
-	u64 launch = current_launch((u32)bpf_get_current_pid_tgid());
-	if (!launch)
+	struct launch_val *lv = NULL;
+	u64 launch = followed_launch((u32)bpf_get_current_pid_tgid(), &lv);
+	if (!launch || (lv && (lv->flags & LAUNCH_FIRST_READS)))
 		return 0;
 	struct seen_key key = { .launch = launch, .ino = ctx->ino, .dev = ctx->dev, .chunk = ~0ULL };
 	struct seen_val one = { .inserted = 1 };

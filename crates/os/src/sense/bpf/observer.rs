@@ -35,6 +35,8 @@ const ACCESS: [&str; 3] = ["handle_get_pages", "handle_map_pages", "handle_fault
 const LAUNCH_VAL_SIZE: usize = 48;
 /// `LAUNCH_WATCHED` (records.h).
 const LAUNCH_WATCHED: u32 = 2;
+/// `LAUNCH_FIRST_READS` (records.h).
+const LAUNCH_FIRST_READS: u32 = 4;
 
 /// Which launches the kernel follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -390,6 +392,34 @@ impl BpfObserver {
         value[24..28].copy_from_slice(&flags.to_ne_bytes());
         value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
         value[40..48].copy_from_slice(&0u64.to_ne_bytes());
+        match map.update(&key, &value, MapFlags::EXIST) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(map_err("launches")(e)),
+        }
+    }
+
+    /// Keeps following `launch` but (`on`) has the kernel record only the first page access of
+    /// each file its tasks read (with their lookups, forks, execs and exits, as before), their
+    /// page-cache insertions only until `until_ns` (CLOCK_MONOTONIC), and no inode load: a run
+    /// of a workload whose file order is learned is followed for the files it opens, not for
+    /// their pages; or (`!on`) every page again. Returns false when the kernel no longer knew the
+    /// launch (or watches it).
+    pub fn first_reads_only(&self, launch: LaunchId, on: bool, until_ns: u64) -> Result<bool, BpfError> {
+        let map = find_map(&self.obj, "launches")?;
+        let key = launch.to_ne_bytes();
+        let Some(mut value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(false) };
+        if value.len() != LAUNCH_VAL_SIZE {
+            let message = format!("a value of {} bytes, not {LAUNCH_VAL_SIZE}", value.len());
+            return Err(BpfError::Map { map: "launches", message });
+        }
+        let flags = record::u32_at(&value, 24);
+        if flags & LAUNCH_WATCHED != 0 {
+            return Ok(false);
+        }
+        let flags = if on { flags | LAUNCH_FIRST_READS } else { flags & !LAUNCH_FIRST_READS };
+        value[24..28].copy_from_slice(&flags.to_ne_bytes());
+        value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
         match map.update(&key, &value, MapFlags::EXIST) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),

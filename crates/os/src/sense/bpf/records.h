@@ -187,9 +187,10 @@ struct launch_val {
 	u32 exe_dev;
 	u32 root_tgid;
 	s64 live; /* followed tasks of the launch still alive */
-	u32 flags; /* LAUNCH_PROVISIONAL until its exec succeeds; LAUNCH_WATCHED */
+	u32 flags; /* LAUNCH_PROVISIONAL until its exec succeeds; LAUNCH_WATCHED; LAUNCH_FIRST_READS */
 	u32 pad;
-	u64 watch_until_ns; /* LAUNCH_WATCHED: insertions are counted until then (bpf_ktime_get_ns) */
+	u64 watch_until_ns; /* LAUNCH_WATCHED: insertions are counted until then (bpf_ktime_get_ns);
+			     LAUNCH_FIRST_READS: recorded until then */
 	u64 inserted;       /* LAUNCH_WATCHED: pages its tasks inserted into the page cache */
 };
 /* Allocated at sys_enter_execve so the exec's own reads (ELF headers, interpreter, bss page)
@@ -200,6 +201,14 @@ struct launch_val {
  * insert into the page cache (read from disk) until watch_until_ns are counted in `inserted`.
  * User space reads the count and deletes the launch; an exec leaves it for a launch of its own. */
 #define LAUNCH_WATCHED 2
+/* Set by user space on a followed launch whose pages it no longer learns (a run of a settled
+ * workload, followed for the order of the files it opens): of its page accesses only the first of
+ * each file is recorded (deduplicated under FIRST_READ_CHUNK in `seen`), its page-cache
+ * insertions only until watch_until_ns, and its inode loads not at all. Its lookups, forks, execs
+ * and exits are recorded as for any followed launch. */
+#define LAUNCH_FIRST_READS 4
+/* The `seen` chunk that marks a file whose first access a LAUNCH_FIRST_READS launch recorded. */
+#define FIRST_READ_CHUNK (~0ULL - 1)
 _Static_assert(sizeof(struct launch_val) == 48, "launch_val (observer.rs LAUNCH_VAL_SIZE)");
 
 struct exe_key {
@@ -211,7 +220,8 @@ struct exe_key {
 struct seen_key {
 	u64 launch;
 	u64 ino;
-	u64 chunk; /* page index >> CHUNK_SHIFT; u64 max marks an inode-load entry */
+	u64 chunk; /* page index >> CHUNK_SHIFT; u64 max marks an inode-load entry, FIRST_READ_CHUNK a
+		     * first read */
 	u32 dev;
 	u32 pad;
 };
