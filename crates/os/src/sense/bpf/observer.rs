@@ -381,22 +381,13 @@ impl BpfObserver {
     /// longer knew the launch. The count is read, and the launch forgotten, by
     /// [`take_watched`](Self::take_watched).
     pub fn watch(&self, launch: LaunchId, until_ns: u64) -> Result<bool, BpfError> {
-        let map = find_map(&self.obj, "launches")?;
-        let key = launch.to_ne_bytes();
-        let Some(mut value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(false) };
-        if value.len() != LAUNCH_VAL_SIZE {
-            let message = format!("a value of {} bytes, not {LAUNCH_VAL_SIZE}", value.len());
-            return Err(BpfError::Map { map: "launches", message });
-        }
-        let flags = record::u32_at(&value, 24) | LAUNCH_WATCHED;
-        value[24..28].copy_from_slice(&flags.to_ne_bytes());
-        value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
-        value[40..48].copy_from_slice(&0u64.to_ne_bytes());
-        match map.update(&key, &value, MapFlags::EXIST) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(map_err("launches")(e)),
-        }
+        self.update_launch(launch, |value| {
+            let flags = record::u32_at(value, 24) | LAUNCH_WATCHED;
+            value[24..28].copy_from_slice(&flags.to_ne_bytes());
+            value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
+            value[40..48].copy_from_slice(&0u64.to_ne_bytes());
+            true
+        })
     }
 
     /// Keeps following `launch` but (`on`) has the kernel record only the first page access of
@@ -406,6 +397,22 @@ impl BpfObserver {
     /// their pages; or (`!on`) every page again. Returns false when the kernel no longer knew the
     /// launch (or watches it).
     pub fn first_reads_only(&self, launch: LaunchId, on: bool, until_ns: u64) -> Result<bool, BpfError> {
+        self.update_launch(launch, |value| {
+            let flags = record::u32_at(value, 24);
+            if flags & LAUNCH_WATCHED != 0 {
+                return false;
+            }
+            let flags = if on { flags | LAUNCH_FIRST_READS } else { flags & !LAUNCH_FIRST_READS };
+            value[24..28].copy_from_slice(&flags.to_ne_bytes());
+            value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
+            true
+        })
+    }
+
+    /// Rewrites the kernel's record of `launch` in place: `change` edits its value and says
+    /// whether to write it back. Returns false when the kernel no longer knew the launch (or
+    /// `change` declined).
+    fn update_launch(&self, launch: LaunchId, change: impl FnOnce(&mut [u8]) -> bool) -> Result<bool, BpfError> {
         let map = find_map(&self.obj, "launches")?;
         let key = launch.to_ne_bytes();
         let Some(mut value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(false) };
@@ -413,13 +420,9 @@ impl BpfObserver {
             let message = format!("a value of {} bytes, not {LAUNCH_VAL_SIZE}", value.len());
             return Err(BpfError::Map { map: "launches", message });
         }
-        let flags = record::u32_at(&value, 24);
-        if flags & LAUNCH_WATCHED != 0 {
+        if !change(&mut value) {
             return Ok(false);
         }
-        let flags = if on { flags | LAUNCH_FIRST_READS } else { flags & !LAUNCH_FIRST_READS };
-        value[24..28].copy_from_slice(&flags.to_ne_bytes());
-        value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
         match map.update(&key, &value, MapFlags::EXIST) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
