@@ -581,19 +581,25 @@ mod tests {
         p.iter().flat_map(|f| f.files.iter().map(|x| x.path.clone())).collect()
     }
 
-    /// One run of `app` rooted at `root`, opening `files` in order, each by a short child
-    /// process of its own (a build's compilers), then exiting.
-    fn build_run(runs: &mut WorkloadRuns, root: u32, files: &[&str], t0: u64) -> Vec<String> {
-        assert!(runs.start(root, "/usr/bin/make", user(), t0));
-        let mut got = asked(&runs.take_prefetches());
+    /// `root` forks a short child for each of `files`, 10 ms apart from `t0`, which opens it and
+    /// exits; `after` sees the runs after each.
+    fn open_by_children(runs: &mut WorkloadRuns, root: u32, files: &[&str], t0: u64, mut after: impl FnMut(&mut WorkloadRuns)) {
         for (i, f) in files.iter().enumerate() {
             let child = root + 1 + i as u32;
             let t = t0 + (i as u64 + 1) * 10_000_000;
             runs.on_fork(root, child);
             open(runs, child, f, 100 + i as u64, t);
             runs.on_exit(child, t + 1);
-            got.extend(asked(&runs.take_prefetches()));
+            after(runs);
         }
+    }
+
+    /// One run of `app` rooted at `root`, opening `files` in order, each by a short child
+    /// process of its own (a build's compilers), then exiting.
+    fn build_run(runs: &mut WorkloadRuns, root: u32, files: &[&str], t0: u64) -> Vec<String> {
+        assert!(runs.start(root, "/usr/bin/make", user(), t0));
+        let mut got = asked(&runs.take_prefetches());
+        open_by_children(runs, root, files, t0, |runs| got.extend(asked(&runs.take_prefetches())));
         runs.on_exit(root, t0 + S);
         let ended = runs.expire(t0 + 2 * S);
         assert_eq!(ended.len(), 1);
@@ -673,13 +679,7 @@ mod tests {
         } else {
             assert!(runs.reads_to_change(|_| false).is_empty());
         }
-        for (i, f) in files.iter().enumerate() {
-            let child = root + 1 + i as u32;
-            let t = t0 + (i as u64 + 1) * 10_000_000;
-            runs.on_fork(root, child);
-            open(runs, child, f, 100 + i as u64, t);
-            runs.on_exit(child, t + 1);
-        }
+        open_by_children(runs, root, files, t0, |_| {});
         runs.take_prefetches();
         runs.on_exit(root, t0 + S);
         assert_eq!(runs.expire(t0 + 2 * S).len(), 1);
