@@ -12,7 +12,6 @@
 //! timestamps, detach) and the report; it must not build the image nor learn anything itself.
 
 use std::fs;
-use std::io;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{BenchError, IoContext, Result};
 use crate::throttle::{DiskThrottle, ThrottledCgroup};
-use crate::{interrupt, page_cache, stats};
+use crate::{interrupt, launch, page_cache, stats};
 
 /// The unit `augur` ships for boot prefetching, enabled in the image in augur's setup.
 pub const AUGUR_BOOT_UNIT: &str = include_str!("../../../packaging/augur-boot.service");
@@ -132,29 +131,6 @@ pub fn parse_show(text: &str) -> std::result::Result<BootTimes, String> {
     })
 }
 
-/// Runs a tool to completion; its standard output, or its last error line.
-fn tool_output(cmd: &mut Command, what: &str) -> Result<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .output()
-        .map_err(|e| BenchError::Command { command: what.into(), detail: format!("cannot start: {e}") })?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(BenchError::Command { command: what.into(), detail: err.lines().last().unwrap_or("failed").to_string() })
-    }
-}
-
-fn remove_file_if_any(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(BenchError::io(format!("removing {}", path.display()), e)),
-        _ => Ok(()),
-    }
-}
-
 /// The image attached as a loop device (direct I/O: the image file's own pages are never
 /// cached) and mounted; dropping it unmounts (which evicts the file system's pages) and detaches.
 #[derive(Debug)]
@@ -178,7 +154,7 @@ impl AttachedImage {
             Some(d) => losetup.arg(d).arg(image),
             None => losetup.args(["--find", "--show"]).arg(image),
         };
-        let device = match (tool_output(&mut losetup, "losetup"), device) {
+        let device = match (launch::tool_output(&mut losetup, "losetup"), device) {
             (Ok(out), None) => out.trim().to_string(),
             (Ok(_), Some(d)) => d.to_string(),
             // Still attached to this image: its file system outlived the last unmount (another
@@ -187,7 +163,7 @@ impl AttachedImage {
             (Err(e), _) => return Err(e),
         };
         let mut attached = AttachedImage { device, root: root.to_path_buf(), mounted: false };
-        tool_output(Command::new("mount").arg(&attached.device).arg(root), "mount")?;
+        launch::tool_output(Command::new("mount").arg(&attached.device).arg(root), "mount")?;
         attached.mounted = true;
         Ok(attached)
     }
@@ -240,7 +216,7 @@ fn backing_file(device: &str) -> Option<PathBuf> {
 /// At the start of a run: every setup learns from nothing (preload's and augur's states
 /// removed) and the image holds this build's `augur`.
 pub fn reset_learning(root: &Path, augur_exe: &Path) -> Result<()> {
-    remove_file_if_any(&root.join("var/lib/preload/preload.state"))?;
+    launch::remove_file_if_any(&root.join("var/lib/preload/preload.state"))?;
     let state = root.join("var/lib/augur");
     if state.exists() {
         fs::remove_dir_all(&state).context(|| format!("removing {}", state.display()))?;
@@ -257,13 +233,13 @@ pub fn reset_learning(root: &Path, augur_exe: &Path) -> Result<()> {
 pub fn configure(root: &Path, setup: BootSetup, augur_config: &str, hold_secs: u64) -> Result<()> {
     let units = root.join("etc/systemd/system");
     let mask = units.join("preload.service");
-    remove_file_if_any(&mask)?;
+    launch::remove_file_if_any(&mask)?;
     if setup != BootSetup::Preload {
         symlink("/dev/null", &mask).context(|| format!("masking {}", mask.display()))?;
     }
     let wants_dir = units.join("sysinit.target.wants");
     let wants = wants_dir.join("augur-boot.service");
-    remove_file_if_any(&wants)?;
+    launch::remove_file_if_any(&wants)?;
     if setup == BootSetup::Augur {
         fs::write(units.join("augur-boot.service"), AUGUR_BOOT_UNIT).context(|| "writing augur-boot.service".into())?;
         fs::create_dir_all(&wants_dir).context(|| format!("creating {}", wants_dir.display()))?;
@@ -271,7 +247,7 @@ pub fn configure(root: &Path, setup: BootSetup, augur_config: &str, hold_secs: u
         let etc = root.join("etc/augur");
         fs::create_dir_all(&etc).context(|| format!("creating {}", etc.display()))?;
         fs::write(etc.join("config.toml"), augur_config).context(|| "writing the image's augur config".into())?;
-        remove_file_if_any(&etc.join("no-boot-prefetch"))?;
+        launch::remove_file_if_any(&etc.join("no-boot-prefetch"))?;
     }
     let env = root.join("etc/augur-bench/env");
     fs::write(&env, format!("HOLD_SECS={hold_secs}\n")).context(|| format!("writing {}", env.display()))?;

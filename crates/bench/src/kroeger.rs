@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::error::{BenchError, IoContext, Result};
 use crate::measure::{RunSample, Workload};
-use crate::stats;
+use crate::{launch, stats};
 
 /// One of the four benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,10 +200,10 @@ impl Trees {
         match b {
             Benchmark::Build => {
                 let src = self.build_dir().join("src");
-                run_quiet(Command::new("make").arg("-C").arg(&src).arg("clean"), "make clean")
+                launch::tool_output(Command::new("make").arg("-C").arg(&src).arg("clean"), "make clean").map(drop)
             }
-            Benchmark::Link => remove_if_there(&self.link_dir().join("out/big")),
-            Benchmark::Index => remove_if_there(&self.dir.join("index-tags")),
+            Benchmark::Link => launch::remove_file_if_any(&self.link_dir().join("out/big")),
+            Benchmark::Index => launch::remove_file_if_any(&self.dir.join("index-tags")),
             Benchmark::Reader => Ok(()),
         }
     }
@@ -276,7 +276,7 @@ impl Trees {
         fs::write(&main, LINKED_MAIN).context(|| format!("writing {}", main.display()))?;
         let mut cc = Command::new("g++");
         cc.arg("-c").args(config(&["--cxxflags"])?).arg(&main).arg("-o").arg(dir.join("main.o"));
-        run_quiet(&mut cc, "g++ -c main.cpp")?;
+        launch::tool_output(&mut cc, "g++ -c main.cpp")?;
         let args: Vec<String> = config(&["--link-static", "--ldflags", "--libs", "all", "--system-libs"])?
             .into_iter()
             .filter(|a| !a.starts_with("-lPolly"))
@@ -323,29 +323,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         fs::create_dir_all(parent).context(|| format!("creating {}", parent.display()))?;
     }
     let _ = fs::remove_dir_all(to);
-    run_quiet(Command::new("cp").arg("-a").arg(from).arg(to), &format!("cp -a {}", from.display()))
-}
-
-fn remove_if_there(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BenchError::io(format!("removing {}", path.display()), e)),
-        _ => Ok(()),
-    }
-}
-
-fn run_quiet(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| BenchError::Command { command: what.into(), detail: format!("cannot start: {e}") })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(BenchError::Command { command: what.into(), detail: err.lines().last().unwrap_or("failed").to_string() })
-    }
+    launch::tool_output(Command::new("cp").arg("-a").arg(from).arg(to), &format!("cp -a {}", from.display())).map(drop)
 }
 
 /// The reader (`augur-bench kroeger-reader DIR`): opens the files `DIR/order` names, in that

@@ -4,6 +4,9 @@
 //! ([`LAUNCH_MARKER`]), so that closing it ends every process it started, even those a desktop
 //! launcher (`gtk-launch`, `gio launch`) or a D-Bus session started outside its group and tree.
 //!
+//! It also holds the set-up helpers the benchmarks share: whether a command exists, running a
+//! set-up tool, removing a file that may be absent.
+//!
 //! It does not touch the page cache or any prefetcher; the suite decides the conditions.
 
 use std::collections::BTreeMap;
@@ -274,6 +277,31 @@ pub fn train(env: &LaunchEnv, w: &Workload, secs: u64, mut watcher: Option<&mut 
         if Instant::now() >= end {
             return Ok(launches);
         }
+    }
+}
+
+/// Runs a set-up tool (not a workload) to completion: its standard output, or an error with
+/// its last error line.
+pub fn tool_output(cmd: &mut Command, what: &str) -> Result<String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .output()
+        .map_err(|e| BenchError::Command { command: what.into(), detail: format!("cannot start: {e}") })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(BenchError::Command { command: what.into(), detail: err.lines().last().unwrap_or("failed").to_string() })
+    }
+}
+
+/// Removes `path`; a file already absent is not an error.
+pub fn remove_file_if_any(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BenchError::io(format!("removing {}", path.display()), e)),
+        _ => Ok(()),
     }
 }
 
