@@ -440,7 +440,7 @@ impl PredictionStep {
             _ if on_battery => FillRoom::none(FillReason::OnBattery),
             _ if ctx.config.predict.budget_bytes > 0 => FillRoom::none(FillReason::FixedBudget),
             None => FillRoom::none(FillReason::NoMemoryFigures),
-            Some(m) => FillRoom::of(&m, budget, planned.bytes, &config),
+            Some(m) => FillRoom::of(&m, planned.bytes, &config),
         };
         if self.fill.room.as_ref().is_none_or(|r| r.reason != room.reason) {
             if room.reserve_bytes == 0 {

@@ -116,10 +116,9 @@ impl FillRoom {
     /// The room of a round: free memory (MemFree, at most MemAvailable) beyond the reserve (kept
     /// of the usable memory, MemTotal less what is locked) and beyond what the prediction plan
     /// holds (`planned_bytes`). Memory locked in place never holds the cache, so a machine whose
-    /// memory is mostly locked keeps the reserve of a machine of what is left. The prediction
-    /// `budget` does not limit the tier: reading into memory that holds nothing pushes nothing
-    /// out.
-    pub fn of(mem: &MemorySnapshot, _budget: MemoryBudget, planned_bytes: u64, config: &FillConfig) -> Self {
+    /// memory is mostly locked keeps the reserve of a machine of what is left. The prediction's
+    /// budget does not limit the tier: reading into memory that holds nothing pushes nothing out.
+    pub fn of(mem: &MemorySnapshot, planned_bytes: u64, config: &FillConfig) -> Self {
         if !config.enabled {
             return FillRoom::none(FillReason::Disabled);
         }
@@ -281,26 +280,26 @@ mod tests {
     fn free_memory_beyond_the_reserve_and_the_prediction_is_filled() {
         let c = FillConfig::default();
         // As is: 24 GiB, 22 free; the prediction planned 1 GiB.
-        let room = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(11 * GIB), GIB, &c);
+        let room = FillRoom::of(&mem(24 * GIB, 22 * GIB), GIB, &c);
         assert_eq!(room.reason, FillReason::Filling);
         assert_eq!(room.room_bytes, 22 * GIB - 4 * GIB - GIB);
         // A 2 GiB machine with 1.5 GiB free: the reserve is 1 GiB, half a GiB is filled.
-        let small = FillRoom::of(&mem(2 * GIB, 3 * GIB / 2), MemoryBudget::of(3 * GIB / 4), 0, &c);
+        let small = FillRoom::of(&mem(2 * GIB, 3 * GIB / 2), 0, &c);
         assert_eq!((small.room_bytes, small.reason), (GIB / 2, FillReason::Filling));
         // The suite's small slow machine: 24 GiB of which a balloon locked 21; 3 GiB free but
         // 2 GiB available. The reserve is that of a 3 GiB machine (1 GiB), the room what is
         // available beyond it.
         let ballooned = MemorySnapshot { total: 24 * GIB, free: 3 * GIB, available: 2 * GIB, cached: 0, locked: 21 * GIB };
-        let b = FillRoom::of(&ballooned, MemoryBudget::of(GIB), 0, &c);
+        let b = FillRoom::of(&ballooned, 0, &c);
         assert_eq!((b.reserve_bytes, b.room_bytes, b.reason), (GIB, GIB, FillReason::Filling));
         // The usage day's machine: 512 MiB left. Nothing.
         let short = MemorySnapshot { available: GIB / 2, free: GIB / 2, ..ballooned };
-        let s = FillRoom::of(&short, MemoryBudget::of(GIB / 4), 0, &c);
+        let s = FillRoom::of(&short, 0, &c);
         assert_eq!((s.room_bytes, s.reason), (0, FillReason::WithinReserve));
         // The prediction plan takes it all.
-        let taken = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(11 * GIB), 18 * GIB, &c);
+        let taken = FillRoom::of(&mem(24 * GIB, 22 * GIB), 18 * GIB, &c);
         assert_eq!((taken.room_bytes, taken.reason), (0, FillReason::TakenByPrediction));
-        let off = FillRoom::of(&mem(24 * GIB, 22 * GIB), MemoryBudget::of(GIB), 0, &FillConfig { enabled: false, ..c });
+        let off = FillRoom::of(&mem(24 * GIB, 22 * GIB), 0, &FillConfig { enabled: false, ..c });
         assert_eq!((off.room_bytes, off.reason), (0, FillReason::Disabled));
     }
 

@@ -612,7 +612,7 @@ fn replay(
         if which.weighs_cost() {
             let free = cache.free_bytes();
             let mem = MemorySnapshot { total: memory, free, available: free, cached: cache.unpinned_bytes(), locked: 0 };
-            let room = FillRoom::of(&mem, planned.budget, planned.plan.bytes, &config.fill);
+            let room = FillRoom::of(&mem, planned.plan.bytes, &config.fill);
             if fill_queued && !queue.iter().any(|&(_, fill)| fill) {
                 fill_done = true; // the last fetch went through it (or stopped at the reserve)
             }
