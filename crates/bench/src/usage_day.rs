@@ -332,11 +332,14 @@ fn run_days(
         };
         let stop_at = (spec.stop_after_secs > 0).then(|| started + Duration::from_secs(spec.stop_after_secs));
         let (latencies, mut failures) = replay(ctx, steps, &name, spec.keep_open, stop_at)?;
-        if latencies.len() + failures.len() < launches {
+        let made = latencies.len() + failures.len();
+        if made < launches {
+            let need = working_set_of_first(steps, made, ctx.workloads, &report.working_sets);
             let why = format!(
-                "day stopped after {} s (stop_after_secs) with {} of {launches} launches made",
+                "day stopped after {} s (stop_after_secs) with {made} of {launches} launches made, whose applications need {:.1} × the memory left, not the {:.1} × of the whole day",
                 spec.stop_after_secs,
-                latencies.len() + failures.len()
+                need as f64 / report.memory_left_bytes.max(1) as f64,
+                report.working_set_bytes() as f64 / report.memory_left_bytes.max(1) as f64,
             );
             (ctx.progress)(&format!("usage day ({name}): {why}"));
             failures.push(why);
@@ -367,6 +370,19 @@ fn run_days(
     }
     report.finish();
     Ok(report)
+}
+
+/// Sum of the working sets of the distinct applications among the first `made` launches of
+/// `steps` (what a day cut short really needed; `working_sets` by workload name).
+pub fn working_set_of_first(steps: &[Step], made: usize, workloads: &[Workload], working_sets: &[(String, u64)]) -> u64 {
+    let mut seen = std::collections::BTreeSet::new();
+    steps
+        .iter()
+        .filter(|s| s.launch)
+        .take(made)
+        .filter(|s| seen.insert(s.workload))
+        .filter_map(|s| working_sets.iter().find(|(n, _)| *n == workloads[s.workload].name).map(|(_, b)| *b))
+        .sum()
 }
 
 /// The prefetchers that watch a training day together. preload-ng watches alone: where memory
@@ -537,6 +553,23 @@ mod tests {
         assert_eq!(steps[2].wait_secs, 1.0);
         assert!(!steps[3].drop_caches);
         assert!(steps[4].drop_caches, "two hours idle with nothing open");
+    }
+
+    #[test]
+    fn a_day_cut_short_counts_only_the_applications_it_launched() {
+        let acts = parse_trace(TRACE);
+        let steps = plan(&acts, &workloads(), &spec());
+        let names: Vec<String> = workloads().iter().map(|w| w.name.clone()).collect();
+        let sets: Vec<(String, u64)> = names.iter().enumerate().map(|(i, n)| (n.clone(), 100 << (10 * i))).collect();
+        let launched: Vec<usize> = steps.iter().filter(|s| s.launch).map(|s| s.workload).collect();
+        assert!(launched.len() >= 2, "{launched:?}");
+        assert_eq!(working_set_of_first(&steps, 0, &workloads(), &sets), 0);
+        assert_eq!(working_set_of_first(&steps, 1, &workloads(), &sets), sets[launched[0]].1);
+        let mut distinct = launched.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let all: u64 = distinct.iter().map(|&w| sets[w].1).sum();
+        assert_eq!(working_set_of_first(&steps, launched.len(), &workloads(), &sets), all, "each application counted once");
     }
 
     #[test]
