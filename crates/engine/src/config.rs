@@ -310,7 +310,7 @@ impl Default for PredictSection {
             non_rotational_read_cost_factor: 2.0,
             fill_free_memory: true,
             fill_reserve_share: 0.25,
-            fill_reserve_min_mib: 1024,
+            fill_reserve_min_mib: 2048,
             fill_reserve_max_mib: 4096,
         }
     }

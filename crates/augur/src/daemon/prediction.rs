@@ -1055,17 +1055,17 @@ mod tests {
         let f = step.fill_status().unwrap();
         assert_eq!(f.reason, FillReason::WithinReserve.describe());
         assert!(f.apps.is_empty() && f.planned_bytes == 0 && f.room_bytes == 0, "{f:?}");
-        // The small slow machine: 2 GiB left, 21.9 GiB locked: the reserve of a 2 GiB machine
-        // (1 GiB), the rest is filled.
+        // A small machine: 3 GiB left, 21 GiB locked: the reserve of a 3 GiB machine (2 GiB),
+        // the rest is filled.
         std::fs::write(
             &sources.meminfo,
-            "MemTotal: 25165824 kB\nMemFree: 2097152 kB\nMemAvailable: 2097152 kB\nCached: 0 kB\nMlocked: 23068672 kB\n",
+            "MemTotal: 25165824 kB\nMemFree: 3145728 kB\nMemAvailable: 3145728 kB\nCached: 0 kB\nMlocked: 22020096 kB\n",
         )
         .unwrap();
         step.plan(&PlanTrigger::Interval, &at(30_000)).unwrap();
         let f = step.fill_status().unwrap();
         assert_eq!(f.reason, FillReason::Filling.describe());
-        assert_eq!(f.reserve_bytes, 1 << 30);
+        assert_eq!(f.reserve_bytes, 2 << 30);
         // Turned off, it says so.
         let off = Config {
             predict: augur_engine::config::PredictSection { fill_free_memory: false, ..config.predict.clone() },

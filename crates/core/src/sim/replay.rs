@@ -608,7 +608,7 @@ fn replay(
         // applications, likeliest first, then the most recently launched; the plan is remade at
         // most every `FILL_REFRESH_MS` and sent with each round's fetch until one went through it.
         // It acts only where the simulated cache's free memory exceeds the reserve (at least
-        // 1 GiB).
+        // 2 GiB).
         if which.weighs_cost() {
             let free = cache.free_bytes();
             let mem = MemorySnapshot { total: memory, free, available: free, cached: cache.unpinned_bytes(), locked: 0 };
@@ -854,7 +854,7 @@ mod tests {
     }
 
     /// The free-memory tier is modelled as the daemon runs it: in a budget-sized cache (the
-    /// simulator's default) the free memory beyond the 1 GiB reserve is never more than the
+    /// simulator's default) the free memory beyond the 2 GiB reserve is never more than the
     /// budget, so it never acts; in a larger one it has room, but a block goes missing only when
     /// the cache is full, and here nothing ever fills it: every learned block is still resident.
     #[test]
