@@ -1391,7 +1391,7 @@ impl DaemonEngine {
     /// Whether files predicted for runs are loaded now: exec-time replay is on and memory
     /// pressure does not hold it off.
     fn fetches_files(&self, now: Now) -> bool {
-        self.config.launch.replay_on_exec && !self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t)
+        self.config.launch.replay_on_exec && self.replay_held_until_ns.is_none_or(|t| now.mono_ns >= t)
     }
 
     /// Hands the files predicted for followed runs to be loaded, within the replay budget (they
