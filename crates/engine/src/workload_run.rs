@@ -550,7 +550,14 @@ impl WorkloadRuns {
         run.named.insert(inode, path.clone());
         let Some(path) = path else { return };
         let open = FileOpen { path: &path, dev: inode.dev, ino: inode.ino };
-        if self.model.open(&mut run.cursor, &open, now_ms) != OpenLearned::First {
+        // A sample sees each file's first page only: it must not take a rewritten file's learned
+        // ranges down to that page.
+        let learned = if run.first_reads {
+            self.model.open_first_reads(&mut run.cursor, &open, now_ms)
+        } else {
+            self.model.open(&mut run.cursor, &open, now_ms)
+        };
+        if learned != OpenLearned::First {
             return;
         }
         self.model.read(&run.cursor, &path, pages);
@@ -993,6 +1000,58 @@ mod tests {
         runs.on_exit(root, t0 + S);
         assert_eq!(runs.expire(t0 + 2 * S).len(), 1);
         sampled
+    }
+
+    #[test]
+    fn a_sample_gets_the_whole_sequence_finds_it_foreseen_and_keeps_a_rewritten_file_s_ranges() {
+        let policy =
+            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
+        let mut runs = WorkloadRuns::new();
+        runs.set_follow(policy, 0.05);
+        let files: Vec<String> = (0..40).map(|i| format!("/src/f{i:02}.c")).collect();
+        // One run of make at `t0`, handed its whole sequence at its start when `whole`; each file
+        // read in 8 pages (a sample's kernel sends only the first access: 2 pages), the first
+        // one under inode `first_ino`. Whether it was a sample.
+        let one = |runs: &mut WorkloadRuns, root: u32, t0: u64, whole: bool, first_ino: u64| {
+            assert!(runs.start(root, "/usr/bin/make", user(), t0));
+            assert_eq!(runs.load_whole(root, u64::MAX), whole);
+            let sampled = runs.sample(root, t0 / 1_000_000);
+            let reads = runs.reads_to_change(|_| false);
+            assert_eq!(reads.len(), usize::from(sampled));
+            let mut handed = runs.take_prefetches();
+            for (i, f) in files.iter().enumerate() {
+                let t = t0 + (i as u64 + 1) * 10_000_000;
+                let ino = if i == 0 { first_ino } else { 100 + i as u64 };
+                open(runs, root, f, ino, t);
+                if !sampled {
+                    runs.on_page(root, t, true, InodeKey { dev: 8, ino }, PageRange::new(2, 6), t / 1_000_000);
+                }
+            }
+            handed.extend(runs.take_prefetches());
+            runs.on_exit(root, t0 + S);
+            assert_eq!(runs.expire(t0 + 2 * S).len(), 1);
+            (sampled, handed)
+        };
+        for n in 0..3u32 {
+            let (sampled, _) = one(&mut runs, 1000 * (n + 1), u64::from(n) * 100 * S, n > 0, 100);
+            assert!(!sampled, "run {n} followed whole");
+        }
+        // Runs along their whole sequence, never predicted again, opened nothing unforeseen.
+        let h = runs.history("/usr/bin/make").unwrap();
+        assert_eq!((h.learned, h.stable_streak), (3, 2));
+        // The settled workload's next run is a sample, handed the whole sequence at its start as a
+        // run followed whole is; its first file was rewritten (a new inode, its first access only).
+        let (sampled, handed) = one(&mut runs, 4000, 300 * S, true, 999);
+        assert!(sampled);
+        assert_eq!(asked(&handed), files, "the whole sequence, in learned order");
+        assert!(handed.iter().flat_map(|p| &p.files).all(|f| f.ranges == [PageRange::new(0, 8)]), "{handed:?}");
+        assert_eq!((runs.counts().runs_sampled, runs.counts().runs_unsettled), (1, 0), "a foreseen sample");
+        // The sample did not take the rewritten file down to the page it saw: the next run gets
+        // its learned ranges, under the new inode.
+        let (sampled, handed) = one(&mut runs, 5000, 400 * S, true, 999);
+        assert!(sampled);
+        let first = &handed[0].files[0];
+        assert_eq!((first.path.as_str(), first.ino, first.ranges.clone()), ("/src/f00.c", 999, vec![PageRange::new(0, 8)]));
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //!   build's sequence (a source, its headers the first time, the next source...) regular.
 //! - A file is identified by its absolute path (a build rewrites its outputs and an editor
 //!   replaces what it saves, under new inode numbers); the device and inode last seen are kept,
-//!   and a new inode under the same path forgets the ranges learned for the old one.
+//!   and a new inode under the same path forgets the ranges learned for the old one (unless the
+//!   run reports only each file's first page access, which could not learn them again:
+//!   [`FileContextModel::open_first_reads`]).
 //! - The trie holds every sequence of 1 to `max_order + 1` consecutive files seen (`max_order`
 //!   at most [`MAX_ORDER`]), each node counting how often it was seen. The confidence that `x`
 //!   follows context `c` is `count(c x) / count(c)`. No child counts more than its parent.
@@ -418,15 +420,18 @@ impl AppFileContext {
         true
     }
 
-    /// The symbol of a file, made when new; a new inode under the path forgets its ranges.
-    fn intern(&mut self, open: &FileOpen<'_>) -> Option<u32> {
+    /// The symbol of a file, made when new; a new inode under the path forgets its ranges unless
+    /// `keep_ranges` (see [`FileContextModel::open_first_reads`]).
+    fn intern(&mut self, open: &FileOpen<'_>, keep_ranges: bool) -> Option<u32> {
         if let Some(&id) = self.ids.get(open.path) {
             if let Some(f) = self.files.get_mut(&id)
                 && (f.dev, f.ino) != (open.dev, open.ino)
             {
                 f.dev = open.dev;
                 f.ino = open.ino;
-                f.ranges = RangeSet::new();
+                if !keep_ranges {
+                    f.ranges = RangeSet::new();
+                }
             }
             return Some(id);
         }
@@ -762,6 +767,19 @@ impl FileContextModel {
 
     /// Learns one open by the run at `cursor`, at `now_ms` (milliseconds since the epoch).
     pub fn open(&mut self, cursor: &mut RunCursor, open: &FileOpen<'_>, now_ms: u64) -> OpenLearned {
+        self.learn_open(cursor, open, now_ms, false)
+    }
+
+    /// Learns one open as [`Self::open`] does, by a run whose reads are known only by their first
+    /// page access in each file (a sampled run): a new inode under the path keeps the ranges
+    /// learned for the old one, which such a run could not learn again (a file rewritten, an
+    /// object rebuilt or a source edited, mostly holds the same pages), instead of leaving the
+    /// file one page until a run is followed whole again.
+    pub fn open_first_reads(&mut self, cursor: &mut RunCursor, open: &FileOpen<'_>, now_ms: u64) -> OpenLearned {
+        self.learn_open(cursor, open, now_ms, true)
+    }
+
+    fn learn_open(&mut self, cursor: &mut RunCursor, open: &FileOpen<'_>, now_ms: u64, keep_ranges: bool) -> OpenLearned {
         if open.path.is_empty() || open.path.len() > self.settings.max_path_bytes {
             return OpenLearned::Skipped;
         }
@@ -788,7 +806,7 @@ impl FileContextModel {
             app.runs += 1;
             cursor.history = vec![START];
         }
-        let Some(id) = app.intern(open) else {
+        let Some(id) = app.intern(open, keep_ranges) else {
             return OpenLearned::Skipped;
         };
         if !cursor.opened.insert(id) {

@@ -238,6 +238,29 @@ fn reads_are_learned_within_the_caps_and_a_new_inode_forgets_them() {
 }
 
 #[test]
+fn a_run_seeing_first_reads_only_keeps_a_rewritten_file_s_ranges_under_its_new_inode() {
+    let mut m = FileContextModel::default();
+    let mut c = m.start_run("w");
+    m.open(&mut c, &open("/f"), 0);
+    m.read(&c, "/f", PageRange::new(0, 40));
+    m.read(&c, "/f", PageRange::new(100, 8));
+    // A sample sees the rewritten file's first page only: the learned ranges stay, under the
+    // new inode (what a prefetch checks the path still names).
+    let mut c = m.start_run("w");
+    assert_eq!(m.open_first_reads(&mut c, &FileOpen { path: "/f", dev: 1, ino: 8 }, 0), OpenLearned::First);
+    m.read(&c, "/f", PageRange::new(0, 1));
+    let ahead = m.predict(&m.start_run("w"), 1, 0.0, 10);
+    assert_eq!((ahead[0].dev, ahead[0].ino), (1, 8));
+    assert_eq!(ahead[0].ranges, [PageRange::new(0, 40), PageRange::new(100, 8)]);
+    // A run followed whole still forgets them at the next new inode.
+    let mut c = m.start_run("w");
+    m.open(&mut c, &FileOpen { path: "/f", dev: 1, ino: 9 }, 0);
+    m.read(&c, "/f", PageRange::new(3, 1));
+    assert_eq!(m.predict(&m.start_run("w"), 1, 0.0, 10)[0].ranges, [PageRange::new(3, 1)]);
+    check(&m);
+}
+
+#[test]
 fn reads_scattered_over_a_large_file_merge_their_closest_ranges_beyond_the_range_cap() {
     let s = FileContextSettings { max_pages_per_file: 1_000, max_ranges_per_file: 3, ..Default::default() };
     let mut m = FileContextModel::new(s);
