@@ -452,7 +452,7 @@ fn bytes_read_table(rows: &[(Benchmark, Runs)]) -> String {
     let cell = |x: f64, digits: usize| if x.is_finite() { format!("{x:.digits$}") } else { "–".to_string() };
     let mut out = String::from(
         "\nRead from storage, MiB (mean of the measured runs): by the benchmark and its children (`ru_inblock`), and by \
-         augur's daemon from its start to the end of the run (`/proc/PID/io` `read_bytes`: its prefetches), with the \
+         augur's daemon from its readiness to the end of the run (`/proc/PID/io` `read_bytes`: its prefetches), with the \
          daemon's CPU time.\n\n",
     );
     out.push_str(
