@@ -4,7 +4,8 @@
 //! long-running reader that opens many files in one learned order over more than a minute
 //! (`augur-bench kroeger-reader`, [`read_in_order`]). Their protocol: warm-up runs, then measured
 //! runs with every cache cleared before each, I/O wait = elapsed − (user + sys), mean with a 95 %
-//! confidence interval, augur off against on.
+//! confidence interval, augur off against on; with the bytes the workload and the daemon read from
+//! storage and the daemon's CPU time, which the machine's other work does not change.
 //!
 //! It owns the benchmarks' trees (copied or generated once into the cache directory, never
 //! timed), what is undone before each run (the build's and the link's outputs), the commands
@@ -364,6 +365,17 @@ fn thread_cpu_time() -> Duration {
     Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
+/// What augur's daemon did over one run with augur on (from its readiness to the end of the
+/// run): counts that do not depend on how busy the machine is.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DaemonRun {
+    /// Bytes it caused to be read from storage (`read_bytes` of its `/proc/PID/io`): its
+    /// prefetches, and its state.
+    pub read_bytes: u64,
+    /// Its CPU time (user + system), seconds.
+    pub cpu_secs: f64,
+}
+
 /// The measured runs of one benchmark under one machine profile.
 #[derive(Clone, Debug, Default)]
 pub struct Runs {
@@ -371,6 +383,8 @@ pub struct Runs {
     pub off: Vec<RunSample>,
     /// augur's daemon as installed.
     pub on: Vec<RunSample>,
+    /// What the daemon did in each run of `on`.
+    pub daemon: Vec<DaemonRun>,
 }
 
 /// `mean ± half width` of the 95 % interval, in seconds, from milliseconds.
@@ -424,6 +438,41 @@ pub fn markdown(profile: &str, warmups: usize, rows: &[(Benchmark, Runs)]) -> St
             if met { "yes" } else { "no" }
         ));
     }
+    out.push_str(&bytes_read_table(rows));
+    out
+}
+
+/// Bytes read from storage, which the machine's other work does not change as it does the
+/// times: by the workload (its and its children's `ru_inblock`) with augur off and on, by the
+/// daemon, and the daemon's CPU time; MiB and seconds, means.
+fn bytes_read_table(rows: &[(Benchmark, Runs)]) -> String {
+    let mib = |bytes: f64| bytes / f64::from(1u32 << 20);
+    let mean = |v: Vec<f64>| if v.is_empty() { f64::NAN } else { stats::mean(&v) };
+    let read = |s: &[RunSample]| mean(s.iter().map(|x| x.blocks_in as f64 * 512.0).collect());
+    let cell = |x: f64, digits: usize| if x.is_finite() { format!("{x:.digits$}") } else { "–".to_string() };
+    let mut out = String::from(
+        "\nRead from storage, MiB (mean of the measured runs): by the benchmark and its children (`ru_inblock`), and by \
+         augur's daemon from its readiness to the end of the run (`/proc/PID/io` `read_bytes`: its prefetches), with the \
+         daemon's CPU time.\n\n",
+    );
+    out.push_str(
+        "| benchmark | read by it, augur off | read by it, augur on | read by the daemon | both, augur on | daemon CPU, s |\n",
+    );
+    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (b, r) in rows {
+        let (off, on) = (read(&r.off), read(&r.on));
+        let daemon = mean(r.daemon.iter().map(|d| d.read_bytes as f64).collect());
+        let cpu = mean(r.daemon.iter().map(|d| d.cpu_secs).collect());
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} |\n",
+            b.describe(),
+            cell(mib(off), 1),
+            cell(mib(on), 1),
+            cell(mib(daemon), 1),
+            cell(mib(on + daemon), 1),
+            cell(cpu, 2)
+        ));
+    }
     out
 }
 
@@ -472,15 +521,23 @@ mod tests {
             sys_ms: 0.0,
             io_wait_ms: io,
             major_faults: 0,
-            blocks_in: 0,
+            blocks_in: if io >= 1000.0 { 2_048 } else { 1_024 },
         };
-        let met = Runs { off: vec![s(1000.0, 5000.0), s(1200.0, 5200.0)], on: vec![s(300.0, 4300.0), s(340.0, 4350.0)] };
-        let not = Runs { off: vec![s(1000.0, 5000.0), s(1000.0, 5000.0)], on: vec![s(500.0, 4500.0), s(500.0, 4500.0)] };
+        let daemon = vec![DaemonRun { read_bytes: 3 << 20, cpu_secs: 0.5 }, DaemonRun { read_bytes: 5 << 20, cpu_secs: 0.7 }];
+        let met = Runs { off: vec![s(1000.0, 5000.0), s(1200.0, 5200.0)], on: vec![s(300.0, 4300.0), s(340.0, 4350.0)], daemon };
+        let not = Runs {
+            off: vec![s(1000.0, 5000.0), s(1000.0, 5000.0)],
+            on: vec![s(500.0, 4500.0), s(500.0, 4500.0)],
+            daemon: Vec::new(),
+        };
         let md = markdown("as-is", 3, &[(Benchmark::Build, met), (Benchmark::Reader, not)]);
         let lines: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
-        assert_eq!(lines.len(), 4, "header, separator, two rows: {md}");
+        assert_eq!(lines.len(), 8, "two tables of a header, a separator and two rows: {md}");
         assert!(lines[2].contains("70.9 %") && lines[2].ends_with("| yes |"), "{}", lines[2]);
         assert!(lines[3].contains("50.0 %") && lines[3].ends_with("| no |"), "{}", lines[3]);
         assert!(md.contains("3 warm-up runs, then 2 measured"), "{md}");
+        // 2,048 blocks of 512 bytes off, 1,024 on, 4 MiB read by the daemon on average.
+        assert!(lines[6].ends_with("| 1.0 | 0.5 | 4.0 | 4.5 | 0.60 |"), "{}", lines[6]);
+        assert!(lines[7].ends_with("| 1.0 | 0.5 | – | – | – |"), "no daemon figures: {}", lines[7]);
     }
 }

@@ -63,6 +63,10 @@ pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
 /// share `[launch] replay_mib_per_minute` with exec-time replays; no launch has this id).
 const FILE_PREFETCH_LEDGER_ID: LaunchId = LaunchId::MAX;
 
+/// A run's whole learned file sequence is handed out at its start when it takes at most this
+/// fraction (1/n) of the replay budget left then (see [`WorkloadRuns::load_whole`]).
+const WHOLE_SEQUENCE_SHARE: u64 = 2;
+
 /// The file-access context models are pruned by age this often.
 const CONTEXT_PRUNE_MS: u64 = 24 * 3_600_000;
 
@@ -124,6 +128,10 @@ pub enum Event {
     Exit { pid: u32, tgid: u32, ts_ns: u64 },
     /// The exec-time replay of `launch` finished.
     ReplayFinished { launch: LaunchId, report: ReplayReport },
+    /// A prefetch of files predicted for workload runs finished: it loaded `pages_loaded` pages
+    /// in `busy_ns` of the loader's time, having been predicted after an open at
+    /// `after_open_ns` (monotonic), if it was (what its runs' prefetch depth is measured by).
+    FilePrefetched { pages_loaded: u64, busy_ns: u64, after_open_ns: Option<u64> },
     /// The kernel's memory-pressure trigger fired.
     Pressure,
     /// The loop woke (its timer fired, or anything else): windows whose time is up close, a
@@ -261,8 +269,15 @@ pub enum Action {
     ArmTimer(Option<u64>),
     /// Load the files a followed run of workload `app` is predicted to open next (each file's
     /// learned ranges, only while its path still names the inode learned), at `priority`,
-    /// reading only files `user` may read. Nothing reports back.
-    PrefetchFiles { app: String, files: Vec<FilePrediction>, priority: ReplayPriority, user: ProcessUser },
+    /// reading only files `user` may read. Reported back by [`Event::FilePrefetched`], with
+    /// `after_open_ns`: when the open they were predicted after happened, if any.
+    PrefetchFiles {
+        app: String,
+        files: Vec<FilePrediction>,
+        priority: ReplayPriority,
+        user: ProcessUser,
+        after_open_ns: Option<u64>,
+    },
     /// Save these workloads' file-access context models to the state (`None`: the model dropped
     /// it, delete it).
     SaveFileContexts(Vec<(String, Option<FileContextRecord>)>),
@@ -684,6 +699,12 @@ impl DaemonEngine {
                 }
             }
             Event::ReplayFinished { launch, report } => self.on_replay_finished(world, now, launch, report),
+            Event::FilePrefetched { pages_loaded, busy_ns, after_open_ns } => {
+                self.runs.prefetch_done(pages_loaded, busy_ns);
+                if let Some(t) = after_open_ns {
+                    self.runs.prefetch_lag(now.mono_ns.saturating_sub(t).saturating_sub(busy_ns));
+                }
+            }
             Event::Pressure => self.on_pressure(world, now),
             Event::Tick => {
                 for finished in self.tracker.expire(now.mono_ns) {
@@ -748,6 +769,14 @@ impl DaemonEngine {
             } else {
                 false
             };
+            // A workload whose whole learned sequence is small beside the budget gets it all at once.
+            // A sampled run too: the sample changes what the kernel sends, not what is prefetched.
+            if run && self.fetches_files(now) {
+                let max_pages = self.replay_budget_bytes(world, now) / self.page_size.max(1) / WHOLE_SEQUENCE_SHARE;
+                if self.runs.load_whole(root, max_pages) {
+                    tracing::debug!("launch {id}: {key}'s whole learned file sequence handed out at its start");
+                }
+            }
             if judged {
                 let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
                 self.runs.count_disk_reads(root, ts_ns.saturating_add(window_ns));
@@ -1359,13 +1388,19 @@ impl DaemonEngine {
         }
     }
 
+    /// Whether files predicted for runs are loaded now: exec-time replay is on and memory
+    /// pressure does not hold it off.
+    fn fetches_files(&self, now: Now) -> bool {
+        self.config.launch.replay_on_exec && self.replay_held_until_ns.is_none_or(|t| now.mono_ns >= t)
+    }
+
     /// Hands the files predicted for followed runs to be loaded, within the replay budget (they
     /// share it with exec-time replays: `[launch] replay_mib_per_minute` and the prediction's
     /// share of the memory available), nearest first; none while memory pressure holds replay
     /// off or exec-time replay is off.
     fn prefetch_files(&mut self, world: &mut impl DaemonWorld, now: Now, batch: Vec<FilePrefetch>) {
         let predicted: u64 = batch.iter().map(|p| p.files.len() as u64).sum();
-        if !self.config.launch.replay_on_exec || self.replay_held_until_ns.is_some_and(|t| now.mono_ns < t) {
+        if !self.fetches_files(now) {
             self.files_over_budget += predicted;
             return;
         }
@@ -1385,11 +1420,19 @@ impl DaemonEngine {
                 continue;
             }
             let pages: u64 = files.iter().map(|f| f.pages).sum();
+            tracing::debug!(
+                "workload run {} of {}: {} files ({pages} pages) handed out {} us after the open they follow",
+                p.root,
+                p.app,
+                files.len(),
+                p.after_open_ns.map_or(0, |t| now.mono_ns.saturating_sub(t) / 1000)
+            );
             let action = Action::PrefetchFiles {
                 app: p.app.clone(),
                 files: files.clone(),
                 priority: self.config.launch.replay_io_priority,
                 user: p.user.clone(),
+                after_open_ns: p.after_open_ns,
             };
             if world.carry_out(action, &self.config) == Outcome::Done {
                 self.replay_spent.push_back((now.mono_ns, FILE_PREFETCH_LEDGER_ID, pages.saturating_mul(page_size)));
@@ -1866,6 +1909,12 @@ mod tests {
         out
     }
 
+    /// The actions of `out` (a [`build`]'s) until the loop's first sleep, after make's exec and
+    /// before any source is opened.
+    fn until_first_sleep(out: &[Action]) -> Vec<Action> {
+        out.iter().take_while(|a| !matches!(a, Action::ArmTimer(_))).cloned().collect()
+    }
+
     /// The files handed out to be prefetched, in order.
     fn prefetched(actions: &[Action]) -> Vec<String> {
         actions
@@ -1914,10 +1963,10 @@ mod tests {
             let mut want: Vec<String> = (0..40).map(source).collect();
             want.sort();
             assert_eq!(once, want, "run {run}: every source predicted");
-            // At make's exec, before any source is opened, the first PREFETCH_DEPTH are asked for.
-            let first = out.iter().find_map(|a| if let Action::PrefetchFiles { files, .. } = a { Some(files) } else { None });
-            let first: Vec<String> = first.unwrap().iter().map(|f| f.path.clone()).collect();
-            assert_eq!(first, (0..PREFETCH_DEPTH as u64).map(source).collect::<Vec<_>>(), "run {run}");
+            // The whole build is 160 pages, far under the replay budget: at make's exec, before
+            // any source is opened, every source is asked for, in learned order.
+            let at_exec = prefetched(&until_first_sleep(&out));
+            assert_eq!(at_exec, (0..40).map(source).collect::<Vec<_>>(), "run {run}");
             let files = out.iter().find_map(|a| if let Action::PrefetchFiles { files, .. } = a { Some(files) } else { None });
             let f = &files.unwrap()[0];
             assert_eq!((f.dev, f.ino, f.ranges.clone()), (1, 1000, vec![PageRange::new(0, 4)]), "the inode and ranges learned");
@@ -1944,6 +1993,22 @@ mod tests {
     }
 
     #[test]
+    fn a_build_gets_its_whole_learned_sequence_at_its_exec_only_when_it_takes_at_most_half_the_budget() {
+        // 40 sources of 64 pages: 2,560 pages (10 MiB).
+        for (mib_per_minute, whole) in [(16, false), (32, true)] {
+            let mut c = replay_only();
+            c.launch.replay_mib_per_minute = mib_per_minute;
+            let mut d = Daemon::every_exec(c);
+            build(&mut d, 0, 100, 40, 64);
+            let out = build(&mut d, 100_000, 200, 40, 64);
+            let at_exec = prefetched(&until_first_sleep(&out));
+            let want = if whole { 40 } else { PREFETCH_DEPTH as u64 };
+            assert_eq!(at_exec, (0..want).map(source).collect::<Vec<_>>(), "{mib_per_minute} MiB a minute");
+            assert_eq!(d.engine.run_counts().0.runs_whole, u64::from(whole));
+        }
+    }
+
+    #[test]
     fn files_not_queued_are_asked_for_again_at_the_next_prediction() {
         let mut d = Daemon::every_exec(replay_only());
         build(&mut d, 0, 100, 40, 4);
@@ -1951,7 +2016,7 @@ mod tests {
         let out = d.exec(100_000, 200, "/usr/bin/make");
         assert!(prefetched(&out).is_empty());
         let failed = prefetched(&d.event(100_000, Event::AboutToSleep));
-        assert_eq!(failed.len(), PREFETCH_DEPTH, "asked for, not queued");
+        assert_eq!(failed, (0..40).map(source).collect::<Vec<_>>(), "the whole build asked for, not queued");
         d.world.fail_prefetch = false;
         d.fork(101_000, 200, 201);
         d.lookup(101_000, 201, &source(0), LookupKind::Stat);
@@ -2048,6 +2113,20 @@ mod tests {
         assert_eq!(d.engine.run_counts().0.runs_unsettled, 1, "20 of its 40 files were new");
         let out = build(&mut d, 400_000, 500, 40, 4);
         assert!(first_reads(&out).is_empty(), "followed whole again: {out:?}");
+    }
+
+    #[test]
+    fn a_sampled_run_still_gets_its_whole_learned_sequence_at_its_exec() {
+        let mut d = Daemon::every_exec(replay_only());
+        for (t0, root) in [(0, 100), (100_000, 200), (200_000, 300)] {
+            build(&mut d, t0, root, 40, 4);
+        }
+        let out = build(&mut d, 300_000, 400, 40, 4);
+        assert_eq!(first_reads(&out).len(), 1, "a sample: {out:?}");
+        let at_exec = prefetched(&until_first_sleep(&out));
+        assert_eq!(at_exec, (0..40).map(source).collect::<Vec<_>>(), "every source at make's exec, in learned order");
+        let (counts, _) = d.engine.run_counts();
+        assert_eq!((counts.runs_whole, counts.runs_sampled, counts.runs_unsettled), (3, 1, 0), "{counts:?}");
     }
 
     #[test]

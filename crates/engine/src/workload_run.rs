@@ -42,14 +42,31 @@ pub const RUN_MAX_NS: u64 = 30 * 60 * 1_000_000_000;
 pub const RUN_MAX_FILES: usize = 2_048;
 /// After the run's last process exits, its last records still in flight get this long.
 const RUN_EXIT_GRACE_NS: u64 = 200_000_000;
-/// How many opens ahead a run's next files are prefetched: far enough that the prefetch, at a
-/// lower I/O priority than the reader's, keeps ahead of a reader of small files (a smoke run of
-/// the reader benchmark at 8 left it reading 40 % of its data itself).
+/// How many opens ahead a run's next files are prefetched until its reader's rate and the
+/// prefetch's are measured (see [`prefetch_depth`]): far enough that the prefetch, at a lower
+/// I/O priority than the reader's, keeps ahead of a reader of small files (a smoke run of the
+/// reader benchmark at 8 left it reading 40 % of its data itself).
 pub const PREFETCH_DEPTH: usize = 32;
+/// The fewest opens ahead a measured run is prefetched: its opens come in bursts (a compiler's
+/// headers), which a mean time between them hides.
+pub const MIN_DEPTH: usize = 8;
+/// The most opens ahead a run is prefetched (a disk slower than its reader: the prefetch never
+/// rests; the budget still bounds what it loads).
+pub const MAX_DEPTH: usize = 256;
 /// Files predicted with a lower confidence are not prefetched.
 pub const MIN_CONFIDENCE: f64 = 0.3;
-/// Files predicted at once, at most.
-pub const MAX_PREDICTED: usize = 32;
+/// A run's reader rate is measured once it opened this many files.
+const RATE_MIN_FILES: usize = 8;
+/// Until measured, the time from a reader's open to its prefetch being handed to the loader.
+const DEFAULT_LAG_NS: u64 = 20_000_000;
+/// A prefetch's report says how fast the loader reads once it loaded this many pages.
+const FETCH_RATE_MIN_PAGES: u64 = 16;
+/// A run's whole learned sequence is handed out at its start in pieces of this many files,
+/// then twice as many each, up to [`WHOLE_PIECE_MAX`]: the loader starts on the first files
+/// at once, not after checking every file's inode.
+const WHOLE_PIECE_FIRST: usize = 8;
+/// The largest piece of a whole sequence.
+const WHOLE_PIECE_MAX: usize = 256;
 /// Inodes a run remembers having named (or failed to), at most; beyond it, it forgets them all.
 const MAX_NAMED: usize = 65_536;
 /// Workloads whose learning history of runs is kept, at most (beyond it, those the model no
@@ -67,6 +84,9 @@ pub struct FilePrefetch {
     pub user: ProcessUser,
     /// The files, nearest first: path, the device and inode learned, and the ranges to load.
     pub files: Vec<FilePrediction>,
+    /// When (monotonic ns) the open they were predicted after happened (`None` at the run's
+    /// start): how long after it they are loaded is what the depth must cover.
+    pub after_open_ns: Option<u64>,
 }
 
 impl FilePrefetch {
@@ -130,10 +150,61 @@ struct Run {
     first_reads: bool,
     /// Counted in [`RunCounts::runs_sampled`].
     counted_sampled: bool,
+    /// Pages of the files asked for in this run (their mean size is what the loader must read
+    /// per open).
+    asked_pages: u64,
+    /// When the run's first learned open happened (monotonic ns).
+    first_open_ns: Option<u64>,
+    /// Opens learned since the run's last prediction, which reached `last_depth` opens ahead:
+    /// the next one is due once less than three quarters of the depth wanted now is left of
+    /// that lead (or at an open that was not predicted), not after every open.
+    since_predict: usize,
+    last_depth: usize,
+    /// Learned opens of files asked for before.
+    predicted: usize,
+    /// Its workload's whole learned sequence was handed out at its start: predicted again only
+    /// after an open off it.
+    whole: bool,
     /// Pages the run read from disk (page-cache insertions) until `disk_until_ns`, for a launch
     /// replayed only whose profile is judged by them (0: not counted).
     disk_until_ns: u64,
     disk_pages: u64,
+}
+
+impl Run {
+    /// Mean time between the run's learned opens so far, once it opened enough files.
+    fn open_interval_ns(&self) -> Option<u64> {
+        let first = self.first_open_ns?;
+        (self.files >= RATE_MIN_FILES).then(|| (self.last_file_ns.saturating_sub(first) / (self.files as u64 - 1)).max(1))
+    }
+
+    /// Mean pages of the files asked for so far.
+    fn mean_pages_asked(&self) -> Option<u64> {
+        (!self.asked.is_empty()).then(|| self.asked_pages / self.asked.len() as u64)
+    }
+}
+
+/// How many opens ahead of its reader a run's files are prefetched: far enough to hide the
+/// disk, no further. A file predicted `d` opens ahead is opened `d × interval_ns` later; its
+/// prefetch is handed to the loader `lag_ns` after the open it was predicted at and takes
+/// `fetch_ns` (its pages at the loader's measured rate), so `d` must exceed
+/// `(lag_ns + fetch_ns) / interval_ns`, taken twice over (the reader's rate varies) and within
+/// [`MIN_DEPTH`] and [`MAX_DEPTH`]. A loader slower than the reader (`fetch_ns ≥ interval_ns`)
+/// can never get ahead: the most, so that it never rests.
+pub fn prefetch_depth(interval_ns: u64, fetch_ns: u64, lag_ns: u64) -> usize {
+    if fetch_ns >= interval_ns {
+        return MAX_DEPTH;
+    }
+    let lead = lag_ns.saturating_add(fetch_ns).saturating_mul(2);
+    usize::try_from(lead.div_ceil(interval_ns.max(1))).unwrap_or(MAX_DEPTH).clamp(MIN_DEPTH, MAX_DEPTH)
+}
+
+/// A moving mean: `old` moved a quarter of the way to `sample`.
+fn moving_mean(old: Option<u64>, sample: u64) -> u64 {
+    match old {
+        Some(old) => old - old / 4 + sample / 4,
+        None => sample,
+    }
 }
 
 /// Counters, for `augur status` and tests.
@@ -152,6 +223,10 @@ pub struct RunCounts {
     /// Runs whose files the model did not foresee, that made their workload's next runs followed
     /// whole again.
     pub runs_unsettled: u64,
+    /// Runs whose workload's whole learned sequence was handed out at their start.
+    pub runs_whole: u64,
+    /// Learned opens of a file asked for before (predicted ahead) in their run.
+    pub opens_predicted: u64,
 }
 
 /// The runs followed and the model they feed. See the module documentation.
@@ -169,6 +244,10 @@ pub struct WorkloadRuns {
     /// The follow policy and the share of a run's files that may be new for it to be stable;
     /// `None`: every run is followed whole.
     follow: Option<(FollowPolicy, f64)>,
+    /// The loader's time per page loaded, moving mean of the file prefetches' reports (ns).
+    fetch_ns_per_page: Option<u64>,
+    /// How long after the open they follow prefetches are handed to the loader, moving mean (ns).
+    lag_ns: Option<u64>,
 }
 
 /// Paths whose files hold nothing to prefetch (no backing disk) or are throwaway (a compiler's
@@ -295,12 +374,88 @@ impl WorkloadRuns {
             sampled: false,
             first_reads: false,
             counted_sampled: false,
+            asked_pages: 0,
+            first_open_ns: None,
+            since_predict: 0,
+            last_depth: 0,
+            predicted: 0,
+            whole: false,
             disk_until_ns: 0,
             disk_pages: 0,
         };
-        predict(&self.model, &mut run, &mut self.pending, &mut self.counts);
+        let depth = self.depth(&run);
+        predict(&self.model, &mut run, depth, None, &mut self.pending, &mut self.counts);
         self.runs.push(run);
         true
+    }
+
+    /// At the start of the run rooted at `root` (before it learned a file): when its workload's
+    /// whole learned sequence takes at most `max_pages`, hands it all out at once, in learned
+    /// order, in place of the files predicted at the start, rather than wait for the opens to
+    /// predict them (a short run, a build or an indexer, opens hundreds of files a second: a
+    /// prediction after each open comes too late). True when it did.
+    pub fn load_whole(&mut self, root: u32, max_pages: u64) -> bool {
+        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return false };
+        if run.files > 0 || run.whole {
+            return false;
+        }
+        let sequence = self.model.learned_sequence(run.cursor.app(), RUN_MAX_FILES);
+        let files: Vec<FilePrediction> = sequence.iter().filter(|f| f.pages > 0).cloned().collect();
+        let pages: u64 = files.iter().map(|f| f.pages).sum();
+        if files.is_empty() || pages > max_pages {
+            return false;
+        }
+        // Every file of the sequence is foreseen by this run: a run handed its whole sequence is
+        // not predicted again along it, and what it opens off it is new to the model.
+        run.foreseen.extend(sequence.into_iter().map(|f| f.path));
+        let replaced: Vec<FilePrefetch> = self.pending.iter().filter(|p| p.root == root).cloned().collect();
+        self.pending.retain(|p| p.root != root);
+        let replaced_files: u64 = replaced.iter().map(|p| p.files.len() as u64).sum();
+        self.counts.files_predicted = self.counts.files_predicted.saturating_sub(replaced_files) + files.len() as u64;
+        self.counts.runs_whole += 1;
+        run.asked.clear();
+        run.asked_pages = pages;
+        run.asked.extend(files.iter().map(|f| f.path.clone()));
+        run.whole = true;
+        let mut rest = files.into_iter().peekable();
+        let mut piece = WHOLE_PIECE_FIRST;
+        while rest.peek().is_some() {
+            let files: Vec<FilePrediction> = rest.by_ref().take(piece).collect();
+            self.pending.push(FilePrefetch {
+                root,
+                app: run.cursor.app().to_string(),
+                user: run.user.clone(),
+                files,
+                after_open_ns: None,
+            });
+            piece = (piece * 2).min(WHOLE_PIECE_MAX);
+        }
+        true
+    }
+
+    /// How many opens ahead `run`'s files are prefetched now: [`prefetch_depth`] once its
+    /// reader's rate and the loader's are measured, [`PREFETCH_DEPTH`] until then.
+    fn depth(&self, run: &Run) -> usize {
+        let (Some(interval), Some(per_page), Some(pages)) =
+            (run.open_interval_ns(), self.fetch_ns_per_page, run.mean_pages_asked())
+        else {
+            return PREFETCH_DEPTH;
+        };
+        prefetch_depth(interval, per_page.saturating_mul(pages), self.lag_ns.unwrap_or(DEFAULT_LAG_NS))
+    }
+
+    /// A file prefetch loaded `pages_loaded` pages in `busy_ns` of the loader's time: how fast
+    /// the loader reads, for the depth of the runs' prefetches.
+    pub fn prefetch_done(&mut self, pages_loaded: u64, busy_ns: u64) {
+        if pages_loaded >= FETCH_RATE_MIN_PAGES {
+            self.fetch_ns_per_page = Some(moving_mean(self.fetch_ns_per_page, busy_ns / pages_loaded));
+        }
+    }
+
+    /// A prefetch predicted after an open waited `lag_ns` from that open until the loader began
+    /// on it (the kernel's report reaching the daemon, the loop, the loader's queue).
+    pub fn prefetch_lag(&mut self, lag_ns: u64) {
+        self.lag_ns = Some(moving_mean(self.lag_ns, lag_ns));
     }
 
     /// The launch whose root is `root`, followed as a run, was found to be of application `app`
@@ -312,8 +467,10 @@ impl WorkloadRuns {
             run.cursor = self.model.start_run(app);
             run.asked.clear();
             run.foreseen.clear();
+            run.asked_pages = 0;
+            run.whole = false;
             self.pending.retain(|p| p.root != root);
-            predict(&self.model, run, &mut self.pending, &mut self.counts);
+            predict(&self.model, run, PREFETCH_DEPTH, None, &mut self.pending, &mut self.counts);
         }
         true
     }
@@ -374,7 +531,9 @@ impl WorkloadRuns {
     /// learned, and followed by a prediction; every read teaches the file's ranges.
     pub fn on_page(&mut self, tid: u32, ts_ns: u64, read: bool, inode: InodeKey, pages: PageRange, now_ms: u64) {
         let Some(&root) = self.owner.get(&tid) else { return };
-        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return };
+        let Some(i) = self.runs.iter().position(|r| r.root == root) else { return };
+        let depth = self.depth(&self.runs[i]);
+        let run = &mut self.runs[i];
         if read && ts_ns <= run.disk_until_ns {
             run.disk_pages += pages.len;
         }
@@ -391,7 +550,14 @@ impl WorkloadRuns {
         run.named.insert(inode, path.clone());
         let Some(path) = path else { return };
         let open = FileOpen { path: &path, dev: inode.dev, ino: inode.ino };
-        if self.model.open(&mut run.cursor, &open, now_ms) != OpenLearned::First {
+        // A sample sees each file's first page only: it must not take a rewritten file's learned
+        // ranges down to that page.
+        let learned = if run.first_reads {
+            self.model.open_first_reads(&mut run.cursor, &open, now_ms)
+        } else {
+            self.model.open(&mut run.cursor, &open, now_ms)
+        };
+        if learned != OpenLearned::First {
             return;
         }
         self.model.read(&run.cursor, &path, pages);
@@ -400,11 +566,20 @@ impl WorkloadRuns {
             run.novel += 1;
         }
         run.learned_ms = now_ms;
+        run.first_open_ns.get_or_insert(ts_ns);
         run.last_file_ns = run.last_file_ns.max(ts_ns);
-        run.asked.insert(path);
+        run.since_predict += 1;
+        // An open nothing predicted: the run left the way predicted, what follows is new.
+        let predicted = !run.asked.insert(path);
         self.counts.files_learned += 1;
+        self.counts.opens_predicted += u64::from(predicted);
+        run.predicted += usize::from(predicted);
         self.changed.insert(run.cursor.app().to_string());
-        predict(&self.model, run, &mut self.pending, &mut self.counts);
+        let lead_left = run.last_depth.saturating_sub(run.since_predict);
+        let due = !predicted || (!run.whole && lead_left * 4 <= depth * 3);
+        if due {
+            predict(&self.model, run, depth, Some(ts_ns), &mut self.pending, &mut self.counts);
+        }
     }
 
     /// The files predicted since the last call, to be prefetched: one [`FilePrefetch`] per run.
@@ -417,8 +592,13 @@ impl WorkloadRuns {
     pub fn not_prefetched(&mut self, p: &FilePrefetch) {
         if let Some(run) = self.runs.iter_mut().find(|r| r.root == p.root) {
             for f in &p.files {
-                run.asked.remove(&f.path);
+                if run.asked.remove(&f.path) {
+                    run.asked_pages = run.asked_pages.saturating_sub(f.pages);
+                }
             }
+            // What it still needs comes from its predictions again, at its next open.
+            run.whole = false;
+            run.since_predict = usize::MAX / 8;
         }
     }
 
@@ -466,6 +646,18 @@ impl WorkloadRuns {
 
     fn end(&mut self, i: usize, why: RunEnd) -> (String, RunEnd, Vec<u32>) {
         let r = self.runs.swap_remove(i);
+        tracing::debug!(
+            "workload run {} of {}: {} files opened, {} of them asked for ahead ({} asked for, {} pages; whole sequence: {}; last depth {}; mean {} us between opens)",
+            r.root,
+            r.cursor.app(),
+            r.files,
+            r.predicted,
+            r.asked.len(),
+            r.asked_pages,
+            r.whole,
+            r.last_depth,
+            r.open_interval_ns().unwrap_or(0) / 1000
+        );
         self.owner.retain(|_, root| *root != r.root);
         if why != RunEnd::Stopped {
             self.learned(&r);
@@ -533,9 +725,19 @@ impl WorkloadRuns {
     }
 }
 
-/// Asks the model what `run` opens next and hands out the files it has not asked for yet.
-fn predict(model: &FileContextModel, run: &mut Run, pending: &mut Vec<FilePrefetch>, counts: &mut RunCounts) {
-    let predicted = model.predict(&run.cursor, PREFETCH_DEPTH, MIN_CONFIDENCE, MAX_PREDICTED);
+/// Asks the model what `run` opens within `depth` opens (after its open at `after_open_ns`, if
+/// any) and hands out the files it has not asked for yet.
+fn predict(
+    model: &FileContextModel,
+    run: &mut Run,
+    depth: usize,
+    after_open_ns: Option<u64>,
+    pending: &mut Vec<FilePrefetch>,
+    counts: &mut RunCounts,
+) {
+    run.since_predict = 0;
+    run.last_depth = depth;
+    let predicted = model.predict(&run.cursor, depth, MIN_CONFIDENCE, depth);
     for f in &predicted {
         if !run.foreseen.contains(&f.path) {
             run.foreseen.insert(f.path.clone());
@@ -547,12 +749,20 @@ fn predict(model: &FileContextModel, run: &mut Run, pending: &mut Vec<FilePrefet
     }
     for f in &files {
         run.asked.insert(f.path.clone());
+        run.asked_pages += f.pages;
     }
     counts.files_predicted += files.len() as u64;
-    // One prefetch per run between two sleeps: the files predicted after each of its opens since.
-    match pending.iter_mut().find(|p| p.root == run.root) {
+    // One prefetch per run between two sleeps: the files predicted after each of its opens since
+    // (after the pieces of its whole sequence, if those are still waiting).
+    match pending.iter_mut().rev().find(|p| p.root == run.root) {
         Some(p) => p.files.extend(files),
-        None => pending.push(FilePrefetch { root: run.root, app: run.cursor.app().to_string(), user: run.user.clone(), files }),
+        None => pending.push(FilePrefetch {
+            root: run.root,
+            app: run.cursor.app().to_string(),
+            user: run.user.clone(),
+            files,
+            after_open_ns,
+        }),
     }
 }
 
@@ -629,6 +839,112 @@ mod tests {
     }
 
     #[test]
+    fn the_depth_hides_the_loader_behind_the_reader_and_no_further() {
+        const MS: u64 = 1_000_000;
+        // The reader benchmark on a fast disk: a file every 45 ms, loaded in 1 ms, handed out
+        // 20 ms after the open: a few files ahead are enough.
+        assert_eq!(prefetch_depth(45 * MS, MS, 20 * MS), MIN_DEPTH);
+        // An indexer: a file every millisecond: 2 × 20.1 ms of lead is 41 files.
+        assert_eq!(prefetch_depth(MS, MS / 10, 20 * MS), 41);
+        // A loader slower than the reader can never get ahead: as far as allowed.
+        assert_eq!(prefetch_depth(10 * MS, 10 * MS, 0), MAX_DEPTH);
+        assert_eq!(prefetch_depth(10 * MS, 30 * MS, 0), MAX_DEPTH);
+        // A very fast reader: no further than the most.
+        assert_eq!(prefetch_depth(MS / 100, MS / 1000, 20 * MS), MAX_DEPTH);
+        assert_eq!(prefetch_depth(0, 0, 0), MAX_DEPTH, "opens all at once");
+    }
+
+    /// A run of `app` rooted at `root` opening `files` in order, one every `every_ns` from
+    /// `t0`, by its root process; `after_open` is called after each open with its index.
+    fn paced_run(
+        runs: &mut WorkloadRuns,
+        root: u32,
+        files: &[String],
+        t0: u64,
+        every_ns: u64,
+        mut after_open: impl FnMut(&mut WorkloadRuns, usize),
+    ) {
+        assert!(runs.start(root, "/usr/bin/reader", user(), t0));
+        for (i, f) in files.iter().enumerate() {
+            open(runs, root, f, 100 + i as u64, t0 + (i as u64 + 1) * every_ns);
+            after_open(runs, i);
+        }
+        runs.on_exit(root, t0 + S);
+        runs.expire(u64::MAX / 2);
+    }
+
+    /// The farthest file (by its place in `files`) asked for after each open of a second run
+    /// paced at `every_ns`, with the loader measured at `fetch_ns_per_page` per page.
+    fn lead_after_each_open(files: &[String], every_ns: u64, fetch_ns_per_page: u64) -> Vec<usize> {
+        let mut runs = WorkloadRuns::new();
+        paced_run(&mut runs, 1, files, 0, every_ns, |_, _| {});
+        runs.take_prefetches();
+        runs.prefetch_done(1_000, 1_000 * fetch_ns_per_page);
+        runs.prefetch_lag(5_000_000);
+        let mut farthest = 0;
+        let mut leads = Vec::new();
+        paced_run(&mut runs, 2, files, 100 * S, every_ns, |runs, i| {
+            for f in asked(&runs.take_prefetches()) {
+                farthest = farthest.max(files.iter().position(|x| *x == f).unwrap());
+            }
+            leads.push(farthest.saturating_sub(i));
+        });
+        leads
+    }
+
+    #[test]
+    fn a_run_is_prefetched_as_far_ahead_as_its_reader_and_the_loader_need() {
+        let files: Vec<String> = (0..200).map(|i| format!("/data/f{i:03}")).collect();
+        // A file every 10 ms, 2 pages each. A loader at 1 µs a page: 2 × (5 ms + 2 µs) of lead
+        // is a file or two: once measured, the lead falls from the first 32 to a handful.
+        let fast = lead_after_each_open(&files, 10_000_000, 1_000);
+        assert!(fast[0] >= PREFETCH_DEPTH - 1, "{fast:?}");
+        assert!(fast[100..190].iter().all(|&l| (MIN_DEPTH - 1..=MIN_DEPTH + 1).contains(&l)), "{fast:?}");
+        // A loader at 10 ms a page cannot keep up with a 2-page file every 10 ms: as far ahead
+        // as allowed, and the whole sequence is asked for within the first opens.
+        let slow = lead_after_each_open(&files, 10_000_000, 10_000_000);
+        assert!(slow[20] >= 150, "{slow:?}");
+        assert_eq!(slow[20] + 20, files.len() - 1, "every file asked for: {slow:?}");
+    }
+
+    #[test]
+    fn a_small_learned_sequence_is_handed_out_whole_at_the_start_in_pieces() {
+        let files: Vec<String> = (0..40).map(|i| format!("/src/f{i:02}.c")).collect();
+        let mut runs = WorkloadRuns::new();
+        paced_run(&mut runs, 1, &files, 0, 1_000_000, |_, _| {});
+        assert!(runs.start(2, "/usr/bin/reader", user(), 10 * S));
+        // 40 files of 2 pages: more than 79 pages allowed is needed.
+        assert!(!runs.load_whole(2, 79));
+        assert!(runs.load_whole(2, 80));
+        assert!(!runs.load_whole(2, 80), "once");
+        let pieces = runs.take_prefetches();
+        assert_eq!(pieces.iter().map(|p| p.files.len()).collect::<Vec<_>>(), [8, 16, 16], "the first piece small");
+        assert_eq!(asked(&pieces), files, "every file, in learned order, in place of the start's prediction");
+        assert!(pieces.iter().all(|p| p.after_open_ns.is_none()), "predicted after no open");
+        assert_eq!(runs.counts().runs_whole, 1);
+        assert_eq!(runs.counts().files_predicted, 40);
+        // Opens along it ask for nothing more; an open off it is followed by a prediction.
+        for (i, f) in files.iter().take(10).enumerate() {
+            open(&mut runs, 2, f, 100 + i as u64, 11 * S + i as u64);
+        }
+        assert!(runs.take_prefetches().is_empty());
+        open(&mut runs, 2, "/src/new.c", 999, 12 * S);
+        assert!(runs.take_prefetches().is_empty(), "nothing new to ask for: the rest was asked for");
+        // Pieces the loader could not queue come back through predictions.
+        let mut runs = WorkloadRuns::new();
+        paced_run(&mut runs, 1, &files, 0, 1_000_000, |_, _| {});
+        assert!(runs.start(2, "/usr/bin/reader", user(), 10 * S));
+        assert!(runs.load_whole(2, u64::MAX));
+        for p in runs.take_prefetches() {
+            runs.not_prefetched(&p);
+        }
+        open(&mut runs, 2, &files[0], 100, 11 * S);
+        assert_eq!(asked(&runs.take_prefetches()), files[1..=PREFETCH_DEPTH].to_vec());
+        // A run that learned a file already is not handed its whole sequence.
+        assert!(!runs.load_whole(2, u64::MAX));
+    }
+
+    #[test]
     fn reads_of_unnamed_inodes_and_throwaway_files_are_left_out() {
         let mut runs = WorkloadRuns::new();
         assert!(runs.start(1, "/usr/bin/cc", user(), 0));
@@ -684,6 +1000,58 @@ mod tests {
         runs.on_exit(root, t0 + S);
         assert_eq!(runs.expire(t0 + 2 * S).len(), 1);
         sampled
+    }
+
+    #[test]
+    fn a_sample_gets_the_whole_sequence_finds_it_foreseen_and_keeps_a_rewritten_file_s_ranges() {
+        let policy =
+            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
+        let mut runs = WorkloadRuns::new();
+        runs.set_follow(policy, 0.05);
+        let files: Vec<String> = (0..40).map(|i| format!("/src/f{i:02}.c")).collect();
+        // One run of make at `t0`, handed its whole sequence at its start when `whole`; each file
+        // read in 8 pages (a sample's kernel sends only the first access: 2 pages), the first
+        // one under inode `first_ino`. Whether it was a sample.
+        let one = |runs: &mut WorkloadRuns, root: u32, t0: u64, whole: bool, first_ino: u64| {
+            assert!(runs.start(root, "/usr/bin/make", user(), t0));
+            assert_eq!(runs.load_whole(root, u64::MAX), whole);
+            let sampled = runs.sample(root, t0 / 1_000_000);
+            let reads = runs.reads_to_change(|_| false);
+            assert_eq!(reads.len(), usize::from(sampled));
+            let mut handed = runs.take_prefetches();
+            for (i, f) in files.iter().enumerate() {
+                let t = t0 + (i as u64 + 1) * 10_000_000;
+                let ino = if i == 0 { first_ino } else { 100 + i as u64 };
+                open(runs, root, f, ino, t);
+                if !sampled {
+                    runs.on_page(root, t, true, InodeKey { dev: 8, ino }, PageRange::new(2, 6), t / 1_000_000);
+                }
+            }
+            handed.extend(runs.take_prefetches());
+            runs.on_exit(root, t0 + S);
+            assert_eq!(runs.expire(t0 + 2 * S).len(), 1);
+            (sampled, handed)
+        };
+        for n in 0..3u32 {
+            let (sampled, _) = one(&mut runs, 1000 * (n + 1), u64::from(n) * 100 * S, n > 0, 100);
+            assert!(!sampled, "run {n} followed whole");
+        }
+        // Runs along their whole sequence, never predicted again, opened nothing unforeseen.
+        let h = runs.history("/usr/bin/make").unwrap();
+        assert_eq!((h.learned, h.stable_streak), (3, 2));
+        // The settled workload's next run is a sample, handed the whole sequence at its start as a
+        // run followed whole is; its first file was rewritten (a new inode, its first access only).
+        let (sampled, handed) = one(&mut runs, 4000, 300 * S, true, 999);
+        assert!(sampled);
+        assert_eq!(asked(&handed), files, "the whole sequence, in learned order");
+        assert!(handed.iter().flat_map(|p| &p.files).all(|f| f.ranges == [PageRange::new(0, 8)]), "{handed:?}");
+        assert_eq!((runs.counts().runs_sampled, runs.counts().runs_unsettled), (1, 0), "a foreseen sample");
+        // The sample did not take the rewritten file down to the page it saw: the next run gets
+        // its learned ranges, under the new inode.
+        let (sampled, handed) = one(&mut runs, 5000, 400 * S, true, 999);
+        assert!(sampled);
+        let first = &handed[0].files[0];
+        assert_eq!((first.path.as_str(), first.ino, first.ranges.clone()), ("/src/f00.c", 999, vec![PageRange::new(0, 8)]));
     }
 
     #[test]

@@ -212,6 +212,8 @@ struct ReplayJob {
     /// The profile's files carry only a device and inode (a file prefetch): each is loaded only
     /// while its path still names that inode, with the identity it has now.
     check_inodes: bool,
+    /// A file prefetch's: when the open it was predicted after happened (monotonic ns).
+    after_open_ns: Option<u64>,
 }
 
 /// How a queued or running exec-time replay is stopped.
@@ -231,11 +233,15 @@ struct ReplayDone {
     memo: ReplayStart,
     /// It ran to its end (not stopped) and loaded nothing.
     loaded_nothing: bool,
+    /// The worker's time on it (inode checks and loading), ns.
+    busy_ns: u64,
+    /// The job's [`ReplayJob::after_open_ns`].
+    after_open_ns: Option<u64>,
 }
 
 impl ReplayDone {
     /// What `report`, of the replay `job` asked for, says.
-    fn of(job: &ReplayJob, r: &FetchReport) -> ReplayDone {
+    fn of(job: &ReplayJob, r: &FetchReport, busy_ns: u64) -> ReplayDone {
         ReplayDone {
             launch: job.launch,
             app: job.app.clone(),
@@ -248,6 +254,8 @@ impl ReplayDone {
             page_size: r.page_size,
             memo: job.memo,
             loaded_nothing: !r.cancelled && r.pages.loaded == 0 && r.bytes_read == 0,
+            busy_ns,
+            after_open_ns: job.after_open_ns,
         }
     }
 }
@@ -266,6 +274,7 @@ fn spawn_replay_worker(
                 if cancel.is_cancelled() {
                     break;
                 }
+                let started_ns = loop_io::monotonic_ns();
                 if job.check_inodes {
                     // Here, not in the loop: a stat of a cold path waits for the disk.
                     job.profile.files.retain_mut(|f| match augur_os::fetch::open::current_identity(&f.path) {
@@ -295,7 +304,8 @@ fn spawn_replay_worker(
                         report.pages.not_attempted
                     );
                 }
-                if done_tx.send(ReplayDone::of(&job, &report)).is_err() {
+                let busy_ns = loop_io::monotonic_ns().saturating_sub(started_ns);
+                if done_tx.send(ReplayDone::of(&job, &report, busy_ns)).is_err() {
                     break;
                 }
                 wake.wake();
@@ -766,6 +776,8 @@ impl Daemon {
                     report.pages_resident,
                     report.pages_loaded
                 );
+                let (busy_ns, after_open_ns) = (done.busy_ns, done.after_open_ns);
+                self.feed(Event::FilePrefetched { pages_loaded: report.pages_loaded, busy_ns, after_open_ns })?;
                 continue;
             }
             if let Some(step) = self.io.plan_step.as_mut() {
@@ -1381,7 +1393,16 @@ impl DaemonWorld for LoopIo {
                         bytes_read: 0,
                     };
                     let page_size = augur_os::fetch::page_size();
-                    self.replays_answered.push(ReplayDone { launch, app, report, page_size, memo, loaded_nothing: true });
+                    self.replays_answered.push(ReplayDone {
+                        launch,
+                        app,
+                        report,
+                        page_size,
+                        memo,
+                        loaded_nothing: true,
+                        busy_ns: 0,
+                        after_open_ns: None,
+                    });
                     self.counts.replays += 1;
                     self.counts.replays_known_resident += 1;
                     return Outcome::Done;
@@ -1396,6 +1417,7 @@ impl DaemonWorld for LoopIo {
                     stop: stop.clone(),
                     memo,
                     check_inodes: false,
+                    after_open_ns: None,
                 };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {
@@ -1412,7 +1434,7 @@ impl DaemonWorld for LoopIo {
                     Err(mpsc::TrySendError::Disconnected(_)) => Outcome::Failed,
                 };
             }
-            Action::PrefetchFiles { app, files, priority, user } => {
+            Action::PrefetchFiles { app, files, priority, user, after_open_ns } => {
                 let profile = LaunchProfile {
                     command: Vec::new(),
                     recorded_at: 0,
@@ -1447,6 +1469,7 @@ impl DaemonWorld for LoopIo {
                     stop: stop.clone(),
                     memo,
                     check_inodes: true,
+                    after_open_ns,
                 };
                 let Some(tx) = &self.replay_tx else { return Outcome::Failed };
                 return match tx.try_send(job) {

@@ -13,7 +13,7 @@ use clap::Args;
 use augur::daemon::control::{self, Request, Response};
 use augur_bench::error::{BenchError, Result};
 use augur_bench::interrupt;
-use augur_bench::kroeger::{self, BENCHMARKS, Benchmark, ReaderShape, Runs, Trees};
+use augur_bench::kroeger::{self, BENCHMARKS, Benchmark, DaemonRun, ReaderShape, Runs, Trees};
 use augur_bench::machine::{self, ActiveMachine, MachineProfile, MachineSettings};
 use augur_bench::measure::{self, RunSample};
 use augur_bench::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon};
@@ -98,15 +98,29 @@ fn report_daemon(files: &DaemonFiles) {
 
 /// One run with augur's daemon: the last run's outputs undone (before the daemon starts, so the
 /// clean-up is not learned as a run of the workload), the daemon started (its state kept from
-/// the last), ready, the run, the daemon stopped (saving what it learned).
-fn run_with_augur(files: &DaemonFiles, installed: &str, trees: &Trees, b: Benchmark, w: &measure::Workload) -> Result<RunSample> {
+/// the last), ready, the run, the daemon stopped (saving what it learned). With what the daemon
+/// read and spent from its readiness to the end of the run.
+fn run_with_augur(
+    files: &DaemonFiles,
+    installed: &str,
+    trees: &Trees,
+    b: Benchmark,
+    w: &measure::Workload,
+) -> Result<(RunSample, DaemonRun)> {
     trees.reset(b)?;
     let mut daemon = RunningDaemon::start_with(Prefetcher::Augur, files, installed)?;
     daemon.wait_ready(Duration::from_secs(30))?;
+    let before = daemon.sample()?;
     let sample = timed_run(w);
+    let after = daemon.sample();
     report_daemon(files);
     daemon.stop()?;
-    sample
+    let after = after?;
+    let cost = DaemonRun {
+        read_bytes: after.read_bytes.saturating_sub(before.read_bytes),
+        cpu_secs: (after.cpu_secs - before.cpu_secs).max(0.0),
+    };
+    Ok((sample?, cost))
 }
 
 fn line(s: &RunSample) -> String {
@@ -216,8 +230,13 @@ pub fn run(args: KroegerArgs) -> Result<ExitCode> {
                 trees.reset(*b)?;
                 let off = timed_run(&w)?;
                 eprintln!("  {label}, augur off: {}", line(&off));
-                let on = run_with_augur(&files, &installed, &trees, *b, &w)?;
-                eprintln!("  {label}, augur on:  {}", line(&on));
+                let (on, daemon) = run_with_augur(&files, &installed, &trees, *b, &w)?;
+                eprintln!(
+                    "  {label}, augur on:  {}; the daemon read {} MiB, {:.2} s CPU",
+                    line(&on),
+                    daemon.read_bytes >> 20,
+                    daemon.cpu_secs
+                );
                 if i == 0 {
                     let round = bench_start.elapsed();
                     eprintln!(
@@ -228,6 +247,7 @@ pub fn run(args: KroegerArgs) -> Result<ExitCode> {
                 if !warm {
                     runs.off.push(off);
                     runs.on.push(on);
+                    runs.daemon.push(daemon);
                 }
             }
             rows.push((*b, runs));

@@ -162,6 +162,20 @@ impl RangeSet {
             self.insert(*r);
         }
     }
+
+    /// Merges the two neighbouring ranges with the fewest pages between them (the gap is
+    /// filled) until at most `max_ranges` ranges are left (at least one): a superset of the
+    /// pages, in fewer ranges, that adds as few pages as merging one gap at a time can.
+    pub fn fill_smallest_gaps(&mut self, max_ranges: usize) {
+        let max_ranges = max_ranges.max(1);
+        while self.ranges.len() > max_ranges {
+            let Some(i) = (0..self.ranges.len() - 1).min_by_key(|&i| self.ranges[i + 1].start - self.ranges[i].end()) else {
+                return;
+            };
+            let merged = PageRange::from_bounds(self.ranges[i].start, self.ranges[i + 1].end());
+            self.ranges.splice(i..i + 2, [merged]);
+        }
+    }
 }
 
 impl FromIterator<PageRange> for RangeSet {
@@ -209,6 +223,20 @@ mod tests {
         let mut set: RangeSet = [PageRange::new(0, 10)].into_iter().collect();
         set.remove(PageRange::new(3, 2));
         assert_eq!(set.ranges(), &[PageRange::new(0, 3), PageRange::new(5, 5)]);
+    }
+
+    #[test]
+    fn the_smallest_gaps_are_filled_first_down_to_the_range_cap() {
+        let mut s: RangeSet =
+            [PageRange::new(0, 2), PageRange::new(10, 2), PageRange::new(13, 1), PageRange::new(30, 5)].into_iter().collect();
+        s.fill_smallest_gaps(3);
+        assert_eq!(s.ranges(), [PageRange::new(0, 2), PageRange::new(10, 4), PageRange::new(30, 5)]);
+        s.fill_smallest_gaps(2);
+        assert_eq!(s.ranges(), [PageRange::new(0, 14), PageRange::new(30, 5)]);
+        s.fill_smallest_gaps(0);
+        assert_eq!(s.ranges(), [PageRange::new(0, 35)], "one range at least");
+        s.fill_smallest_gaps(5);
+        assert_eq!(s.page_count(), 35, "nothing to do under the cap");
     }
 
     #[test]
@@ -273,6 +301,18 @@ mod tests {
             for m in set.missing_from(q) {
                 prop_assert_eq!(set.overlap_count(m), 0);
             }
+        }
+
+        #[test]
+        fn filling_gaps_keeps_every_page_within_the_cap(ins in proptest::collection::vec(arb_range(), 0..30), cap in 1usize..8) {
+            let set: RangeSet = ins.iter().copied().collect();
+            let mut filled = set.clone();
+            filled.fill_smallest_gaps(cap);
+            assert_canonical(&filled);
+            prop_assert!(filled.ranges().len() <= cap.max(usize::from(!set.is_empty())));
+            prop_assert!(pages(&set).is_subset(&pages(&filled)));
+            prop_assert_eq!(filled.ranges().first().map(|r| r.start), set.ranges().first().map(|r| r.start));
+            prop_assert_eq!(filled.ranges().last().map(|r| r.end()), set.ranges().last().map(|r| r.end()));
         }
     }
 }

@@ -21,7 +21,9 @@
 //!   build's sequence (a source, its headers the first time, the next source...) regular.
 //! - A file is identified by its absolute path (a build rewrites its outputs and an editor
 //!   replaces what it saves, under new inode numbers); the device and inode last seen are kept,
-//!   and a new inode under the same path forgets the ranges learned for the old one.
+//!   and a new inode under the same path forgets the ranges learned for the old one (unless the
+//!   run reports only each file's first page access, which could not learn them again:
+//!   [`FileContextModel::open_first_reads`]).
 //! - The trie holds every sequence of 1 to `max_order + 1` consecutive files seen (`max_order`
 //!   at most [`MAX_ORDER`]), each node counting how often it was seen. The confidence that `x`
 //!   follows context `c` is `count(c x) / count(c)`. No child counts more than its parent.
@@ -75,9 +77,11 @@ pub struct FileContextSettings {
     pub total_nodes: usize,
     /// Nodes (and so files) unseen for longer are dropped, in milliseconds.
     pub max_age_ms: u64,
-    /// Ranges learned per file (the first ones read; later reads outside them are not learned).
+    /// Ranges learned per file (beyond it the closest ones merge, the pages between them
+    /// learned too).
     pub max_ranges_per_file: usize,
-    /// Pages learned per file (the first ones read).
+    /// Pages learned per file (the first ones read): 128 MiB by default, as much as a large
+    /// library mapped by a build's tools (LLVM's, 105 MiB) or a compiler's code needs.
     pub max_pages_per_file: u64,
     /// Longer paths are not learned.
     pub max_path_bytes: usize,
@@ -92,7 +96,7 @@ impl Default for FileContextSettings {
             total_nodes: 32_768,
             max_age_ms: 60 * 24 * 3600 * 1000,
             max_ranges_per_file: 16,
-            max_pages_per_file: 4_096,
+            max_pages_per_file: 32_768,
             max_path_bytes: 1_024,
         }
     }
@@ -416,15 +420,18 @@ impl AppFileContext {
         true
     }
 
-    /// The symbol of a file, made when new; a new inode under the path forgets its ranges.
-    fn intern(&mut self, open: &FileOpen<'_>) -> Option<u32> {
+    /// The symbol of a file, made when new; a new inode under the path forgets its ranges unless
+    /// `keep_ranges` (see [`FileContextModel::open_first_reads`]).
+    fn intern(&mut self, open: &FileOpen<'_>, keep_ranges: bool) -> Option<u32> {
         if let Some(&id) = self.ids.get(open.path) {
             if let Some(f) = self.files.get_mut(&id)
                 && (f.dev, f.ino) != (open.dev, open.ino)
             {
                 f.dev = open.dev;
                 f.ino = open.ino;
-                f.ranges = RangeSet::new();
+                if !keep_ranges {
+                    f.ranges = RangeSet::new();
+                }
             }
             return Some(id);
         }
@@ -590,6 +597,58 @@ impl AppFileContext {
         out
     }
 
+    /// The files a run opens, in learned order, at most `max_files`: from the start of a run,
+    /// at each step the likeliest next file of the longest context the trie knows that is not
+    /// on the way already (Kroeger's most likely path, each file once); where the path ends, the
+    /// files it did not reach follow in the order they were first seen. Each file's
+    /// `confidence` is its step's (1 for those after the path), `distance` its place.
+    pub fn learned_sequence(&self, max_files: usize, max_order: usize) -> Vec<FilePrediction> {
+        let mut order: Vec<(u32, f64)> = Vec::new();
+        let mut on_way: HashSet<u32> = HashSet::new();
+        let mut history = vec![START];
+        while order.len() < max_files {
+            let longest = history.len().min(max_order.max(1));
+            let step = (1..=longest).rev().find_map(|k| {
+                let (n, children) = self.successors(&history[history.len() - k..])?;
+                let (x, c) = children
+                    .into_iter()
+                    .filter(|(x, _)| *x != START && !on_way.contains(x))
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+                Some((x, (f64::from(c) / f64::from(n)).min(1.0)))
+            });
+            let Some((x, confidence)) = step else { break };
+            on_way.insert(x);
+            order.push((x, confidence));
+            history.push(x);
+            if history.len() > MAX_ORDER {
+                history.remove(0);
+            }
+        }
+        // Symbols are given in the order files were first seen.
+        for &id in self.files.keys() {
+            if order.len() >= max_files {
+                break;
+            }
+            if on_way.insert(id) {
+                order.push((id, 1.0));
+            }
+        }
+        order
+            .into_iter()
+            .filter_map(|(id, confidence)| self.files.get(&id).map(|f| (f, confidence)))
+            .enumerate()
+            .map(|(i, (f, confidence))| FilePrediction {
+                path: f.path.clone(),
+                dev: f.dev,
+                ino: f.ino,
+                distance: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                confidence,
+                ranges: f.ranges.ranges().to_vec(),
+                pages: f.ranges.page_count(),
+            })
+            .collect()
+    }
+
     /// What a run is expected to open first (the first `depth` opens).
     pub fn predict_start(&self, depth: usize, min_confidence: f64, max_files: usize) -> Vec<FilePrediction> {
         self.predict_after(&[START], false, &HashSet::new(), depth, min_confidence, max_files, MAX_ORDER)
@@ -612,31 +671,28 @@ impl AppFileContext {
             .collect()
     }
 
-    /// Learns pages `range` of file `id` as read, within the per-file caps.
+    /// Learns pages `range` of file `id` as read, within the per-file caps: beyond the range
+    /// cap the closest ranges merge (the pages between them are learned too: a prefetch reads a
+    /// little more, in fewer requests, rather than leave out what a program scattered over a
+    /// large file, a compiler's or a library's mapped code); a read that would take the file
+    /// past its page cap is learned only as far as the cap.
     fn learn_read(&mut self, id: u32, range: PageRange, s: &FileContextSettings) {
         let Some(f) = self.files.get_mut(&id) else { return };
-        let have = f.ranges.page_count();
-        if have >= s.max_pages_per_file || range.is_empty() {
+        if f.ranges.page_count() >= s.max_pages_per_file || range.is_empty() {
             return;
         }
-        let mut add = RangeSet::new();
         for piece in f.ranges.missing_from(range) {
-            add.insert(piece);
-        }
-        let room = s.max_pages_per_file - have;
-        let mut taken = 0;
-        for piece in add.ranges() {
-            if taken >= room {
+            let room = s.max_pages_per_file.saturating_sub(f.ranges.page_count());
+            if room == 0 {
                 break;
             }
-            let len = piece.len.min(room - taken);
             let mut next = f.ranges.clone();
-            next.insert(PageRange::new(piece.start, len));
-            if next.ranges().len() > s.max_ranges_per_file {
+            next.insert(PageRange::new(piece.start, piece.len.min(room)));
+            next.fill_smallest_gaps(s.max_ranges_per_file);
+            if next.page_count() > s.max_pages_per_file {
                 break;
             }
             f.ranges = next;
-            taken += len;
         }
     }
 }
@@ -711,6 +767,19 @@ impl FileContextModel {
 
     /// Learns one open by the run at `cursor`, at `now_ms` (milliseconds since the epoch).
     pub fn open(&mut self, cursor: &mut RunCursor, open: &FileOpen<'_>, now_ms: u64) -> OpenLearned {
+        self.learn_open(cursor, open, now_ms, false)
+    }
+
+    /// Learns one open as [`Self::open`] does, by a run whose reads are known only by their first
+    /// page access in each file (a sampled run): a new inode under the path keeps the ranges
+    /// learned for the old one, which such a run could not learn again (a file rewritten, an
+    /// object rebuilt or a source edited, mostly holds the same pages), instead of leaving the
+    /// file one page until a run is followed whole again.
+    pub fn open_first_reads(&mut self, cursor: &mut RunCursor, open: &FileOpen<'_>, now_ms: u64) -> OpenLearned {
+        self.learn_open(cursor, open, now_ms, true)
+    }
+
+    fn learn_open(&mut self, cursor: &mut RunCursor, open: &FileOpen<'_>, now_ms: u64, keep_ranges: bool) -> OpenLearned {
         if open.path.is_empty() || open.path.len() > self.settings.max_path_bytes {
             return OpenLearned::Skipped;
         }
@@ -737,7 +806,7 @@ impl FileContextModel {
             app.runs += 1;
             cursor.history = vec![START];
         }
-        let Some(id) = app.intern(open) else {
+        let Some(id) = app.intern(open, keep_ranges) else {
             return OpenLearned::Skipped;
         };
         if !cursor.opened.insert(id) {
@@ -795,6 +864,12 @@ impl FileContextModel {
             );
         }
         app.predict_after(&cursor.history, true, &cursor.opened, depth, min_confidence, max_files, self.settings.max_order)
+    }
+
+    /// The files a run of workload `app` opens, in learned order, at most `max_files` (see
+    /// [`AppFileContext::learned_sequence`]); none when nothing was learned of it.
+    pub fn learned_sequence(&self, app: &str, max_files: usize) -> Vec<FilePrediction> {
+        self.apps.get(app).map_or_else(Vec::new, |a| a.learned_sequence(max_files, self.settings.max_order))
     }
 
     /// Drops what was unseen for longer than the settings' age at `now_ms`, and workloads left

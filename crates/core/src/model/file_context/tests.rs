@@ -90,6 +90,35 @@ fn a_learned_order_is_predicted_from_the_start_and_after_each_open() {
 }
 
 #[test]
+fn the_learned_sequence_follows_the_likeliest_path_each_file_once_then_the_files_off_it() {
+    let mut m = FileContextModel::default();
+    assert!(m.learned_sequence("/usr/bin/make", 10).is_empty(), "nothing learned");
+    // Twice a → b → a.h → c → a.h(again, skipped) → d, once a → x → c: the likeliest path is
+    // a, b, a.h, c, d; x is off it, and comes after, in the order it was first seen.
+    run(&mut m, "/usr/bin/make", &["/a", "/x", "/c"], 0);
+    for _ in 0..2 {
+        run(&mut m, "/usr/bin/make", &["/a", "/b", "/a.h", "/c", "/a.h", "/d"], 0);
+    }
+    check(&m);
+    let seq = m.learned_sequence("/usr/bin/make", 100);
+    assert_eq!(paths(&seq), ["/a", "/b", "/a.h", "/c", "/d", "/x"]);
+    assert_eq!(seq.iter().map(|p| p.distance).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+    assert!((seq[1].confidence - 2.0 / 3.0).abs() < 1e-9, "b follows a in 2 of 3 runs: {seq:?}");
+    assert_eq!(paths(&m.learned_sequence("/usr/bin/make", 2)), ["/a", "/b"], "at most max_files");
+    // A loop in the learned order (a file seen again after a file that followed it) ends the
+    // path at the file already on it, never repeats it.
+    let mut m = FileContextModel::default();
+    run(&mut m, "w", &["/p", "/q"], 0);
+    run(&mut m, "w", &["/q", "/p"], 0);
+    let seq = m.learned_sequence("w", 100);
+    let mut unique = paths(&seq);
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), seq.len(), "{seq:?}");
+    assert_eq!(seq.len(), 2);
+}
+
+#[test]
 fn re_opens_within_a_run_are_skipped_and_the_run_s_files_are_not_predicted() {
     let mut m = FileContextModel::default();
     let mut c = m.start_run("w");
@@ -193,7 +222,7 @@ fn reads_are_learned_within_the_caps_and_a_new_inode_forgets_them() {
     m.read(&c, "/f", PageRange::new(0, 4));
     m.read(&c, "/f", PageRange::new(2, 4));
     m.read(&c, "/f", PageRange::new(20, 2));
-    m.read(&c, "/f", PageRange::new(40, 2)); // a third range: over the cap, not learned
+    m.read(&c, "/f", PageRange::new(40, 2)); // a third range: merging it passes the page cap, not learned
     m.read(&c, "/f", PageRange::new(22, 100)); // extends the second range up to the page cap
     m.read(&c, "/unopened", PageRange::new(0, 1));
     let ahead = m.predict(&m.start_run("w"), 1, 0.0, 10);
@@ -206,6 +235,46 @@ fn reads_are_learned_within_the_caps_and_a_new_inode_forgets_them() {
     m.read(&c, "/f", PageRange::new(5, 1));
     let ahead = m.predict(&m.start_run("w"), 1, 0.0, 10);
     assert_eq!(ahead[0].ranges, [PageRange::new(5, 1)]);
+}
+
+#[test]
+fn a_run_seeing_first_reads_only_keeps_a_rewritten_file_s_ranges_under_its_new_inode() {
+    let mut m = FileContextModel::default();
+    let mut c = m.start_run("w");
+    m.open(&mut c, &open("/f"), 0);
+    m.read(&c, "/f", PageRange::new(0, 40));
+    m.read(&c, "/f", PageRange::new(100, 8));
+    // A sample sees the rewritten file's first page only: the learned ranges stay, under the
+    // new inode (what a prefetch checks the path still names).
+    let mut c = m.start_run("w");
+    assert_eq!(m.open_first_reads(&mut c, &FileOpen { path: "/f", dev: 1, ino: 8 }, 0), OpenLearned::First);
+    m.read(&c, "/f", PageRange::new(0, 1));
+    let ahead = m.predict(&m.start_run("w"), 1, 0.0, 10);
+    assert_eq!((ahead[0].dev, ahead[0].ino), (1, 8));
+    assert_eq!(ahead[0].ranges, [PageRange::new(0, 40), PageRange::new(100, 8)]);
+    // A run followed whole still forgets them at the next new inode.
+    let mut c = m.start_run("w");
+    m.open(&mut c, &FileOpen { path: "/f", dev: 1, ino: 9 }, 0);
+    m.read(&c, "/f", PageRange::new(3, 1));
+    assert_eq!(m.predict(&m.start_run("w"), 1, 0.0, 10)[0].ranges, [PageRange::new(3, 1)]);
+    check(&m);
+}
+
+#[test]
+fn reads_scattered_over_a_large_file_merge_their_closest_ranges_beyond_the_range_cap() {
+    let s = FileContextSettings { max_pages_per_file: 1_000, max_ranges_per_file: 3, ..Default::default() };
+    let mut m = FileContextModel::new(s);
+    let mut c = m.start_run("w");
+    m.open(&mut c, &open("/usr/lib/cc1"), 0);
+    // A compiler's mapped code, touched here and there.
+    for start in [0, 100, 104, 300, 500, 502] {
+        m.read(&c, "/usr/lib/cc1", PageRange::new(start, 2));
+    }
+    let ahead = m.predict(&m.start_run("w"), 1, 0.0, 10);
+    // [0, 2) and [100, 106) were the closest when [500, 502) came: they merged.
+    assert_eq!(ahead[0].ranges, [PageRange::new(0, 106), PageRange::new(300, 2), PageRange::new(500, 4)]);
+    assert_eq!(ahead[0].pages, 112, "every page read, and the closest gaps");
+    check(&m);
 }
 
 #[test]
