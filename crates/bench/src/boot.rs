@@ -451,7 +451,7 @@ pub struct BootReportContext {
 /// augur's means are lower than both others' (issue 23's acceptance).
 pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> String {
     let mut out = format!(
-        "Each setup booted in turn, round after round; the first {} boot(s) of each setup dropped (learning from nothing), \
+        "Each setup booted in turn, round after round, each round starting one setup later; the first {} boot(s) of each setup dropped (learning from nothing), \
          every cache dropped and the disk throttled to {} read IOPS and {:.0} MB/s before each boot; the system stayed up {} s \
          after the window (the prefetchers' learning). Seconds from the start of systemd in the booted system \
          (`UserspaceTimestampMonotonic`), mean ± sample standard deviation; MiB read from the system's disk in the whole \

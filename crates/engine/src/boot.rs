@@ -1,8 +1,9 @@
-//! The decisions of one boot's `augur boot` run: which phase the boot is in (from the service
-//! manager's targets, `augur mark` and the first user session), which phases' plans to load
-//! (the current one and the next), when to prefetch the session's usual applications, and when
-//! recording stops (a while after the session started, or after the last target on a system
-//! without one, or at the time limit).
+//! The decisions of one boot's `augur boot` run: which phase the boot is in and when each phase
+//! began (from the service manager's targets, `augur mark` and the first login, each with the
+//! time it says the phase began, so a phase seen late still starts when it did), which phases'
+//! plans to load (the current one and the one ahead), when to prefetch the session's usual
+//! applications, and when recording stops (a while after the session started, or after the last
+//! target on a system without one, or at the time limit).
 //!
 //! Pure: the time (microseconds since recording started) and what was observed come in; actions
 //! go out. It makes no system call and reads no clock.
@@ -64,26 +65,34 @@ impl BootSequence {
         self.release()
     }
 
-    /// The boot was seen in `phase` at `now_us` (a phase never goes back; one skipped over
-    /// starts with the one reached). Returns what to load now.
-    pub fn observe(&mut self, phase: BootPhase, now_us: u64) -> Vec<BootAction> {
-        if phase <= self.phase {
+    /// The boot was seen at `now_us` to have reached the phases in `reached`, each with the time
+    /// it began (one said to begin later than `now_us` begins at `now_us`). A phase never goes
+    /// back; one skipped over (not in `reached`) begins with the first phase after it that is;
+    /// no phase begins before the one before it. Returns what to load now.
+    pub fn observe(&mut self, reached: &[PhaseStart], now_us: u64) -> Vec<BootAction> {
+        let Some(phase) = reached.iter().map(|r| r.phase).max().filter(|p| *p > self.phase) else {
             return Vec::new();
-        }
+        };
+        let mut previous = self.starts.last().map_or(0, |s| s.at_us);
         for p in BootPhase::ALL.into_iter().filter(|p| *p > self.phase && *p <= phase) {
-            self.starts.push(PhaseStart { phase: p, at_us: now_us });
+            // Its own time, else the earliest of the phases reached beyond it.
+            let own = reached.iter().filter(|r| r.phase == p).map(|r| r.at_us).min();
+            let beyond = reached.iter().filter(|r| r.phase > p).map(|r| r.at_us).min();
+            let at_us = own.or(beyond).unwrap_or(now_us).min(now_us).max(previous);
+            self.starts.push(PhaseStart { phase: p, at_us });
+            previous = at_us;
+            let settles = p == BootPhase::Session || (self.last_target != BootPhase::Graphical && p == self.last_target);
+            if settles && self.settled_at_us.is_none() {
+                self.settled_at_us = Some(at_us);
+            }
         }
         self.phase = phase;
-        let settles = phase == BootPhase::Session || (self.last_target != BootPhase::Graphical && phase >= self.last_target);
-        if settles && self.settled_at_us.is_none() {
-            self.settled_at_us = Some(now_us);
-        }
         self.release()
     }
 
     fn release(&mut self) -> Vec<BootAction> {
         let mut actions = Vec::new();
-        for p in phases_released(self.phase) {
+        for p in phases_released(self.phase, self.last_target) {
             if self.released.contains(&p) {
                 continue;
             }
@@ -105,6 +114,7 @@ impl BootSequence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use BootPhase::*;
 
     const S: u64 = 1_000_000;
 
@@ -112,49 +122,84 @@ mod tests {
         BootSection { after_session_secs: 30, max_secs: 300, ..BootSection::default() }
     }
 
+    fn at(phase: BootPhase, at_us: u64) -> PhaseStart {
+        PhaseStart { phase, at_us }
+    }
+
+    fn starts(b: &BootSequence) -> Vec<(BootPhase, u64)> {
+        b.phase_starts().iter().map(|p| (p.phase, p.at_us / 1000)).collect()
+    }
+
     #[test]
     fn a_desktop_boot_loads_one_phase_ahead_and_records_until_after_the_session() {
-        let mut b = BootSequence::new(&settings(), BootPhase::Graphical);
-        assert_eq!(b.start(), vec![BootAction::Replay(BootPhase::Early), BootAction::Replay(BootPhase::Sysinit)]);
-        assert_eq!(b.observe(BootPhase::Sysinit, 2 * S), vec![BootAction::Replay(BootPhase::Basic)]);
-        assert!(b.observe(BootPhase::Sysinit, 3 * S).is_empty(), "nothing twice");
+        let mut b = BootSequence::new(&settings(), Graphical);
+        assert_eq!(b.start(), vec![BootAction::Replay(Early), BootAction::Replay(Sysinit)]);
+        assert_eq!(b.observe(&[at(Sysinit, 2 * S)], 2 * S), vec![BootAction::Replay(Basic)]);
+        assert!(b.observe(&[at(Sysinit, 2 * S)], 3 * S).is_empty(), "nothing twice");
         // multi-user and graphical seen at once: both started, the session released with its apps.
         assert_eq!(
-            b.observe(BootPhase::Graphical, 9 * S),
+            b.observe(&[at(Sysinit, 2 * S), at(MultiUser, 8 * S), at(Graphical, 9 * S)], 9 * S),
             vec![
-                BootAction::Replay(BootPhase::MultiUser),
-                BootAction::Replay(BootPhase::Graphical),
-                BootAction::Replay(BootPhase::Session),
+                BootAction::Replay(MultiUser),
+                BootAction::Replay(Graphical),
+                BootAction::Replay(Session),
                 BootAction::PrefetchSessionApps
             ]
         );
-        assert!(b.observe(BootPhase::Basic, 10 * S).is_empty(), "phases never go back");
-        assert_eq!(b.phase(), BootPhase::Graphical);
+        assert!(b.observe(&[at(Basic, 10 * S)], 10 * S).is_empty(), "phases never go back");
+        assert_eq!(b.phase(), Graphical);
         assert!(!b.done(100 * S), "a desktop waits for its session");
-        assert!(b.observe(BootPhase::Session, 120 * S).is_empty());
+        assert!(b.observe(&[at(Session, 120 * S)], 120 * S).is_empty());
         assert!(!b.done(149 * S));
         assert!(b.done(150 * S));
-        let starts: Vec<(BootPhase, u64)> = b.phase_starts().iter().map(|p| (p.phase, p.at_us / S)).collect();
+        // basic was skipped over: it began with multi-user, the first phase seen beyond it.
         assert_eq!(
-            starts,
-            vec![
-                (BootPhase::Sysinit, 2),
-                (BootPhase::Basic, 9),
-                (BootPhase::MultiUser, 9),
-                (BootPhase::Graphical, 9),
-                (BootPhase::Session, 120)
-            ]
+            starts(&b),
+            vec![(Sysinit, 2_000), (Basic, 8_000), (MultiUser, 8_000), (Graphical, 9_000), (Session, 120_000)]
+        );
+    }
+
+    #[test]
+    fn phases_seen_late_begin_when_the_service_manager_says() {
+        // The whole boot was reached before the first look, 5 s into recording: each phase keeps
+        // its own time, so the pages first used in each are planned in it.
+        let mut b = BootSequence::new(&settings(), MultiUser);
+        b.start();
+        let reached = [at(Sysinit, 300_000), at(Basic, 900_000), at(MultiUser, 2_400_000), at(Session, 2_200_000)];
+        let actions = b.observe(&reached, 5 * S);
+        assert_eq!(actions.last(), Some(&BootAction::PrefetchSessionApps));
+        // The login came before multi-user.target was reached: the session begins with it, never
+        // before the phase before it; graphical, skipped over, begins with the session.
+        assert_eq!(starts(&b), vec![(Sysinit, 300), (Basic, 900), (MultiUser, 2_400), (Graphical, 2_400), (Session, 2_400)]);
+        // Recording stops 30 s after the boot settled (multi-user.target: no graphical here), not
+        // after it was seen.
+        assert!(!b.done(32 * S));
+        assert!(b.done(32_400_000));
+        // A time later than the look (clocks read one after the other) is the look's.
+        let mut late = BootSequence::new(&settings(), MultiUser);
+        late.observe(&[at(Sysinit, 7 * S)], 6 * S);
+        assert_eq!(starts(&late), vec![(Sysinit, 6_000)]);
+    }
+
+    #[test]
+    fn a_server_loads_its_session_once_its_last_target_is_reached() {
+        let mut b = BootSequence::new(&settings(), MultiUser);
+        b.start();
+        assert_eq!(b.observe(&[at(Basic, S)], S), vec![BootAction::Replay(Basic), BootAction::Replay(MultiUser)]);
+        assert_eq!(
+            b.observe(&[at(MultiUser, 2 * S)], 2 * S),
+            vec![BootAction::Replay(Graphical), BootAction::Replay(Session), BootAction::PrefetchSessionApps]
         );
     }
 
     #[test]
     fn a_server_stops_after_its_last_target_and_every_boot_at_the_limit() {
-        let mut b = BootSequence::new(&settings(), BootPhase::MultiUser);
+        let mut b = BootSequence::new(&settings(), MultiUser);
         b.start();
-        b.observe(BootPhase::MultiUser, 20 * S);
+        b.observe(&[at(MultiUser, 20 * S)], 20 * S);
         assert!(!b.done(49 * S));
         assert!(b.done(50 * S));
-        let never = BootSequence::new(&settings(), BootPhase::Graphical);
+        let never = BootSequence::new(&settings(), Graphical);
         assert!(!never.done(299 * S));
         assert!(never.done(300 * S));
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::error::{Error, Result};
-use augur_core::model::boot::{BootHistory, BootPhase, BootTrace, session_apps};
+use augur_core::model::boot::{BootHistory, BootPhase, BootTrace, PhaseStart, session_apps};
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_engine::boot::{BootAction, BootSequence};
 use augur_engine::config::Config;
@@ -64,29 +64,32 @@ fn target_phases() -> Vec<(BootPhase, &'static str)> {
     BootPhase::ALL.into_iter().filter_map(|p| p.systemd_target().map(|t| (p, t))).collect()
 }
 
-/// The phase the boot is in now, by what the service manager and `augur mark` say.
-fn observed_phase(marks: &Path, systemd: bool) -> BootPhase {
-    let mut phase = BootPhase::Early;
+/// The phases the boot reached, by what the service manager and `augur mark` say, each with when
+/// it began in microseconds since `origin_us` (monotonic; a phase that began before is at 0),
+/// `now_us` for what says no time.
+fn observed_phases(marks: &Path, systemd: bool, origin_us: u64, now_us: u64) -> Vec<PhaseStart> {
+    let since = |mono: Option<u64>| mono.map_or(now_us, |t| t.saturating_sub(origin_us));
+    let mut reached = Vec::new();
     if systemd {
         let targets = target_phases();
         let names: Vec<&str> = targets.iter().map(|(_, t)| *t).collect();
-        if let Some(active) = service_manager::units_active(&names) {
-            for ((p, _), on) in targets.iter().zip(active) {
-                if on {
-                    phase = phase.max(*p);
+        if let Some(entered) = service_manager::units_entered_us(&names) {
+            for ((phase, _), at) in targets.iter().zip(entered) {
+                if at.is_some() {
+                    reached.push(PhaseStart { phase: *phase, at_us: since(at) });
                 }
             }
         }
     }
-    for name in service_manager::marked_phases(marks) {
-        if let Ok(p) = name.parse::<BootPhase>() {
-            phase = phase.max(p);
+    for mark in service_manager::marked_phases(marks) {
+        if let Ok(phase) = mark.phase.parse::<BootPhase>() {
+            reached.push(PhaseStart { phase, at_us: since(mark.at_us) });
         }
     }
     if service_manager::user_session_exists() {
-        phase = BootPhase::Session;
+        reached.push(PhaseStart { phase: BootPhase::Session, at_us: since(service_manager::first_login_us()) });
     }
-    phase
+    reached
 }
 
 /// A job for the loading thread.
@@ -159,18 +162,8 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
     if let Some(s) = args.state {
         config.daemon.state_path = s;
     }
-    let settings = config.boot_settings(PROFILE_PAGE_SIZE);
-    let (mut store, _) = StateStore::open(&config.daemon.state_path)?;
-    let history: BootHistory = store.boot_history()?;
-    let plan = history.plan(&settings);
-    tracing::info!(
-        "boot: plan of {} boots: {} pages in {} files over {} phases",
-        plan.boots,
-        plan.page_count(),
-        plan.file_count(),
-        plan.phases.len()
-    );
-    let signals = augur_os::signals::SignalPipe::install(augur_os::signals::SecondSignal::Deliver)?;
+    // Recording starts first, before the state is read: every page the boot uses from here on
+    // is in the trace.
     let mut recorder = if args.no_record {
         None
     } else {
@@ -183,6 +176,23 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
             }
         }
     };
+    // Times count from the start of recording, on the monotonic clock the service manager's
+    // timestamps are on.
+    let origin_us = recorder.as_ref().map_or_else(augur_os::sense::monotonic_us, BootRecorder::started_at_us);
+    let now_us = || augur_os::sense::monotonic_us().saturating_sub(origin_us);
+    let settings = config.boot_settings(PROFILE_PAGE_SIZE);
+    let (mut store, _) = StateStore::open(&config.daemon.state_path)?;
+    let history: BootHistory = store.boot_history()?;
+    let plan = history.plan(&settings);
+    tracing::info!(
+        "boot: plan of {} boots: {} pages in {} files over {} phases ({})",
+        plan.boots,
+        plan.page_count(),
+        plan.file_count(),
+        plan.phases.len(),
+        plan.phases.iter().map(|p| format!("{} {}", p.phase, p.page_count())).collect::<Vec<_>>().join(", ")
+    );
+    let signals = augur_os::signals::SignalPipe::install(augur_os::signals::SecondSignal::Deliver)?;
     let cancel = CancelFlag::new();
     let (loader, loader_thread) = spawn_loader(cancel.clone())?;
     let systemd = service_manager::systemd_booted();
@@ -192,8 +202,6 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
         BootPhase::Session
     };
     let mut sequence = BootSequence::new(&config.boot, last_target);
-    let clock = std::time::Instant::now();
-    let now_us = |r: &Option<BootRecorder>| r.as_ref().map_or(clock.elapsed().as_micros() as u64, BootRecorder::now_us);
     let act = |actions: Vec<BootAction>| {
         for action in actions {
             let job = match action {
@@ -215,29 +223,38 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
     let mut interrupted = false;
     let mut next_look = std::time::Instant::now();
     loop {
+        // The service manager is asked at once, then at most twice a second (events wake the
+        // loop often during a boot); what it says carries when each phase began.
+        if std::time::Instant::now() >= next_look {
+            next_look = std::time::Instant::now() + PHASE_POLL;
+            let now = now_us();
+            act(sequence.observe(&observed_phases(&args.marks, systemd, origin_us, now), now));
+        }
         match recorder.as_mut() {
             Some(r) => r.poll(PHASE_POLL)?,
             None => thread::sleep(PHASE_POLL),
-        }
-        let now = now_us(&recorder);
-        // Events wake the loop often during a boot; the service manager is asked at most twice
-        // a second.
-        if std::time::Instant::now() >= next_look {
-            next_look = std::time::Instant::now() + PHASE_POLL;
-            act(sequence.observe(observed_phase(&args.marks, systemd), now));
         }
         if !signals.take().is_empty() {
             interrupted = true;
             break;
         }
-        if sequence.done(now) {
+        if sequence.done(now_us()) {
             break;
         }
     }
     let _ = loader.send(Load::Done);
     cancel.cancel();
     let (pages, bytes) = loader_thread.join().unwrap_or_default();
-    tracing::info!("boot: loaded {pages} pages ({bytes} bytes read); reached phase {}", sequence.phase());
+    tracing::info!(
+        "boot: loaded {pages} pages ({bytes} bytes read); reached phase {} ({})",
+        sequence.phase(),
+        sequence
+            .phase_starts()
+            .iter()
+            .map(|p| format!("{} at {:.2} s", p.phase, p.at_us as f64 / 1e6))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     if let Some(r) = recorder {
         let recording = r.finish()?;
         let trace = BootTrace::from_profile(&recording.profile, sequence.phase_starts(), recording.profile.recorded_at);
@@ -260,6 +277,7 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
 /// Runs `augur mark`.
 pub fn run_mark(args: MarkArgs) -> Result<ExitCode> {
     let phase: BootPhase = args.phase.parse().map_err(|e: augur_core::model::boot::UnknownPhase| Error::Usage(e.to_string()))?;
-    service_manager::mark_phase(&args.marks, phase.name()).map_err(|e| Error::io_at(&args.marks, "marking the boot phase", e))?;
+    service_manager::mark_phase(&args.marks, phase.name(), augur_os::sense::monotonic_us())
+        .map_err(|e| Error::io_at(&args.marks, "marking the boot phase", e))?;
     Ok(ExitCode::SUCCESS)
 }

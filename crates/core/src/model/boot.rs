@@ -442,11 +442,19 @@ fn build_plan(chosen: Vec<(&Path, FileIdentity, Piece)>, page_size: u64, boots: 
     BootPlan { page_size, boots, phases }
 }
 
-/// Which phases' plans may be loaded while the boot is in `current`: the current one and the next
-/// (loading one phase ahead hides the disk's latency without filling memory with pages needed
-/// minutes later).
-pub fn phases_released(current: BootPhase) -> Vec<BootPhase> {
-    BootPhase::ALL.into_iter().filter(|p| *p <= current || Some(*p) == current.next()).collect()
+/// The phase whose plan is loaded while the boot is in `current`, one ahead: the next, or the
+/// session once `last_target` (the default target's phase) is reached, as a boot whose default
+/// target is `multi-user` never reaches `graphical` and its session comes next.
+pub fn phase_ahead(current: BootPhase, last_target: BootPhase) -> BootPhase {
+    if current >= last_target { BootPhase::Session } else { current.next().unwrap_or(current) }
+}
+
+/// Which phases' plans may be loaded while the boot is in `current`: those up to the phase ahead
+/// of it (loading one phase ahead hides the disk's latency without filling memory with pages
+/// needed minutes later).
+pub fn phases_released(current: BootPhase, last_target: BootPhase) -> Vec<BootPhase> {
+    let ahead = phase_ahead(current, last_target);
+    BootPhase::ALL.into_iter().filter(|p| *p <= ahead).collect()
 }
 
 /// The session's usual applications: the `n` most launched of those learned for a user (keys
@@ -639,9 +647,16 @@ mod tests {
 
     #[test]
     fn loading_runs_one_phase_ahead() {
-        assert_eq!(phases_released(BootPhase::Early), vec![BootPhase::Early, BootPhase::Sysinit]);
-        assert_eq!(phases_released(BootPhase::Graphical).last(), Some(&BootPhase::Session));
-        assert_eq!(phases_released(BootPhase::Session).len(), BootPhase::ALL.len());
+        use BootPhase::*;
+        assert_eq!(phases_released(Early, Graphical), vec![Early, Sysinit]);
+        assert_eq!(phases_released(Basic, Graphical), vec![Early, Sysinit, Basic, MultiUser]);
+        assert_eq!(phases_released(MultiUser, Graphical).last(), Some(&Graphical), "a desktop logs in after graphical");
+        assert_eq!(phases_released(Graphical, Graphical).last(), Some(&Session));
+        assert_eq!(phases_released(Session, Graphical).len(), BootPhase::ALL.len());
+        // A boot whose default target is multi-user: its session comes after that target.
+        assert_eq!(phase_ahead(Basic, MultiUser), MultiUser);
+        assert_eq!(phase_ahead(MultiUser, MultiUser), Session);
+        assert_eq!(phases_released(MultiUser, MultiUser).len(), BootPhase::ALL.len());
     }
 
     #[test]

@@ -87,6 +87,11 @@ impl BootRecorder {
         })
     }
 
+    /// When recording started, in monotonic microseconds (the clock of systemd's timestamps).
+    pub fn started_at_us(&self) -> u64 {
+        self.start_us
+    }
+
     /// Microseconds since recording started (the clock phase starts are given in).
     pub fn now_us(&self) -> u64 {
         super::monotonic_us().saturating_sub(self.start_us)
