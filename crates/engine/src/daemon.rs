@@ -509,6 +509,17 @@ fn launch_lookups(launch: &mut ActiveLaunch, named: Vec<Lookup>) -> Vec<Lookup> 
     list.finish()
 }
 
+/// The time of an event that happened at monotonic `ts_ns`, read at `now`: the wall clocks moved
+/// back by how long ago it happened (an event stamped after `now` is taken as now).
+pub fn event_time(now: Now, ts_ns: u64) -> Now {
+    let ago_ms = now.mono_ns.saturating_sub(ts_ns) / 1_000_000;
+    Now {
+        mono_ns: ts_ns.min(now.mono_ns),
+        unix_ms: now.unix_ms.saturating_sub(ago_ms),
+        local_ms: now.local_ms.saturating_sub(ago_ms),
+    }
+}
+
 /// The process whose launch a new task belongs to. A new thread's reported parent is the parent
 /// of its whole process (the kernel gives threads their group leader's `real_parent`: for java
 /// that is the shell), so a thread belongs to its own thread group; a new process to its parent.
@@ -682,11 +693,15 @@ impl DaemonEngine {
                     self.schedule_replan(now);
                 }
             }
-            Event::Exec { step, ts_ns } => self.on_exec(world, now, step, ts_ns),
+            Event::Exec { step, ts_ns } => {
+                self.close_untimed(world, now);
+                self.on_exec(world, now, step, ts_ns)
+            }
             // Threads are tracked too: page events are attributed by thread id, because the
             // tracer's pid->tgid cache can be stale for a recycled pid. The kernel follows the
             // children of followed processes itself (event-fork).
             Event::Fork { parent_tgid, child_pid, child_tgid } => {
+                self.close_untimed(world, now);
                 let creator = creator_of(parent_tgid, child_pid, child_tgid);
                 self.runs.on_fork(creator, child_pid);
                 self.tracker.on_fork(creator, child_pid)
@@ -695,7 +710,10 @@ impl DaemonEngine {
                 self.runs.on_exit(pid, ts_ns);
                 self.tracker.on_exit(pid, ts_ns);
                 if let Some(change) = self.running.on_exit(pid, tgid) {
-                    self.report_change(world, now, change);
+                    // Recorded when it happened: observing every exec, exits wake no one and
+                    // are read at the loop's next wake-up.
+                    let at = event_time(now, ts_ns);
+                    self.report_change(world, now, at, change);
                 }
             }
             Event::ReplayFinished { launch, report } => self.on_replay_finished(world, now, launch, report),
@@ -874,7 +892,7 @@ impl DaemonEngine {
             return;
         }
         for change in self.running.on_launch(pid, &key) {
-            self.report_change(world, now, change);
+            self.report_change(world, now, now, change);
         }
     }
 
@@ -1006,16 +1024,25 @@ impl DaemonEngine {
         }
     }
 
-    /// Tells the prediction step that an instance started or ended, and keeps it for the state.
-    fn report_change(&mut self, world: &mut impl DaemonWorld, now: Now, change: InstanceChange) {
+    /// Closes the launch windows that keep no timer whose time is up (see
+    /// [`LaunchTracker::expire_untimed`]): before a fork or exec is handled.
+    fn close_untimed(&mut self, world: &mut impl DaemonWorld, now: Now) {
+        for finished in self.tracker.expire_untimed(now.mono_ns) {
+            self.finish_launch(world, now, finished);
+        }
+    }
+
+    /// Tells the prediction step that an instance started or ended (at `at`), and keeps it for
+    /// the state.
+    fn report_change(&mut self, world: &mut impl DaemonWorld, now: Now, at: Now, change: InstanceChange) {
         let (app, instance, launch) = match &change {
             InstanceChange::Launched { app, instance } => (app, *instance, true),
             InstanceChange::Exited { app, instance } => (app, *instance, false),
         };
-        self.usage_log.activity(now.unix_ms, app, instance, if launch { Transition::Launch } else { Transition::Exit });
+        self.usage_log.activity(at.unix_ms, app, instance, if launch { Transition::Launch } else { Transition::Exit });
         self.pending_activity.push(ActivityRecord {
-            at_ms: now.unix_ms,
-            local_ms: now.local_ms,
+            at_ms: at.unix_ms,
+            local_ms: at.local_ms,
             app: app.clone(),
             instance,
             launch,
@@ -2225,6 +2252,41 @@ mod tests {
             // Sleeping again with nothing new arms nothing sooner.
             assert_eq!(timer(&d.wake(20_001)), Some(replan));
         }
+    }
+
+    #[test]
+    fn observing_every_exec_a_launch_only_grouping_its_processes_arms_no_timer_and_closes_before_a_later_fork() {
+        let mut d = Daemon::every_exec(no_replay());
+        d.event(0, Event::Start);
+        d.world.learned.insert("/bin/known".into(), settled(5, WALL_MS - 60_000));
+        d.exec(0, 100, "/bin/known");
+        assert_eq!(d.engine.launches_in_progress(), 1);
+        assert_eq!(timer(&d.event(0, Event::AboutToSleep)), Some(None), "nothing to wait for: no wake-up of its own");
+        // Still running past its cap: what it starts now is a launch of its own, as when its
+        // window closed on time.
+        d.fork(20_000, 100, 101);
+        assert!(d.engine.tracker.get(1).is_none());
+        d.exec(20_001, 101, "/bin/known");
+        assert!(d.engine.tracker.get(2).is_some_and(|l| l.root == 101));
+        // Its exit, read at the next wake-up: it closes then, with no grace period.
+        d.exit(20_050, 101);
+        d.wake(20_050);
+        assert!(d.engine.is_idle());
+    }
+
+    #[test]
+    fn an_exit_read_late_is_recorded_when_it_happened() {
+        let mut d = Daemon::predicting(no_replay());
+        d.exec(10, 100, "/bin/a");
+        // Nothing woke the loop for 4 s after the exit (observing every exec, exits wake no one).
+        let out = d.event(5_000, Event::Exit { pid: 100, tgid: 100, ts_ns: ns(1_000) });
+        assert_eq!(plans(&out), vec![(PlanTrigger::AppExited { app: "/bin/a".into(), instance: 100 }, false)]);
+        let records = activity(&d.event(5_000, Event::Stop)).concat();
+        let exit = records.iter().find(|r| !r.launch).expect("the exit is recorded");
+        assert_eq!((exit.at_ms, exit.local_ms), (at(1_000).unix_ms, at(1_000).local_ms));
+        // An event stamped after the time it is read at is taken as read then.
+        assert_eq!(event_time(at(10), ns(20)), at(10));
+        assert_eq!(event_time(at(10), ns(4)), at(4));
     }
 
     #[test]

@@ -24,7 +24,10 @@ pub type LaunchId = u64;
 /// Page events seen up to this long before the exec event was processed still count (the kernel
 /// reads the executable's first pages inside execve, before the exec is reported).
 const EXEC_LOOKBEHIND_NS: u64 = 200_000_000;
-/// After the last process of a launch exits, events still in flight get this long to arrive.
+/// After the last process of a followed launch exits, events still in flight get this long to
+/// arrive (and a known wrapper's launch this long to adopt its payload). A launch neither
+/// followed nor a wrapper waits for no event: it closes at its last exit, in the same wake-up,
+/// so that a process augur only replays (or only groups) costs no timer wake-up of its own.
 const EXIT_GRACE_NS: u64 = 100_000_000;
 /// Page events of processes outside every launch kept for the look-behind.
 const BACKLOG_MAX: usize = 65_536;
@@ -518,13 +521,32 @@ impl LaunchTracker {
         // An unfollowed launch has no events to go quiet on: it lasts while its processes do.
         let quiet = if l.followed { l.last_event_ns.max(l.started_ns).saturating_add(self.settings.quiet_ns) } else { u64::MAX };
         let cap = l.started_ns.saturating_add(self.settings.max_ns);
-        let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(EXIT_GRACE_NS));
+        let grace = if l.followed || l.identity.provisional() { EXIT_GRACE_NS } else { 0 };
+        let exited = l.all_exited_ns.map_or(u64::MAX, |t| t.saturating_add(grace));
         quiet.min(cap).min(exited)
     }
 
-    /// When the earliest window closes (monotonic ns), if any is open.
+    /// When the earliest window that keeps the timer armed closes (monotonic ns), if any is open
+    /// (see [`keeps_timer`]).
     pub fn next_deadline(&self) -> Option<u64> {
-        self.active.iter().map(|l| self.deadline_of(l)).min()
+        self.active.iter().filter(|l| keeps_timer(l)).map(|l| self.deadline_of(l)).min()
+    }
+
+    /// Closes the windows that keep no timer ([`keeps_timer`]) whose time is up at `now_ns`:
+    /// before a fork or an exec is handled, so that a process of a launch whose window is over
+    /// starts a launch of its own, as it would had the window closed on time.
+    pub fn expire_untimed(&mut self, now_ns: u64) -> Vec<FinishedLaunch> {
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < self.active.len() {
+            if !keeps_timer(&self.active[i]) && self.deadline_of(&self.active[i]) <= now_ns {
+                let l = self.active.swap_remove(i);
+                done.push(self.finish(l, now_ns));
+            } else {
+                i += 1;
+            }
+        }
+        done
     }
 
     /// Closes every window whose time is up at `now_ns`.
@@ -585,6 +607,16 @@ impl FollowPolicy {
         let sample_due = now_ms < h.last_learned_ms || now_ms - h.last_learned_ms >= self.refollow_after_ms;
         h.learned < self.first_launches || settling || sample_due
     }
+}
+
+/// Whether launch `l`'s window arms the daemon's timer for its deadline: a launch followed (its
+/// page events go quiet), one that was and is learned at its close, and a wrapper's (it may still
+/// adopt its payload). Any other launch only groups its processes and learns nothing: it closes
+/// at the first wake-up after its processes exited or its cap passed, whatever wakes the loop
+/// (and before a fork or exec is handled: [`LaunchTracker::expire_untimed`]), so that the
+/// machine's other processes cost the daemon no timer wake-up of their own.
+fn keeps_timer(l: &ActiveLaunch) -> bool {
+    l.followed || l.stopped.is_some() || l.identity.provisional()
 }
 
 /// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
@@ -879,11 +911,53 @@ mod tests {
         assert!(t.expire(5000 * MS).is_empty());
         t.on_exit(41, 5000 * MS);
         t.on_exit(40, 6000 * MS);
-        let done = t.expire(6000 * MS + EXIT_GRACE_NS);
+        // No event to wait for: it closes at its last exit, without a grace period, and arms no
+        // timer (it closes at whatever wakes the loop next).
+        assert_eq!(t.next_deadline(), None);
+        let done = t.expire(6000 * MS);
         assert_eq!(done.len(), 1);
         assert!(done[0].working_set.is_empty());
         assert_eq!(done[0].launch.page_events, 0);
         assert!(t.take_unfollowed().is_empty(), "it was never followed");
+    }
+
+    #[test]
+    fn only_a_followed_launch_or_a_wrapper_waits_after_its_last_exit() {
+        // Followed: its last page events may still be in flight.
+        let mut t = tracker();
+        t.on_exec(step(60, "/bin/a"), 0, |_| true);
+        t.on_exit(60, 10 * MS);
+        assert_eq!(t.next_deadline(), Some(10 * MS + EXIT_GRACE_NS));
+        // A wrapper not followed may still adopt what PID 1 starts for it.
+        let mut t = tracker();
+        let wrapper = ExecStep { argv: vec!["timeout".into(), "5".into(), "gedit".into()], ..step(70, "/usr/bin/timeout") };
+        t.on_exec(wrapper, 0, |_| false);
+        t.on_exit(70, 10 * MS);
+        assert_eq!(t.next_deadline(), Some(10 * MS + EXIT_GRACE_NS));
+        // Neither: closed at the exit, and no timer is armed for it.
+        let mut t = tracker();
+        t.on_exec(step(80, "/bin/b"), 0, |_| false);
+        assert_eq!(t.next_deadline(), None);
+        t.on_exit(80, 10 * MS);
+        assert_eq!(t.next_deadline(), None);
+        assert_eq!(t.expire(10 * MS).len(), 1);
+    }
+
+    #[test]
+    fn a_launch_that_keeps_no_timer_closes_before_a_later_fork_or_exec_is_handled() {
+        let mut t = tracker();
+        // A known shell, replayed and not followed, past its cap: a command it starts now is a
+        // launch of its own.
+        t.on_exec(step(90, "/bin/bash"), 0, |_| false);
+        assert!(t.expire_untimed(14_000 * MS).is_empty());
+        let done = t.expire_untimed(15_000 * MS);
+        assert_eq!(done.len(), 1);
+        t.on_fork(90, 91);
+        assert_eq!(t.on_exec(step(91, "/bin/ls"), 15_001 * MS, |_| false), ExecOutcome::Started(2));
+        // A followed launch is closed by its own deadline (the timer), never here.
+        t.on_exec(step(95, "/bin/new"), 15_002 * MS, |_| true);
+        assert!(t.expire_untimed(60_000 * MS).iter().all(|d| d.launch.root != 95));
+        assert!(t.get(3).is_some());
     }
 
     #[test]

@@ -90,7 +90,10 @@ fn render(r: &StatusReport) -> String {
         human_bytes(r.rss_bytes)
     ));
     let prediction = if r.prediction_enabled {
-        format!("on ({} planning rounds, {} stopped by memory pressure)", r.events.planning_rounds, r.events.pressure_events)
+        format!(
+            "on ({} planning rounds, {} fetches, {} stopped by memory pressure)",
+            r.events.planning_rounds, r.events.prediction_fetches, r.events.pressure_events
+        )
     } else {
         "off".to_string()
     };

@@ -81,6 +81,10 @@ pub struct EventCounts {
     /// Planning rounds of the prediction step that decided a plan (0 with prediction off).
     #[serde(default)]
     pub planning_rounds: u64,
+    /// Fetches those rounds handed to the prediction worker (a round whose fetch would repeat
+    /// the last one, nothing having left the page cache since, sends none).
+    #[serde(default)]
+    pub prediction_fetches: u64,
     /// Launches replayed but not followed that read many pages their profile lacked, so their
     /// applications are followed again (bpf mode).
     #[serde(default)]

@@ -40,6 +40,10 @@
 //! fetch until one fetch went through it (a launch cancels the fetch), then not until remade. Its loads are counted apart from the prediction's
 //! ledger (`augur status`'s free-memory line).
 //!
+//! A round whose fetch would repeat the last one sent (the same plans) while no file page left
+//! the page cache since sends none, so the worker is not woken to survey the same resident files
+//! at every launch and exit ([`REPEAT_FETCH_MS`]).
+//!
 //! What prefetching bought over the last day ([`PrefetchLedger`], shown by `augur status`) is
 //! counted from what was observed, never assumed ([`ObservedPrefetch`]): the pages each fetch
 //! loaded per application (its report, verified with `mincore`), and at the application's next
@@ -90,6 +94,47 @@ pub const PRESSURE_POLL: std::time::Duration = std::time::Duration::from_millis(
 /// plan is sent again with each round's fetch (its resident pages are skipped).
 pub const FILL_REFRESH_MS: u64 = augur_core::plan::FILL_REFRESH_MS;
 
+/// A round whose fetch would repeat the last one sent (the same plans) while no page left the
+/// page cache since sends none, for at most this long after that one was sent: the running fetch
+/// goes on, or the finished one's pages are still resident. Pages dropped on purpose
+/// (`POSIX_FADV_DONTNEED`, truncation) show in no counter: they are loaded again after this.
+pub const REPEAT_FETCH_MS: u64 = FILL_REFRESH_MS;
+
+/// What a fetch job asked for: per plan its application, files and pages, and where the
+/// free-memory tier's plans begin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct JobShape {
+    plans: Vec<(String, usize, u64)>,
+    fill_from: usize,
+}
+
+impl JobShape {
+    fn of(plans: &[(String, FetchPlan)], fill_from: usize) -> JobShape {
+        JobShape { plans: plans.iter().map(|(app, p)| (app.clone(), p.files().len(), p.page_count())).collect(), fill_from }
+    }
+}
+
+/// The last fetch job sent: its shape, the page-cache drop count (`/proc/vmstat`: file pages
+/// reclaimed, `drop_caches` writes) when it was sent, and when (wall-clock ms).
+#[derive(Clone, Debug)]
+struct SentJob {
+    shape: JobShape,
+    drops: Option<u64>,
+    sent_ms: u64,
+}
+
+impl SentJob {
+    /// Whether a job of `shape` at `now_ms`, the drop count being `drops`, would repeat this one
+    /// (see [`REPEAT_FETCH_MS`]); an unreadable count never does.
+    fn repeated_by(&self, shape: &JobShape, drops: Option<u64>, now_ms: u64) -> bool {
+        self.shape == *shape
+            && drops.is_some()
+            && self.drops == drops
+            && now_ms >= self.sent_ms
+            && now_ms < self.sent_ms.saturating_add(REPEAT_FETCH_MS)
+    }
+}
+
 struct FetchJob {
     /// One plan per application, the likeliest first; from `fill_from` on, the free-memory
     /// tier's.
@@ -106,6 +151,8 @@ struct FetchJob {
     pressure: CancelFlag,
     /// Set when no trigger is watched: the worker checks pressure itself while fetching.
     watch: Option<PressureWatch>,
+    /// Raised by the worker once it is through with the job (to its end, or stopped).
+    finished: CancelFlag,
 }
 
 /// What one application's fetch did, in pages, as its report says (sent back to the step).
@@ -233,6 +280,8 @@ pub struct PredictionStep {
     current: CancelFlag,
     /// Set when `current` is stopped for memory pressure.
     current_pressure: CancelFlag,
+    /// Raised once the worker is through with the job `current` stops.
+    current_finished: CancelFlag,
     /// What the last round decided, for logs: (budget bytes, planned bytes).
     last: Option<(u64, u64)>,
     sources: MemorySources,
@@ -263,6 +312,8 @@ pub struct PredictionStep {
     fill: FillTier,
     /// Which program each launch leads to (a launcher script to its application).
     chains: LaunchChains,
+    /// The last fetch job sent (a round that would repeat it sends none).
+    sent: Option<SentJob>,
 }
 
 /// The free-memory tier's state between rounds.
@@ -299,6 +350,7 @@ impl PredictionStep {
                         job = newer;
                     }
                     if job.cancel.is_cancelled() {
+                        job.finished.cancel();
                         // Stopped before it started (the fetch it replaced has just returned).
                         if job.pressure.is_cancelled() {
                             tracing::info!(
@@ -345,6 +397,7 @@ impl PredictionStep {
                     if !cancelled && !job.cancel.is_cancelled() && job.fill_from < job.plans.len() {
                         job.fill_done.cancel();
                     }
+                    job.finished.cancel();
                     if cancelled && job.pressure.is_cancelled() {
                         tracing::info!(
                             "prediction fetch stopped by memory pressure at monotonic {} ns: {} pages loaded, {} not attempted",
@@ -372,6 +425,7 @@ impl PredictionStep {
             worker: Some(worker),
             current: CancelFlag::new(),
             current_pressure: CancelFlag::new(),
+            current_finished: CancelFlag::new(),
             last: None,
             sources,
             jobs_sent: 0,
@@ -387,6 +441,7 @@ impl PredictionStep {
             rule: None,
             fill: FillTier::default(),
             chains: LaunchChains::new(),
+            sent: None,
         })
     }
 
@@ -557,8 +612,8 @@ impl Default for MemorySources {
 }
 
 impl MemorySources {
-    fn evictions(&self) -> Option<EvictionCounters> {
-        std::fs::read_to_string(&self.vmstat).ok().as_deref().and_then(EvictionCounters::from_vmstat)
+    fn vmstat(&self) -> Option<String> {
+        std::fs::read_to_string(&self.vmstat).ok()
     }
 
     fn pressure(&self) -> Option<MemoryPressure> {
@@ -652,6 +707,10 @@ impl PlanStep for PredictionStep {
         self.rounds_planned
     }
 
+    fn fetches_sent(&self) -> u64 {
+        self.jobs_sent
+    }
+
     fn pressure_watched(&mut self, watched: bool) {
         self.trigger_watched = watched;
     }
@@ -738,10 +797,11 @@ impl PlanStep for PredictionStep {
             // Prefetching for later must not compete with a start happening now (on a slow disk
             // every request it queues delays the application's own); a round is owed for when
             // the start has settled.
-            if !self.current.is_cancelled() {
+            // A fetch already through is left as it is: what it loaded is not sent again.
+            if !self.current.is_cancelled() && !self.current_finished.is_cancelled() {
                 tracing::debug!("an application is starting: prediction fetch paused while it starts");
+                self.current.cancel();
             }
-            self.current.cancel();
             self.owed_in_ms = Some(MIN_ROUND_GAP_MS);
             return Ok(());
         }
@@ -772,9 +832,11 @@ impl PlanStep for PredictionStep {
         };
         self.rule = Some(rule);
         let memory = self.sources.memory();
-        if let Some(counters) = self.sources.evictions() {
+        let vmstat = self.sources.vmstat();
+        if let Some(counters) = vmstat.as_deref().and_then(EvictionCounters::from_vmstat) {
             self.refaults.update(counters);
         }
+        let drops = vmstat.as_deref().and_then(augur_os::sense::procfs::page_cache_drops_in);
         // MemFree is what a prefetch fills without pushing anything out; without meminfo,
         // everything it fills counts as pushed out.
         let headroom = MemoryHeadroom { free_bytes: memory.map_or(0, |m| m.free), refault_share: self.refaults.share() };
@@ -853,17 +915,25 @@ impl PlanStep for PredictionStep {
             );
             self.last = Some((budget.bytes, planned.bytes));
         }
+        self.take_fetched();
+        let fill_from = fetch.len();
+        let mut plans = fetch;
+        plans.extend(fill_fetch);
+        let shape = JobShape::of(&plans, fill_from);
+        if !self.current.is_cancelled() && self.sent.as_ref().is_some_and(|j| j.repeated_by(&shape, drops, ctx.now_ms)) {
+            // The worker is still at it, or what it loaded is still resident: waking it would
+            // only survey the same files again.
+            tracing::trace!("prediction: the same fetch as the last, nothing left the page cache since: none sent");
+            return Ok(());
+        }
         self.current.cancel();
         self.current = CancelFlag::new();
         self.current_pressure = CancelFlag::new();
-        self.take_fetched();
+        self.current_finished = CancelFlag::new();
         if let Some(tx) = &self.jobs {
             let watch = (!self.trigger_watched)
                 .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
-            let fill_from = fetch.len();
             let keep_free_bytes = self.fill.room.as_ref().map_or(0, |r| r.reserve_bytes);
-            let mut plans = fetch;
-            plans.extend(fill_fetch);
             let job = FetchJob {
                 plans,
                 fill_from,
@@ -872,11 +942,13 @@ impl PlanStep for PredictionStep {
                 cancel: self.current.clone(),
                 pressure: self.current_pressure.clone(),
                 watch,
+                finished: self.current_finished.clone(),
             };
             if tx.send(job).is_err() {
                 tracing::warn!("prediction worker gone");
             } else {
                 self.jobs_sent += 1;
+                self.sent = Some(SentJob { shape, drops, sent_ms: ctx.now_ms });
             }
         }
         Ok(())
@@ -1158,6 +1230,49 @@ mod tests {
         assert!((rule.read_cost - p.read_cost * p.battery_read_cost_factor * p.non_rotational_read_cost_factor).abs() < 1e-12);
         assert_eq!(rule.reasons[1], format!("on battery → read cost ×{}", p.battery_read_cost_factor));
         drop(dir);
+    }
+
+    #[test]
+    fn a_round_that_would_repeat_the_last_fetch_sends_none_until_pages_leave_the_cache() {
+        let (_dir, sources, state) = fixture();
+        let config = Config::default();
+        std::fs::write(&sources.vmstat, "pgsteal_kswapd 7\npgsteal_direct 3\nworkingset_refault_file 2\n").unwrap();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+        // The same plan, nothing reclaimed: the worker is not woken, and its fetch goes on.
+        step.plan(&PlanTrigger::Interval, &at(12_000)).unwrap();
+        assert_eq!(step.jobs_sent(), 1);
+        assert!(!step.fetching_stopped());
+        // File pages were reclaimed since: the same plan is sent again (its survey finds what left).
+        std::fs::write(&sources.vmstat, "pgsteal_kswapd 70\npgsteal_direct 3\nworkingset_refault_file 2\n").unwrap();
+        step.plan(&PlanTrigger::Interval, &at(14_000)).unwrap();
+        assert_eq!(step.jobs_sent(), 2);
+        // A start leaves a fetch that is through as it is: the round after it sends none.
+        while !step.current_finished.is_cancelled() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        step.plan(&PlanTrigger::Interval, &PlanContext { launching: true, ..at(16_000) }).unwrap();
+        assert!(!step.fetching_stopped());
+        step.plan(&PlanTrigger::Interval, &at(17_000)).unwrap();
+        assert_eq!(step.jobs_sent(), 2);
+        // Memory pressure stopped it: the first round after the hold sends it again.
+        step.plan(&PlanTrigger::Pressure, &at(18_000)).unwrap();
+        let t = 18_000 + PRESSURE_HOLD_MS;
+        step.plan(&PlanTrigger::Interval, &at(t)).unwrap();
+        assert_eq!(step.jobs_sent(), 3);
+        // And at the latest REPEAT_FETCH_MS after the last one (pages dropped on purpose show in
+        // no counter).
+        step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS - 2_000)).unwrap();
+        assert_eq!(step.jobs_sent(), 3);
+        step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS)).unwrap();
+        assert_eq!(step.jobs_sent(), 4);
+        // Without a readable count, every round sends its fetch (as before the rule).
+        std::fs::remove_file(&sources.vmstat).unwrap();
+        step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS + 2_000)).unwrap();
+        step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS + 4_000)).unwrap();
+        assert_eq!(step.jobs_sent(), 6);
     }
 
     #[test]

@@ -6,7 +6,12 @@
 //! one-shot timer armed only while something is
 //! pending (a launch window, or a re-plan when prediction is on). With nothing happening it sleeps
 //! in `epoll_wait` without a timeout. fanotify opens never wake it: while a launch is followed
-//! they are read at each wake-up, the timer waking it at least every 100 ms. Each wake-up gives
+//! they are read at each wake-up, the timer waking it at least every 100 ms. Observing every exec
+//! with eBPF, forks and exits do not wake it either: the observer's exec record does (the
+//! kernel writes it just before the connector's message), the connector is watched only while an
+//! exec so reported waits for its message ([`AwaitedExecs`]), and otherwise read at every
+//! wake-up (the timer draining it every [`PROCESS_EVENTS_DRAIN_NS`] while many of its events
+//! come without an exec). Each wake-up gives
 //! each source a bounded share (process events, page records, opens, control connections); a
 //! source that had more wakes the loop again at once, after the others were served, so a flood of
 //! one never starves the control socket.
@@ -17,6 +22,7 @@
 //! itself: which launch to follow, when a window closes, what is learned and when to plan are
 //! the engine's. System calls go through `augur-os`.
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -97,6 +103,21 @@ const CONTROL_CLIENTS_PER_WAKE: usize = 16;
 /// do not wake the loop one by one.
 const OPENS_READ_EVERY_NS: u64 = 100_000_000;
 
+/// An exec the eBPF observer reported is awaited from the process events connector this long at
+/// most (monotonic ns): its message was lost (an overrun), or never comes (the connector reports
+/// execs the observer leaves out, augur's own).
+const EXEC_AWAIT_NS: u64 = 2_000_000_000;
+
+/// While the process events connector wakes no one (observing every exec with eBPF) and a
+/// reading found at least [`PROCESS_EVENTS_DRAIN_MIN`] events, the timer reads it again within
+/// this long (monotonic ns), so that forks and exits of threads with no exec in between cannot
+/// fill its socket's buffer (4 MiB: some 5,000 events, 170 a second for this long).
+const PROCESS_EVENTS_DRAIN_NS: u64 = 30_000_000_000;
+
+/// Events one reading of the connector finds at least for the timer to read it again (see
+/// [`PROCESS_EVENTS_DRAIN_NS`]): the fork, exec and exit of a few processes arm nothing.
+const PROCESS_EVENTS_DRAIN_MIN: u64 = 64;
+
 /// How far the exec-time replay advises ahead of the page it waits for: a tenth of a second
 /// of a 40 MB/s disk.
 const EXEC_REPLAY_WINDOW_BYTES: u64 = 4 << 20;
@@ -135,6 +156,12 @@ pub trait PlanStep {
 
     /// Planning rounds that decided a plan since the step was built.
     fn rounds_planned(&self) -> u64 {
+        0
+    }
+
+    /// Fetches handed to the step's worker since it was built (a round that would repeat the
+    /// last one sends none).
+    fn fetches_sent(&self) -> u64 {
         0
     }
 
@@ -360,6 +387,54 @@ fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
     Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, cut))
 }
 
+/// The execs the eBPF observer reported whose process event has not been read yet, by process:
+/// observing every exec, the process events connector wakes the loop only while one waits. The
+/// kernel writes the observer's record (`sched_process_exec`) just before the connector's message
+/// (`proc_exec_connector`), so the loop, woken by the record, may read the connector before the
+/// message is there; the connector's forks and exits are otherwise read at the next wake-up,
+/// whatever causes it, in their order.
+#[derive(Debug, Default)]
+struct AwaitedExecs {
+    /// Process → (records read − process events read, when that first differed: monotonic ns).
+    by_pid: HashMap<u32, (i64, u64)>,
+}
+
+impl AwaitedExecs {
+    /// The observer reported an exec of process `tgid`, read at `now_ns`.
+    fn observed(&mut self, tgid: u32, now_ns: u64) {
+        self.count(tgid, 1, now_ns);
+    }
+
+    /// The connector reported an exec of process `tgid`, read at `now_ns`.
+    fn reported(&mut self, tgid: u32, now_ns: u64) {
+        self.count(tgid, -1, now_ns);
+    }
+
+    fn count(&mut self, tgid: u32, by: i64, now_ns: u64) {
+        let entry = self.by_pid.entry(tgid).or_insert((0, now_ns));
+        entry.0 += by;
+        if entry.0 == 0 {
+            self.by_pid.remove(&tgid);
+        }
+    }
+
+    /// True while an exec the observer reported waits for its process event; forgets what
+    /// waited (or was reported without a record) longer than [`EXEC_AWAIT_NS`] at `now_ns`.
+    fn waiting(&mut self, now_ns: u64) -> bool {
+        self.by_pid.retain(|_, (_, since)| now_ns.saturating_sub(*since) < EXEC_AWAIT_NS);
+        self.by_pid.values().any(|(n, _)| *n > 0)
+    }
+}
+
+/// When the timer next drains the connector, after a reading at `now_ns` that found `read`
+/// events, the drain pending being `pending` (see [`PROCESS_EVENTS_DRAIN_NS`]).
+fn drain_deadline(pending: Option<u64>, read: u64, now_ns: u64) -> Option<u64> {
+    if read < PROCESS_EVENTS_DRAIN_MIN {
+        return pending.filter(|&t| t > now_ns && read > 0);
+    }
+    Some(pending.filter(|&t| t > now_ns).unwrap_or(now_ns.saturating_add(PROCESS_EVENTS_DRAIN_NS)))
+}
+
 const TOKEN_PROC: u64 = 0;
 const TOKEN_TRACE: u64 = 1;
 const TOKEN_CONTROL: u64 = 3;
@@ -459,6 +534,14 @@ struct LoopIo {
     opens_read: bool,
     /// When the timer wakes the loop next to read them (monotonic ns).
     opens_read_at: Option<u64>,
+    /// The process events connector is in the epoll set (always, unless observing every exec
+    /// with eBPF: then only while [`AwaitedExecs`] waits).
+    procs_polled: bool,
+    /// Execs the eBPF observer reported, awaited from the connector.
+    awaited_execs: AwaitedExecs,
+    /// While the connector is not polled, the timer reads it by then (monotonic ns): see
+    /// [`PROCESS_EVENTS_DRAIN_NS`].
+    procs_drain_at: Option<u64>,
     /// Why the loop cannot go on, when an action failed that way (the timer could not be armed,
     /// or the prediction step could not be built at the start).
     fatal: Option<Error>,
@@ -562,6 +645,9 @@ impl Daemon {
             ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
             opens_read: false,
             opens_read_at: None,
+            procs_polled: false,
+            awaited_execs: AwaitedExecs::default(),
+            procs_drain_at: None,
             fatal: None,
             observer,
             passed_over,
@@ -590,7 +676,12 @@ impl Daemon {
     /// Runs until SIGTERM or SIGINT; saves and returns.
     pub fn run(mut self) -> Result<()> {
         let io = &mut self.io;
-        io.poll.add(io.procs.as_fd(), TOKEN_PROC, Readiness::Readable)?;
+        // Observing every exec with eBPF, the observer's exec records wake the loop, and the
+        // connector only while an exec waits for its message (see AwaitedExecs).
+        if !matches!(io.observer, Observer::Bpf(Some(_))) {
+            io.poll.add(io.procs.as_fd(), TOKEN_PROC, Readiness::Readable)?;
+            io.procs_polled = true;
+        }
         match &mut io.observer {
             // Records below the observer's wakeup threshold do not make it readable: they are
             // read at every wake-up (the timer's included), as the launch windows' deadlines
@@ -649,12 +740,15 @@ impl Daemon {
             // Each source gets a bounded share of the wake-up; one that left work wakes the
             // loop again at once, after the others were served.
             let until = Instant::now() + SOURCE_BUDGET;
+            let events_before = self.io.counts.process_events;
             let mut more = loop {
                 let more = self.read_process_events()?;
                 if !more || Instant::now() >= until {
                     break more;
                 }
             };
+            let events_read = self.io.counts.process_events - events_before;
+            self.io.drained_process_events(events_read);
             if self.engine.is_following() {
                 more |= self.io.read_opens();
             }
@@ -695,6 +789,7 @@ impl Daemon {
                     return self.shutdown();
                 }
             }
+            self.io.poll_process_events()?;
             self.feed(Event::AboutToSleep)?;
             // A replay answered before sleeping (a launch re-keyed then) is reported at once.
             if !self.io.replays_answered.is_empty() {
@@ -718,6 +813,12 @@ impl Daemon {
         };
         self.io.counts.process_events += batch.len() as u64;
         self.io.counts.process_overruns = self.io.procs.overruns;
+        let now_ns = loop_io::monotonic_ns();
+        for ev in &batch {
+            if let ProcEvent::Exec { tgid, .. } = ev {
+                self.io.awaited_execs.reported(*tgid, now_ns);
+            }
+        }
         for ev in batch {
             match ev {
                 ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
@@ -803,7 +904,8 @@ impl Daemon {
         let engine = &mut self.engine;
         let io = &mut self.io;
         let Observer::Bpf(Some(feed)) = &mut io.observer else { return false };
-        let (counts, resolver) = (&mut io.counts, &mut io.resolver);
+        let (counts, resolver, awaited) = (&mut io.counts, &mut io.resolver, &mut io.awaited_execs);
+        let now_ns = loop_io::monotonic_ns();
         let mut sink = |FedRecord { event, lookup }| {
             if let Some(task) = event.task()
                 && let Some(lookup) = lookup
@@ -823,6 +925,9 @@ impl Daemon {
                     engine.on_trace(TraceEvent::InodeLoad { tid: task.tid, ts_ns: task.ts_ns, inode })
                 }
                 ObservedEvent::Exec { task, exe, filename, new_launch, .. } => {
+                    // Its process event may not be queued yet: the connector wakes the loop
+                    // until it is read.
+                    awaited.observed(task.tgid, now_ns);
                     if new_launch {
                         engine.on_trace(TraceEvent::ExecObserved { pid: task.tgid, ts_ns: task.ts_ns });
                     }
@@ -978,6 +1083,7 @@ impl Daemon {
         let health = if io.health.is_empty() { "ok".to_string() } else { format!("degraded: {}", io.health.join("; ")) };
         let mut events = io.counts.clone();
         events.planning_rounds += io.plan_step.as_ref().map_or(0, |s| s.rounds_planned());
+        events.prediction_fetches += io.plan_step.as_ref().map_or(0, |s| s.fetches_sent());
         events.launches_traced_late = self.engine.launches_traced_late();
         let (runs, _) = self.engine.run_counts();
         (events.runs_sampled, events.runs_unsettled) = (runs.runs_sampled, runs.runs_unsettled);
@@ -1178,6 +1284,34 @@ impl LoopIo {
         }
     }
 
+    /// Puts the process events connector in the epoll set while an exec the eBPF observer
+    /// reported waits for its message, and takes it out after (observing every exec only; under
+    /// tracefs it is always there).
+    fn poll_process_events(&mut self) -> Result<()> {
+        if !matches!(self.observer, Observer::Bpf(Some(_))) {
+            return Ok(());
+        }
+        let wanted = self.awaited_execs.waiting(loop_io::monotonic_ns());
+        if wanted == self.procs_polled {
+            return Ok(());
+        }
+        if wanted {
+            // Level-triggered: a message queued since it was read wakes the loop at once.
+            self.poll.add(self.procs.as_fd(), TOKEN_PROC, Readiness::Readable)?;
+        } else {
+            self.poll.delete(self.procs.as_fd())?;
+        }
+        self.procs_polled = wanted;
+        Ok(())
+    }
+
+    /// The connector was read in this wake-up and gave `read` events: while it is not polled
+    /// and they keep coming by the [`PROCESS_EVENTS_DRAIN_MIN`], the timer reads it again within
+    /// [`PROCESS_EVENTS_DRAIN_NS`]; a reading that finds fewer leaves it to the next wake-up.
+    fn drained_process_events(&mut self, read: u64) {
+        self.procs_drain_at = drain_deadline(self.procs_drain_at, read, loop_io::monotonic_ns());
+    }
+
     /// Arms the timer for the engine's deadline `at_ns`, or sooner while opens are read (every
     /// [`OPENS_READ_EVERY_NS`]).
     fn arm_timer(&mut self, at_ns: Option<u64>) -> Result<()> {
@@ -1192,6 +1326,8 @@ impl LoopIo {
         } else {
             at_ns
         };
+        let drain = self.procs_drain_at.filter(|_| !self.procs_polled);
+        let at_ns = [at_ns, drain].into_iter().flatten().min();
         Ok(self.timer.set(at_ns)?)
     }
 
@@ -1247,6 +1383,7 @@ impl LoopIo {
     fn drop_plan_step(&mut self) {
         let Some(step) = self.plan_step.take() else { return };
         self.counts.planning_rounds += step.rounds_planned();
+        self.counts.prediction_fetches += step.fetches_sent();
         drop(step);
     }
 
@@ -1558,4 +1695,63 @@ fn fresh_resolver(opens: Option<&OpenWatcher>) -> PathResolver {
         resolver.learn_overlays(watcher);
     }
     resolver
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn an_exec_is_awaited_from_the_connector_until_its_event_is_read() {
+        let mut a = AwaitedExecs::default();
+        assert!(!a.waiting(0));
+        // The record first, the connector's message after (the kernel's order).
+        a.observed(10, MS);
+        assert!(a.waiting(MS));
+        a.reported(10, 2 * MS);
+        assert!(!a.waiting(2 * MS));
+        // Both in the same wake-up, the message read first: nothing waits.
+        a.reported(11, 3 * MS);
+        a.observed(11, 3 * MS);
+        assert!(!a.waiting(3 * MS));
+        // Two execs of one process (a wrapper's exec in place), one message read so far.
+        a.observed(12, 4 * MS);
+        a.observed(12, 4 * MS);
+        a.reported(12, 5 * MS);
+        assert!(a.waiting(5 * MS));
+        a.reported(12, 6 * MS);
+        assert!(!a.waiting(6 * MS));
+    }
+
+    #[test]
+    fn the_connector_is_drained_on_the_timer_only_while_its_events_keep_coming() {
+        let s = 1_000 * MS;
+        // A few processes' fork, exec and exit: nothing armed.
+        assert_eq!(drain_deadline(None, 3, s), None);
+        // Threads churning: read again within the drain interval, and not later for more.
+        let due = s + PROCESS_EVENTS_DRAIN_NS;
+        assert_eq!(drain_deadline(None, PROCESS_EVENTS_DRAIN_MIN, s), Some(due));
+        assert_eq!(drain_deadline(Some(due), 500, s + 5_000 * MS), Some(due));
+        assert_eq!(drain_deadline(Some(due), 2, s + 6_000 * MS), Some(due));
+        // The drain itself: more churn re-arms it; little, or none, ends it.
+        assert_eq!(drain_deadline(Some(due), 100, due), Some(due + PROCESS_EVENTS_DRAIN_NS));
+        assert_eq!(drain_deadline(Some(due), 5, due), None);
+        assert_eq!(drain_deadline(Some(due), 0, s + 7_000 * MS), None);
+    }
+
+    #[test]
+    fn a_message_that_never_comes_is_awaited_for_a_bounded_time() {
+        let mut a = AwaitedExecs::default();
+        a.observed(20, MS);
+        assert!(a.waiting(MS + EXEC_AWAIT_NS - 1));
+        assert!(!a.waiting(MS + EXEC_AWAIT_NS));
+        // An exec the observer leaves out (augur's own) is forgotten the same way.
+        a.reported(21, MS);
+        assert!(!a.waiting(2 * MS));
+        assert!(a.by_pid.contains_key(&21));
+        a.waiting(MS + EXEC_AWAIT_NS);
+        assert!(a.by_pid.is_empty());
+    }
 }

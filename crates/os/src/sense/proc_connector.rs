@@ -4,6 +4,11 @@
 //!
 //! Owns the socket (subscribe, non-blocking receive) and the parsing of its binary messages, which
 //! is pure ([`parse_datagram`]) and must never panic on any input. It does not interpret events.
+//!
+//! Only forks, execs and exits are asked for: since Linux 6.6 the kernel drops the others (a
+//! thread renamed, a user or session changed, a trace attached) before they reach the socket, so
+//! they wake no one. Older kernels ignore the filter and send everything; the parser skips
+//! what it does not know.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -22,6 +27,35 @@ const NLMSG_OVERRUN: u16 = 4;
 const PROC_EVENT_FORK: u32 = 0x0000_0001;
 const PROC_EVENT_EXEC: u32 = 0x0000_0002;
 const PROC_EVENT_EXIT: u32 = 0x8000_0000;
+
+/// The subscription message: `PROC_CN_MCAST_LISTEN` from process `pid`, with (Linux 6.6+'s
+/// `struct proc_input`) or without an event filter (`enum proc_cn_event` bits to deliver). A
+/// kernel before 6.6 ignores a message of the filter's size, so the daemon sends the plain one
+/// first and the filtered one after.
+pub fn subscribe_message(pid: u32, events: Option<u32>) -> Vec<u8> {
+    let payload: Vec<u8> = match events {
+        None => PROC_CN_MCAST_LISTEN.to_ne_bytes().to_vec(),
+        Some(bits) => [PROC_CN_MCAST_LISTEN.to_ne_bytes(), bits.to_ne_bytes()].concat(),
+    };
+    let total = (NLMSG_HDRLEN + CN_MSG_LEN + payload.len()) as u32;
+    let mut msg = Vec::with_capacity(total as usize);
+    msg.extend_from_slice(&total.to_ne_bytes());
+    msg.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
+    msg.extend_from_slice(&0u16.to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes());
+    msg.extend_from_slice(&pid.to_ne_bytes());
+    msg.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
+    msg.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes()); // seq
+    msg.extend_from_slice(&0u32.to_ne_bytes()); // ack
+    msg.extend_from_slice(&(payload.len() as u16).to_ne_bytes()); // len
+    msg.extend_from_slice(&0u16.to_ne_bytes()); // flags
+    msg.extend_from_slice(&payload);
+    msg
+}
+
+/// The events the daemon asks the kernel for (see [`subscribe_message`]).
+pub const EVENTS_WANTED: u32 = PROC_EVENT_FORK | PROC_EVENT_EXEC | PROC_EVENT_EXIT;
 
 /// One process event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,24 +199,15 @@ impl ProcConnector {
                 std::mem::size_of::<libc::c_int>() as u32,
             );
         }
-        let mut msg = Vec::with_capacity(NLMSG_HDRLEN + CN_MSG_LEN + 4);
-        let total = (NLMSG_HDRLEN + CN_MSG_LEN + 4) as u32;
-        msg.extend_from_slice(&total.to_ne_bytes());
-        msg.extend_from_slice(&NLMSG_DONE.to_ne_bytes());
-        msg.extend_from_slice(&0u16.to_ne_bytes());
-        msg.extend_from_slice(&0u32.to_ne_bytes());
-        msg.extend_from_slice(&std::process::id().to_ne_bytes());
-        msg.extend_from_slice(&CN_IDX_PROC.to_ne_bytes());
-        msg.extend_from_slice(&CN_VAL_PROC.to_ne_bytes());
-        msg.extend_from_slice(&0u32.to_ne_bytes()); // seq
-        msg.extend_from_slice(&0u32.to_ne_bytes()); // ack
-        msg.extend_from_slice(&4u16.to_ne_bytes()); // len
-        msg.extend_from_slice(&0u16.to_ne_bytes()); // flags
-        msg.extend_from_slice(&PROC_CN_MCAST_LISTEN.to_ne_bytes());
-        // SAFETY: send(2) of an initialised buffer of the given length.
-        let n = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if n < 0 {
-            return Err(kernel(format!("subscribe: {}", std::io::Error::last_os_error())));
+        // Every kernel takes the plain subscription; 6.6+ then narrows it to the events wanted
+        // (an older one ignores the second message: it only costs the daemon unread events).
+        for events in [None, Some(EVENTS_WANTED)] {
+            let msg = subscribe_message(std::process::id(), events);
+            // SAFETY: send(2) of an initialised buffer of the given length.
+            let n = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+            if n < 0 && events.is_none() {
+                return Err(kernel(format!("subscribe: {}", std::io::Error::last_os_error())));
+            }
         }
         Ok(ProcConnector { fd, buf: vec![0; 64 * 1024], overruns: 0 })
     }
@@ -272,6 +297,23 @@ mod tests {
             ]
         );
         assert!(!d.overrun);
+    }
+
+    #[test]
+    fn the_subscription_asks_for_forks_execs_and_exits_only() {
+        let plain = subscribe_message(42, None);
+        assert_eq!(plain.len(), NLMSG_HDRLEN + CN_MSG_LEN + 4);
+        assert_eq!(u32_at(&plain, 0), Some(plain.len() as u32));
+        assert_eq!(u32_at(&plain, 12), Some(42));
+        assert_eq!(u16_at(&plain, NLMSG_HDRLEN + 16), Some(4));
+        assert_eq!(u32_at(&plain, NLMSG_HDRLEN + CN_MSG_LEN), Some(PROC_CN_MCAST_LISTEN));
+        // struct proc_input { mcast_op, event_type }: the size the kernel recognises as a filter.
+        let filtered = subscribe_message(42, Some(EVENTS_WANTED));
+        assert_eq!(filtered.len(), NLMSG_HDRLEN + CN_MSG_LEN + 8);
+        assert_eq!(u16_at(&filtered, NLMSG_HDRLEN + 16), Some(8));
+        assert_eq!(u32_at(&filtered, NLMSG_HDRLEN + CN_MSG_LEN), Some(PROC_CN_MCAST_LISTEN));
+        assert_eq!(u32_at(&filtered, NLMSG_HDRLEN + CN_MSG_LEN + 4), Some(0x8000_0003));
+        assert_eq!(&plain[4..NLMSG_HDRLEN + 16], &filtered[4..NLMSG_HDRLEN + 16]);
     }
 
     #[test]

@@ -127,10 +127,11 @@ static __always_inline struct config *get_config(void)
 }
 
 /* Wake the reader only when enough data waits, so a busy launch costs few wakeups; user space
- * also polls on a timer, which bounds the latency of records sent without a wakeup. Exec, exit
- * and launch-end records do not wake it either: the process-events connector reports the same
- * exec or exit right after this tracepoint (exec_binprm, do_exit), and that wakes the daemon,
- * which reads the ring buffer at every wake-up; waking for both cost two wake-ups per event. */
+ * also polls on a timer, which bounds the latency of records sent without a wakeup. Fork, exit
+ * and launch-end records do not wake it either: the daemon reads them, and the process-events
+ * connector's forks and exits, at its next wake-up. An exec record always wakes it (see
+ * handle_exec): that is the one process event the daemon acts on at once, and it then reads
+ * the connector, which it does not watch otherwise. */
 static __always_inline u64 wakeup_flags(void)
 {
 	struct config *cfg = get_config();
@@ -334,7 +335,8 @@ int handle_exec(u64 *ctx)
 	if (size > sizeof(*r))
 		size = sizeof(*r);
 	fill_hdr(&r->h, REC_EXEC, size, launch);
-	if (bpf_ringbuf_output(&events, r, size, wakeup_flags()))
+	/* The daemon replays a known application at its exec: it must hear of it now. */
+	if (bpf_ringbuf_output(&events, r, size, BPF_RB_FORCE_WAKEUP))
 		count_lost(LOST_RINGBUF_PROC);
 	return 0;
 }

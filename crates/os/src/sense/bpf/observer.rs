@@ -57,10 +57,10 @@ pub struct ObserverOptions {
     pub lookups: bool,
     /// Report each (path, syscall, result) once per launch instead of every call.
     pub dedup_lookups: bool,
-    /// Wake the reader once this many bytes wait in the ring buffer (no record wakes it sooner:
-    /// the daemon hears of every exec and exit from the process-events connector too, right
-    /// after the record was written). The caller must also poll on a timer, or at every wake-up
-    /// of its own: records below the threshold wait for the next poll.
+    /// Wake the reader once this many bytes wait in the ring buffer; only an exec record wakes it
+    /// sooner (the daemon acts on execs at once, and reads its other process events then). The
+    /// caller must also poll on a timer, or at every wake-up of its own: records below the
+    /// threshold wait for the next poll.
     pub wakeup_bytes: u64,
     /// Most records one [`BpfObserver::poll`] hands out.
     pub max_records_per_poll: usize,
