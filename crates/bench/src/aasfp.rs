@@ -127,10 +127,40 @@ pub fn read_case(path: &Path, case: Case) -> Result<Duration> {
     Ok(elapsed)
 }
 
-/// The memory cgroup the reader runs in. Dropping it removes it (the reader has exited by then).
+/// The memory cgroup the reader runs in, and, when made by [`ReaderCgroup::create_counting`], the
+/// block-I/O cgroup that counts the disk reads of everything in it. Dropping it removes them (what
+/// ran inside has exited by then).
 #[derive(Debug)]
 pub struct ReaderCgroup {
     dir: PathBuf,
+    io: Option<IoCount>,
+}
+
+/// Where a [`ReaderCgroup`]'s disk reads are counted.
+#[derive(Debug)]
+struct IoCount {
+    /// The cgroup whose counters are read: the memory cgroup itself in the unified hierarchy, a
+    /// blkio cgroup of the same name in cgroup v1's.
+    dir: PathBuf,
+    version: crate::throttle::CgroupVersion,
+    /// "MAJ:MIN" of the disk counted.
+    device: String,
+}
+
+/// Disk reads counted in a cgroup: bytes and I/Os (bios the block layer was asked for).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskReads {
+    /// Bytes read.
+    pub bytes: u64,
+    /// Read I/Os.
+    pub ios: u64,
+}
+
+impl DiskReads {
+    /// What was read between `earlier` and `self`.
+    pub fn since(self, earlier: DiskReads) -> DiskReads {
+        DiskReads { bytes: self.bytes.saturating_sub(earlier.bytes), ios: self.ios.saturating_sub(earlier.ios) }
+    }
 }
 
 impl ReaderCgroup {
@@ -162,34 +192,103 @@ impl ReaderCgroup {
         Err(BenchError::kernel("a memory cgroup controller", "neither cgroup v2 nor v1 has one mounted"))
     }
 
+    /// [`ReaderCgroup::create`], plus the counting of every disk read of what runs in it from the
+    /// disk holding `file` ([`ReaderCgroup::disk_reads`]): cgroup v2's `io.stat` (the same
+    /// cgroup), or a cgroup v1 blkio cgroup of the same name (`blkio.throttle.io_service_bytes`
+    /// and `io_serviced`; a limit of 0, which is none, is written so that the kernel's throttle
+    /// layer, which keeps those counters, is active on the disk).
+    pub fn create_counting(bytes: u64, file: &Path) -> Result<ReaderCgroup> {
+        use crate::throttle::CgroupVersion;
+        let mut cg = ReaderCgroup::create(bytes)?;
+        let device = crate::throttle::disk_of(file)?;
+        let (version, hierarchy) = crate::throttle::find_hierarchy()?;
+        let dir = match version {
+            CgroupVersion::V2Io if cg.dir.starts_with(&hierarchy) => cg.dir.clone(),
+            CgroupVersion::V2Io => {
+                return Err(BenchError::kernel(
+                    "a block-I/O cgroup",
+                    "the io and memory controllers are in different hierarchies",
+                ));
+            }
+            CgroupVersion::V1Blkio => {
+                let dir = hierarchy.join(cg.dir.file_name().unwrap_or_default());
+                if !dir.exists() {
+                    fs::create_dir(&dir).context(|| format!("creating cgroup {}", dir.display()))?;
+                }
+                let limit = dir.join("blkio.throttle.read_bps_device");
+                fs::write(&limit, format!("{device} 0")).context(|| format!("writing {}", limit.display()))?;
+                dir
+            }
+        };
+        cg.io = Some(IoCount { dir, version, device });
+        Ok(cg)
+    }
+
     fn make(dir: PathBuf) -> Result<ReaderCgroup> {
         if !dir.exists() {
             fs::create_dir(&dir).context(|| format!("creating cgroup {}", dir.display()))?;
         }
-        Ok(ReaderCgroup { dir })
+        Ok(ReaderCgroup { dir, io: None })
     }
 
     /// Its directory (the reader writes its pid into `cgroup.procs` there).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Every directory a process joins to be in it: the memory cgroup, and the blkio cgroup
+    /// when that is apart (cgroup v1).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        let mut out = vec![self.dir.clone()];
+        if let Some(io) = self.io.as_ref().filter(|io| io.dir != self.dir) {
+            out.push(io.dir.clone());
+        }
+        out
+    }
+
+    /// The disk reads counted so far (`None`: made by [`ReaderCgroup::create`], nothing counted).
+    pub fn disk_reads(&self) -> Result<Option<DiskReads>> {
+        use crate::throttle::{CgroupVersion, cgroup_read_counter};
+        let Some(io) = &self.io else { return Ok(None) };
+        let read = |file: &str| -> Result<String> {
+            let path = io.dir.join(file);
+            Ok(fs::read_to_string(&path).context(|| format!("reading {}", path.display()))?)
+        };
+        Ok(Some(match io.version {
+            CgroupVersion::V1Blkio => DiskReads {
+                bytes: cgroup_read_counter(&read("blkio.throttle.io_service_bytes")?, io.version, &io.device, "rbytes="),
+                ios: cgroup_read_counter(&read("blkio.throttle.io_serviced")?, io.version, &io.device, "rios="),
+            },
+            CgroupVersion::V2Io => {
+                let text = read("io.stat")?;
+                DiskReads {
+                    bytes: cgroup_read_counter(&text, io.version, &io.device, "rbytes="),
+                    ios: cgroup_read_counter(&text, io.version, &io.device, "rios="),
+                }
+            }
+        }))
+    }
 }
 
 impl Drop for ReaderCgroup {
     fn drop(&mut self) {
-        for _ in 0..50 {
-            if fs::remove_dir(&self.dir).is_ok() {
-                return;
+        for dir in self.dirs().iter().rev() {
+            for _ in 0..50 {
+                if fs::remove_dir(dir).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
 
-/// Moves this process into the cgroup at `dir` (the reader, before it reads).
-pub fn enter_cgroup(dir: &Path) -> Result<()> {
-    let procs = dir.join("cgroup.procs");
-    fs::write(&procs, std::process::id().to_string()).context(|| format!("writing {}", procs.display()))?;
+/// Moves this process into the cgroup at each of `dirs` (the reader, before it reads).
+pub fn enter_cgroup(dirs: &[PathBuf]) -> Result<()> {
+    for dir in dirs {
+        let procs = dir.join("cgroup.procs");
+        fs::write(&procs, std::process::id().to_string()).context(|| format!("writing {}", procs.display()))?;
+    }
     Ok(())
 }
 

@@ -285,6 +285,23 @@ pub fn installed_config_text(shipped: &str, state: &Path, socket: &Path) -> Stri
     out
 }
 
+/// `cmd` run through a shell that first moves itself into each of `cgroups` (their
+/// `cgroup.procs`) and then execs it: the same process, born in those cgroups.
+fn born_in_cgroups(cmd: &Command, cgroups: &[PathBuf]) -> Command {
+    let mut sh = Command::new("/bin/sh");
+    sh.arg("-c").arg(r#"for d in $AUGUR_BENCH_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@""#);
+    sh.arg("augur-bench-daemon").arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    let dirs: Vec<String> = cgroups.iter().map(|d| d.display().to_string()).collect();
+    sh.env("AUGUR_BENCH_CGROUPS", dirs.join(" "));
+    sh
+}
+
 /// A prefetch daemon started by the suite. Dropping it stops it.
 #[derive(Debug)]
 pub struct RunningDaemon {
@@ -310,6 +327,14 @@ impl RunningDaemon {
     /// packaging/config.toml for [`Prefetcher::Augur`]: a variant of the installed daemon, to
     /// split a cost between its parts.
     pub fn start_with(kind: Prefetcher, files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
+        RunningDaemon::start_in(kind, files, installed, &[])
+    }
+
+    /// [`RunningDaemon::start_with`], the daemon born in the cgroups `cgroups` (each a cgroup's
+    /// directory, one per hierarchy): a shell writes its own pid into their `cgroup.procs`, then
+    /// execs the daemon, so that everything the daemon allocates and reads from its first
+    /// instruction on (its maps, its memory, its page cache, its disk reads) is charged there.
+    pub fn start_in(kind: Prefetcher, files: &DaemonFiles, installed: &str, cgroups: &[PathBuf]) -> Result<RunningDaemon> {
         fs::create_dir_all(&files.dir).context(|| format!("creating {}", files.dir.display()))?;
         let (mut cmd, log) = match kind {
             Prefetcher::Preload => {
@@ -346,6 +371,9 @@ impl RunningDaemon {
                 (c, files.augur_log())
             }
         };
+        if !cgroups.is_empty() {
+            cmd = born_in_cgroups(&cmd, cgroups);
+        }
         let log_start = fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
         let out = fs::OpenOptions::new().create(true).append(true).open(&log).context(|| format!("opening {}", log.display()))?;
         let err = out.try_clone().context(|| "cloning a log handle".into())?;
@@ -650,6 +678,21 @@ pub fn resolve_exe(program: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemon_born_in_cgroups_joins_them_then_runs_as_itself() {
+        let mut cmd = Command::new("/usr/bin/augur");
+        cmd.arg("daemon").arg("--config").arg("/tmp/c.toml").env("RUST_LOG", "info");
+        let dirs = [PathBuf::from("/sys/fs/cgroup/memory/x"), PathBuf::from("/sys/fs/cgroup/blkio/x")];
+        let sh = born_in_cgroups(&cmd, &dirs);
+        assert_eq!(sh.get_program(), "/bin/sh");
+        let args: Vec<_> = sh.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(args[1].contains("cgroup.procs") && args[1].ends_with(r#"exec "$@""#), "{args:?}");
+        assert_eq!(&args[2..], ["augur-bench-daemon", "/usr/bin/augur", "daemon", "--config", "/tmp/c.toml"]);
+        let envs: Vec<_> = sh.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
+        assert!(envs.contains(&("RUST_LOG".into(), Some("info".into()))));
+        assert!(envs.contains(&("AUGUR_BENCH_CGROUPS".into(), Some("/sys/fs/cgroup/memory/x /sys/fs/cgroup/blkio/x".into()))));
+    }
 
     #[test]
     fn preload_log_decision() {

@@ -184,6 +184,14 @@ impl DiskReadCounter {
 /// ("MAJ:MIN Read N" lines), v2 `io.stat` ("MAJ:MIN rbytes=N ..."). 0 when the device has no
 /// line yet (nothing read).
 pub fn cgroup_read_bytes(text: &str, version: CgroupVersion, device: &str) -> u64 {
+    cgroup_read_counter(text, version, device, "rbytes=")
+}
+
+/// Reads from `device` in a cgroup's counter file, as [`cgroup_read_bytes`] parses it: v1 files
+/// hold one counter each ("MAJ:MIN Read N" lines: `blkio.throttle.io_service_bytes` bytes,
+/// `blkio.throttle.io_serviced` I/Os), v2 `io.stat` holds all of them and `v2_key` (`rbytes=`,
+/// `rios=`) says which.
+pub fn cgroup_read_counter(text: &str, version: CgroupVersion, device: &str, v2_key: &str) -> u64 {
     text.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
@@ -192,7 +200,7 @@ pub fn cgroup_read_bytes(text: &str, version: CgroupVersion, device: &str) -> u6
             }
             match version {
                 CgroupVersion::V1Blkio => (f.next()? == "Read").then(|| f.next()?.parse::<u64>().ok()).flatten(),
-                CgroupVersion::V2Io => f.find_map(|kv| kv.strip_prefix("rbytes=")?.parse::<u64>().ok()),
+                CgroupVersion::V2Io => f.find_map(|kv| kv.strip_prefix(v2_key)?.parse::<u64>().ok()),
             }
         })
         .sum()
@@ -261,7 +269,7 @@ fn leftover_candidates(hierarchy: &Path) -> Vec<PathBuf> {
 }
 
 /// The cgroup hierarchy to use: a mounted v1 blkio controller, else v2 with `io` available.
-fn find_hierarchy() -> Result<(CgroupVersion, PathBuf)> {
+pub fn find_hierarchy() -> Result<(CgroupVersion, PathBuf)> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").context(|| "reading /proc/self/mountinfo".into())?;
     let mounts = parse_cgroup_mounts(&mountinfo);
     if let Some((_, path)) = mounts.iter().find(|(opts, _)| opts.split(',').any(|o| o == "blkio")) {
@@ -319,7 +327,13 @@ fn own_cgroup(version: CgroupVersion) -> Result<String> {
 /// "MAJ:MIN" of the whole disk under the root filesystem (a partition is mapped to its disk,
 /// since the block throttle applies to disks).
 pub fn root_disk() -> Result<String> {
-    let st = rustix::fs::stat("/").map_err(|e| BenchError::io("stat /", e.into()))?;
+    disk_of(Path::new("/"))
+}
+
+/// "MAJ:MIN" of the whole disk under the file system holding `path` (a partition is mapped to
+/// its disk).
+pub fn disk_of(path: &Path) -> Result<String> {
+    let st = rustix::fs::stat(path).map_err(|e| BenchError::io(format!("stat {}", path.display()), e.into()))?;
     let (major, minor) = (rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev));
     let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
     if sys.join("partition").exists() {
@@ -330,7 +344,7 @@ pub fn root_disk() -> Result<String> {
     if !sys.exists() {
         return Err(BenchError::kernel(
             "a block device under /",
-            format!("/ is on device {major}:{minor}, which is not a block device (tmpfs, overlay?)"),
+            format!("{} is on device {major}:{minor}, which is not a block device (tmpfs, overlay?)", path.display()),
         ));
     }
     Ok(format!("{major}:{minor}"))
@@ -358,5 +372,8 @@ mod tests {
         let v2 = "254:0 rbytes=1048576 wbytes=0 rios=12 wios=0 dbytes=0 dios=0\n253:0 rbytes=5\n";
         assert_eq!(cgroup_read_bytes(v2, CgroupVersion::V2Io, "254:0"), 1_048_576);
         assert_eq!(cgroup_read_bytes("", CgroupVersion::V2Io, "254:0"), 0);
+        assert_eq!(cgroup_read_counter(v2, CgroupVersion::V2Io, "254:0", "rios="), 12);
+        let v1_ios = "254:0 Read 250\n254:0 Write 3\nTotal 253\n";
+        assert_eq!(cgroup_read_counter(v1_ios, CgroupVersion::V1Blkio, "254:0", "rios="), 250);
     }
 }

@@ -9,6 +9,11 @@
 //! - when the stream is first seen, the daemon reports which pages of the file ahead of the
 //!   reader were resident already ([`BehindStreams::examined`]): those belong to someone else's
 //!   working set and are never dropped, and neither is anything before where it was first seen;
+//! - the daemon also reports the memory the reader could still fill without anything being
+//!   evicted (the room left under its memory cgroups and the machine's free memory): the stream's
+//!   first [`BehindSettings::keep_free_percent`] of that, from where it was first seen, is kept
+//!   (DEAR's MRU keeps what came first; it costs no one a page, and a file read again, a loop,
+//!   finds it cached), and only what lies beyond is dropped;
 //! - each time the reader is seen further on, the pages from where the last drop ended up to
 //!   [`BehindSettings::lag_pages`] behind the reader are dropped, less those resident before; the
 //!   kernel itself skips pages someone maps, dirty pages and pages under writeback;
@@ -36,6 +41,9 @@ pub struct BehindSettings {
     pub min_file_pages: u64,
     /// Pages kept behind the reader (a reader that steps back a little finds them).
     pub lag_pages: u64,
+    /// Percent of the memory free for the reader when its stream is first seen kept as the
+    /// stream's resident prefix, in [0, 100] (0: everything passed is dropped).
+    pub keep_free_percent: u64,
     /// Most streams dropped behind at once (the least recently seen is forgotten for a new one).
     pub max_streams: usize,
     /// A stream not seen for this long (milliseconds) is forgotten.
@@ -44,7 +52,7 @@ pub struct BehindSettings {
 
 impl Default for BehindSettings {
     fn default() -> Self {
-        BehindSettings { min_file_pages: 65_536, lag_pages: 512, max_streams: 64, idle_ms: 10_000 }
+        BehindSettings { min_file_pages: 65_536, lag_pages: 512, keep_free_percent: 50, max_streams: 64, idle_ms: 10_000 }
     }
 }
 
@@ -89,7 +97,8 @@ enum State {
     /// Not a stream to drop (a small file, or its file could not be opened): ignored until it
     /// is forgotten.
     Ignored,
-    /// Dropped behind: everything below `dropped_to` was handled.
+    /// Dropped behind from `first` on (where it was first seen, past the prefix kept):
+    /// everything below `dropped_to` was handled.
     Dropping { first: u64, dropped_to: u64, resident_before: RangeSet },
 }
 
@@ -99,6 +108,12 @@ struct Stream {
     /// The reader's furthest position seen.
     at: u64,
     last_seen_ms: u64,
+}
+
+/// How many pages of a stream, from where it was first seen, to keep when its reader could fill
+/// `free_pages` more without anything being evicted (`None`: not known, nothing kept).
+pub fn kept_prefix(settings: &BehindSettings, free_pages: Option<u64>) -> u64 {
+    free_pages.map_or(0, |free| free.saturating_mul(settings.keep_free_percent.min(100)) / 100)
 }
 
 /// The streams dropped behind and the rule that decides their drops.
@@ -167,16 +182,26 @@ impl BehindStreams {
     }
 
     /// The answer to [`BehindAction::Examine`]: the file has `file_pages` pages (`None`: it could
-    /// not be opened), and of those from the reader's position on, `resident` were in the page
-    /// cache already.
-    pub fn examined(&mut self, key: StreamKey, file_pages: Option<u64>, resident: RangeSet) -> Vec<BehindAction> {
+    /// not be opened), of those from the reader's position on, `resident` were in the page cache
+    /// already, and the reader could fill `free_pages` more without anything being evicted
+    /// (`None`: not known; no prefix is kept).
+    pub fn examined(
+        &mut self,
+        key: StreamKey,
+        file_pages: Option<u64>,
+        resident: RangeSet,
+        free_pages: Option<u64>,
+    ) -> Vec<BehindAction> {
         let min = self.settings.min_file_pages;
+        let keep = kept_prefix(&self.settings, free_pages);
         let Some(st) = self.streams.get_mut(&key) else { return Vec::new() };
         let State::Examining { from } = st.state else { return Vec::new() };
         match file_pages {
             Some(pages) if pages >= min => {
-                // What the reader passed before it was seen is not known to have been its own.
-                st.state = State::Dropping { first: from, dropped_to: from, resident_before: resident };
+                // What the reader passed before it was seen is not known to have been its own;
+                // the prefix after it is kept.
+                let first = from.saturating_add(keep);
+                st.state = State::Dropping { first, dropped_to: first, resident_before: resident };
                 self.counts.streams += 1;
                 self.drops(key)
             }
@@ -237,7 +262,7 @@ mod tests {
     }
 
     fn settings() -> BehindSettings {
-        BehindSettings { min_file_pages: 1000, lag_pages: 10, max_streams: 4, idle_ms: 1000 }
+        BehindSettings { min_file_pages: 1000, lag_pages: 10, keep_free_percent: 50, max_streams: 4, idle_ms: 1000 }
     }
 
     fn dropped(actions: &[BehindAction]) -> Vec<PageRange> {
@@ -256,7 +281,7 @@ mod tests {
         assert_eq!(b.on_sighting(&seen(Some(Pattern::Forward), 4), 0), vec![BehindAction::Examine { key: K, from: 4 }]);
         // Pages 100..120 were someone else's, resident before the reader came.
         let resident: RangeSet = [PageRange::new(100, 20)].into_iter().collect();
-        assert_eq!(b.examined(K, Some(5000), resident), Vec::new(), "nothing passed yet beyond the lag");
+        assert_eq!(b.examined(K, Some(5000), resident, None), Vec::new(), "nothing passed yet beyond the lag");
         assert_eq!(b.dropping(), 1);
         // From where it was first seen (page 4) to 10 pages behind it.
         assert_eq!(dropped(&b.on_sighting(&seen(Some(Pattern::Forward), 60), 1)), vec![PageRange::new(4, 46)]);
@@ -277,11 +302,11 @@ mod tests {
     fn small_files_and_files_that_cannot_be_opened_are_left_alone() {
         let mut b = BehindStreams::new(settings());
         b.on_sighting(&seen(Some(Pattern::Forward), 0), 0);
-        assert!(b.examined(K, Some(999), RangeSet::new()).is_empty());
+        assert!(b.examined(K, Some(999), RangeSet::new(), Some(100)).is_empty());
         assert!(dropped(&b.on_sighting(&seen(Some(Pattern::Forward), 900), 1)).is_empty());
         let other = StreamKey { ino: 10, ..K };
         b.on_sighting(&Sighting { key: other, access: Access { start: 0, len: 1 }, pattern: Some(Pattern::Forward) }, 0);
-        assert!(b.examined(other, None, RangeSet::new()).is_empty());
+        assert!(b.examined(other, None, RangeSet::new(), Some(100)).is_empty());
         assert_eq!(b.dropping(), 0);
         assert_eq!(b.counts(), BehindCounts::default());
         // Backward and other readers are never examined.
@@ -290,6 +315,25 @@ mod tests {
             b.on_sighting(&Sighting { key: back, access: Access { start: 50, len: 1 }, pattern: Some(Pattern::Backward) }, 0)
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_prefix_of_the_free_memory_is_kept_and_what_lies_beyond_is_dropped() {
+        let mut b = BehindStreams::new(settings());
+        b.on_sighting(&seen(Some(Pattern::Forward), 4), 0);
+        // 200 pages free: the 100 from where it was first seen (pages 4..104) stay.
+        assert!(b.examined(K, Some(5000), RangeSet::new(), Some(200)).is_empty());
+        assert!(dropped(&b.on_sighting(&seen(Some(Pattern::Forward), 110), 1)).is_empty(), "within the prefix and the lag");
+        assert_eq!(dropped(&b.on_sighting(&seen(Some(Pattern::Forward), 300), 2)), vec![PageRange::from_bounds(104, 290)]);
+        assert_eq!(
+            dropped(&b.on_sighting(&seen(Some(Pattern::Forward), 400), 3)),
+            vec![PageRange::from_bounds(104, 390)],
+            "the margin for large folios never reaches into the prefix"
+        );
+        assert_eq!(b.counts().pages_dropped, 286);
+        assert_eq!(kept_prefix(&settings(), None), 0);
+        assert_eq!(kept_prefix(&BehindSettings { keep_free_percent: 0, ..settings() }, Some(200)), 0);
+        assert_eq!(kept_prefix(&BehindSettings { keep_free_percent: 250, ..settings() }, Some(200)), 200);
     }
 
     #[test]

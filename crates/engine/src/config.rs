@@ -355,14 +355,27 @@ pub struct PatternSection {
     /// A forward reader is looked at (and its pages behind dropped) each time it moved this many
     /// KiB; a file read through in less is never looked at.
     pub drop_behind_every_kib: u64,
+    /// Percent of the memory free for a stream's reader when it is first seen (the room left
+    /// under its memory cgroups, at most the machine's free memory) kept as the stream's
+    /// resident prefix, in [0, 100]: only what lies beyond is dropped behind, so a file read
+    /// again (a loop) finds its start cached, and no one else's page is evicted for it.
+    pub drop_behind_keep_free_percent: u64,
     /// Keep a resident prefix of a loop over more than the memory its reader can have
     /// (`crate::looping`, DEAR's MRU): the pages beyond the prefix are dropped behind the reader
     /// at each pass, so every pass finds the prefix cached instead of the kernel cycling the whole
     /// loop through the cache. Reported with `drop_behind_every_kib`'s movement.
     pub loop_prefix: bool,
-    /// Percent of the memory the looping reader can have (its memory cgroup's limit, or what the
-    /// machine has available) kept as the prefix, in [1, 100].
+    /// Percent of the memory the looping reader can have (the loop's pages cached now plus the
+    /// room left under its memory cgroups, or what the machine has available) kept as the
+    /// prefix, in [1, 100].
     pub loop_keep_percent: u64,
+    /// Advise random access (`POSIX_FADV_RANDOM`: no readahead) on the open files of readers
+    /// whose pattern is random (`crate::random_read`), so that the kernel reads only the blocks
+    /// they ask for, not the pages around them; readahead comes back when a reader of the file
+    /// goes forward or loops, or stops being random. Off by default: the advice changes the
+    /// readahead of other processes' open files (through `pidfd_getfd`), which is too intrusive
+    /// to do system-wide unasked.
+    pub advise_random: bool,
 }
 
 impl Default for PatternSection {
@@ -377,8 +390,10 @@ impl Default for PatternSection {
             drop_behind_min_file_mib: 256,
             drop_behind_lag_kib: 2048,
             drop_behind_every_kib: 4096,
+            drop_behind_keep_free_percent: 50,
             loop_prefix: true,
-            loop_keep_percent: 75,
+            loop_keep_percent: 90,
+            advise_random: false,
         }
     }
 }
@@ -540,6 +555,13 @@ impl Config {
                 format!("{} is not between 64 and 4194304", t.drop_behind_every_kib),
             ));
         }
+        if t.drop_behind_keep_free_percent > 100 {
+            return Err(bad(
+                "pattern",
+                "drop_behind_keep_free_percent",
+                format!("{} is more than 100", t.drop_behind_keep_free_percent),
+            ));
+        }
         if !(1..=100).contains(&t.loop_keep_percent) {
             return Err(bad("pattern", "loop_keep_percent", format!("{} is not between 1 and 100", t.loop_keep_percent)));
         }
@@ -623,6 +645,7 @@ impl Config {
         crate::behind::BehindSettings {
             min_file_pages: self.pattern.drop_behind_min_file_mib.saturating_mul(1 << 20) / page_size,
             lag_pages: self.pattern.drop_behind_lag_kib.saturating_mul(1024) / page_size,
+            keep_free_percent: self.pattern.drop_behind_keep_free_percent,
             max_streams: self.pattern.max_streams,
             ..crate::behind::BehindSettings::default()
         }
@@ -637,6 +660,11 @@ impl Config {
             max_streams: self.pattern.max_streams,
             ..crate::looping::LoopSettings::default()
         }
+    }
+
+    /// The settings of advising random readers' files random access.
+    pub fn random_settings(&self) -> crate::random_read::RandomSettings {
+        crate::random_read::RandomSettings { max_files: self.pattern.max_streams }
     }
 
     /// Movement, in pages of `page_size` bytes, between the kernel's records of a forward or a

@@ -10,6 +10,7 @@ pub mod boot;
 pub mod config;
 pub mod daemon;
 pub mod looping;
+pub mod random_read;
 pub mod read_cost;
 pub mod running;
 pub mod usage_log;

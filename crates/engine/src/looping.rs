@@ -9,8 +9,9 @@
 //! after the second find the prefix cached and read only the rest.
 //!
 //! The rule, per stream (one task looping over a range of one file):
-//! - when the loop is first seen, the daemon reports how much memory the reader can have (its
-//!   memory cgroup's limit, or what the machine has available, [`LoopStreams::examined`]);
+//! - when the loop is first seen, the daemon reports how much memory the reader can have (the
+//!   loop's pages cached now plus the room left under its memory cgroups or on the machine,
+//!   [`memory_for_loop`], [`LoopStreams::examined`]);
 //! - a loop that fits in it is left to the kernel; otherwise the first
 //!   [`LoopSettings::keep_percent`] of that memory, from the loop's first page on, is the prefix
 //!   kept;
@@ -46,7 +47,7 @@ pub struct LoopSettings {
 
 impl Default for LoopSettings {
     fn default() -> Self {
-        LoopSettings { keep_percent: 75, lag_pages: 512, max_streams: 64, idle_ms: 10_000 }
+        LoopSettings { keep_percent: 90, lag_pages: 512, max_streams: 64, idle_ms: 10_000 }
     }
 }
 
@@ -111,12 +112,14 @@ pub fn kept_prefix(settings: &LoopSettings, loop_pages: u64, memory_pages: u64) 
     Some(memory_pages.saturating_mul(settings.keep_percent.clamp(1, 100)) / 100)
 }
 
-/// The memory a reader can have, pages: the least of its memory cgroups' limits (`None`: no
-/// limit) and what the machine has available plus the pages of the loop cached now (the reader's
-/// own, which it may keep).
-pub fn memory_for_loop(cgroup_limit_pages: Option<u64>, available_pages: u64, loop_resident_pages: u64) -> u64 {
-    let machine = available_pages.saturating_add(loop_resident_pages);
-    cgroup_limit_pages.map_or(machine, |l| l.min(machine))
+/// The memory a looping reader can have, pages: the pages of the loop cached now (the reader's
+/// own, which it may keep) plus the least of the room left under its memory cgroups (each one's
+/// limit less its usage, `None`: no limit) and what the machine has available. The room, not the
+/// limit: what others keep in the reader's cgroup is theirs, and a prefix that filled the whole
+/// limit would have the kernel evict it to make room for them.
+pub fn memory_for_loop(cgroup_room_pages: Option<u64>, available_pages: u64, loop_resident_pages: u64) -> u64 {
+    let free = cgroup_room_pages.map_or(available_pages, |room| room.min(available_pages));
+    free.saturating_add(loop_resident_pages)
 }
 
 /// The loops treated and the rule that decides their drops.
@@ -337,6 +340,88 @@ mod tests {
         assert!(misses <= kernel_misses - 200 * (passes - 2), "{misses} misses");
     }
 
+    /// Hits per pass of a reader looping `passes` times over `loop_pages` with a cache of
+    /// `memory` pages under least-recently-used replacement, both rules applied: the read-once
+    /// rule on the first pass (keeping `keep_free_percent` of the free cache) and the loop rule
+    /// from the second pass on.
+    fn hits_per_pass(loop_pages: u64, memory: u64, passes: u64, keep_free_percent: u64) -> Vec<u64> {
+        use crate::behind::{BehindAction, BehindSettings, BehindStreams};
+        use augur_core::model::range::RangeSet;
+        let every = 8;
+        let mut rule = PatternTracker::new(PatternRule::default());
+        let mut behind = BehindStreams::new(BehindSettings {
+            min_file_pages: 1,
+            lag_pages: 4,
+            keep_free_percent,
+            max_streams: 4,
+            idle_ms: 1000,
+        });
+        let mut loops = LoopStreams::new(settings());
+        let mut cache: HashMap<u64, u64> = HashMap::new();
+        let (mut clock, mut last_report) = (0u64, 0u64);
+        let mut out = Vec::new();
+        for _ in 0..passes {
+            let mut hits = 0;
+            for page in 0..loop_pages {
+                clock += 1;
+                if cache.insert(page, clock).is_some() {
+                    hits += 1;
+                } else if cache.len() as u64 > memory {
+                    let (&old, _) = cache.iter().min_by_key(|(_, t)| **t).unwrap();
+                    cache.remove(&old);
+                }
+                rule.observe(Access { start: page, len: 1 });
+                let pattern = rule.pattern();
+                if pattern.is_none() || (page.abs_diff(last_report) < every && page != 0) {
+                    continue;
+                }
+                last_report = page;
+                let s = Sighting { key: K, access: Access { start: page, len: 1 }, pattern };
+                let mut drops = Vec::new();
+                let mut queue = behind.on_sighting(&s, clock);
+                while let Some(a) = queue.pop() {
+                    match a {
+                        BehindAction::Examine { key, .. } => {
+                            let free = memory - cache.len() as u64;
+                            queue.extend(behind.examined(key, Some(loop_pages), RangeSet::new(), Some(free)));
+                        }
+                        BehindAction::Drop { ranges, .. } => drops.extend(ranges),
+                        BehindAction::Forget { .. } => {}
+                    }
+                }
+                for a in loops.on_sighting(&s, clock) {
+                    match a {
+                        LoopAction::Examine { key } => {
+                            loops.examined(key, Some(memory));
+                        }
+                        LoopAction::Drop { ranges, .. } => drops.extend(ranges),
+                        LoopAction::Forget { .. } => {}
+                    }
+                }
+                for r in drops {
+                    for p in r.start..r.end() {
+                        cache.remove(&p);
+                    }
+                }
+            }
+            out.push(hits);
+        }
+        out
+    }
+
+    #[test]
+    fn the_first_pass_kept_by_the_read_once_rule_is_found_by_the_second() {
+        // 400 pages of cache, half kept: the first pass keeps about 200 pages (from page 8, where
+        // the stream was first seen), the loop rule then keeps its own 200-page prefix.
+        let kept = hits_per_pass(600, 400, 4, 50);
+        assert_eq!(kept[0], 0);
+        assert!(kept[1..].iter().all(|&h| h >= 195), "{kept:?}");
+        // Without the read-once prefix, the second pass finds (almost) nothing cached.
+        let dropped = hits_per_pass(600, 400, 4, 0);
+        assert!(dropped[1] < 50, "{dropped:?}");
+        assert!(dropped[2..].iter().all(|&h| h >= 195), "{dropped:?}");
+    }
+
     #[test]
     fn a_loop_that_fits_is_left_to_the_kernel() {
         let (kernel_hits, _) = simulate(300, 400, 4, false);
@@ -373,10 +458,12 @@ mod tests {
     }
 
     #[test]
-    fn memory_is_the_least_of_the_cgroup_and_the_machine() {
-        assert_eq!(memory_for_loop(Some(100), 1000, 50), 100);
+    fn memory_is_the_loops_own_plus_the_least_room_of_the_cgroup_and_the_machine() {
+        assert_eq!(memory_for_loop(Some(100), 1000, 50), 150);
         assert_eq!(memory_for_loop(None, 1000, 50), 1050);
         assert_eq!(memory_for_loop(Some(5000), 1000, 50), 1050);
+        // A cgroup filled by others leaves the loop only what it has.
+        assert_eq!(memory_for_loop(Some(0), 1000, 50), 50);
     }
 
     #[test]

@@ -66,6 +66,7 @@ fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
         forward_progress_pages: 0,
         progress_forward: false,
         progress_loop: false,
+        changes_random: false,
         own_tgid: 0,
         all_changes: true,
     };

@@ -174,6 +174,14 @@ fn render(r: &StatusReport) -> String {
         Some(a) if a.note == "on" => out.push_str("keep a resident prefix of loops larger than memory: off\n"),
         _ => {}
     }
+    match &r.ahead {
+        Some(a) if a.note == "on" && a.advise_random => out.push_str(&format!(
+            "no readahead for random readers: on, {} files now ({} since start)\n",
+            a.random_now, a.random_files
+        )),
+        Some(a) if a.note == "on" => out.push_str("no readahead for random readers: off\n"),
+        _ => {}
+    }
     if r.recent_launches.is_empty() {
         out.push_str("no launch recorded yet\n");
         return out;

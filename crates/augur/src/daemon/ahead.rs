@@ -1,9 +1,9 @@
 //! The stream worker: a thread of the daemon that reads the kernel's pattern records
 //! (`augur_os::sense::bpf::PatternWatch`), hands them to the engine's rules
 //! (`augur_engine::ahead::AheadStreams`, with the time and the memory pressure,
-//! `augur_engine::behind::BehindStreams` and `augur_engine::looping::LoopStreams`), and carries
-//! out their loads ahead of readers and drops behind streams and loops
-//! (`augur_os::fetch::ahead::ReaderFile`).
+//! `augur_engine::behind::BehindStreams`, `augur_engine::looping::LoopStreams` and
+//! `augur_engine::random_read::RandomReaders`), and carries out their loads ahead of readers,
+//! drops behind streams and loops, and random-access advice (`augur_os::fetch::ahead`).
 //!
 //! It runs apart from the event loop so that following readers never waits for launches,
 //! replays or planning, nor they for it; it shares only its counters ([`AheadStatus`]) and a stop
@@ -24,6 +24,7 @@ use augur_engine::ahead::{AheadAction, AheadStreams, Sighting, StreamKey};
 use augur_engine::behind::{BehindAction, BehindStreams};
 use augur_engine::config::Config;
 use augur_engine::looping::{self, LoopAction, LoopStreams};
+use augur_engine::random_read::{AccessAdvice, RandomReaders};
 use augur_os::fetch::ahead::ReaderFile;
 use augur_os::loop_io::{Wakeup, WakeupHandle};
 use augur_os::sense::bpf::{PatternRecord, PatternWatch, PatternWatchOptions};
@@ -51,11 +52,12 @@ impl std::fmt::Debug for AheadWorker {
 }
 
 impl AheadWorker {
-    /// Starts the worker when `[pattern] prefetch_ahead`, `drop_behind` or `loop_prefix` is on
-    /// (`None` otherwise). The pattern watch is loaded in the thread; if the kernel refuses it, the worker
+    /// Starts the worker when `[pattern] prefetch_ahead`, `drop_behind`, `loop_prefix` or
+    /// `advise_random` is on (`None` otherwise). The pattern watch is loaded in the thread; if the kernel refuses it, the worker
     /// ends and its status says why.
     pub fn start(config: &Config, page_size: u64) -> Option<AheadWorker> {
-        if !config.pattern.prefetch_ahead && !config.pattern.drop_behind && !config.pattern.loop_prefix {
+        let p = &config.pattern;
+        if !p.prefetch_ahead && !p.drop_behind && !p.loop_prefix && !p.advise_random {
             return None;
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -63,11 +65,13 @@ impl AheadWorker {
             note: "starting".into(),
             drop_behind: config.pattern.drop_behind,
             loop_prefix: config.pattern.loop_prefix,
+            advise_random: config.pattern.advise_random,
             ..AheadStatus::default()
         }));
         let streams = AheadStreams::new(config.ahead_settings(page_size));
         let behind = config.pattern.drop_behind.then(|| BehindStreams::new(config.behind_settings(page_size)));
         let loops = config.pattern.loop_prefix.then(|| LoopStreams::new(config.loop_settings(page_size)));
+        let random = config.pattern.advise_random.then(|| RandomReaders::new(config.random_settings()));
         let ahead = config.pattern.prefetch_ahead;
         let options = PatternWatchOptions {
             rule: PatternRule { establish: config.pattern.establish_accesses, ..PatternRule::default() },
@@ -78,6 +82,7 @@ impl AheadWorker {
             forward_progress_pages: config.forward_progress_pages(page_size),
             progress_forward: config.pattern.drop_behind,
             progress_loop: config.pattern.loop_prefix,
+            changes_random: config.pattern.advise_random,
             own_tgid: std::process::id(),
             all_changes: false,
         };
@@ -91,7 +96,15 @@ impl AheadWorker {
         let stop_percent = config.predict.pressure_stop_percent;
         let (s, st) = (Arc::clone(&stop), Arc::clone(&status));
         let spawned = std::thread::Builder::new().name("augur-ahead".into()).spawn(move || {
-            run(options, Rules { ahead: ahead.then_some(streams), behind, loops }, page_size, stop_percent, &wakeup, &s, &st)
+            run(
+                options,
+                Rules { ahead: ahead.then_some(streams), behind, loops, random },
+                page_size,
+                stop_percent,
+                &wakeup,
+                &s,
+                &st,
+            )
         });
         match spawned {
             Ok(thread) => Some(AheadWorker { stop, wake, status, thread: Some(thread) }),
@@ -130,11 +143,12 @@ impl Drop for AheadWorker {
 }
 
 /// The engine's rules the worker runs: loading ahead of readers, dropping behind streams,
-/// keeping loops' prefixes (each `None` when off).
+/// keeping loops' prefixes, advising random readers' files (each `None` when off).
 struct Rules {
     ahead: Option<AheadStreams>,
     behind: Option<BehindStreams>,
     loops: Option<LoopStreams>,
+    random: Option<RandomReaders>,
 }
 
 fn run(
@@ -157,13 +171,16 @@ fn run(
     };
     // Loading parsed the kernel's BTF in this thread's heap: give that memory back.
     augur_os::loop_io::release_free_heap();
-    let Rules { ahead: mut streams, mut behind, mut loops } = rules;
+    let Rules { ahead: mut streams, mut behind, mut loops, mut random } = rules;
     tracing::info!(
         "access patterns watched: {}, {}, {}",
         if streams.is_some() { "loading ahead of backward and strided readers" } else { "not loading ahead of readers" },
         if behind.is_some() { "dropping large read-once streams behind their readers" } else { "not dropping streams behind" },
         if loops.is_some() { "keeping a resident prefix of loops larger than memory" } else { "leaving loops to the kernel" }
     );
+    if random.is_some() {
+        tracing::info!("random readers' files are advised random access (no readahead)");
+    }
     set_note("on".into());
     let started = Instant::now();
     let pressure_path = PathBuf::from("/proc/pressure/memory");
@@ -192,6 +209,7 @@ fn run(
         let mut actions = Vec::new();
         let mut behind_actions = Vec::new();
         let mut loop_actions = Vec::new();
+        let mut advice = Vec::new();
         for r in &batch {
             records += 1;
             let key = StreamKey { tgid: r.tgid, tid: r.tid, dev: r.dev, ino: r.ino };
@@ -215,6 +233,9 @@ fn run(
             }
             if let Some(loops) = loops.as_mut() {
                 loop_actions.extend(loops.on_sighting(&sighting, now_ms));
+            }
+            if let Some(random) = random.as_mut() {
+                advice.extend(random.on_sighting(&sighting, now_ms));
             }
         }
         if busy && last_housekeeping.elapsed() >= HOUSEKEEPING {
@@ -263,6 +284,7 @@ fn run(
         if let Some(loops) = loops.as_mut() {
             carry_out_loops(loops, loop_actions, &mut loop_files, page_size);
         }
+        carry_out_advice(advice);
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(streams) = streams.as_ref() {
             let c = streams.counts();
@@ -283,11 +305,30 @@ fn run(
             s.loops_treated = c.loops;
             s.bytes_dropped_loops = c.pages_dropped.saturating_mul(page_size);
         }
+        if let Some(random) = random.as_ref() {
+            s.random_now = random.advised() as u64;
+            s.random_files = random.counts().files;
+        }
         s.bytes_ahead = bytes_ahead;
         s.records = records;
         s.records_lost = lost;
     }
+    // Readahead back for every file still advised random: nothing follows their readers now.
+    if let Some(random) = random.as_mut() {
+        carry_out_advice(random.release_all());
+    }
     watch.close();
+}
+
+/// Carries out the random-access advice on readers' open files.
+fn carry_out_advice(advice: Vec<AccessAdvice>) {
+    for AccessAdvice { file, random } in advice {
+        let what = if random { "random access (no readahead)" } else { "normal access (readahead back)" };
+        match augur_os::fetch::ahead::advise_reader_access(file.tgid, file.dev, file.ino, random) {
+            Ok(n) => tracing::debug!("pid {} inode {}: {what} advised on {n} open files", file.tgid, file.ino),
+            Err(e) => tracing::debug!("pid {} inode {}: advising {what}: {e}", file.tgid, file.ino),
+        }
+    }
 }
 
 /// Carries out the drop-behind rule's actions (and the actions its answers to `Examine` call
@@ -322,12 +363,19 @@ fn carry_out_behind(
                 });
                 match answer {
                     Some((f, pages, resident)) => {
+                        let free = f.is_some().then(|| free_for(key.tgid, page_size)).flatten();
                         if let Some(f) = f {
+                            tracing::debug!(
+                                "pid {} reads inode {} through from page {from}; {} pages free for it",
+                                key.tgid,
+                                key.ino,
+                                free.map_or_else(|| "unknown".to_string(), |p| p.to_string())
+                            );
                             files.insert(key, f);
                         }
-                        queue.extend(behind.examined(key, Some(pages), resident));
+                        queue.extend(behind.examined(key, Some(pages), resident, free));
                     }
-                    None => queue.extend(behind.examined(key, None, Default::default())),
+                    None => queue.extend(behind.examined(key, None, Default::default(), None)),
                 }
             }
             BehindAction::Drop { key, ranges } => match files.get(&key) {
@@ -344,9 +392,17 @@ fn carry_out_behind(
     }
 }
 
+/// The pages process `tgid` could still fill without anything being evicted: the room left under
+/// its memory cgroups, at most the machine's free memory (`None`: not known).
+fn free_for(tgid: u32, page_size: u64) -> Option<u64> {
+    let free = augur_os::sense::procfs::meminfo("MemFree").ok()?;
+    let room = augur_os::sense::procfs::memory_cgroup_room(tgid).map_or(free, |room| room.min(free));
+    Some(room / page_size.max(1))
+}
+
 /// Carries out the loop rule's actions: the file is opened once per loop, the memory its reader
-/// can have reported (its memory cgroups' limit, or what the machine has available plus the
-/// loop's pages cached now), the passed pages beyond the prefix dropped.
+/// can have reported (the loop's pages cached now plus the room left under its memory cgroups,
+/// or what the machine has available), the passed pages beyond the prefix dropped.
 fn carry_out_loops(
     loops: &mut LoopStreams,
     actions: Vec<LoopAction>,
@@ -368,8 +424,8 @@ fn carry_out_loops(
                     let range = loops.range(key)?;
                     let cached = f.resident(range, page_size).ok()??.page_count();
                     let available = augur_os::sense::procfs::meminfo("MemAvailable").ok()? / page_size.max(1);
-                    let limit = augur_os::sense::procfs::memory_cgroup_limit(key.tgid).map(|b| b / page_size.max(1));
-                    Some(looping::memory_for_loop(limit, available, cached))
+                    let room = augur_os::sense::procfs::memory_cgroup_room(key.tgid).map(|b| b / page_size.max(1));
+                    Some(looping::memory_for_loop(room, available, cached))
                 });
                 if let (Some(f), Some(m)) = (file, memory) {
                     tracing::debug!(

@@ -161,6 +161,15 @@ pub struct AheadStatus {
     /// Bytes of loops' pages beyond their prefix asked to leave the page cache since start.
     #[serde(default)]
     pub bytes_dropped_loops: u64,
+    /// Whether random readers' files are advised random access (`[pattern] advise_random`).
+    #[serde(default)]
+    pub advise_random: bool,
+    /// Files (process, file) advised random access now.
+    #[serde(default)]
+    pub random_now: u64,
+    /// Files advised random access since start.
+    #[serde(default)]
+    pub random_files: u64,
 }
 
 /// What `augur status` shows.

@@ -60,7 +60,7 @@ pub struct ReaderArgs {
 
 /// Runs the reader: into the cgroup, read, print `elapsed_s=`.
 pub fn run_reader(args: ReaderArgs) -> Result<ExitCode> {
-    aasfp::enter_cgroup(&args.cgroup)?;
+    aasfp::enter_cgroup(std::slice::from_ref(&args.cgroup))?;
     let t = aasfp::read_case(&args.file, args.case)?;
     println!("elapsed_s={:.6}", t.as_secs_f64());
     Ok(ExitCode::SUCCESS)
@@ -85,7 +85,12 @@ pub(crate) fn wait_ahead_started(socket: &std::path::Path, limit: Duration) -> S
 /// Starts the daemon with `installed` as its configuration and waits until it and its stream
 /// worker are ready.
 pub(crate) fn start_daemon(files: &DaemonFiles, installed: &str) -> Result<RunningDaemon> {
-    let mut daemon = RunningDaemon::start_with(Prefetcher::Augur, files, installed)?;
+    start_daemon_in(files, installed, &[])
+}
+
+/// [`start_daemon`], the daemon born in `cgroups` (none: where this process is).
+pub(crate) fn start_daemon_in(files: &DaemonFiles, installed: &str, cgroups: &[std::path::PathBuf]) -> Result<RunningDaemon> {
+    let mut daemon = RunningDaemon::start_in(Prefetcher::Augur, files, installed, cgroups)?;
     daemon.wait_ready(Duration::from_secs(30))?;
     let note = wait_ahead_started(&files.augur_socket(), Duration::from_secs(10));
     if note != "on" {

@@ -12,7 +12,7 @@ use augur_bench::dear::{self, CASES, Case, CaseCosts, Setup, Shape};
 use augur_bench::error::{BenchError, Result};
 use augur_bench::prefetchers::{self, DaemonFiles};
 
-use super::aasfp::{report_ahead, start_daemon};
+use super::aasfp::{report_ahead, start_daemon_in};
 
 /// Arguments of `augur-bench dear`.
 #[derive(Debug, Args)]
@@ -50,9 +50,9 @@ pub struct ReaderArgs {
     /// The case to read.
     #[arg(long)]
     pub case: Case,
-    /// The memory cgroup to move into first.
-    #[arg(long)]
-    pub cgroup: PathBuf,
+    /// The cgroups to move into first (the memory cgroup, and the blkio one when apart).
+    #[arg(long = "cgroup", required = true)]
+    pub cgroups: Vec<PathBuf>,
     /// The loop's length, MiB.
     #[arg(long)]
     pub loop_mib: u64,
@@ -62,23 +62,27 @@ pub struct ReaderArgs {
     /// Region of one temporal cluster, MiB.
     #[arg(long)]
     pub cluster_mib: u64,
-    /// Reads of the clustered and probabilistic cases.
+    /// Reads of the clustered case.
     #[arg(long)]
-    pub random_reads: u64,
+    pub clustered_reads: u64,
+    /// Reads of the probabilistic case.
+    #[arg(long)]
+    pub probabilistic_reads: u64,
     /// The file.
     pub file: PathBuf,
 }
 
 /// Runs the reader: into the cgroup, read, print its cost line.
 pub fn run_reader(args: ReaderArgs) -> Result<ExitCode> {
-    augur_bench::aasfp::enter_cgroup(&args.cgroup)?;
+    augur_bench::aasfp::enter_cgroup(&args.cgroups)?;
     let size = std::fs::metadata(&args.file).map_err(|e| BenchError::io(format!("reading {}", args.file.display()), e))?.len();
     let shape = Shape {
         file_bytes: size,
         loop_bytes: args.loop_mib << 20,
         passes: args.passes,
         cluster_bytes: args.cluster_mib << 20,
-        random_reads: args.random_reads,
+        clustered_reads: args.clustered_reads,
+        probabilistic_reads: args.probabilistic_reads,
     };
     let cost = dear::read_case(&args.file, args.case, &shape)?;
     println!("{}", cost.line());
@@ -108,11 +112,13 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
         None => prefetchers::SHIPPED_AUGUR_CONFIG.to_string(),
     };
     let _ = std::fs::remove_file(files.augur_state());
-    let cgroup = ReaderCgroup::create(memory_bytes)?;
+    let cgroup = ReaderCgroup::create_counting(memory_bytes, &args.file)?;
     let show = |what: &str, case: Case, c: &dear::RunCost| {
         eprintln!(
-            "{what}: {case}, {:.0} I/Os of 8 KiB, {:.2} s (stall {:.2}, system {:.2}, user {:.2})",
+            "{what}: {case}, {:.0} blocks of 8 KiB read ({:.0} by the reader) in {:.0} I/Os, {:.2} s (stall {:.2}, system {:.2}, user {:.2})",
             c.block_ios(),
+            c.reader_block_ios(),
+            c.requests(),
             c.elapsed,
             c.stall(),
             c.system,
@@ -124,7 +130,7 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
             let c = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
             show(&format!("training {run}/{}, kernel alone (not counted)", args.training_runs), *case, &c);
         }
-        let daemon = start_daemon(&files, &installed)?;
+        let daemon = start_daemon_in(&files, &installed, &cgroup.dirs())?;
         for case in &cases {
             let c = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
             show(&format!("training {run}/{}, augur (not counted)", args.training_runs), *case, &c);
@@ -139,7 +145,7 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
             show(&format!("run {run}/{}, kernel alone", args.runs), *case, &r);
             c.kernel.push(r);
         }
-        let daemon = start_daemon(&files, &installed)?;
+        let daemon = start_daemon_in(&files, &installed, &cgroup.dirs())?;
         for (case, c) in costs.iter_mut() {
             let r = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
             show(&format!("run {run}/{}, augur", args.runs), *case, &r);

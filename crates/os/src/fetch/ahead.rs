@@ -8,7 +8,10 @@
 //! The file is found by device and inode among `/proc/PID/fd` (regular files on local mounts
 //! only, judged by mount id as [`crate::sense::procfs::open_files`] does, so nothing here asks a
 //! network file system anything), reopened through that magic link, and its identity checked
-//! again on the new descriptor. It does what the engine's `ahead` module decided; it must not decide.
+//! again on the new descriptor. [`advise_reader_access`] instead duplicates the reader's own
+//! descriptors (`pidfd_getfd`), since readahead advice belongs to an open file description. It does
+//! what the engine's `ahead`, `behind`, `looping` and `random_read` modules decided; it must not
+//! decide.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -101,6 +104,53 @@ impl ReaderFile {
     }
 }
 
+/// Advises random access (`POSIX_FADV_RANDOM`: the kernel reads only the pages asked, no
+/// readahead) or, with `random` false, normal access (`POSIX_FADV_NORMAL`) on every open file
+/// description of the file of device `dev` (`st_dev` encoding) and inode `ino` that process `tgid`
+/// holds, through a duplicate of its descriptor (`pidfd_getfd`, which needs the right to ptrace it:
+/// the advice is on the description it shares with the process). Returns how many descriptions
+/// were advised (0: it holds no such regular file on a local mount, or it exited).
+pub fn advise_reader_access(tgid: u32, dev: u64, ino: u64, random: bool) -> io::Result<usize> {
+    let Some(pid) = i32::try_from(tgid).ok().and_then(rustix::process::Pid::from_raw) else { return Ok(0) };
+    let pidfd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::SRCH) => return Ok(0), // it exited
+        Err(e) => return Err(e.into()),
+    };
+    let entries = match std::fs::read_dir(format!("/proc/{tgid}/fd")) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let advice = if random { rustix::fs::Advice::Random } else { rustix::fs::Advice::Normal };
+    let mut advised = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !crate::untrusted_path::open_file_is_local(tgid, &name) {
+            continue;
+        }
+        let Some(id) = crate::untrusted_path::open_file_identity(&entry.path()) else { continue };
+        if id.dev != dev || id.ino != ino {
+            continue;
+        }
+        let Some(number) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let fd = match rustix::process::pidfd_getfd(&pidfd, number, rustix::process::PidfdGetfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::BADF) => continue, // closed in between
+            Err(e) => return Err(e.into()),
+        };
+        let st = rustix::fs::fstat(&fd)?;
+        let same = FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            && crate::fetch::open::identity_of(&st).dev == dev
+            && st.st_ino == ino;
+        if same {
+            rustix::fs::fadvise(&fd, 0, None, advice)?;
+            advised += 1;
+        }
+    }
+    Ok(advised)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +173,14 @@ mod tests {
             assert!(resident.page_count() <= 16);
         }
         assert!(ReaderFile::open(me, m.dev(), m.ino() + 1_000_000).unwrap().is_none());
+        // Advice on our own descriptor: allowed without privilege (a process may ptrace-inspect
+        // itself), where the kernel supports pidfd_getfd.
+        if let Ok(n) = advise_reader_access(me, m.dev(), m.ino(), true) {
+            // Two descriptions of it: the file held and the one `ReaderFile` reopened.
+            assert_eq!(n, 2);
+            assert_eq!(advise_reader_access(me, m.dev(), m.ino(), false).unwrap(), 2);
+        }
+        assert_eq!(advise_reader_access(me, m.dev(), m.ino() + 1_000_000, true).unwrap_or(0), 0);
         drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -233,23 +233,42 @@ pub fn page_cache_drops_in(text: &str) -> Option<u64> {
 /// and every cgroup above it, in cgroup v1's memory hierarchy or the unified one (`None`: no
 /// limit, or it cannot be read).
 pub fn memory_cgroup_limit(pid: u32) -> Option<u64> {
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    memory_cgroup_limits(pid).into_iter().map(|(limit, _)| limit).min()
+}
+
+/// The memory process `pid` could still fill under its memory cgroups without any of them
+/// reclaiming: the least, over its cgroup and every cgroup above it that sets a limit, of the
+/// limit less the usage (a usage that cannot be read leaves no room). `None`: no limit, or it
+/// cannot be read.
+pub fn memory_cgroup_room(pid: u32) -> Option<u64> {
+    memory_cgroup_limits(pid).into_iter().map(|(limit, usage)| limit.saturating_sub(usage.unwrap_or(limit))).min()
+}
+
+/// The limits of process `pid`'s memory cgroups that set one (its own and every one above it,
+/// in cgroup v1's memory hierarchy and the unified one), each with that cgroup's usage, bytes.
+fn memory_cgroup_limits(pid: u32) -> Vec<(u64, Option<u64>)> {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return Vec::new() };
     let (v1, v2) = proc_text::memory_cgroup_paths(&text);
-    let mut places: Vec<(PathBuf, &str)> = Vec::new();
+    let mut places: Vec<(PathBuf, &str, &str)> = Vec::new();
     if let Some(p) = v1 {
-        places.push((Path::new("/sys/fs/cgroup/memory").join(p.trim_start_matches('/')), "memory.limit_in_bytes"));
+        places.push((
+            Path::new("/sys/fs/cgroup/memory").join(p.trim_start_matches('/')),
+            "memory.limit_in_bytes",
+            "memory.usage_in_bytes",
+        ));
     }
     if let Some(p) = v2 {
         for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-            places.push((Path::new(root).join(p.trim_start_matches('/')), "memory.max"));
+            places.push((Path::new(root).join(p.trim_start_matches('/')), "memory.max", "memory.current"));
         }
     }
-    let mut least: Option<u64> = None;
-    for (dir, file) in places {
+    let mut limits = Vec::new();
+    for (dir, limit_file, usage_file) in places {
         let mut at = Some(dir.as_path());
         while let Some(d) = at {
-            if let Some(v) = fs::read_to_string(d.join(file)).ok().as_deref().and_then(proc_text::memory_limit_value) {
-                least = Some(least.map_or(v, |l| l.min(v)));
+            if let Some(v) = fs::read_to_string(d.join(limit_file)).ok().as_deref().and_then(proc_text::memory_limit_value) {
+                let usage = fs::read_to_string(d.join(usage_file)).ok().as_deref().and_then(proc_text::memory_limit_value);
+                limits.push((v, usage));
             }
             if d.as_os_str().len() <= "/sys/fs/cgroup".len() {
                 break;
@@ -257,7 +276,7 @@ pub fn memory_cgroup_limit(pid: u32) -> Option<u64> {
             at = d.parent();
         }
     }
-    least
+    limits
 }
 
 /// Clock ticks per second of `/proc` times. Linux fixes USER_HZ at 100 on every architecture

@@ -48,6 +48,8 @@ pub struct PatternWatchOptions {
     /// Looping readers get those progress records, and changes to or from a loop are sent (a
     /// loop's establishment is sent at the jump back to its start).
     pub progress_loop: bool,
+    /// Changes to or from random are sent (the random-access advice follows them).
+    pub changes_random: bool,
     /// The process whose reads are not watched (the daemon itself).
     pub own_tgid: u32,
     /// Send every change; otherwise only changes to or from backward or strided (so that a
@@ -159,6 +161,9 @@ impl PatternWatch {
         if options.forward_progress_pages > 0 && options.progress_loop {
             mask |= 1 << 4;
             change_mask |= 1 << 4;
+        }
+        if options.changes_random {
+            change_mask |= 1 << 5;
         }
         let mut cfg = Vec::with_capacity(32);
         cfg.extend_from_slice(&options.rule.establish.max(1).to_ne_bytes());
