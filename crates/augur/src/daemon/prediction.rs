@@ -452,11 +452,6 @@ impl PredictionStep {
         self
     }
 
-    /// Fetch jobs handed to the worker so far.
-    pub fn jobs_sent(&self) -> u64 {
-        self.jobs_sent
-    }
-
     /// True when the most recent fetch has been told to stop.
     pub fn fetching_stopped(&self) -> bool {
         self.current.is_cancelled()
@@ -1048,14 +1043,14 @@ mod tests {
 
         std::fs::write(&sources.pressure, psi(0.5)).unwrap();
         step.plan(&PlanTrigger::LaunchStarted { app: "a".into(), instance: 1 }, &ctx).unwrap();
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
         assert!(!step.fetching_stopped());
 
         // Pressure rises: the very next round cancels the running fetch and sends nothing.
         std::fs::write(&sources.pressure, psi(config.predict.pressure_stop_percent + 5.0)).unwrap();
         step.plan(&PlanTrigger::Pressure, &ctx).unwrap();
         assert!(step.fetching_stopped());
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
 
         assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS), "a round is owed for when the hold is over");
 
@@ -1064,14 +1059,14 @@ mod tests {
         std::fs::write(&sources.pressure, psi(0.0)).unwrap();
         let soon = PlanContext { now_ms: 4_000, ..ctx };
         step.plan(&PlanTrigger::LaunchStarted { app: "b".into(), instance: 2 }, &soon).unwrap();
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
         assert_eq!(step.round_owed_in_ms(), Some(PRESSURE_HOLD_MS - 3_000));
 
         // While an application starts, nothing is fetched for later; afterwards planning resumes.
         let launching =
             PlanContext { state: &state, config: &config, now_ms: 1_000 + PRESSURE_HOLD_MS, local_ms: 1_000, launching: true };
         step.plan(&PlanTrigger::Interval, &launching).unwrap();
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
         assert_eq!(step.round_owed_in_ms(), Some(MIN_ROUND_GAP_MS), "a round is owed for after the start");
 
         // It stays low: planning resumes once the hold is over.
@@ -1083,7 +1078,7 @@ mod tests {
             launching: false,
         };
         step.plan(&PlanTrigger::Interval, &later).unwrap();
-        assert_eq!(step.jobs_sent(), 2);
+        assert_eq!(step.fetches_sent(), 2);
         assert!(!step.fetching_stopped());
     }
 
@@ -1116,7 +1111,7 @@ mod tests {
         assert_eq!(f.reserve_bytes, 4 << 30);
         assert_eq!(f.apps, vec!["/bin/c", "/bin/b", "/bin/a"], "nothing predicted: the most recently launched first");
         assert_eq!(f.planned_bytes, 3 * 8 * 4096);
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
         // The usage day's machine: 512 MiB left of 24 GiB (a balloon locked the rest). Nothing.
         std::fs::write(
             &sources.meminfo,
@@ -1240,15 +1235,15 @@ mod tests {
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
         let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
         step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
         // The same plan, nothing reclaimed: the worker is not woken, and its fetch goes on.
         step.plan(&PlanTrigger::Interval, &at(12_000)).unwrap();
-        assert_eq!(step.jobs_sent(), 1);
+        assert_eq!(step.fetches_sent(), 1);
         assert!(!step.fetching_stopped());
         // File pages were reclaimed since: the same plan is sent again (its survey finds what left).
         std::fs::write(&sources.vmstat, "pgsteal_kswapd 70\npgsteal_direct 3\nworkingset_refault_file 2\n").unwrap();
         step.plan(&PlanTrigger::Interval, &at(14_000)).unwrap();
-        assert_eq!(step.jobs_sent(), 2);
+        assert_eq!(step.fetches_sent(), 2);
         // A start leaves a fetch that is through as it is: the round after it sends none.
         while !step.current_finished.is_cancelled() {
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1256,23 +1251,23 @@ mod tests {
         step.plan(&PlanTrigger::Interval, &PlanContext { launching: true, ..at(16_000) }).unwrap();
         assert!(!step.fetching_stopped());
         step.plan(&PlanTrigger::Interval, &at(17_000)).unwrap();
-        assert_eq!(step.jobs_sent(), 2);
+        assert_eq!(step.fetches_sent(), 2);
         // Memory pressure stopped it: the first round after the hold sends it again.
         step.plan(&PlanTrigger::Pressure, &at(18_000)).unwrap();
         let t = 18_000 + PRESSURE_HOLD_MS;
         step.plan(&PlanTrigger::Interval, &at(t)).unwrap();
-        assert_eq!(step.jobs_sent(), 3);
+        assert_eq!(step.fetches_sent(), 3);
         // And at the latest REPEAT_FETCH_MS after the last one (pages dropped on purpose show in
         // no counter).
         step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS - 2_000)).unwrap();
-        assert_eq!(step.jobs_sent(), 3);
+        assert_eq!(step.fetches_sent(), 3);
         step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS)).unwrap();
-        assert_eq!(step.jobs_sent(), 4);
+        assert_eq!(step.fetches_sent(), 4);
         // Without a readable count, every round sends its fetch (as before the rule).
         std::fs::remove_file(&sources.vmstat).unwrap();
         step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS + 2_000)).unwrap();
         step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS + 4_000)).unwrap();
-        assert_eq!(step.jobs_sent(), 6);
+        assert_eq!(step.fetches_sent(), 6);
     }
 
     #[test]
@@ -1282,14 +1277,14 @@ mod tests {
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
         let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
         step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
-        assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (1, None));
+        assert_eq!((step.fetches_sent(), step.round_owed_in_ms()), (1, None));
         for (i, ms) in [10_100, 10_200, 10_900].into_iter().enumerate() {
             step.plan(&PlanTrigger::LaunchStarted { app: format!("/bin/p{i}"), instance: i as u64 }, &at(ms)).unwrap();
         }
-        assert_eq!(step.jobs_sent(), 1, "a burst of launches costs no extra round");
+        assert_eq!(step.fetches_sent(), 1, "a burst of launches costs no extra round");
         assert_eq!(step.round_owed_in_ms(), Some(MIN_ROUND_GAP_MS));
         step.plan(&PlanTrigger::Interval, &at(11_000)).unwrap();
-        assert_eq!((step.jobs_sent(), step.round_owed_in_ms()), (2, None));
+        assert_eq!((step.fetches_sent(), step.round_owed_in_ms()), (2, None));
         let explained = step.explain("/bin/p2", 11_000).unwrap();
         assert!(
             explained.reasons.iter().any(|r| r.contains("running now")),
