@@ -38,6 +38,10 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/augur/config.toml";
 /// Where the daemon listens for `augur status`, `apps`, `forget` unless configured otherwise.
 pub const DEFAULT_SOCKET_PATH: &str = "/run/augur/augur.sock";
 
+/// Largest `[launch] replay_pad_pages`: 1,024 pages each side (4 MiB of 4 KiB pages), half the
+/// largest read-around a kernel does; more would be reading whole files.
+pub const MAX_REPLAY_PAD_PAGES: u64 = 1024;
+
 /// Log verbosity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -145,6 +149,25 @@ pub struct LaunchSection {
     /// Exec-time replays read at most this many MiB over any minute; a launch past it is replayed
     /// in part or not at all.
     pub replay_mib_per_minute: u64,
+    /// Where memory is plentiful (`replay_pad_min_available_mib`), replayed and tier-loaded
+    /// profiles widen every learned range by this many pages on each side, within its file: a
+    /// page used just outside a learned range would otherwise be read by the kernel with a
+    /// synchronous read-around of `read_ahead_kb` (`LaunchProfile::padded`). 0: exact pages.
+    pub replay_pad_pages: u64,
+    /// Ranges are padded only while MemAvailable is at least this many MiB: on a machine short of
+    /// memory the exact learned pages are what fits.
+    pub replay_pad_min_available_mib: u64,
+}
+
+impl LaunchSection {
+    /// Pages to pad each replayed range with when `available` bytes of memory are available
+    /// (MemAvailable; unknown: none).
+    pub fn replay_pad_for(&self, available: Option<u64>) -> u64 {
+        match available {
+            Some(a) if a >= self.replay_pad_min_available_mib.saturating_mul(1 << 20) => self.replay_pad_pages,
+            _ => 0,
+        }
+    }
 }
 
 impl Default for LaunchSection {
@@ -165,6 +188,8 @@ impl Default for LaunchSection {
             read_through_mib: 8,
             replay_max_mib: 512,
             replay_mib_per_minute: 2048,
+            replay_pad_pages: 16,
+            replay_pad_min_available_mib: 4096,
         }
     }
 }
@@ -461,6 +486,13 @@ impl Config {
                 return Err(bad("launch", key, "must be at least 1 (replay_on_exec = false turns replay off)".into()));
             }
         }
+        if l.replay_pad_pages > MAX_REPLAY_PAD_PAGES {
+            return Err(bad(
+                "launch",
+                "replay_pad_pages",
+                format!("{} is more than {MAX_REPLAY_PAD_PAGES} (4 MiB of 4 KiB pages each side)", l.replay_pad_pages),
+            ));
+        }
         let n = &self.learn;
         if !(n.decay > 0.0 && n.decay <= 1.0) {
             return Err(bad("learn", "decay", format!("{} is not in (0, 1]", n.decay)));
@@ -716,6 +748,17 @@ mod tests {
     fn empty_file_means_defaults() {
         assert_eq!(parse("").unwrap(), Config::default());
         assert_eq!(Config::default().launch.window_max_secs, 15.0);
+    }
+
+    #[test]
+    fn replay_padding_only_where_memory_is_plentiful() {
+        let l = Config::default().launch;
+        assert_eq!(l.replay_pad_for(Some(8 << 30)), 16);
+        assert_eq!(l.replay_pad_for(Some(4 << 30)), 16);
+        assert_eq!(l.replay_pad_for(Some((4 << 30) - 1)), 0, "the small machine replays exact pages");
+        assert_eq!(l.replay_pad_for(None), 0);
+        assert!(parse("[launch]\nreplay_pad_pages = 0\n").is_ok());
+        assert_eq!(line("[launch]\nreplay_pad_pages = 5000\n"), Some(2));
     }
 
     #[test]

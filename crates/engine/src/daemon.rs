@@ -966,7 +966,14 @@ impl DaemonEngine {
             tracing::info!("launch {id}: {key} not replayed: no replay budget left (this minute's, or memory)");
             return false;
         }
-        let profile = if expected > budget_pages {
+        // Padded where memory is plentiful and the padding fits the budget; exact pages otherwise.
+        let pad = self.config.launch.replay_pad_for(world.memory_available());
+        let profile = match profile.padded(pad) {
+            padded if pad > 0 && padded.page_count() <= budget_pages => padded,
+            _ => profile,
+        };
+        let expected_padded = profile.page_count();
+        let profile = if expected_padded > budget_pages {
             tracing::debug!("launch {id}: {key} replayed in part: {budget_pages} of its {expected} pages (the replay budget)");
             profile.first_pages(budget_pages)
         } else {
@@ -2563,6 +2570,30 @@ mod tests {
         let mut d = Daemon::new(c);
         d.world.profiles.insert("/bin/a".into(), profile(1000));
         assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![256]);
+    }
+
+    #[test]
+    fn a_replay_pads_its_ranges_only_where_memory_is_plentiful_and_the_padding_fits() {
+        let mut c = Config::default();
+        c.launch.replay_max_mib = 1; // 256 pages
+        let mut d = Daemon::new(c);
+        for app in ["/bin/a", "/bin/b", "/bin/c", "/bin/d"] {
+            d.world.profiles.insert(app.into(), profile(if app == "/bin/c" { 250 } else { 50 }));
+        }
+        // 16 GiB available: [0, 50) is replayed as [0, 66) (nothing before page 0).
+        d.world.memory_available = Some(16 << 30);
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![66]);
+        // The launch still expects the pages it learned, not the padding.
+        assert_eq!(d.engine.tracker.get(1).map(|l| l.pages_expected), Some(50));
+        // 3 GiB (under replay_pad_min_available_mib): exact pages.
+        d.world.memory_available = Some(3 << 30);
+        assert_eq!(replays(&d.exec(20, 101, "/bin/b")), vec![50]);
+        // Padding past the budget (250 + 16 > 256): exact pages, not a padded profile cut short.
+        d.world.memory_available = Some(16 << 30);
+        assert_eq!(replays(&d.exec(30, 102, "/bin/c")), vec![250]);
+        // Turned off.
+        d.engine.config.launch.replay_pad_pages = 0;
+        assert_eq!(replays(&d.exec(40, 103, "/bin/d")), vec![50]);
     }
 
     #[test]

@@ -534,6 +534,9 @@ impl PredictionStep {
         // next is read, so a fill of hundreds of applications holds only their fetch plans.
         let settings = ctx.config.learn_settings();
         let page = augur_os::fetch::page_size();
+        // Padded as the exec-time replay pads them (where memory is plentiful, which the tier's
+        // room already implies): what the launch's replay would read is then resident already.
+        let pad = ctx.config.launch.replay_pad_for(memory.as_ref().map(|m| m.available));
         let mut planner = FillPlanner::new(planned, room.room_bytes, page);
         let mut fetch: Vec<(String, FetchPlan)> = Vec::new();
         for c in fill_order(candidates, MAX_FILL_APPS) {
@@ -541,7 +544,7 @@ impl PredictionStep {
                 break;
             }
             let Some(model) = ctx.state.load_app(&c.app)? else { continue };
-            let profile = model.replay_profile(&settings);
+            let profile = model.replay_profile(&settings).padded(pad);
             drop(model);
             if profile.files.is_empty() || profile.page_size != page {
                 continue;
@@ -1110,7 +1113,9 @@ mod tests {
         assert_eq!(f.reason, FillReason::Filling.describe());
         assert_eq!(f.reserve_bytes, 4 << 30);
         assert_eq!(f.apps, vec!["/bin/c", "/bin/b", "/bin/a"], "nothing predicted: the most recently launched first");
-        assert_eq!(f.planned_bytes, 3 * 8 * 4096);
+        // Padded as the exec-time replay pads them where memory is plentiful: each learned
+        // [0, 8) is loaded as [0, 24) (`[launch] replay_pad_pages`, nothing before page 0).
+        assert_eq!(f.planned_bytes, 3 * (8 + 16) * 4096);
         assert_eq!(step.fetches_sent(), 1);
         // The usage day's machine: 512 MiB left of 24 GiB (a balloon locked the rest). Nothing.
         std::fs::write(
