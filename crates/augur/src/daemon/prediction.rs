@@ -263,7 +263,8 @@ fn fetch_watched(
                     cancel.cancel();
                     break;
                 }
-                std::thread::sleep(PRESSURE_POLL);
+                // Woken at once when the fetch ends, instead of keeping it waiting for the join.
+                done.wait_timeout(PRESSURE_POLL);
             }
         });
         let report = fetcher.fetch(plan, cancel);
