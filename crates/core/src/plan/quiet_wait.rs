@@ -8,7 +8,7 @@
 //! "still busy". So the interval doubles after every busy look, up to [`MAX_POLL_MS`], and drops
 //! back to [`MIN_POLL_MS`] at the first quiet one, so that the end of the reading is confirmed
 //! quickly. The disks are quiet once others read less than [`QUIET_BYTES_PER_SEC`] over
-//! [`QUIET_MS`] of looks in a row (a throttled reader's requests complete in bursts, with empty
+//! [`QUIET_MS`] of short looks in a row (a throttled reader's requests complete in bursts, with empty
 //! looks between). A fetch therefore resumes at most [`MAX_POLL_MS`] + [`QUIET_MS`] after the
 //! reading ended: nothing for a prefetch of what is launched minutes later.
 //!
@@ -23,7 +23,8 @@ pub const MAX_POLL_MS: u64 = 1600;
 /// Others reading less than this per second (2.5 MiB/s) is a quiet disk.
 pub const QUIET_BYTES_PER_SEC: u64 = 2560 << 10;
 
-/// Quiet looks in a row covering this long end the wait.
+/// Quiet looks in a row covering this long end the wait (each counted for at most
+/// [`MIN_POLL_MS`]: five looks at least).
 pub const QUIET_MS: u64 = 500;
 
 /// One wait for quiet disks: feed it what others read since the last look and how long that
@@ -69,7 +70,9 @@ impl QuietWait {
     pub fn look(&mut self, bytes: u64, elapsed_ms: u64) -> bool {
         self.looks = self.looks.saturating_add(1);
         if QuietWait::is_quiet(bytes, elapsed_ms) {
-            self.quiet_ms = self.quiet_ms.saturating_add(elapsed_ms);
+            // A long look counts as one short one: its average may hide a burst, so the end of
+            // the reading is confirmed by short looks.
+            self.quiet_ms = self.quiet_ms.saturating_add(elapsed_ms.min(MIN_POLL_MS));
             self.interval_ms = MIN_POLL_MS;
         } else {
             self.quiet_ms = 0;

@@ -13,7 +13,7 @@
 //! While others read it looks again at the intervals `augur_core::plan::QuietWait` gives: they
 //! grow while the reading goes on (a minute of someone else's reading costs the fetch thread a
 //! few dozen wake-ups, not 600), and the disks are quiet once others read less than 2.5 MiB/s
-//! for half a second of looks in a row.
+//! over five short looks in a row (half a second).
 //!
 //! It reads those files and sleeps; it issues no I/O and decides nothing about what to fetch.
 //! The arithmetic ([`others_read`], the parsers) is pure and tested without root.
