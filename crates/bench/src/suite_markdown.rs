@@ -354,6 +354,23 @@ mod tests {
     use crate::suite_file::Ready;
     use crate::suite_report::{ConditionReport, PrefetcherStatus, WorkloadReport};
 
+    #[test]
+    fn a_daemons_start_up_is_shown_apart_and_says_when_it_was_not_over() {
+        let mut d = crate::suite_report::DaemonCost {
+            startup_secs: 41.6,
+            startup_cpu_secs: 1.234,
+            startup_wakeups: 2500,
+            startup_read_bytes: 600 << 20,
+            startup_done: true,
+            ..Default::default()
+        };
+        let cell = startup_cell(&d);
+        assert!(cell.starts_with("42 s: 1.23 s CPU, 2500 wake-ups, "), "{cell}");
+        assert!(!cell.contains("not over"));
+        d.startup_done = false;
+        assert!(startup_cell(&d).contains("not over"));
+    }
+
     fn report() -> SuiteReport {
         let mut w = WorkloadReport { name: "java".into(), command: vec!["java".into()], ready: Ready::Exit, conditions: vec![] };
         for (c, s) in [
