@@ -48,6 +48,12 @@ impl QuietWait {
         QuietWait { interval_ms: MIN_POLL_MS, quiet_ms: 0, looks: 0 }
     }
 
+    /// A new wait going on from this one, which was cancelled while others still read: the
+    /// interval it had reached, but no quiet time (the looks before the gap say nothing of now).
+    pub fn resumed(&self) -> QuietWait {
+        QuietWait { interval_ms: self.interval_ms, quiet_ms: 0, looks: 0 }
+    }
+
     /// How long to sleep before the next look.
     pub fn next_sleep_ms(&self) -> u64 {
         self.interval_ms
@@ -126,6 +132,25 @@ mod tests {
         assert_eq!(seen, vec![100, 200, 400, 800, 1600, 1600]);
         assert!(!w.look(0, 1600), "one quiet look is not enough...");
         assert_eq!(w.next_sleep_ms(), MIN_POLL_MS, "...and the next comes soon");
+    }
+
+    #[test]
+    fn a_resumed_wait_keeps_its_interval_but_not_its_quiet_time() {
+        let mut w = QuietWait::new();
+        for _ in 0..4 {
+            w.look(64 << 20, w.next_sleep_ms());
+        }
+        assert_eq!(w.next_sleep_ms(), 1600);
+        let r = w.resumed();
+        assert_eq!(r.next_sleep_ms(), 1600);
+        let mut q = QuietWait::new();
+        q.look(0, 100);
+        q.look(0, 100);
+        let mut r = q.resumed();
+        for _ in 0..4 {
+            assert!(!r.look(0, 100), "quiet looks before the gap counted");
+        }
+        assert!(r.look(0, 100));
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct ForegroundReads {
     trusted: bool,
     /// The last wait was cancelled before the disks were quiet: the next fetch waits first.
     still_busy: bool,
+    /// That wait's back-off, which the next wait goes on with: a round that replaces a waiting
+    /// fetch every second or two must not bring back looks every 100 ms.
+    resume: Option<QuietWait>,
 }
 
 impl ForegroundReads {
@@ -105,6 +108,7 @@ impl ForegroundReads {
             span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 },
             trusted: false,
             still_busy: false,
+            resume: None,
         };
         reads.span.start = reads.sample()?;
         Some(reads)
@@ -162,7 +166,7 @@ impl ForegroundReads {
         let mut last_at = Instant::now();
         // Each look's own completions come out of what was in flight when the wait began.
         let mut own_left = in_flight;
-        let mut wait = QuietWait::new();
+        let mut wait = self.resume.take().map_or_else(QuietWait::new, |w| w.resumed());
         let mut quiet = false;
         while !cancel.is_cancelled() && !quiet {
             cancel.wait_timeout(Duration::from_millis(wait.next_sleep_ms()));
@@ -180,6 +184,9 @@ impl ForegroundReads {
         }
         self.begin_span(last, own_left);
         self.still_busy = !quiet;
+        if !quiet {
+            self.resume = Some(wait);
+        }
         let waited = started.elapsed();
         tracing::debug!(
             "fetch waited {} ms for others' reads{}",
