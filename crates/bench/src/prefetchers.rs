@@ -590,6 +590,46 @@ pub fn stop_signal(kind: Prefetcher) -> rustix::process::Signal {
 
 /// How long a prefetcher must have read nothing for its round to count as finished.
 const READS_QUIET: Duration = Duration::from_millis(1500);
+
+/// Whether a daemon is done with its start-up work (its first cycle: preload's and preload-ng's
+/// first prefetch, augur's first planning round and the fetch it sent), from what is sampled
+/// while it starts: its bytes read (`/proc/PID/io`) unchanged for [`READS_QUIET`] and, where the
+/// daemon says so itself, nothing pending ([`augur_startup_busy`]). Pure: fed the samples.
+#[derive(Clone, Debug, Default)]
+pub struct StartupEnd {
+    last_read: Option<u64>,
+    unchanged_since: Duration,
+}
+
+impl StartupEnd {
+    /// Nothing sampled yet.
+    pub fn new() -> StartupEnd {
+        StartupEnd::default()
+    }
+
+    /// A sample `at` after the daemon started: its bytes read, and whether it says it is busy
+    /// (`None`: it says nothing). True once its start-up is over.
+    pub fn observe(&mut self, at: Duration, read_bytes: u64, busy: Option<bool>) -> bool {
+        if self.last_read != Some(read_bytes) {
+            self.last_read = Some(read_bytes);
+            self.unchanged_since = at;
+        }
+        busy != Some(true) && at.saturating_sub(self.unchanged_since) >= READS_QUIET
+    }
+}
+
+/// Whether augur says it is still at its start-up work, from its `augur status --json`: busy
+/// while it does not answer, before its first planning round, and while a prediction fetch runs
+/// or a round is owed (`prediction_fetch_busy`); `None` when this augur does not report that
+/// (its bytes read alone then tell, and a fetch waiting for others' reads looks done).
+pub fn augur_startup_busy(status_json: Option<&[u8]>) -> Option<bool> {
+    let Some(json) = status_json else { return Some(true) };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(json) else { return Some(true) };
+    if v.get("events").and_then(|e| e.get("planning_rounds")).and_then(|n| n.as_u64()).unwrap_or(0) == 0 {
+        return Some(true);
+    }
+    v.get("prediction_fetch_busy").and_then(|b| b.as_bool())
+}
 /// How long the disk must have completed no read for a prefetch to count as finished.
 const DISK_QUIET: Duration = Duration::from_millis(1000);
 
@@ -692,6 +732,32 @@ mod tests {
         let envs: Vec<_> = sh.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
         assert!(envs.contains(&("RUST_LOG".into(), Some("info".into()))));
         assert!(envs.contains(&("AUGUR_BENCH_CGROUPS".into(), Some("/sys/fs/cgroup/memory/x /sys/fs/cgroup/blkio/x".into()))));
+    }
+
+    #[test]
+    fn start_up_ends_when_reads_stop_and_the_daemon_says_nothing_is_pending() {
+        let ms = Duration::from_millis;
+        let mut e = StartupEnd::new();
+        assert!(!e.observe(ms(0), 0, None));
+        assert!(!e.observe(ms(1000), 10 << 20, None), "reading");
+        assert!(!e.observe(ms(2000), 10 << 20, None), "quiet for 1 s only");
+        assert!(e.observe(ms(2500), 10 << 20, None), "quiet for 1.5 s");
+        // A daemon that says it is busy (a fetch waiting for others' reads) is not done.
+        let mut e = StartupEnd::new();
+        assert!(!e.observe(ms(0), 5, Some(true)));
+        assert!(!e.observe(ms(9000), 5, Some(true)));
+        assert!(e.observe(ms(9250), 5, Some(false)), "reads were quiet all along");
+    }
+
+    #[test]
+    fn augur_says_whether_its_start_up_is_pending() {
+        let busy = |j: &str| augur_startup_busy(Some(j.as_bytes()));
+        assert_eq!(augur_startup_busy(None), Some(true), "not answering");
+        assert_eq!(busy("garbage"), Some(true));
+        assert_eq!(busy(r#"{"events": {"planning_rounds": 0}, "prediction_fetch_busy": false}"#), Some(true), "no round yet");
+        assert_eq!(busy(r#"{"events": {"planning_rounds": 2}, "prediction_fetch_busy": true}"#), Some(true));
+        assert_eq!(busy(r#"{"events": {"planning_rounds": 2}, "prediction_fetch_busy": false}"#), Some(false));
+        assert_eq!(busy(r#"{"events": {"planning_rounds": 2}}"#), None, "an augur that does not say");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::interrupt;
 use crate::launch::{self, LaunchEnv};
 use crate::machine::{self, ActiveMachine, MachineProfile, MachineSettings};
 use crate::page_cache;
-use crate::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon};
+use crate::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon, StartupEnd, augur_startup_busy};
 use crate::suite_file::{Condition, Ready, Suite, Workload};
 use crate::suite_report::{
     ConditionReport, ConditionStatus, DaemonCost, PrefetcherStatus, ProfileReport, SuiteReport, TrainingRecord, WorkloadReport,
@@ -30,6 +30,10 @@ use crate::xdisplay::{WindowWatcher, XServer};
 use crate::{suite_chart, suite_markdown};
 use augur_os::fetch::drop_all_caches;
 use augur_os::privilege::require_root;
+
+/// The longest the idle measurement waits for the daemons' start-up work to be over (augur's
+/// first fetch yields to preload-ng's first cycle beside it, which reads gigabytes).
+const STARTUP_LIMIT: Duration = Duration::from_secs(240);
 
 /// What to run and where to write.
 #[derive(Debug, Clone)]
@@ -626,28 +630,59 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
 }
 
 /// Idle cost: every daemon that watched training (augur once, see [`prefetchers::watching`])
-/// started after training, settled, then sampled over `idle_secs`.
+/// started after training, side by side. Their start-up is measured first, until each is done
+/// with its start-up work ([`StartupEnd`]: augur's first planning round and its fetch, preload's
+/// first cycle), at most [`STARTUP_LIMIT`]; then, once every one is done and 5 s more passed,
+/// the idle minute. An idle minute that began while a daemon still loaded what it learned
+/// (augur's free-memory tier reads hundreds of MiB at start, yielding to preload-ng's reading
+/// beside it) measured that start-up, not idleness.
 fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
     let kinds = prefetchers::watching(&s.available);
     let mut daemons = Vec::new();
     for k in &kinds {
         let mut d = RunningDaemon::start(*k, &s.files)?;
         d.wait_ready(Duration::from_secs(30))?;
-        daemons.push(d);
+        let at_start = d.sample()?;
+        daemons.push((d, at_start, Instant::now(), StartupEnd::new()));
     }
     if daemons.is_empty() {
         return Ok(Vec::new());
     }
+    (s.progress)("cost: daemons start up (until each is done loading what it planned)");
+    let begun = Instant::now();
+    let mut startup: Vec<Option<DaemonCost>> = vec![None; daemons.len()];
+    while startup.iter().any(Option::is_none) {
+        let over = begun.elapsed() >= STARTUP_LIMIT;
+        for (i, (d, at_start, started, end)) in daemons.iter_mut().enumerate() {
+            if startup[i].is_some() {
+                continue;
+            }
+            d.check_alive()?;
+            let now = d.sample()?;
+            let busy = if d.kind.is_augur() { augur_startup_busy(d.status_json(&s.files).as_deref()) } else { None };
+            if end.observe(started.elapsed(), now.read_bytes, busy) || over {
+                let mut c = DaemonCost { prefetcher: d.kind.program().into(), ..DaemonCost::default() };
+                c.set_startup(at_start, &now, started.elapsed().as_secs_f64(), !over);
+                startup[i] = Some(c);
+            }
+        }
+        if startup.iter().any(Option::is_none) {
+            interrupt::sleep(Duration::from_millis(250))?;
+        }
+    }
+    if let Ok(disk) = crate::throttle::root_disk() {
+        page_cache::wait_until_disk_quiet(&disk, Duration::from_secs(1), Duration::from_secs(30))?;
+    }
     (s.progress)(&format!("cost: daemons idle for {idle_secs} s"));
     interrupt::sleep(Duration::from_secs(5))?;
-    let before: Vec<_> = daemons.iter().map(|d| d.sample()).collect::<Result<_>>()?;
+    let before: Vec<_> = daemons.iter().map(|(d, ..)| d.sample()).collect::<Result<_>>()?;
     let t = Instant::now();
     interrupt::sleep(Duration::from_secs(idle_secs))?;
     let secs = t.elapsed().as_secs_f64();
     let mut out = Vec::new();
-    for (d, b) in daemons.into_iter().zip(before) {
+    for (((d, ..), b), c) in daemons.into_iter().zip(before).zip(startup) {
         let after = d.sample()?;
-        let mut c = DaemonCost { prefetcher: d.kind.program().into(), ..DaemonCost::default() };
+        let mut c = c.unwrap_or_default();
         c.set_idle(&b, &after, secs);
         out.push(c);
         d.stop()?;

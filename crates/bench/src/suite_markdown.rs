@@ -205,13 +205,14 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         if !cost.daemons.is_empty() {
             let _ = writeln!(
                 out,
-                "| daemon | idle CPU | wake-ups per idle minute | idle RSS | CPU while learning | peak RSS while learning | read while learning |\n|---|---:|---:|---:|---:|---:|---:|"
+                "| daemon | start-up (until its first cycle is done) | idle CPU | wake-ups per idle minute | idle RSS | CPU while learning | peak RSS while learning | read while learning |\n|---|---|---:|---:|---:|---:|---:|---:|"
             );
             for d in &cost.daemons {
                 let _ = writeln!(
                     out,
-                    "| {} | {:.2} s in {:.0} s | {:.1} | {} | {:.2} s in {:.0} s | {} | {} |",
+                    "| {} | {} | {:.2} s in {:.0} s | {:.1} | {} | {:.2} s in {:.0} s | {} | {} |",
                     d.prefetcher,
+                    startup_cell(d),
                     d.idle_cpu_secs,
                     d.idle_secs,
                     d.idle_wakeups_per_min,
@@ -334,12 +335,41 @@ fn render_day(out: &mut String, day: &crate::suite_report::DayReport, notes: &mu
     let _ = writeln!(out);
 }
 
+/// A daemon's start-up before the idle minute: how long, its CPU, wake-ups and reads.
+fn startup_cell(d: &crate::suite_report::DaemonCost) -> String {
+    format!(
+        "{:.0} s{}: {:.2} s CPU, {} wake-ups, {} read",
+        d.startup_secs,
+        if d.startup_done { "" } else { " (not over: the idle minute began while it worked)" },
+        d.startup_cpu_secs,
+        d.startup_wakeups,
+        mib(d.startup_read_bytes)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machine::MachineRecord;
     use crate::suite_file::Ready;
     use crate::suite_report::{ConditionReport, PrefetcherStatus, WorkloadReport};
+
+    #[test]
+    fn a_daemons_start_up_is_shown_apart_and_says_when_it_was_not_over() {
+        let mut d = crate::suite_report::DaemonCost {
+            startup_secs: 41.6,
+            startup_cpu_secs: 1.234,
+            startup_wakeups: 2500,
+            startup_read_bytes: 600 << 20,
+            startup_done: true,
+            ..Default::default()
+        };
+        let cell = startup_cell(&d);
+        assert!(cell.starts_with("42 s: 1.23 s CPU, 2500 wake-ups, "), "{cell}");
+        assert!(!cell.contains("not over"));
+        d.startup_done = false;
+        assert!(startup_cell(&d).contains("not over"));
+    }
 
     fn report() -> SuiteReport {
         let mut w = WorkloadReport { name: "java".into(), command: vec!["java".into()], ready: Ready::Exit, conditions: vec![] };

@@ -308,9 +308,30 @@ pub struct DaemonCost {
     pub learning_peak_rss_bytes: u64,
     /// Bytes read from disk while learning.
     pub learning_read_bytes: u64,
+    /// Seconds from the daemon's start (after training) to the end of its start-up work (its
+    /// first cycle: what it loads of what it learned), measured before the idle minute.
+    pub startup_secs: f64,
+    /// CPU seconds over that start-up.
+    pub startup_cpu_secs: f64,
+    /// Context switches (wake-ups) of all its threads over that start-up.
+    pub startup_wakeups: u64,
+    /// Bytes it read from disk over that start-up.
+    pub startup_read_bytes: u64,
+    /// False when the start-up was not over within the suite's limit (the idle minute then began
+    /// while it still worked).
+    pub startup_done: bool,
 }
 
 impl DaemonCost {
+    /// Fills the start-up fields from samples at the start and at its end, `secs` apart.
+    pub fn set_startup(&mut self, start: &ProcessSample, end: &ProcessSample, secs: f64, done: bool) {
+        self.startup_secs = secs;
+        self.startup_cpu_secs = (end.cpu_secs - start.cpu_secs).max(0.0);
+        self.startup_wakeups = end.context_switches.saturating_sub(start.context_switches);
+        self.startup_read_bytes = end.read_bytes.saturating_sub(start.read_bytes);
+        self.startup_done = done;
+    }
+
     /// Fills the idle fields from two samples `secs` apart.
     pub fn set_idle(&mut self, before: &ProcessSample, after: &ProcessSample, secs: f64) {
         self.idle_secs = secs;

@@ -91,8 +91,11 @@ fn render(r: &StatusReport) -> String {
     ));
     let prediction = if r.prediction_enabled {
         format!(
-            "on ({} planning rounds, {} fetches, {} stopped by memory pressure)",
-            r.events.planning_rounds, r.events.prediction_fetches, r.events.pressure_events
+            "on ({} planning rounds, {} fetches{}, {} stopped by memory pressure)",
+            r.events.planning_rounds,
+            r.events.prediction_fetches,
+            if r.prediction_fetch_busy { " (one running or owed)" } else { "" },
+            r.events.pressure_events
         )
     } else {
         "off".to_string()

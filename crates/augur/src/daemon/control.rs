@@ -256,6 +256,10 @@ pub struct StatusReport {
     /// the first round).
     #[serde(default)]
     pub fill: Option<FillStatus>,
+    /// A prediction fetch (the prediction's plans and the free-memory tier's) is running, or a
+    /// round is owed: the daemon's start-up loading is not over while this is true.
+    #[serde(default)]
+    pub prediction_fetch_busy: bool,
     /// Event counters.
     pub events: EventCounts,
     /// Prefetching ahead of readers (`None`: `[pattern] prefetch_ahead` is off).

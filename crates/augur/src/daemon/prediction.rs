@@ -263,7 +263,8 @@ fn fetch_watched(
                     cancel.cancel();
                     break;
                 }
-                std::thread::sleep(PRESSURE_POLL);
+                // Woken at once when the fetch ends, instead of keeping it waiting for the join.
+                done.wait_timeout(PRESSURE_POLL);
             }
         });
         let report = fetcher.fetch(plan, cancel);
@@ -707,6 +708,10 @@ impl PlanStep for PredictionStep {
 
     fn fetches_sent(&self) -> u64 {
         self.jobs_sent
+    }
+
+    fn fetch_busy(&self) -> bool {
+        (self.jobs_sent > 0 && !self.current_finished.is_cancelled()) || self.owed_in_ms.is_some()
     }
 
     fn pressure_watched(&mut self, watched: bool) {
@@ -1230,6 +1235,26 @@ mod tests {
         assert!((rule.read_cost - p.read_cost * p.battery_read_cost_factor * p.non_rotational_read_cost_factor).abs() < 1e-12);
         assert_eq!(rule.reasons[1], format!("on battery → read cost ×{}", p.battery_read_cost_factor));
         drop(dir);
+    }
+
+    #[test]
+    fn the_step_is_busy_while_its_fetch_runs_or_a_round_is_owed() {
+        let (_dir, sources, state) = fixture();
+        let config = Config::default();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        assert!(!step.fetch_busy(), "nothing sent, nothing owed");
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        assert_eq!(step.fetches_sent(), 1);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while step.fetch_busy() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!step.fetch_busy(), "the worker went through its (empty) fetch");
+        // A round put off (too soon after the last) is owed: busy until it runs.
+        step.plan(&PlanTrigger::Interval, &at(10_500)).unwrap();
+        assert!(step.round_owed_in_ms().is_some());
+        assert!(step.fetch_busy());
     }
 
     #[test]

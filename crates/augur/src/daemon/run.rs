@@ -165,6 +165,11 @@ pub trait PlanStep {
         0
     }
 
+    /// Whether the step's worker is still at a fetch it was sent, or a round is owed.
+    fn fetch_busy(&self) -> bool {
+        false
+    }
+
     /// `app` launched and its exec-time replay found `pages_resident` of its learned pages (of
     /// `page_size` bytes) resident at wall-clock `now_ms`: what the step prefetched for it was used.
     fn launch_replayed(&mut self, _app: &str, _pages_resident: u64, _page_size: u64, _now_ms: u64) {}
@@ -1144,6 +1149,7 @@ impl Daemon {
                 .and_then(|s| s.read_cost_rule())
                 .map(|r| PrefetchRule { read_cost: r.read_cost, reasons: r.reasons }),
             fill: io.plan_step.as_mut().and_then(|s| s.fill_status()),
+            prediction_fetch_busy: io.plan_step.as_ref().is_some_and(|s| s.fetch_busy()),
             events,
             ahead: io.ahead.as_ref().map(super::ahead::AheadWorker::status),
         })

@@ -9,6 +9,7 @@ pub mod cost;
 pub mod fill;
 pub mod ledger;
 pub mod planner;
+pub mod quiet_wait;
 pub mod round;
 
 pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
@@ -18,6 +19,7 @@ pub use fill::{
 };
 pub use ledger::{LedgerTotals, PrefetchLedger};
 pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, PlannerWork, RangeUse, ResidentPages, plan, plan_within};
+pub use quiet_wait::QuietWait;
 pub use round::{
     DEFAULT_EVICT_COST, DEFAULT_READ_COST, LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig, RoundOutcome, RoundPlan,
 };

@@ -10,11 +10,18 @@
 //! the fetcher tells [`ForegroundReads::wait_turn`] (its window of advised, not yet completed
 //! chunks), so the bound it checks never mistakes the fetch's own reads for someone else's.
 //!
+//! While others read it looks again at the intervals `augur_core::plan::QuietWait` gives: they
+//! grow while the reading goes on (a minute of someone else's reading costs the fetch thread a
+//! few dozen wake-ups, not 600), and the disks are quiet once others read less than 2.5 MiB/s
+//! over five short looks in a row (half a second).
+//!
 //! It reads those files and sleeps; it issues no I/O and decides nothing about what to fetch.
 //! The arithmetic ([`others_read`], the parsers) is pure and tested without root.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use augur_core::plan::QuietWait;
 
 use super::prefetcher::CancelFlag;
 
@@ -25,16 +32,12 @@ pub const BUSY_BYTES: u64 = 4 << 20;
 /// A span of watching; a quiet one is closed and a new one begun.
 pub const SPAN: Duration = Duration::from_secs(1);
 
-/// While waiting, others reading less than this per poll, [`QUIET_POLLS`] polls in a row, is a
-/// quiet disk (a throttled reader's requests complete in bursts, with empty polls between).
-pub const QUIET_BYTES_PER_POLL: u64 = 256 << 10;
+/// How long a fetch that starts after a pause watches before it queues anything; also the
+/// first interval of a wait (later ones grow while others keep reading: [`QuietWait`]).
+pub const POLL: Duration = Duration::from_millis(augur_core::plan::quiet_wait::MIN_POLL_MS);
 
-/// Quiet polls in a row that end a wait.
-pub const QUIET_POLLS: u32 = 5;
-
-/// How often a waiting fetch looks again; also how long a fetch that starts after a pause
-/// watches before it queues anything.
-pub const POLL: Duration = Duration::from_millis(100);
+/// The shortest wait that ends: half a second of quiet looks.
+pub const QUIET: Duration = Duration::from_millis(augur_core::plan::quiet_wait::QUIET_MS);
 
 /// Sectors in `/sys/block/*/stat` are always 512 bytes.
 const SECTOR: u64 = 512;
@@ -83,6 +86,9 @@ pub struct ForegroundReads {
     trusted: bool,
     /// The last wait was cancelled before the disks were quiet: the next fetch waits first.
     still_busy: bool,
+    /// That wait's back-off, which the next wait goes on with: a round that replaces a waiting
+    /// fetch every second or two must not bring back looks every 100 ms.
+    resume: Option<QuietWait>,
 }
 
 impl ForegroundReads {
@@ -102,6 +108,7 @@ impl ForegroundReads {
             span: Span { start: Sample { disk: 0, own: 0 }, at: Instant::now(), in_flight: 0 },
             trusted: false,
             still_busy: false,
+            resume: None,
         };
         reads.span.start = reads.sample()?;
         Some(reads)
@@ -130,7 +137,8 @@ impl ForegroundReads {
 
     /// Called before the fetch queues more, with the bytes it has advised and not completed
     /// (`in_flight`). Returns at once when others read little in the current span; otherwise
-    /// waits, looking every [`POLL`], until the disks are quiet or `cancel` is set. A span older
+    /// waits, looking at the growing intervals of [`QuietWait`], until the disks are quiet or
+    /// `cancel` is set. A span older
     /// than two [`SPAN`]s (the fetch paused) is replaced by a fresh one watched for one [`POLL`]
     /// first, so a fetch that starts while something reads queues nothing; after a wait that was
     /// cancelled before the disks were quiet (a newer plan), the next call waits at once. Returns
@@ -155,20 +163,30 @@ impl ForegroundReads {
         }
         tracing::debug!("others read {} KiB in the last {} ms: fetch waits", others >> 10, s.at.elapsed().as_millis());
         let mut last = now;
-        // Each poll's own completions come out of what was in flight when the wait began.
+        let mut last_at = Instant::now();
+        // Each look's own completions come out of what was in flight when the wait began.
         let mut own_left = in_flight;
-        let mut quiet = 0u32;
-        while !cancel.is_cancelled() && quiet < QUIET_POLLS {
-            std::thread::sleep(POLL);
+        let mut wait = self.resume.take().map_or_else(QuietWait::new, |w| w.resumed());
+        let mut quiet = false;
+        while !cancel.is_cancelled() && !quiet {
+            cancel.wait_timeout(Duration::from_millis(wait.next_sleep_ms()));
+            if cancel.is_cancelled() {
+                break;
+            }
             let Some(s) = self.sample() else { break };
+            let elapsed_ms = u64::try_from(last_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+            last_at = Instant::now();
             let raw = others_read(s.disk, last.disk, s.own, last.own, 0);
             let mine = raw.min(own_left);
             own_left -= mine;
-            quiet = if raw - mine < QUIET_BYTES_PER_POLL { quiet + 1 } else { 0 };
+            quiet = wait.look(raw - mine, elapsed_ms);
             last = s;
         }
         self.begin_span(last, own_left);
-        self.still_busy = quiet < QUIET_POLLS;
+        self.still_busy = !quiet;
+        if !quiet {
+            self.resume = Some(wait);
+        }
         let waited = started.elapsed();
         tracing::debug!(
             "fetch waited {} ms for others' reads{}",
@@ -216,7 +234,7 @@ mod tests {
         cancel.cancel();
         assert!(reads.wait_turn(&cancel, 0) < POLL);
         // The disks were never seen quiet: the next call (a newer fetch) waits until they are.
-        assert!(reads.wait_turn(&CancelFlag::new(), 0) >= POLL * QUIET_POLLS);
+        assert!(reads.wait_turn(&CancelFlag::new(), 0) >= QUIET);
         // What this thread had in flight is not taken for someone else's reads.
         reads.span.start.disk = reads.span.start.disk.saturating_sub(BUSY_BYTES + 1);
         reads.span.in_flight = 2 * BUSY_BYTES;

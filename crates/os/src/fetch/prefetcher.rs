@@ -8,8 +8,8 @@
 use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -64,7 +64,15 @@ impl Default for FetchOptions {
 /// Tells a running fetch to stop. It is checked between chunks, so a fetch stops within the
 /// time one chunk (at most 2 MiB) takes to read.
 #[derive(Clone, Debug, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
+pub struct CancelFlag(Arc<CancelInner>);
+
+/// The flag, and what a thread waiting for it sleeps on ([`CancelFlag::wait_timeout`]).
+#[derive(Debug, Default)]
+struct CancelInner {
+    raised: AtomicBool,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
 
 impl CancelFlag {
     /// A flag that is not raised.
@@ -72,14 +80,36 @@ impl CancelFlag {
         Self::default()
     }
 
-    /// Raises the flag.
+    /// Raises the flag, waking a thread in [`CancelFlag::wait_timeout`].
     pub fn cancel(&self) {
-        self.0.store(true, AtomicOrdering::Relaxed);
+        self.0.raised.store(true, AtomicOrdering::Relaxed);
+        // Taken so that a waiter between its check and its sleep cannot miss the wake-up.
+        let _held = self.0.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.0.wake.notify_all();
     }
 
     /// True once raised.
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(AtomicOrdering::Relaxed)
+        self.0.raised.load(AtomicOrdering::Relaxed)
+    }
+
+    /// Sleeps `limit`, or less when the flag is raised meanwhile: a thread that waits for
+    /// something else (quiet disks) stops at once when its work is cancelled, without waking up
+    /// to look at the flag. Returns true when the flag is raised.
+    pub fn wait_timeout(&self, limit: std::time::Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut held = self.0.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.is_cancelled() {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            held = match self.0.wake.wait_timeout(held, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        true
     }
 }
 
@@ -626,6 +656,24 @@ mod tests {
     use crate::fetch::residency::{evict_file, page_size};
     use augur_core::model::profile::UsedRange;
     use std::io::Write;
+
+    #[test]
+    fn a_wait_on_the_cancel_flag_ends_when_it_is_raised_or_at_its_limit() {
+        let flag = CancelFlag::new();
+        let t = Instant::now();
+        assert!(!flag.wait_timeout(std::time::Duration::from_millis(30)));
+        assert!(t.elapsed() >= std::time::Duration::from_millis(30));
+        let raiser = flag.clone();
+        let t = Instant::now();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            raiser.cancel();
+        });
+        assert!(flag.wait_timeout(std::time::Duration::from_secs(10)));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "not woken by the cancel");
+        h.join().unwrap();
+        assert!(flag.wait_timeout(std::time::Duration::from_secs(10)), "a raised flag returns at once");
+    }
 
     fn file_with_plan(pages: u64, ranges: &[(u64, u64)]) -> (tempfile::NamedTempFile, FetchPlan) {
         let ps = page_size();

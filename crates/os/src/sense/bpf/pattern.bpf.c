@@ -7,6 +7,15 @@
  * hears of a stream only when its established pattern changes to or from a pattern it asks for
  * (config.change_mask), and, for the patterns it asks for (config.progress_mask), each time the
  * reader has moved config.progress_pages since the stream's last record: never once per page.
+ * Progress records of a forward or looping reader (drop-behind and loop-prefix bookkeeping) wake
+ * user space only when the reader moved LAZY_WAKE_RECORDS progress intervals (32 MiB by default)
+ * since its last woken record, and its first one always; the others are queued without a wake-up
+ * and read with the next woken record or at the worker's housekeeping poll: a reader of hundreds
+ * of MiB/s (preload-ng loading 2 GiB beside augur) otherwise woke the worker for every 4 MiB it
+ * read. The bound is in pages, not time, so what is dropped behind a fast reader lags it by at
+ * most that much (a bound in time let a 1.7 GB/s scan fill a 256 MiB cgroup first). Changes of
+ * pattern and backward and strided readers' progress (reading ahead of them cannot wait) wake it
+ * as before.
  *
  * Owns: the stream map, the ring buffer, the lost counter. Must not: block, sleep, or follow
  * launches (observe.bpf.c does). User space only writes `config`, before attach.
@@ -48,6 +57,27 @@ struct {
 	__uint(max_entries, 256 << 10);
 } pattern_events SEC(".maps");
 
+/* A forward or looping reader's progress wakes user space once it moved this many progress
+ * intervals since its last woken record. */
+#define LAZY_WAKE_RECORDS 8
+
+/* The ring buffer flags of a record: no wake-up for a forward or looping reader's progress within
+ * LAZY_WAKE_RECORDS intervals of its last woken record; a forced one for every other record. Not
+ * the adaptive default (0): it wakes only when the consumer has read everything before the record,
+ * which is never the case while queued records wait, so nothing would wake the worker until its
+ * housekeeping poll. */
+static __always_inline u64 wake_flags(struct pattern_config *cfg, struct stream_val *v, u64 start, u32 event)
+{
+	if (event != PEV_PROGRESS || (v->pattern != PAT_FORWARD && v->pattern != PAT_LOOP))
+		return BPF_RB_FORCE_WAKEUP;
+	u64 every = cfg->forward_progress_pages ? cfg->forward_progress_pages : cfg->progress_pages;
+	u64 moved = start > v->woken_at ? start - v->woken_at : v->woken_at - start;
+	if (v->woken_at != (u64)-1 && moved < every * LAZY_WAKE_RECORDS)
+		return BPF_RB_NO_WAKEUP;
+	v->woken_at = start;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
 static __always_inline void emit(struct pattern_config *cfg, struct stream_val *v, u32 tid, u32 tgid,
 				 struct address_space *mapping, u64 start, u64 len, u32 prev, u32 event)
 {
@@ -78,7 +108,7 @@ static __always_inline void emit(struct pattern_config *cfg, struct stream_val *
 	r->pattern = v->pattern;
 	r->prev = prev;
 	r->event = event;
-	bpf_ringbuf_submit(r, 0);
+	bpf_ringbuf_submit(r, wake_flags(cfg, v, start, event));
 }
 
 /* Establishes pattern `p` (with v->stride / loop fields already set by the caller); true when it
@@ -105,7 +135,8 @@ static __always_inline void on_access(struct address_space *mapping, u64 start, 
 	struct stream_key key = { .tid = tid, .mapping = (u64)mapping };
 	struct stream_val *v = bpf_map_lookup_elem(&streams, &key);
 	if (!v) {
-		struct stream_val fresh = { .last_start = start, .last_len = len, .fwd_first = start, .reported_at = start };
+		struct stream_val fresh = { .last_start = start, .last_len = len, .fwd_first = start, .reported_at = start,
+					    .woken_at = (u64)-1 };
 		bpf_map_update_elem(&streams, &key, &fresh, BPF_ANY);
 		return;
 	}

@@ -58,6 +58,7 @@ struct stream_val {
 	u64 loop_first; /* PAT_LOOP */
 	u64 loop_end;
 	u64 reported_at; /* access start of the stream's last record */
+	u64 woken_at;    /* access start of its last record that woke user space (-1: none yet) */
 	u32 run_kind;
 	u32 run;
 	u32 misses;
