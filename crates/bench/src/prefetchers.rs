@@ -499,7 +499,9 @@ impl RunningDaemon {
 
     /// Waits for the daemon's first planning round after start to finish loading pages: preload
     /// and preload-ng plan their first cycle at once; augur plans as soon as it starts, from
-    /// the launches it remembers (counted by `augur status`). Then waits until the daemon stops reading, the page cache stops
+    /// the launches it remembers (counted by `augur status`). Then waits until the daemon is done
+    /// with its start-up work ([`RunningDaemon::wait_startup_end`]: its reads stopped and, for
+    /// augur, no fetch running or owed, the free-memory tier's included), the page cache stops
     /// growing and the disk has read nothing for a second. Returns the daemon's own decision of
     /// how much to load, in bytes: preload's "using N kb", preload-ng's plan's `total_bytes`.
     pub fn wait_first_cycle(&mut self, files: &DaemonFiles, limit: Duration) -> Result<Option<u64>> {
@@ -511,7 +513,7 @@ impl RunningDaemon {
         // Done when the daemon has read nothing for a while: on a throttled disk a prefetch of
         // small scattered ranges fills the cache too slowly for "the cache stopped growing" to
         // mean "the prefetch is over". Both daemons' reads count to their own process.
-        self.wait_until_reads_stop(READS_QUIET, limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)))?;
+        self.wait_startup_end(files, limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1)))?;
         let left = limit.saturating_sub(start.elapsed()).max(Duration::from_secs(1));
         page_cache::wait_until_quiet(Duration::from_millis(700), 2 << 20, left)?;
         // Reads a block throttle still holds back are part of the prefetch: wait for the disk.
@@ -527,13 +529,24 @@ impl RunningDaemon {
         })
     }
 
-    /// Waits until the daemon's bytes read from storage (`/proc/PID/io`, all its threads) have
-    /// not changed for `quiet`, at most `limit`.
-    pub fn wait_until_reads_stop(&mut self, quiet: Duration, limit: Duration) -> Result<()> {
-        page_cache::wait_until_unchanged(quiet, limit, || {
+    /// Waits until the daemon is done with its start-up work ([`StartupEnd`]): its bytes read
+    /// (`/proc/PID/io`, all its threads) unchanged for [`READS_QUIET`] and, for augur, its status
+    /// saying no prediction fetch runs or is owed ([`augur_startup_busy`]), at most `limit`. A
+    /// fetch that waits for others' reads reads nothing meanwhile: by its reads alone augur's
+    /// free-memory tier looked done while it still had applications to load, and a launch
+    /// measured then raced their pages at its exec.
+    pub fn wait_startup_end(&mut self, files: &DaemonFiles, limit: Duration) -> Result<()> {
+        let started = Instant::now();
+        let mut end = StartupEnd::new();
+        loop {
             self.check_alive()?;
-            Ok(self.sample()?.read_bytes)
-        })
+            let read = self.sample()?.read_bytes;
+            let busy = if self.kind.is_augur() { augur_startup_busy(self.status_json(files).as_deref()) } else { None };
+            if end.observe(started.elapsed(), read, busy) || started.elapsed() >= limit {
+                return Ok(());
+            }
+            interrupt::sleep(Duration::from_millis(100))?;
+        }
     }
 
     /// Counters now.
