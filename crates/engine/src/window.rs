@@ -610,13 +610,14 @@ impl FollowPolicy {
 }
 
 /// Whether launch `l`'s window arms the daemon's timer for its deadline: a launch followed (its
-/// page events go quiet), one that was and is learned at its close, and a wrapper's (it may still
-/// adopt its payload). Any other launch only groups its processes and learns nothing: it closes
+/// page events go quiet), one that was and is learned at its close, a replayed one (its record,
+/// with what the replay loaded, is written at its close) and a wrapper's (it may still adopt its
+/// payload). Any other launch only groups its processes and learns nothing: it closes
 /// at the first wake-up after its processes exited or its cap passed, whatever wakes the loop
 /// (and before a fork or exec is handled: [`LaunchTracker::expire_untimed`]), so that the
 /// machine's other processes cost the daemon no timer wake-up of their own.
 fn keeps_timer(l: &ActiveLaunch) -> bool {
-    l.followed || l.stopped.is_some() || l.identity.provisional()
+    l.followed || l.stopped.is_some() || l.identity.provisional() || l.replayed.is_some()
 }
 
 /// Moves backlogged events of `tgid` from the launch's look-behind on into the launch.
