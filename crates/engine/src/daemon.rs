@@ -21,6 +21,7 @@
 //! from inside the trace pipe's reader.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use augur_core::model::app::AppIdentity;
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FilePrediction};
@@ -237,7 +238,7 @@ pub enum Action {
     /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`, reading only the
     /// files `user` (the user the launch is learned for) may read; report with
     /// [`Event::ReplayFinished`].
-    StartReplay { launch: LaunchId, app: String, profile: LaunchProfile, priority: ReplayPriority, user: ProcessUser },
+    StartReplay { launch: LaunchId, app: String, profile: Arc<LaunchProfile>, priority: ReplayPriority, user: ProcessUser },
     /// Memory pressure: stop the exec-time replays running or queued (each still reports, with
     /// what it loaded).
     StopReplays,
@@ -313,8 +314,9 @@ pub trait DaemonWorld {
     /// started as `argv0`); asked for followed launches only.
     fn exec_lookups(&mut self, pid: u32, exe: &std::path::Path, argv0: Option<&str>) -> Vec<Lookup>;
 
-    /// `app`'s learned profile as an exec-time replay loads it; `None` when it has none.
-    fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError>;
+    /// `app`'s learned profile as an exec-time replay loads it; `None` when it has none. Shared:
+    /// asked at every exec of a known application, it is best kept rather than rebuilt.
+    fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<Arc<LaunchProfile>>, WorldError>;
 
     /// The application an earlier launch of launcher `key` with `argv` was found to start.
     fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError>;
@@ -968,14 +970,14 @@ impl DaemonEngine {
         }
         // Padded where memory is plentiful and the padding fits the budget; exact pages otherwise.
         let pad = self.config.launch.replay_pad_for(world.memory_available());
-        let profile = match profile.padded(pad) {
-            padded if pad > 0 && padded.page_count() <= budget_pages => padded,
+        let profile = match (pad > 0).then(|| profile.padded(pad)) {
+            Some(padded) if padded.page_count() <= budget_pages => Arc::new(padded),
             _ => profile,
         };
         let expected_padded = profile.page_count();
         let profile = if expected_padded > budget_pages {
             tracing::debug!("launch {id}: {key} replayed in part: {budget_pages} of its {expected} pages (the replay budget)");
-            profile.first_pages(budget_pages)
+            Arc::new(profile.first_pages(budget_pages))
         } else {
             profile
         };
@@ -1570,8 +1572,8 @@ mod tests {
             vec![Lookup { path: exe.to_path_buf(), kind: LookupKind::Stat }]
         }
 
-        fn replay_profile(&mut self, app: &str, _settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError> {
-            Ok(self.profiles.get(app).cloned())
+        fn replay_profile(&mut self, app: &str, _settings: &LearnSettings) -> Result<Option<Arc<LaunchProfile>>, WorldError> {
+            Ok(self.profiles.get(app).cloned().map(Arc::new))
         }
 
         fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError> {

@@ -6,5 +6,6 @@
 pub mod atomic_file;
 pub mod error;
 pub mod profile_file;
+pub mod replay_cache;
 pub mod state;
 pub mod usage_trace_file;

@@ -11,16 +11,18 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{FormatError, Result, StoreError};
+use crate::replay_cache::{ReplayCache, RowVersion};
 use augur_core::model::boot::{BootHistory, BootTrace};
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileContextSettings};
 use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
-use augur_core::model::learn::{AppModel, LearningHistory, apps_to_evict_for};
+use augur_core::model::learn::{AppModel, LearnSettings, LearningHistory, apps_to_evict_for};
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
@@ -166,6 +168,8 @@ pub enum OpenOutcome {
 pub struct StateStore {
     conn: Connection,
     path: PathBuf,
+    /// Replay profiles already computed, each checked against its row before use.
+    replays: Mutex<ReplayCache>,
 }
 
 fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> StoreError {
@@ -257,7 +261,7 @@ impl StateStore {
         }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(bad_or_fatal)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(bad_or_fatal)?;
-        let mut store = StateStore { conn, path: path.to_path_buf() };
+        let mut store = StateStore { conn, path: path.to_path_buf(), replays: Mutex::default() };
         store.migrate(version).map_err(|e| match e {
             StoreError::Format(FormatError::Corrupt { detail, .. }) => Unusable::Bad(detail),
             other => Unusable::Fatal(other),
@@ -319,6 +323,43 @@ impl StateStore {
         }))
     }
 
+    /// The replay profile of `app` with `settings` (see `AppModel::replay_profile`), if it has a
+    /// model that decodes. Computed once per version of its row: later reads of an unchanged row
+    /// cost one indexed lookup, not a decoding of the model.
+    pub fn replay_profile(&self, app: &str, settings: &LearnSettings) -> Result<Option<Arc<LaunchProfile>>> {
+        let version = {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT rowid, launches, last_launch_ms FROM apps WHERE key = ?1")
+                .map_err(self.err("reading"))?;
+            st.query_row([app], |r| Ok(RowVersion { rowid: r.get(0)?, launches: r.get(1)?, last_launch_ms: r.get(2)? }))
+                .optional()
+                .map_err(self.err("reading"))?
+        };
+        let Some(version) = version else {
+            self.with_replays(|c| c.remove(app));
+            return Ok(None);
+        };
+        if let Some(found) = self.with_replays(|c| c.get(app, version, settings)).flatten() {
+            return Ok(Some(found));
+        }
+        let Some(model) = self.load_app(app)? else { return Ok(None) };
+        let profile = Arc::new(model.replay_profile(settings));
+        self.with_replays(|c| c.put(app, version, *settings, Arc::clone(&profile)));
+        Ok(Some(profile))
+    }
+
+    /// (replay profiles answered from the cache, replay profiles computed) since the state opened.
+    pub fn replay_profile_counts(&self) -> (u64, u64) {
+        self.with_replays(|c| c.counts()).unwrap_or_default()
+    }
+
+    /// Runs `f` on the replay cache; `None` when a panic elsewhere poisoned its lock (the cache
+    /// is then bypassed, never trusted).
+    fn with_replays<T>(&self, f: impl FnOnce(&mut ReplayCache) -> T) -> Option<T> {
+        self.replays.lock().ok().map(|mut c| f(&mut c))
+    }
+
     /// Learns one launch of `app` in ONE transaction: merges `launch` into its model, stores the
     /// launch record, trims old records and evicts the least recently launched applications beyond
     /// the cap. Returns the updated model.
@@ -376,6 +417,7 @@ impl StateStore {
         insert_record(&tx, record).map_err(e("learning in"))?;
         trim(&tx, limits, Some(app)).map_err(e("learning in"))?;
         tx.commit().map_err(e("committing to"))?;
+        self.with_replays(|c| c.remove(app));
         Ok(model)
     }
 
@@ -569,6 +611,7 @@ impl StateStore {
         tx.execute("DELETE FROM launcher_hints WHERE app_key = ?1 OR launcher_key = ?1", [app]).map_err(&e)?;
         let files = tx.execute("DELETE FROM file_contexts WHERE app = ?1", [app]).map_err(&e)?;
         tx.commit().map_err(&e)?;
+        self.with_replays(|c| c.remove(app));
         Ok(n + files > 0)
     }
 
@@ -585,6 +628,7 @@ impl StateStore {
         tx.execute("DELETE FROM file_contexts", []).map_err(&e)?;
         tx.execute("DELETE FROM boot_traces", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
+        self.with_replays(ReplayCache::clear);
         Ok(n as u64)
     }
 
@@ -864,6 +908,35 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_replay_profile_is_computed_once_per_version_of_its_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = StateStore::open(&dir.path().join("state.db")).unwrap();
+        let limits = StateLimits::default();
+        let settings = limits.learn;
+        assert!(s.replay_profile("/usr/bin/x", &settings).unwrap().is_none());
+        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(0), &record("/usr/bin/x", 5), &limits).unwrap();
+        let first = s.replay_profile("/usr/bin/x", &settings).unwrap().unwrap();
+        let again = s.replay_profile("/usr/bin/x", &settings).unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "an unchanged row is answered from the cache");
+        assert_eq!(*first, s.load_app("/usr/bin/x").unwrap().unwrap().replay_profile(&settings));
+        assert_eq!(s.replay_profile_counts(), (1, 1));
+        // Other settings, another launch learned: computed again, and what it says is the new model's.
+        let strict = LearnSettings { replay_threshold: 1.0, ..settings };
+        assert!(!Arc::ptr_eq(&first, &s.replay_profile("/usr/bin/x", &strict).unwrap().unwrap()));
+        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(3), &record("/usr/bin/x", 9), &limits).unwrap();
+        let learned = s.replay_profile("/usr/bin/x", &settings).unwrap().unwrap();
+        assert_eq!(*learned, s.load_app("/usr/bin/x").unwrap().unwrap().replay_profile(&settings));
+        assert_ne!(*learned, *first);
+        // Forgotten, then learned afresh with the same count and time: not the old profile.
+        assert!(s.forget("/usr/bin/x").unwrap());
+        assert!(s.replay_profile("/usr/bin/x", &settings).unwrap().is_none());
+        s.learn_launch("/usr/bin/x", "/usr/bin/x", &launch(5), &record("/usr/bin/x", 5), &limits).unwrap();
+        let fresh = s.replay_profile("/usr/bin/x", &settings).unwrap().unwrap();
+        assert_eq!(*fresh, s.load_app("/usr/bin/x").unwrap().unwrap().replay_profile(&settings));
+        assert_ne!(*fresh, *first);
     }
 
     #[test]

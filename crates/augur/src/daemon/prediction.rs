@@ -49,16 +49,16 @@
 //! loaded per application (its report, verified with `mincore`), and at the application's next
 //! launch the pages its exec-time replay found resident.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use super::control::FillStatus;
 use super::run::{PlanContext, PlanStep, PlanTrigger};
 use crate::error::{Error, Result};
 use augur_core::model::launch_chain::LaunchChains;
 use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, LocalTime, Observation, Predictor, Transition};
-use augur_core::model::profile::{LaunchProfile, UsedRange};
+use augur_core::model::profile::{FileProfile, LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_core::plan::{
@@ -544,9 +544,8 @@ impl PredictionStep {
             if planner.full() {
                 break;
             }
-            let Some(model) = ctx.state.load_app(&c.app)? else { continue };
-            let profile = model.replay_profile(&settings).padded(pad);
-            drop(model);
+            let Some(learned) = ctx.state.replay_profile(&c.app, &settings)? else { continue };
+            let profile = if pad > 0 { Arc::new(learned.padded(pad)) } else { learned };
             if profile.files.is_empty() || profile.page_size != page {
                 continue;
             }
@@ -669,18 +668,21 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
 /// (files a user other than root may not read are refused).
 pub fn fetch_plans_of(
     planned: &augur_core::plan::Plan,
-    profiles: &BTreeMap<String, LaunchProfile>,
+    profiles: &BTreeMap<String, Arc<LaunchProfile>>,
     page_size: u64,
 ) -> Vec<(String, FetchPlan)> {
     let mut apps: Vec<&str> = Vec::new();
     let mut plans: Vec<FetchPlan> = Vec::new();
+    // Each planned application's files by the path the planner names them with (built once per
+    // application: a plan holds thousands of ranges of hundreds of files).
+    let mut files_of: Vec<HashMap<String, &FileProfile>> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
         let Some(profile) = profiles.get(&r.app) else { continue };
-        let Some(file) = profile.files.iter().find(|f| f.path.to_string_lossy() == r.file.as_str()) else { continue };
         let i = match apps.iter().position(|a| *a == r.app.as_str()) {
             Some(i) => i,
             None => {
                 apps.push(r.app.as_str());
+                files_of.push(profile.files.iter().map(|f| (f.path.to_string_lossy().into_owned(), f)).collect());
                 // A user's application is loaded with the files that user may read only.
                 let mut plan = FetchPlan::new(page_size).for_user(ProcessUser::without_groups(key_uid(&r.app)));
                 // Its metadata first: the inodes and directories its launches needed from disk.
@@ -691,6 +693,7 @@ pub fn fetch_plans_of(
                 plans.len() - 1
             }
         };
+        let Some(file) = files_of[i].get(r.file.as_str()) else { continue };
         plans[i].add_file(
             file.path.clone(),
             file.identity,
@@ -866,8 +869,7 @@ impl PlanStep for PredictionStep {
                 // planned with the pages of the application its launches lead to.
                 let mut found = None;
                 for key in std::iter::once(app).chain(chains.successors(app)) {
-                    let Some(model) = ctx.state.load_app(key)? else { continue };
-                    let profile = model.replay_profile(&settings);
+                    let Some(profile) = ctx.state.replay_profile(key, &settings)? else { continue };
                     if !profile.files.is_empty() {
                         if key != app {
                             tracing::debug!("{app} is planned with the pages of {key}, which its launches lead to");
@@ -1382,7 +1384,7 @@ mod tests {
             vec![AppProbability { app: "a".into(), probability: 0.2 }, AppProbability { app: "b".into(), probability: 0.7 }];
         let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
         let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
-        let profiles = BTreeMap::from([("a".to_string(), a), ("b".to_string(), b)]);
+        let profiles = BTreeMap::from([("a".to_string(), Arc::new(a)), ("b".to_string(), Arc::new(b))]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
         let paths: Vec<Vec<String>> =
             fetch.iter().map(|(_, p)| p.files().iter().map(|f| f.path.to_string_lossy().into_owned()).collect()).collect();
@@ -1401,7 +1403,7 @@ mod tests {
             vec![AppProbability { app: "a".into(), probability: 0.9 }, AppProbability { app: "b".into(), probability: 0.5 }];
         let fps = vec![footprint_of("a", &a), footprint_of("b", &b)];
         let planned = plan(&probs, &fps, MemoryBudget::of(1 << 30), &PlannerConfig::default());
-        let profiles = BTreeMap::from([("a".to_string(), a.clone()), ("b".to_string(), b)]);
+        let profiles = BTreeMap::from([("a".to_string(), Arc::new(a.clone())), ("b".to_string(), Arc::new(b))]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
         assert_eq!(fetch[0].0, "a");
         assert_eq!(fetch[0].1.lookups(), a.lookups.as_slice());
@@ -1417,7 +1419,7 @@ mod tests {
         let probs = vec![AppProbability { app: "b".into(), probability: 0.9 }];
         let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());
         assert_eq!(planned.bytes, 12 * 4096);
-        let profiles = BTreeMap::from([("b".to_string(), b)]);
+        let profiles = BTreeMap::from([("b".to_string(), Arc::new(b))]);
         let fetch = fetch_plans_of(&planned, &profiles, 4096);
         assert_eq!(fetch.len(), 1);
         assert_eq!(fetch[0].1.files().iter().map(|f| f.page_count()).sum::<u64>(), 12);

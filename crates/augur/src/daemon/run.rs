@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
@@ -234,7 +234,7 @@ const FILE_PREFETCH_LAUNCH: LaunchId = LaunchId::MAX;
 struct ReplayJob {
     launch: LaunchId,
     app: String,
-    profile: LaunchProfile,
+    profile: Arc<LaunchProfile>,
     priority: IoPriority,
     /// The user the launch is learned for: only files they may read are loaded.
     user: ProcessUser,
@@ -309,15 +309,17 @@ fn spawn_replay_worker(
                 let started_ns = loop_io::monotonic_ns();
                 if job.check_inodes {
                     // Here, not in the loop: a stat of a cold path waits for the disk.
-                    job.profile.files.retain_mut(|f| match augur_os::fetch::open::current_identity(&f.path) {
-                        Ok(now) if now.dev == f.identity.dev && now.ino == f.identity.ino => {
-                            f.identity = now;
-                            true
+                    Arc::make_mut(&mut job.profile).files.retain_mut(|f| {
+                        match augur_os::fetch::open::current_identity(&f.path) {
+                            Ok(now) if now.dev == f.identity.dev && now.ino == f.identity.ino => {
+                                f.identity = now;
+                                true
+                            }
+                            _ => false,
                         }
-                        _ => false,
                     });
                 }
-                let plan = FetchPlan::from_profiles([&job.profile], augur_os::fetch::page_size()).for_user(job.user.clone());
+                let plan = FetchPlan::from_profiles([&*job.profile], augur_os::fetch::page_size()).for_user(job.user.clone());
                 // The application is reading too: keep to its first-use order and only a little
                 // ahead of it, so that its own reads never queue behind pages it needs later
                 // (on a throttled or slow disk a deep queue in disk order made starts slower).
@@ -1443,8 +1445,8 @@ impl DaemonWorld for LoopIo {
         path_search_of(pid, exe, argv0)
     }
 
-    fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<LaunchProfile>, WorldError> {
-        Ok(self.state.load_app(app)?.map(|model| model.replay_profile(settings)))
+    fn replay_profile(&mut self, app: &str, settings: &LearnSettings) -> Result<Option<Arc<LaunchProfile>>, WorldError> {
+        Ok(self.state.replay_profile(app, settings)?)
     }
 
     fn launcher_hint(&mut self, key: &str, argv: &[String]) -> Result<Option<String>, WorldError> {
@@ -1606,7 +1608,7 @@ impl DaemonWorld for LoopIo {
                 let job = ReplayJob {
                     launch: FILE_PREFETCH_LAUNCH,
                     app,
-                    profile,
+                    profile: Arc::new(profile),
                     priority: io_priority(priority),
                     user,
                     stop: stop.clone(),

@@ -280,7 +280,9 @@ impl AppModel {
     /// The profile to replay: segments whose confidence reaches the threshold, files and ranges in
     /// first-use order, adjacent ranges merged.
     pub fn replay_profile(&self, s: &LearnSettings) -> LaunchProfile {
-        let mut files: Vec<FileProfile> = Vec::new();
+        // Each file with its first use: `self.files` iterates in path order, so a stable sort by
+        // first use alone orders ties by path without comparing a path (or looking one up) at all.
+        let mut files: Vec<(u64, FileProfile)> = Vec::new();
         for (path, f) in &self.files {
             let mut chosen: Vec<UsedRange> = Vec::new();
             for seg in &f.segments {
@@ -299,13 +301,10 @@ impl AppModel {
                 continue;
             }
             chosen.sort_by_key(|u| (u.first_use_us, u.range.start));
-            files.push(FileProfile { path: path.clone(), identity: f.identity, ranges: chosen });
+            files.push((f.first_use_us, FileProfile { path: path.clone(), identity: f.identity, ranges: chosen }));
         }
-        files.sort_by(|a, b| {
-            let fa = self.files.get(&a.path).map_or(0, |f| f.first_use_us);
-            let fb = self.files.get(&b.path).map_or(0, |f| f.first_use_us);
-            fa.cmp(&fb).then_with(|| a.path.cmp(&b.path))
-        });
+        files.sort_by_key(|(first_use_us, _)| *first_use_us);
+        let files = files.into_iter().map(|(_, f)| f).collect();
         LaunchProfile {
             command: self.command.clone(),
             recorded_at: 0,
