@@ -316,6 +316,10 @@ pub struct PredictSection {
     pub fill_reserve_min_mib: u64,
     /// ... and at most this many MiB.
     pub fill_reserve_max_mib: u64,
+    /// Once every application it fills has its learned pages in, the tier loads the rest of
+    /// their files of at most this many MiB, while room is left (programs read ahead of
+    /// themselves, which no access event shows). 0: learned pages only. At most 4096.
+    pub fill_whole_files_max_mib: u64,
 }
 
 impl Default for PredictSection {
@@ -337,6 +341,7 @@ impl Default for PredictSection {
             fill_reserve_share: 0.25,
             fill_reserve_min_mib: 2048,
             fill_reserve_max_mib: 4096,
+            fill_whole_files_max_mib: 256,
         }
     }
 }
@@ -554,6 +559,13 @@ impl Config {
                 "predict",
                 "fill_reserve_max_mib",
                 format!("{} is below fill_reserve_min_mib ({})", p.fill_reserve_max_mib, p.fill_reserve_min_mib),
+            ));
+        }
+        if p.fill_whole_files_max_mib > 4096 {
+            return Err(bad(
+                "predict",
+                "fill_whole_files_max_mib",
+                format!("{} is not in [0, 4096]", p.fill_whole_files_max_mib),
             ));
         }
         if p.pressure_trigger_us == 0 || p.pressure_trigger_us > p.pressure_window_us {

@@ -540,17 +540,35 @@ impl PredictionStep {
         let pad = ctx.config.launch.replay_pad_for(memory.as_ref().map(|m| m.available));
         let mut planner = FillPlanner::new(planned, room.room_bytes, page);
         let mut fetch: Vec<(String, FetchPlan)> = Vec::new();
+        let mut filled: Vec<(String, Arc<LaunchProfile>)> = Vec::new();
         for c in fill_order(candidates, MAX_FILL_APPS) {
             if planner.full() {
                 break;
             }
             let Some(learned) = ctx.state.replay_profile(&c.app, &settings)? else { continue };
-            let profile = if pad > 0 { Arc::new(learned.padded(pad)) } else { learned };
+            let profile = if pad > 0 { Arc::new(learned.padded(pad)) } else { Arc::clone(&learned) };
             if profile.files.is_empty() || profile.page_size != page {
                 continue;
             }
             let part = planner.take(&footprint_of(&c.app, &profile));
-            let one = BTreeMap::from([(c.app, profile)]);
+            let one = BTreeMap::from([(c.app.clone(), profile)]);
+            fetch.extend(fetch_plans_of(&part, &one, page));
+            filled.push((c.app, learned));
+        }
+        // Then, in the same order, the rest of their files (what a program reads ahead of itself
+        // leaves no access event): only after every application's learned pages, so it never
+        // takes the room of a learned page. The planner holds no page twice.
+        let whole_max = ctx.config.predict.fill_whole_files_max_mib.saturating_mul(1 << 20);
+        for (app, learned) in filled.into_iter().filter(|_| whole_max > 0) {
+            if planner.full() {
+                break;
+            }
+            let profile = Arc::new(learned.whole_files(whole_max));
+            let part = planner.take(&footprint_of(&app, &profile));
+            if part.ranges.is_empty() {
+                continue;
+            }
+            let one = BTreeMap::from([(app, profile)]);
             fetch.extend(fetch_plans_of(&part, &one, page));
         }
         let plan_bytes = planner.bytes();
@@ -755,7 +773,13 @@ impl PlanStep for PredictionStep {
             reserve_bytes: room.reserve_bytes,
             room_bytes: room.room_bytes,
             planned_bytes: self.fill.planned_bytes,
-            apps: self.fill.plans.iter().map(|(app, _)| app.clone()).collect(),
+            // An application's learned pages and the rest of its files are two plans: named once.
+            apps: self.fill.plans.iter().fold(Vec::new(), |mut apps, (app, _)| {
+                if !apps.contains(app) {
+                    apps.push(app.clone());
+                }
+                apps
+            }),
             loaded_bytes: self.fill.loaded_pages * augur_os::fetch::page_size(),
         })
     }
@@ -970,7 +994,8 @@ mod tests {
     use augur_core::plan::{MemoryBudget, PlannerConfig, plan};
 
     /// (path, [(first page, pages, first use µs)])
-    type Files<'a> = &'a [(&'a str, &'a [(u64, u64, u64)])];
+    type FileRanges<'a> = (&'a str, &'a [(u64, u64, u64)]);
+    type Files<'a> = &'a [FileRanges<'a>];
 
     fn profile(files: Files<'_>) -> LaunchProfile {
         LaunchProfile {
@@ -1175,6 +1200,54 @@ mod tests {
         )
         .unwrap();
         assert_eq!(step.fill_status().unwrap().reason, FillReason::FixedBudget.describe());
+    }
+
+    #[test]
+    fn the_tier_loads_the_rest_of_small_files_after_every_learned_page() {
+        let (_dir, sources, mut state) = fixture();
+        let config = Config::default();
+        // Two applications, each [0, 8) of a file of 64 pages; /bin/b also [0, 8) of a 1 GiB
+        // file, larger than fill_whole_files_max_mib.
+        for (i, app) in ["/bin/a", "/bin/b"].iter().enumerate() {
+            let small = format!("/nonexistent/augur-test/{i}.so");
+            let files: Vec<FileRanges<'_>> = if i == 0 {
+                vec![(small.as_str(), &[(0, 8, 1)])]
+            } else {
+                vec![(small.as_str(), &[(0, 8, 1)]), ("/nonexistent/augur-test/big.db", &[(0, 8, 2)])]
+            };
+            let mut p = profile(&files);
+            p.files[0].identity.size = 64 * 4096;
+            let record = LaunchRecord { app: app.to_string(), started_ms: 1_000 + i as u64, pages_used: 8, ..Default::default() };
+            state.learn_launch(app, app, &p, &record, &config.state_limits()).unwrap();
+        }
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
+        )
+        .unwrap();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
+        let ctx = PlanContext { state: &state, config: &config, now_ms: 10_000, local_ms: 10_000, launching: false };
+        step.plan(&PlanTrigger::Start, &ctx).unwrap();
+        let f = step.fill_status().unwrap();
+        assert_eq!(f.apps, vec!["/bin/b", "/bin/a"], "each application named once");
+        // Learned pages padded by 16 ([0, 24) of each file), then the rest of the two small files
+        // ([24, 64) each); the 1 GiB file only its padded pages.
+        assert_eq!(f.planned_bytes, (3 * 24 + 2 * 40) * 4096);
+        let plans = step.fill.plans.clone();
+        let order: Vec<&str> = plans.iter().map(|(app, _)| app.as_str()).collect();
+        assert_eq!(order, vec!["/bin/b", "/bin/a", "/bin/b", "/bin/a"], "every learned page before any whole file");
+        // Turned off: learned pages only.
+        let off = Config {
+            predict: augur_engine::config::PredictSection { fill_whole_files_max_mib: 0, ..config.predict.clone() },
+            ..config.clone()
+        };
+        let mut step = PredictionStep::new(&off).unwrap().with_sources(sources);
+        step.plan(
+            &PlanTrigger::Start,
+            &PlanContext { state: &state, config: &off, now_ms: 10_000, local_ms: 10_000, launching: false },
+        )
+        .unwrap();
+        assert_eq!(step.fill_status().unwrap().planned_bytes, 3 * 24 * 4096);
     }
 
     #[test]

@@ -282,6 +282,37 @@ impl LaunchProfile {
     }
 }
 
+impl LaunchProfile {
+    /// The whole of each file of at most `max_file_bytes` (by its size when learned), as one
+    /// range from its first page to its last, used when the file was first used; larger files
+    /// and files of unknown size keep their learned ranges. Files stay in first-use order.
+    ///
+    /// Why: a program often reads ahead of itself (Firefox ESR reads the whole of libxul.so and
+    /// its omni.ja archives at its start, tens of MiB its launches never touch), and such reads
+    /// leave no access event to learn from. Where memory is free to hold them (the caller
+    /// decides: the free-memory tier), whole files are what a launch may read.
+    pub fn whole_files(&self, max_file_bytes: u64) -> LaunchProfile {
+        if self.page_size == 0 {
+            return self.clone();
+        }
+        let files = self
+            .files
+            .iter()
+            .map(|file| {
+                let pages = file.identity.size.div_ceil(self.page_size);
+                let first_use_us = file.ranges.iter().map(|u| u.first_use_us).min();
+                match first_use_us {
+                    Some(first_use_us) if pages > 0 && file.identity.size <= max_file_bytes => {
+                        FileProfile { ranges: vec![UsedRange { range: PageRange::new(0, pages), first_use_us }], ..file.clone() }
+                    }
+                    _ => file.clone(),
+                }
+            })
+            .collect();
+        LaunchProfile { files, ..self.clone() }
+    }
+}
+
 /// Kernel-side key of a cached file: the superblock device as the tracepoints report it (already
 /// converted to `st_dev` encoding by the sense layer) and the inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -428,6 +459,25 @@ mod tests {
         // Never past the end of the file.
         let whole = p.padded(1 << 20);
         assert_eq!(whole.files[0].page_count(), 256);
+    }
+
+    #[test]
+    fn whole_files_cover_each_small_file_from_its_first_use_and_leave_large_ones_learned() {
+        let mut p = two_files(); // files of 256 pages (1 MiB)
+        p.files[1].identity.size = 2 << 20;
+        let whole = p.whole_files(1 << 20);
+        assert_eq!(whole.files[0].ranges, vec![UsedRange { range: PageRange::new(0, 256), first_use_us: 1 }]);
+        for r in &p.files[0].ranges {
+            assert_eq!(whole.files[0].page_set().overlap_count(r.range), r.range.len, "every learned page stays in");
+        }
+        assert_eq!(whole.files[1], p.files[1], "larger than the limit: its learned ranges");
+        assert_eq!(whole.files.iter().map(|f| &f.path).collect::<Vec<_>>(), p.files.iter().map(|f| &f.path).collect::<Vec<_>>());
+        // A size not a multiple of the page: its last page too; unknown size: learned ranges.
+        p.files[0].identity.size = 4096 * 10 + 1;
+        p.files[1].identity.size = 0;
+        let whole = p.whole_files(u64::MAX);
+        assert_eq!(whole.files[0].page_count(), 11);
+        assert_eq!(whole.files[1], p.files[1]);
     }
 
     #[test]
