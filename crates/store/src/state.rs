@@ -327,6 +327,17 @@ impl StateStore {
     /// model that decodes. Computed once per version of its row: later reads of an unchanged row
     /// cost one indexed lookup, not a decoding of the model.
     pub fn replay_profile(&self, app: &str, settings: &LearnSettings) -> Result<Option<Arc<LaunchProfile>>> {
+        self.replay_profile_keeping(app, settings, true)
+    }
+
+    /// As [`StateStore::replay_profile`], answered from the cache when it holds the profile, but
+    /// one it computes is not kept: for a reader of every learned application in turn (the
+    /// free-memory tier, every few minutes), whose keeping them all would only hold memory.
+    pub fn replay_profile_transient(&self, app: &str, settings: &LearnSettings) -> Result<Option<Arc<LaunchProfile>>> {
+        self.replay_profile_keeping(app, settings, false)
+    }
+
+    fn replay_profile_keeping(&self, app: &str, settings: &LearnSettings, keep: bool) -> Result<Option<Arc<LaunchProfile>>> {
         let version = {
             let mut st = self
                 .conn
@@ -345,7 +356,9 @@ impl StateStore {
         }
         let Some(model) = self.load_app(app)? else { return Ok(None) };
         let profile = Arc::new(model.replay_profile(settings));
-        self.with_replays(|c| c.put(app, version, *settings, Arc::clone(&profile)));
+        if keep {
+            self.with_replays(|c| c.put(app, version, *settings, Arc::clone(&profile)));
+        }
         Ok(Some(profile))
     }
 
@@ -930,6 +943,10 @@ mod tests {
         let learned = s.replay_profile("/usr/bin/x", &settings).unwrap().unwrap();
         assert_eq!(*learned, s.load_app("/usr/bin/x").unwrap().unwrap().replay_profile(&settings));
         assert_ne!(*learned, *first);
+        // Read transiently: answered from the cache, and what it computes is not kept.
+        assert!(Arc::ptr_eq(&learned, &s.replay_profile_transient("/usr/bin/x", &settings).unwrap().unwrap()));
+        let loose = s.replay_profile_transient("/usr/bin/x", &strict).unwrap().unwrap();
+        assert!(!Arc::ptr_eq(&loose, &s.replay_profile_transient("/usr/bin/x", &strict).unwrap().unwrap()), "not kept");
         // Forgotten, then learned afresh with the same count and time: not the old profile.
         assert!(s.forget("/usr/bin/x").unwrap());
         assert!(s.replay_profile("/usr/bin/x", &settings).unwrap().is_none());

@@ -545,7 +545,8 @@ impl PredictionStep {
             if planner.full() {
                 break;
             }
-            let Some(learned) = ctx.state.replay_profile(&c.app, &settings)? else { continue };
+            // Every learned application in turn: read through the cache, not kept in it.
+            let Some(learned) = ctx.state.replay_profile_transient(&c.app, &settings)? else { continue };
             let profile = if pad > 0 { Arc::new(learned.padded(pad)) } else { Arc::clone(&learned) };
             if profile.files.is_empty() || profile.page_size != page {
                 continue;
