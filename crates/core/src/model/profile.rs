@@ -254,35 +254,24 @@ impl LaunchProfile {
     /// it pages the program does not need. Padding is for a machine with memory to spare (the
     /// caller decides): where memory is short, exact pages are what fits.
     pub fn padded(&self, pad: u64) -> LaunchProfile {
-        if pad == 0 || self.page_size == 0 {
+        if pad == 0 {
             return self.clone();
         }
-        let files = self
-            .files
-            .iter()
-            .map(|file| {
-                let pages = file.identity.size.div_ceil(self.page_size);
-                if pages == 0 {
-                    return file.clone();
+        self.with_file_ranges(|file, pages| {
+            let mut taken = RangeSet::default();
+            let mut ranges = Vec::with_capacity(file.ranges.len());
+            for used in &file.ranges {
+                let end = used.range.end().saturating_add(pad).min(pages.max(used.range.end()));
+                let wide = PageRange::from_bounds(used.range.start.saturating_sub(pad), end);
+                for piece in taken.missing_from(wide) {
+                    ranges.push(UsedRange { range: piece, first_use_us: used.first_use_us });
                 }
-                let mut taken = RangeSet::default();
-                let mut ranges = Vec::with_capacity(file.ranges.len());
-                for used in &file.ranges {
-                    let end = used.range.end().saturating_add(pad).min(pages.max(used.range.end()));
-                    let wide = PageRange::from_bounds(used.range.start.saturating_sub(pad), end);
-                    for piece in taken.missing_from(wide) {
-                        ranges.push(UsedRange { range: piece, first_use_us: used.first_use_us });
-                    }
-                    taken.insert(wide);
-                }
-                FileProfile { ranges, ..file.clone() }
-            })
-            .collect();
-        LaunchProfile { files, ..self.clone() }
+                taken.insert(wide);
+            }
+            Some(ranges)
+        })
     }
-}
 
-impl LaunchProfile {
     /// The whole of each file of at most `max_file_bytes` (by its size when learned), as one
     /// range from its first page to its last, used when the file was first used; larger files
     /// and files of unknown size keep their learned ranges. Files stay in first-use order.
@@ -292,24 +281,36 @@ impl LaunchProfile {
     /// leave no access event to learn from. Where memory is free to hold them (the caller
     /// decides: the free-memory tier), whole files are what a launch may read.
     pub fn whole_files(&self, max_file_bytes: u64) -> LaunchProfile {
-        if self.page_size == 0 {
-            return self.clone();
-        }
+        self.with_file_ranges(|file, pages| {
+            let first_use_us = file.ranges.iter().map(|u| u.first_use_us).min()?;
+            (file.identity.size <= max_file_bytes).then(|| vec![UsedRange { range: PageRange::new(0, pages), first_use_us }])
+        })
+    }
+
+    /// This profile with each file of known size given the ranges `ranges_of` makes of it and
+    /// its size in pages; a file of unknown size (or `None` from `ranges_of`) keeps its own.
+    fn with_file_ranges(&self, ranges_of: impl Fn(&FileProfile, u64) -> Option<Vec<UsedRange>>) -> LaunchProfile {
         let files = self
             .files
             .iter()
             .map(|file| {
-                let pages = file.identity.size.div_ceil(self.page_size);
-                let first_use_us = file.ranges.iter().map(|u| u.first_use_us).min();
-                match first_use_us {
-                    Some(first_use_us) if pages > 0 && file.identity.size <= max_file_bytes => {
-                        FileProfile { ranges: vec![UsedRange { range: PageRange::new(0, pages), first_use_us }], ..file.clone() }
-                    }
-                    _ => file.clone(),
+                let pages = if self.page_size == 0 { 0 } else { file.identity.size.div_ceil(self.page_size) };
+                match (pages > 0).then(|| ranges_of(file, pages)).flatten() {
+                    Some(ranges) => FileProfile { path: file.path.clone(), identity: file.identity, ranges },
+                    None => file.clone(),
                 }
             })
             .collect();
-        LaunchProfile { files, ..self.clone() }
+        LaunchProfile {
+            command: self.command.clone(),
+            recorded_at: self.recorded_at,
+            page_size: self.page_size,
+            mode: self.mode,
+            window_ms: self.window_ms,
+            files,
+            unresolved: self.unresolved,
+            lookups: self.lookups.clone(),
+        }
     }
 }
 
