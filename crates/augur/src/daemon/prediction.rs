@@ -538,9 +538,12 @@ impl PredictionStep {
         // Padded as the exec-time replay pads them (where memory is plentiful, which the tier's
         // room already implies): what the launch's replay would read is then resident already.
         let pad = ctx.config.launch.replay_pad_for(memory.as_ref().map(|m| m.available));
+        let whole_max = ctx.config.predict.fill_whole_files_max_mib.saturating_mul(1 << 20);
         let mut planner = FillPlanner::new(planned, room.room_bytes, page);
         let mut fetch: Vec<(String, FetchPlan)> = Vec::new();
-        let mut filled: Vec<(String, Arc<LaunchProfile>)> = Vec::new();
+        // Each filled application's whole files (a range per file), for the second pass: the
+        // learned profile itself is dropped with the application.
+        let mut whole: Vec<(String, LaunchProfile)> = Vec::new();
         for c in fill_order(candidates, MAX_FILL_APPS) {
             if planner.full() {
                 break;
@@ -554,22 +557,22 @@ impl PredictionStep {
             let part = planner.take(&footprint_of(&c.app, &profile));
             let one = BTreeMap::from([(c.app.clone(), profile)]);
             fetch.extend(fetch_plans_of(&part, &one, page));
-            filled.push((c.app, learned));
+            if whole_max > 0 {
+                whole.push((c.app, learned.whole_files(whole_max)));
+            }
         }
         // Then, in the same order, the rest of their files (what a program reads ahead of itself
         // leaves no access event): only after every application's learned pages, so it never
         // takes the room of a learned page. The planner holds no page twice.
-        let whole_max = ctx.config.predict.fill_whole_files_max_mib.saturating_mul(1 << 20);
-        for (app, learned) in filled.into_iter().filter(|_| whole_max > 0) {
+        for (app, profile) in whole {
             if planner.full() {
                 break;
             }
-            let profile = Arc::new(learned.whole_files(whole_max));
             let part = planner.take(&footprint_of(&app, &profile));
             if part.ranges.is_empty() {
                 continue;
             }
-            let one = BTreeMap::from([(app, profile)]);
+            let one = BTreeMap::from([(app, Arc::new(profile))]);
             fetch.extend(fetch_plans_of(&part, &one, page));
         }
         let plan_bytes = planner.bytes();
