@@ -306,9 +306,9 @@ pub struct PredictSection {
     /// When the disk the applications live on is not rotational (a miss costs little),
     /// `read_cost` is multiplied by this. In [1, 50].
     pub non_rotational_read_cost_factor: f64,
-    /// The free-memory tier: when MemFree beyond the reserve is larger than the prediction
-    /// budget, also load the learned applications the prediction did not plan into it, likeliest
-    /// then most recent first, never pushing anything out (off on battery).
+    /// The free-memory tier: load the learned applications the prediction did not plan into the
+    /// free memory beyond the reserve and beyond the prediction's plan, the most often launched
+    /// lately then the most recent first, never pushing anything out (off on battery).
     pub fill_free_memory: bool,
     /// Share of the usable memory (MemTotal less Mlocked) the tier keeps free, in [0, 1] ...
     pub fill_reserve_share: f64,
@@ -339,7 +339,7 @@ impl Default for PredictSection {
             non_rotational_read_cost_factor: 2.0,
             fill_free_memory: true,
             fill_reserve_share: 0.25,
-            fill_reserve_min_mib: 2048,
+            fill_reserve_min_mib: 1024,
             fill_reserve_max_mib: 4096,
             fill_whole_files_max_mib: 256,
         }

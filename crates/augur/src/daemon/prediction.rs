@@ -62,9 +62,9 @@ use augur_core::model::profile::{FileProfile, LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_core::plan::{
-    AppFootprint, EvictionCounters, FillCandidate, FillPlanner, FillReason, FillRoom, LearnedFootprint, LedgerTotals,
-    MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan, PlanningRound, PrefetchLedger, RangeUse,
-    RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
+    AppFootprint, EvictionCounters, FillCandidate, FillPlanner, FillReason, FillRoom, LaunchFrequency, LearnedFootprint,
+    LedgerTotals, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan, PlanningRound,
+    PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 use augur_engine::config::Config;
 use augur_engine::read_cost::{MachineFacts, ReadCostRule, read_cost_rule};
@@ -331,6 +331,8 @@ struct FillTier {
     done: CancelFlag,
     /// Pages it loaded since the step was built.
     loaded_pages: u64,
+    /// How often each application was launched lately: the tier's order.
+    frequency: LaunchFrequency,
 }
 
 impl PredictionStep {
@@ -470,11 +472,11 @@ impl PredictionStep {
         }
     }
 
-    /// The free-memory tier's part of a round: its room (none unless MemFree beyond the reserve
-    /// is larger than the prediction `budget`; none on battery or with a fixed budget) and its fetch plans, the learned
-    /// applications in [`fill_order`] less what the prediction `planned`. Remade at start and at
-    /// most every [`FILL_REFRESH_MS`]; in between the last plans are sent again.
-    #[allow(clippy::too_many_arguments)]
+    /// The free-memory tier's part of a round: its room (MemFree beyond the reserve and beyond
+    /// what the prediction `planned`; none on battery or with a fixed budget) and its fetch
+    /// plans, the learned applications in [`fill_order`] (the most often launched lately first)
+    /// less what the prediction planned. Remade at start and at most every [`FILL_REFRESH_MS`];
+    /// in between the last plans are sent again.
     fn fill_round(
         &mut self,
         ctx: &PlanContext<'_>,
@@ -482,7 +484,6 @@ impl PredictionStep {
         memory: Option<MemorySnapshot>,
         budget: MemoryBudget,
         planned: &Plan,
-        predicted: &[predict::AppProbability],
         on_battery: bool,
     ) -> Result<Vec<(String, FetchPlan)>> {
         let config = ctx.config.predict.fill_config();
@@ -519,14 +520,13 @@ impl PredictionStep {
             // Loaded already (or loaded to the reserve): resending it would only survey its files.
             return Ok(if self.fill.done.is_cancelled() { Vec::new() } else { self.fill.plans.clone() });
         }
-        let believed: BTreeMap<&str, f64> = predicted.iter().map(|p| (p.app.as_str(), p.probability)).collect();
         let candidates: Vec<FillCandidate> = ctx
             .state
             .apps()?
             .into_iter()
             .filter(|a| a.replay_pages > 0)
             .map(|a| FillCandidate {
-                probability: believed.get(a.key.as_str()).copied().unwrap_or(0.0),
+                frequency: self.fill.frequency.of(&a.key, ctx.local_ms),
                 last_launch_ms: a.last_launch_ms,
                 app: a.key,
             })
@@ -748,6 +748,9 @@ impl PlanStep for PredictionStep {
         for r in history {
             let transition = if r.launch { Transition::Launch } else { Transition::Exit };
             self.chains.observe(&Observation { at: LocalTime(r.local_ms), app: &r.app, instance: r.instance, transition });
+            if r.launch {
+                self.fill.frequency.launched(&r.app, r.local_ms);
+            }
         }
     }
 
@@ -800,6 +803,7 @@ impl PlanStep for PredictionStep {
                 let o = Observation { at: now, app, instance: *instance, transition: Transition::Launch };
                 self.predictor.observe(&o);
                 self.chains.observe(&o);
+                self.fill.frequency.launched(app, ctx.local_ms);
             }
             PlanTrigger::AppExited { app, instance } => {
                 let o = Observation { at: now, app, instance: *instance, transition: Transition::Exit };
@@ -885,13 +889,8 @@ impl PlanStep for PredictionStep {
         let mut profiles = BTreeMap::new();
         let predictor = &mut self.predictor;
         let chains = &self.chains;
-        // Every prediction, believed: the free-memory tier orders the applications by it.
-        let mut predicted: Vec<predict::AppProbability> = Vec::new();
         let outcome = round.run(
-            || {
-                predicted = predictor.predict(now);
-                predicted.clone()
-            },
+            || predictor.predict(now),
             |app| -> Result<Option<LearnedFootprint>> {
                 // A program that learned nothing of its own (a launcher script, oosplash) is
                 // planned with the pages of the application its launches lead to.
@@ -928,7 +927,7 @@ impl PlanStep for PredictionStep {
         };
         self.rounds_planned += 1;
         let fetch = fetch_plans_of(&planned, &profiles, augur_os::fetch::page_size());
-        let fill_fetch = self.fill_round(ctx, trigger, memory, budget, &planned, &predicted, on_battery)?;
+        let fill_fetch = self.fill_round(ctx, trigger, memory, budget, &planned, on_battery)?;
         if self.last != Some((budget.bytes, planned.bytes)) {
             let page = augur_os::fetch::page_size();
             let first: Vec<String> = fetch
@@ -1132,6 +1131,40 @@ mod tests {
     }
 
     #[test]
+    fn the_tier_loads_the_most_often_launched_applications_first() {
+        let (_dir, sources, mut state) = fixture();
+        let config = Config::default();
+        learn_apps(&mut state, &config, &["/bin/a", "/bin/b", "/bin/c"]);
+        std::fs::write(
+            &sources.meminfo,
+            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
+        )
+        .unwrap();
+        let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
+        // Remembered: /bin/a launched three times, /bin/b twice (restored at the daemon's start),
+        // then /bin/b once more, observed live; /bin/c, launched last, never before.
+        let launch = |app: &str, instance: u64, ms: u64| ActivityRecord {
+            at_ms: ms,
+            local_ms: ms,
+            app: app.into(),
+            instance,
+            launch: true,
+        };
+        step.restore(&[
+            launch("/bin/a", 1, 100),
+            launch("/bin/a", 2, 200),
+            launch("/bin/b", 3, 300),
+            launch("/bin/a", 4, 400),
+            launch("/bin/b", 5, 500),
+        ]);
+        let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
+        step.plan(&PlanTrigger::LaunchStarted { app: "/bin/b".into(), instance: 6 }, &at(10_000)).unwrap();
+        step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
+        let f = step.fill_status().unwrap();
+        assert_eq!(f.apps, vec!["/bin/b", "/bin/a", "/bin/c"], "three launches each for b and a (b's the latest), none for c");
+    }
+
+    #[test]
     fn the_tier_plans_learned_applications_into_free_memory_beyond_the_reserve_and_where_memory_is_short_nothing() {
         let (_dir, sources, mut state) = fixture();
         let config = Config::default();
@@ -1148,7 +1181,7 @@ mod tests {
         let f = step.fill_status().unwrap();
         assert_eq!(f.reason, FillReason::Filling.describe());
         assert_eq!(f.reserve_bytes, 4 << 30);
-        assert_eq!(f.apps, vec!["/bin/c", "/bin/b", "/bin/a"], "nothing predicted: the most recently launched first");
+        assert_eq!(f.apps, vec!["/bin/c", "/bin/b", "/bin/a"], "no launch remembered: the most recently launched first");
         // Padded as the exec-time replay pads them where memory is plentiful: each learned
         // [0, 8) is loaded as [0, 24) (`[launch] replay_pad_pages`, nothing before page 0).
         assert_eq!(f.planned_bytes, 3 * (8 + 16) * 4096);
@@ -1163,7 +1196,7 @@ mod tests {
         let f = step.fill_status().unwrap();
         assert_eq!(f.reason, FillReason::WithinReserve.describe());
         assert!(f.apps.is_empty() && f.planned_bytes == 0 && f.room_bytes == 0, "{f:?}");
-        // A small machine: 3 GiB left, 21 GiB locked: the reserve of a 3 GiB machine (2 GiB),
+        // A small machine: 3 GiB left, 21 GiB locked: the reserve of a 3 GiB machine (1 GiB),
         // the rest is filled.
         std::fs::write(
             &sources.meminfo,
@@ -1173,7 +1206,7 @@ mod tests {
         step.plan(&PlanTrigger::Interval, &at(30_000)).unwrap();
         let f = step.fill_status().unwrap();
         assert_eq!(f.reason, FillReason::Filling.describe());
-        assert_eq!(f.reserve_bytes, 2 << 30);
+        assert_eq!(f.reserve_bytes, 1 << 30);
         // Turned off, it says so.
         let off = Config {
             predict: augur_engine::config::PredictSection { fill_free_memory: false, ..config.predict.clone() },

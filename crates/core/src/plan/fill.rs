@@ -7,7 +7,7 @@
 //! load-everything, within a reserve and never at the expense of anything cached).
 //!
 //! Owns the tier's rules: the reserve, when the tier acts, the order of the applications (the
-//! predictor's belief, then the most recently launched) and the plan (each application's
+//! most often launched lately, [`LaunchFrequency`], then the most recently launched) and the plan (each application's
 //! replay ranges in first-use order, less what the prediction plan already holds, until the room
 //! is full). Pure: the daemon passes the memory figures, the predictions and the footprints in;
 //! it reads nothing, fetches nothing, and never decides about pressure (the daemon's fetch
@@ -44,11 +44,13 @@ pub struct FillConfig {
 }
 
 impl Default for FillConfig {
-    /// On; keep a quarter of the memory free, at least 2 GiB and at most 4 GiB. Below 2 GiB a
-    /// desktop application's own start needs the free memory: Firefox ESR, with 2 GiB left and
-    /// 1 GiB of it filled, started in 36.7 s against 22.8 s cold (suite at 2011f2f).
+    /// On; keep a quarter of the memory free, at least 1 GiB and at most 4 GiB. With 2 GiB left
+    /// (the suite's small machine) the tier fills 1 GiB, the most often launched applications
+    /// first: Firefox ESR then starts warm (docs/predictors.md). Its 36.7 s against 22.8 s cold
+    /// at 2011f2f with the same reserve was its launch racing the tier's 1 GiB read on a 40 MB/s
+    /// disk, the suite not yet waiting for the tier to finish as it waits for preload-ng's cycle.
     fn default() -> Self {
-        FillConfig { enabled: true, reserve_share: 0.25, reserve_min_bytes: 2048 * MIB, reserve_max_bytes: 4096 * MIB }
+        FillConfig { enabled: true, reserve_share: 0.25, reserve_min_bytes: 1024 * MIB, reserve_max_bytes: 4096 * MIB }
     }
 }
 
@@ -138,23 +140,70 @@ impl FillRoom {
     }
 }
 
+/// Half-life of a launch in [`LaunchFrequency`]: a week, so that the applications of this week's
+/// habits lead and one launched often long ago fades out.
+pub const FREQUENCY_HALF_LIFE_MS: u64 = 7 * 86_400_000;
+
+/// How often each application was launched, fading: each launch counts 1, halved every
+/// [`FREQUENCY_HALF_LIFE_MS`] since. The tier's notion of likeliest: its pages stay for hours,
+/// over which the applications launched most (lately) are the likeliest to start; the
+/// predictor's next-launch probability follows the program launched last (a shell helper's
+/// launch moves it), and what it is confident of the prediction plan loads already.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaunchFrequency {
+    /// Per application: its faded count as of the time beside it (ms).
+    counts: BTreeMap<String, (f64, u64)>,
+}
+
+impl LaunchFrequency {
+    fn fade(count: f64, from_ms: u64, to_ms: u64) -> f64 {
+        count * (-(to_ms.saturating_sub(from_ms) as f64) / FREQUENCY_HALF_LIFE_MS as f64).exp2()
+    }
+
+    /// Counts a launch of `app` at `at_ms` (in any order: an earlier launch counts faded).
+    pub fn launched(&mut self, app: &str, at_ms: u64) {
+        let (count, as_of) = self.counts.entry(app.to_string()).or_insert((0.0, at_ms));
+        if at_ms >= *as_of {
+            *count = Self::fade(*count, *as_of, at_ms) + 1.0;
+            *as_of = at_ms;
+        } else {
+            *count += Self::fade(1.0, at_ms, *as_of);
+        }
+    }
+
+    /// `app`'s faded launch count at `now_ms` (0 when never launched).
+    pub fn of(&self, app: &str, now_ms: u64) -> f64 {
+        self.counts.get(app).map_or(0.0, |&(count, as_of)| Self::fade(count, as_of, now_ms))
+    }
+
+    /// Applications counted.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether no launch was counted.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
 /// A learned application the tier may load.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FillCandidate {
     /// The application.
     pub app: String,
-    /// The predictor's belief (0 when it has none).
-    pub probability: f64,
+    /// Its faded launch count ([`LaunchFrequency::of`]; 0 when unknown).
+    pub frequency: f64,
     /// Its last launch, Unix ms.
     pub last_launch_ms: u64,
 }
 
-/// The tier's order: likeliest first (as believed), then the most recently launched, then by
-/// name; at most `max`.
+/// The tier's order: the most often launched lately first ([`LaunchFrequency`]), then the most
+/// recently launched, then by name; at most `max`.
 pub fn fill_order(mut candidates: Vec<FillCandidate>, max: usize) -> Vec<FillCandidate> {
-    let p = |c: &FillCandidate| if c.probability.is_finite() { c.probability.clamp(0.0, 1.0) } else { 0.0 };
+    let f = |c: &FillCandidate| if c.frequency.is_finite() { c.frequency.max(0.0) } else { 0.0 };
     candidates
-        .sort_by(|a, b| p(b).total_cmp(&p(a)).then(b.last_launch_ms.cmp(&a.last_launch_ms)).then_with(|| a.app.cmp(&b.app)));
+        .sort_by(|a, b| f(b).total_cmp(&f(a)).then(b.last_launch_ms.cmp(&a.last_launch_ms)).then_with(|| a.app.cmp(&b.app)));
     candidates.truncate(max);
     candidates
 }
@@ -275,7 +324,7 @@ mod tests {
         let c = FillConfig::default();
         assert_eq!(c.reserve_bytes(24 * GIB), 4 * GIB, "a large machine keeps 4 GiB free, not 6");
         assert_eq!(c.reserve_bytes(8 * GIB), 2 * GIB);
-        assert_eq!(c.reserve_bytes(2 * GIB), 2 * GIB, "a small one keeps at least 2 GiB");
+        assert_eq!(c.reserve_bytes(2 * GIB), GIB, "a small one keeps at least 1 GiB");
     }
 
     #[test]
@@ -285,18 +334,17 @@ mod tests {
         let room = FillRoom::of(&mem(24 * GIB, 22 * GIB), GIB, &c);
         assert_eq!(room.reason, FillReason::Filling);
         assert_eq!(room.room_bytes, 22 * GIB - 4 * GIB - GIB);
-        // A 4 GiB machine with 3.5 GiB free: the reserve is 2 GiB, 1.5 GiB is filled.
+        // A 4 GiB machine with 3.5 GiB free: the reserve is 1 GiB, 2.5 GiB is filled.
         let small = FillRoom::of(&mem(4 * GIB, 7 * GIB / 2), 0, &c);
-        assert_eq!((small.room_bytes, small.reason), (3 * GIB / 2, FillReason::Filling));
+        assert_eq!((small.room_bytes, small.reason), (5 * GIB / 2, FillReason::Filling));
         // The suite's small slow machine: 24 GiB of which a balloon locked 21; 3 GiB free but
-        // 2 GiB available. The reserve is that of a 3 GiB machine (2 GiB): nothing is filled,
-        // the memory left is for what starts.
+        // 2 GiB available. The reserve is that of a 3 GiB machine (1 GiB): 1 GiB is filled.
         let ballooned = MemorySnapshot { total: 24 * GIB, free: 3 * GIB, available: 2 * GIB, cached: 0, locked: 21 * GIB };
         let b = FillRoom::of(&ballooned, 0, &c);
-        assert_eq!((b.reserve_bytes, b.room_bytes, b.reason), (2 * GIB, 0, FillReason::WithinReserve));
-        // With 3 GiB available there, 1 GiB is.
-        let roomier = FillRoom::of(&MemorySnapshot { available: 3 * GIB, free: 4 * GIB, locked: 20 * GIB, ..ballooned }, 0, &c);
-        assert_eq!((roomier.reserve_bytes, roomier.room_bytes, roomier.reason), (2 * GIB, GIB, FillReason::Filling));
+        assert_eq!((b.reserve_bytes, b.room_bytes, b.reason), (GIB, GIB, FillReason::Filling));
+        // With 1.5 GiB available there, half a GiB is.
+        let tighter = FillRoom::of(&MemorySnapshot { available: 3 * GIB / 2, ..ballooned }, 0, &c);
+        assert_eq!((tighter.reserve_bytes, tighter.room_bytes), (GIB, GIB / 2));
         // The usage day's machine: 512 MiB left. Nothing.
         let short = MemorySnapshot { available: GIB / 2, free: GIB / 2, ..ballooned };
         let s = FillRoom::of(&short, 0, &c);
@@ -309,11 +357,44 @@ mod tests {
     }
 
     #[test]
-    fn likeliest_first_then_most_recent() {
-        let c = |app: &str, probability, last_launch_ms| FillCandidate { app: app.into(), probability, last_launch_ms };
-        let order = fill_order(vec![c("old", 0.0, 1), c("new", 0.0, 9), c("likely", 0.3, 0), c("nan", f64::NAN, 5)], 3);
+    fn most_often_launched_first_then_most_recent() {
+        let c = |app: &str, frequency, last_launch_ms| FillCandidate { app: app.into(), frequency, last_launch_ms };
+        let order = fill_order(vec![c("old", 0.0, 1), c("new", 0.0, 9), c("often", 3.0, 0), c("nan", f64::NAN, 5)], 3);
         let names: Vec<&str> = order.iter().map(|c| c.app.as_str()).collect();
-        assert_eq!(names, vec!["likely", "new", "nan"]);
+        assert_eq!(names, vec!["often", "new", "nan"]);
+    }
+
+    #[test]
+    fn launch_frequency_fades_by_half_a_week() {
+        let week = FREQUENCY_HALF_LIFE_MS;
+        let mut f = LaunchFrequency::default();
+        assert!(f.is_empty());
+        f.launched("/a", 0);
+        f.launched("/a", 0);
+        f.launched("/b", week);
+        assert_eq!(f.of("/a", 0), 2.0);
+        assert_eq!(f.of("/a", week), 1.0, "two launches a week ago count as one now");
+        assert_eq!(f.of("/b", week), 1.0);
+        assert_eq!(f.of("/none", week), 0.0);
+        // A launch given out of order counts faded to the latest time.
+        f.launched("/b", 0);
+        assert_eq!(f.of("/b", week), 1.5);
+        assert_eq!(f.len(), 2);
+    }
+
+    proptest! {
+        /// The faded count at the latest launch is at least that launch and at most every launch
+        /// counted.
+        #[test]
+        fn launch_frequency_is_bounded_by_the_launches(times in proptest::collection::vec(0u64..60 * 86_400_000, 1..40)) {
+            let mut f = LaunchFrequency::default();
+            for &t in &times {
+                f.launched("/a", t);
+            }
+            let now = *times.iter().max().unwrap();
+            let v = f.of("/a", now);
+            prop_assert!(v >= 1.0 - 1e-9 && v <= times.len() as f64 + 1e-9);
+        }
     }
 
     #[test]

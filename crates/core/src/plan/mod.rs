@@ -15,7 +15,8 @@ pub mod round;
 pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
 pub use cost::{EvictionCounters, MemoryHeadroom, RefaultMeter};
 pub use fill::{
-    FILL_REFRESH_MS, FillCandidate, FillConfig, FillPlanner, FillReason, FillRoom, MAX_FILL_APPS, fill_order, plan_fill,
+    FILL_REFRESH_MS, FREQUENCY_HALF_LIFE_MS, FillCandidate, FillConfig, FillPlanner, FillReason, FillRoom, LaunchFrequency,
+    MAX_FILL_APPS, fill_order, plan_fill,
 };
 pub use ledger::{LedgerTotals, PrefetchLedger};
 pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, PlannerWork, RangeUse, ResidentPages, plan, plan_within};

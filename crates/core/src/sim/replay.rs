@@ -31,8 +31,8 @@ use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};
 use crate::plan::{
     AppFootprint, DEFAULT_EVICT_COST, DEFAULT_READ_COST, EvictionCounters, FILL_REFRESH_MS, FillCandidate, FillConfig,
-    FillPlanner, FillRoom, LearnedFootprint, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemorySnapshot, Plan, PlanningRound,
-    RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
+    FillPlanner, FillRoom, LaunchFrequency, LearnedFootprint, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemorySnapshot, Plan,
+    PlanningRound, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 
 /// Pages per simulated block: residency is tracked in runs of this many pages.
@@ -391,6 +391,7 @@ fn replay(
     // Blocks to fetch in order, each marked when the free-memory tier wants it.
     let mut queue: VecDeque<(BlockId, bool)> = VecDeque::new();
     let mut last_launch: BTreeMap<String, u64> = BTreeMap::new();
+    let mut frequency = LaunchFrequency::default();
     // The free-memory tier: its blocks, when it made them, whether a fetch went through them.
     let mut fill_blocks: Vec<BlockId> = Vec::new();
     let mut fill_made: Option<u64> = None;
@@ -528,6 +529,7 @@ fn replay(
                             pinned.insert((app.clone(), *instance), blocks);
                             learned.insert(app.clone());
                             last_launch.insert(app.clone(), t);
+                            frequency.launched(app, t);
                         }
                         Transition::Exit => {
                             for b in pinned.remove(&(app.clone(), *instance)).unwrap_or_default() {
@@ -605,10 +607,10 @@ fn replay(
         last_order.clone_from(&order);
         // The free-memory tier, as the daemon runs it beside the prediction (`fill_round`): the
         // free memory beyond the reserve and beyond the plan is filled with the learned
-        // applications, likeliest first, then the most recently launched; the plan is remade at
-        // most every `FILL_REFRESH_MS` and sent with each round's fetch until one went through it.
-        // It acts only where the simulated cache's free memory exceeds the reserve (at least
-        // 2 GiB).
+        // applications, the most often launched lately first, then the most recently launched (a
+        // `LaunchFrequency` of the trace's launches); the plan is remade at most every
+        // `FILL_REFRESH_MS` and sent with each round's fetch until one went through it. It acts
+        // only where the simulated cache's free memory exceeds the reserve (at least 1 GiB).
         if which.weighs_cost() {
             let free = cache.free_bytes();
             let mem = MemorySnapshot { total: memory, free, available: free, cached: cache.unpinned_bytes(), locked: 0 };
@@ -620,13 +622,11 @@ fn replay(
                 fill_blocks.clear();
                 fill_made = None;
             } else if fill_made.is_none_or(|made| t >= made.saturating_add(FILL_REFRESH_MS)) {
-                let believed: BTreeMap<&str, f64> =
-                    last_probs.iter().flatten().map(|a| (a.app.as_str(), a.probability)).collect();
                 let candidates: Vec<FillCandidate> = learned
                     .iter()
                     .map(|a| FillCandidate {
                         app: a.clone(),
-                        probability: believed.get(a.as_str()).copied().unwrap_or(0.0),
+                        frequency: frequency.of(a, t),
                         last_launch_ms: last_launch.get(a).copied().unwrap_or(0),
                     })
                     .collect();
