@@ -108,15 +108,22 @@ fn launches_after_the_first_ones_are_replayed_without_being_traced() {
     println!("{replayed}");
     let loaded: u64 = replayed.split(", ").find_map(|p| p.strip_suffix(" loaded")?.parse().ok()).unwrap();
     assert!(loaded >= 8192, "the replay loaded only {loaded} pages: {replayed}");
-    std::thread::sleep(Duration::from_secs(2));
+    // The launch closes once quiet for quiet_ms (1.5 s), or, when its run is sampled for the
+    // files it opens (at random), once that sample ends, seconds later: polled.
+    let until = Instant::now() + Duration::from_secs(30);
+    let closed = loop {
+        let log = d.log();
+        if let Some(line) =
+            log.lines().find(|l| l.contains(&format!(" of {key} closed: ")) && l.contains(&format!("launch {id} ")))
+        {
+            break line.to_string();
+        }
+        assert!(Instant::now() < until, "launch {id} never closed: {log}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(d.wait_launches(&key, 2).len(), 2, "the third launch was learned");
     // The app reads 8192+ pages; (almost) none of its page events reached the daemon: in bpf
     // mode the kernel follows its processes only until their execs are read.
-    let log = d.log();
-    let closed = log
-        .lines()
-        .find(|l| l.contains(&format!(" of {key} closed: ")) && l.contains(&format!("launch {id} ")))
-        .unwrap_or_else(|| panic!("launch {id} never closed: {log}"));
     println!("{closed}");
     let reached: u64 = closed.split(" page events (").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
     assert!(reached < 1000, "{reached} page events reached the daemon during an untraced launch: {closed}");
