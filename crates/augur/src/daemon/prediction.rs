@@ -1130,16 +1130,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_tier_loads_the_most_often_launched_applications_first() {
-        let (_dir, sources, mut state) = fixture();
+    /// /proc/meminfo of the suite's as-is machine: 24 GiB, 22 free.
+    const LARGE_MEMINFO: &str = "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n";
+
+    /// The tier's tests' start: `/bin/a`, `/bin/b` and `/bin/c` learned (the last the most
+    /// recent), on the as-is machine.
+    fn tier_fixture() -> (tempfile::TempDir, MemorySources, augur_store::state::StateStore, Config) {
+        let (dir, sources, mut state) = fixture();
         let config = Config::default();
         learn_apps(&mut state, &config, &["/bin/a", "/bin/b", "/bin/c"]);
-        std::fs::write(
-            &sources.meminfo,
-            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
-        )
-        .unwrap();
+        std::fs::write(&sources.meminfo, LARGE_MEMINFO).unwrap();
+        (dir, sources, state, config)
+    }
+
+    #[test]
+    fn the_tier_loads_the_most_often_launched_applications_first() {
+        let (_dir, sources, state, config) = tier_fixture();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources);
         // Remembered: /bin/a launched three times, /bin/b twice (restored at the daemon's start),
         // then /bin/b once more, observed live; /bin/c, launched last, never before.
@@ -1166,15 +1172,8 @@ mod tests {
 
     #[test]
     fn the_tier_plans_learned_applications_into_free_memory_beyond_the_reserve_and_where_memory_is_short_nothing() {
-        let (_dir, sources, mut state) = fixture();
-        let config = Config::default();
-        learn_apps(&mut state, &config, &["/bin/a", "/bin/b", "/bin/c"]);
         // 24 GiB, 22 free: the reserve is 4 GiB, the budget half of MemAvailable.
-        std::fs::write(
-            &sources.meminfo,
-            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
-        )
-        .unwrap();
+        let (_dir, sources, state, config) = tier_fixture();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
         let at = |ms: u64| PlanContext { state: &state, config: &config, now_ms: ms, local_ms: ms, launching: false };
         step.plan(&PlanTrigger::Start, &at(10_000)).unwrap();
@@ -1213,11 +1212,7 @@ mod tests {
             ..config.clone()
         };
         let sources_again = sources.clone();
-        std::fs::write(
-            &sources.meminfo,
-            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
-        )
-        .unwrap();
+        std::fs::write(&sources.meminfo, LARGE_MEMINFO).unwrap();
         let mut step = PredictionStep::new(&off).unwrap().with_sources(sources);
         step.plan(
             &PlanTrigger::Start,
@@ -1257,11 +1252,7 @@ mod tests {
             let record = LaunchRecord { app: app.to_string(), started_ms: 1_000 + i as u64, pages_used: 8, ..Default::default() };
             state.learn_launch(app, app, &p, &record, &config.state_limits()).unwrap();
         }
-        std::fs::write(
-            &sources.meminfo,
-            "MemTotal: 25165824 kB\nMemFree: 23068672 kB\nMemAvailable: 24117248 kB\nCached: 0 kB\n",
-        )
-        .unwrap();
+        std::fs::write(&sources.meminfo, LARGE_MEMINFO).unwrap();
         let mut step = PredictionStep::new(&config).unwrap().with_sources(sources.clone());
         let ctx = PlanContext { state: &state, config: &config, now_ms: 10_000, local_ms: 10_000, launching: false };
         step.plan(&PlanTrigger::Start, &ctx).unwrap();
