@@ -144,6 +144,11 @@ impl FillRoom {
 /// habits lead and one launched often long ago fades out.
 pub const FREQUENCY_HALF_LIFE_MS: u64 = 7 * 86_400_000;
 
+/// Applications a [`LaunchFrequency`] counts at most: past it, the least launched lately are
+/// dropped down to three quarters of it (a daemon that runs for months sees every temporary
+/// program a build or a test suite starts; each one launched is one entry).
+pub const MAX_COUNTED_APPS: usize = 4_096;
+
 /// How often each application was launched, fading: each launch counts 1, halved every
 /// [`FREQUENCY_HALF_LIFE_MS`] since. The tier's notion of likeliest: its pages stay for hours,
 /// over which the applications launched most (lately) are the likeliest to start; the
@@ -168,6 +173,21 @@ impl LaunchFrequency {
             *as_of = at_ms;
         } else {
             *count += Self::fade(1.0, at_ms, *as_of);
+        }
+        if self.counts.len() > MAX_COUNTED_APPS {
+            self.drop_least_launched(at_ms);
+        }
+    }
+
+    /// Drops the least launched lately (as of `now_ms`) down to three quarters of
+    /// [`MAX_COUNTED_APPS`], so that the sort is paid once per thousand new applications.
+    fn drop_least_launched(&mut self, now_ms: u64) {
+        let mut by_count: Vec<(f64, String)> =
+            self.counts.iter().map(|(app, &(count, as_of))| (Self::fade(count, as_of, now_ms), app.clone())).collect();
+        by_count.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let excess = self.counts.len().saturating_sub(MAX_COUNTED_APPS * 3 / 4);
+        for (_, app) in by_count.into_iter().take(excess) {
+            self.counts.remove(&app);
         }
     }
 
@@ -380,6 +400,20 @@ mod tests {
         f.launched("/b", 0);
         assert_eq!(f.of("/b", week), 1.5);
         assert_eq!(f.len(), 2);
+    }
+
+    #[test]
+    fn launch_frequency_keeps_the_most_launched_within_its_bound() {
+        let mut f = LaunchFrequency::default();
+        for _ in 0..5 {
+            f.launched("/usr/bin/often", 0);
+        }
+        for i in 0..=MAX_COUNTED_APPS as u64 {
+            f.launched(&format!("/tmp/build/{i}"), i);
+        }
+        assert!(f.len() <= MAX_COUNTED_APPS, "{} counted", f.len());
+        assert_eq!(f.of("/usr/bin/often", 0), 5.0, "the most launched stays");
+        assert!(f.of(&format!("/tmp/build/{MAX_COUNTED_APPS}"), MAX_COUNTED_APPS as u64) > 0.0, "the latest stays");
     }
 
     proptest! {
