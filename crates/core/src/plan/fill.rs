@@ -1,17 +1,16 @@
 //! The free-memory tier: the memory that holds nothing at all (MemFree, and never more than
 //! MemAvailable), beyond a reserve kept free for the desktop's own allocations and beyond what the
 //! prediction planned, is filled with the learned applications the prediction did not plan, most
-//! useful first. Reading
-//! into memory that holds nothing pushes nothing out; on a machine whose memory is mostly free it
-//! costs only idle disk time, and every application it holds starts warm (preload-ng's
-//! load-everything, within a reserve and never at the expense of anything cached).
+//! useful first. Reading into memory that holds nothing pushes nothing out; on a machine whose
+//! memory is mostly free it costs only idle disk time, and every application it holds starts warm
+//! (preload-ng's load-everything, within a reserve and never at the expense of anything cached).
 //!
 //! Owns the tier's rules: the reserve, when the tier acts, the order of the applications (the
-//! most often launched lately, [`LaunchFrequency`], then the most recently launched) and the plan (each application's
-//! replay ranges in first-use order, less what the prediction plan already holds, until the room
-//! is full). Pure: the daemon passes the memory figures, the predictions and the footprints in;
-//! it reads nothing, fetches nothing, and never decides about pressure (the daemon's fetch
-//! stops on the PSI trigger and re-checks MemFree between chunks).
+//! most often launched lately, [`LaunchFrequency`], then the most recently launched) and the plan
+//! (each application's replay ranges in first-use order, less what the prediction plan already
+//! holds, until the room is full). Pure: the daemon passes the memory figures, the launches and
+//! the footprints in; it reads nothing, fetches nothing, and never decides about pressure (the
+//! daemon's fetch stops on the PSI trigger and re-checks MemFree between chunks).
 
 use std::collections::BTreeMap;
 
@@ -167,7 +166,11 @@ impl LaunchFrequency {
 
     /// Counts a launch of `app` at `at_ms` (in any order: an earlier launch counts faded).
     pub fn launched(&mut self, app: &str, at_ms: u64) {
-        let (count, as_of) = self.counts.entry(app.to_string()).or_insert((0.0, at_ms));
+        // Called at every exec: the name is copied only for an application not yet counted.
+        if !self.counts.contains_key(app) {
+            self.counts.insert(app.to_string(), (0.0, at_ms));
+        }
+        let Some((count, as_of)) = self.counts.get_mut(app) else { return };
         if at_ms >= *as_of {
             *count = Self::fade(*count, *as_of, at_ms) + 1.0;
             *as_of = at_ms;
