@@ -229,7 +229,10 @@ pub fn reset_learning(root: &Path, augur_exe: &Path) -> Result<()> {
         fs::remove_dir_all(&state).context(|| format!("removing {}", state.display()))?;
     }
     let installed = root.join("usr/bin/augur");
-    launch::tool_output(Command::new("strip").args(STRIP_LIKE_THE_PACKAGE).arg("-o").arg(&installed).arg(augur_exe), "strip (binutils)")?;
+    launch::tool_output(
+        Command::new("strip").args(STRIP_LIKE_THE_PACKAGE).arg("-o").arg(&installed).arg(augur_exe),
+        "strip (binutils)",
+    )?;
     fs::set_permissions(&installed, fs::Permissions::from_mode(0o755)).context(|| format!("chmod {}", installed.display()))?;
     Ok(())
 }
