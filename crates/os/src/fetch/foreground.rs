@@ -89,6 +89,9 @@ pub struct ForegroundReads {
     /// That wait's back-off, which the next wait goes on with: a round that replaces a waiting
     /// fetch every second or two must not bring back looks every 100 ms.
     resume: Option<QuietWait>,
+    /// What the fetch had in flight at its last look: a fetch that replaces it may find it
+    /// still landing.
+    last_in_flight: u64,
 }
 
 impl ForegroundReads {
@@ -109,6 +112,7 @@ impl ForegroundReads {
             trusted: false,
             still_busy: false,
             resume: None,
+            last_in_flight: 0,
         };
         reads.span.start = reads.sample()?;
         Some(reads)
@@ -129,6 +133,19 @@ impl ForegroundReads {
         self.trusted = false;
     }
 
+    /// A new fetch begins on this thread (a newer plan replaced the last one, or one follows a
+    /// pause): it is watched afresh, one chunk at a time until a whole [`SPAN`] passed without
+    /// others reading. A new plan comes from something that happened (a launch, an exit, the
+    /// page cache dropped), often work that reads now: a fetch that went on with the full window
+    /// it had earned before took hundreds of MiB from a reader that started with it (a file
+    /// tree read right after `drop_caches`, docs/fetching.md).
+    pub fn distrust(&mut self) {
+        if let Some(now) = self.sample() {
+            let in_flight = self.last_in_flight;
+            self.begin_span(now, in_flight);
+        }
+    }
+
     /// Whether a whole [`SPAN`] passed without others reading since the last wait or pause:
     /// until then the fetch queues one chunk at a time.
     pub fn trusted(&self) -> bool {
@@ -144,6 +161,7 @@ impl ForegroundReads {
     /// cancelled before the disks were quiet (a newer plan), the next call waits at once. Returns
     /// the wait.
     pub fn wait_turn(&mut self, cancel: &CancelFlag, in_flight: u64) -> Duration {
+        self.last_in_flight = in_flight;
         let started = Instant::now();
         let stale = self.span.at.elapsed() > 2 * SPAN && !self.still_busy;
         if stale {
@@ -239,6 +257,23 @@ mod tests {
         reads.span.start.disk = reads.span.start.disk.saturating_sub(BUSY_BYTES + 1);
         reads.span.in_flight = 2 * BUSY_BYTES;
         assert_eq!(reads.wait_turn(&CancelFlag::new(), 0), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_new_fetch_is_watched_afresh_one_chunk_at_a_time() {
+        let Some(mut reads) = ForegroundReads::start() else {
+            panic!("no /sys/block disk with a driver and stat here");
+        };
+        // A whole quiet span earned the full window ...
+        reads.span.at = Instant::now().checked_sub(SPAN).unwrap_or_else(Instant::now);
+        assert_eq!(reads.wait_turn(&CancelFlag::new(), 3 << 20), Duration::ZERO);
+        assert!(reads.trusted());
+        // ... which a new fetch does not inherit; what the last one had in flight is still
+        // allowed for, so its landing is not taken for someone else's reads.
+        reads.distrust();
+        assert!(!reads.trusted());
+        assert_eq!(reads.span.in_flight, 3 << 20);
+        assert!(reads.span.at.elapsed() < SPAN);
     }
 
     #[test]

@@ -335,7 +335,13 @@ impl Prefetcher {
         // The watch lives on the fetching thread, so a fetch that replaces another goes on from
         // what the last one saw (and had in flight) instead of starting blind.
         let mut foreground = if self.options.yield_to_foreground {
-            FOREGROUND.with(|f| f.borrow_mut().take()).or_else(super::foreground::ForegroundReads::start)
+            FOREGROUND
+                .with(|f| f.borrow_mut().take())
+                .map(|mut f| {
+                    f.distrust();
+                    f
+                })
+                .or_else(super::foreground::ForegroundReads::start)
         } else {
             None
         };
