@@ -341,17 +341,24 @@ fn java_a_python_script_and_a_desktop_application_are_learned_through_every_wrap
     // Each wrapper's program name, and the programs they start on the side.
     let mut wrapper_names: Vec<&str> = WRAPPERS.iter().map(|w| w.split(' ').next().unwrap()).collect();
     wrapper_names.extend(["dbus-daemon", "gio-launch-desktop", "ld-linux-x86-64.so.2"]);
+    // The paths of wrappers learned as applications: what the daemon logged of them is shown.
+    let mut learned_wrappers: Vec<String> = Vec::new();
     for line in listed.lines() {
         let name = line.rsplit('/').next().unwrap_or("");
         if wrapper_names.contains(&name) {
             failures.push(format!("a wrapper was learned as an application: {line}"));
+            learned_wrappers.extend(line.split_whitespace().last().map(str::to_string));
         }
     }
     drop(machine);
     println!("{passed} of {} wrapper and application pairs learned and replayed", WRAPPERS.len() * apps.len() - 1);
     if !failures.is_empty() {
         let keys: Vec<PathBuf> = apps.iter().map(|a| PathBuf::from(&a.key)).collect();
-        for line in d.log().lines().filter(|l| keys.iter().any(|k| l.contains(&*k.to_string_lossy()))).take(200) {
+        let log = d.log();
+        for line in log.lines().filter(|l| learned_wrappers.iter().any(|w| l.contains(w.as_str()))).take(100) {
+            println!("daemon (wrapper learned): {line}");
+        }
+        for line in log.lines().filter(|l| keys.iter().any(|k| l.contains(&*k.to_string_lossy()))).take(200) {
             println!("daemon: {line}");
         }
     }
