@@ -89,6 +89,9 @@ pub struct ForegroundReads {
     /// That wait's back-off, which the next wait goes on with: a round that replaces a waiting
     /// fetch every second or two must not bring back looks every 100 ms.
     resume: Option<QuietWait>,
+    /// What the fetch had in flight at its last look: a fetch that replaces it may find it
+    /// still landing.
+    last_in_flight: u64,
 }
 
 impl ForegroundReads {
@@ -109,6 +112,7 @@ impl ForegroundReads {
             trusted: false,
             still_busy: false,
             resume: None,
+            last_in_flight: 0,
         };
         reads.span.start = reads.sample()?;
         Some(reads)
@@ -135,9 +139,11 @@ impl ForegroundReads {
     /// page cache dropped), often work that reads now: a fetch that went on with the full window
     /// it had earned before took hundreds of MiB from a reader that started with it (a file
     /// tree read right after `drop_caches`, docs/fetching.md).
-    /// The span goes on: what others read in it so far still counts at the fetch's first look.
     pub fn distrust(&mut self) {
-        self.trusted = false;
+        if let Some(now) = self.sample() {
+            let in_flight = self.last_in_flight;
+            self.begin_span(now, in_flight);
+        }
     }
 
     /// Whether a whole [`SPAN`] passed without others reading since the last wait or pause:
@@ -155,6 +161,7 @@ impl ForegroundReads {
     /// cancelled before the disks were quiet (a newer plan), the next call waits at once. Returns
     /// the wait.
     pub fn wait_turn(&mut self, cancel: &CancelFlag, in_flight: u64) -> Duration {
+        self.last_in_flight = in_flight;
         let started = Instant::now();
         let stale = self.span.at.elapsed() > 2 * SPAN && !self.still_busy;
         if stale {
@@ -261,16 +268,12 @@ mod tests {
         reads.span.at = Instant::now().checked_sub(SPAN).unwrap_or_else(Instant::now);
         assert_eq!(reads.wait_turn(&CancelFlag::new(), 3 << 20), Duration::ZERO);
         assert!(reads.trusted());
-        // ... which a new fetch does not inherit ...
+        // ... which a new fetch does not inherit; what the last one had in flight is still
+        // allowed for, so its landing is not taken for someone else's reads.
         reads.distrust();
         assert!(!reads.trusted());
-        // ... while others' reads earlier in the span still count at its first look: pretend
-        // others read a lot in it, and a cancelled wait shows the look found them.
-        reads.span.start.disk = reads.span.start.disk.saturating_sub(BUSY_BYTES + (3 << 20) + 1);
-        let cancel = CancelFlag::new();
-        cancel.cancel();
-        assert!(reads.wait_turn(&cancel, 0) < POLL);
-        assert!(reads.still_busy);
+        assert_eq!(reads.span.in_flight, 3 << 20);
+        assert!(reads.span.at.elapsed() < SPAN);
     }
 
     #[test]

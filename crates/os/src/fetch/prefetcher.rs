@@ -311,26 +311,6 @@ impl Prefetcher {
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
         };
-        // The watch lives on the fetching thread, so a fetch that replaces another goes on from
-        // what the last one saw (and had in flight) instead of starting blind; but it earns its
-        // full window again (`distrust`).
-        let mut foreground = if self.options.yield_to_foreground {
-            FOREGROUND
-                .with(|f| f.borrow_mut().take())
-                .map(|mut f| {
-                    f.distrust();
-                    f
-                })
-                .or_else(super::foreground::ForegroundReads::start)
-        } else {
-            None
-        };
-        // Others reading now: wait before the walks and the survey too, whose opens, stats and
-        // extent maps read file-system metadata from the same disks (thousands of files after
-        // the caches were dropped). A cancelled wait leaves the rest to stop at once.
-        if let Some(f) = foreground.as_mut() {
-            run.report.foreground_wait_ms += f.wait_turn(cancel, 0).as_secs_f64() * 1000.0;
-        }
         // The walks first: opening the files below then finds their dentries cached, and the
         // program's failed probes find their negative dentries.
         run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
@@ -352,6 +332,19 @@ impl Prefetcher {
         for c in &chunks {
             run.states[c.file].remaining_chunks += 1;
         }
+        // The watch lives on the fetching thread, so a fetch that replaces another goes on from
+        // what the last one saw (and had in flight) instead of starting blind.
+        let mut foreground = if self.options.yield_to_foreground {
+            FOREGROUND
+                .with(|f| f.borrow_mut().take())
+                .map(|mut f| {
+                    f.distrust();
+                    f
+                })
+                .or_else(super::foreground::ForegroundReads::start)
+        } else {
+            None
+        };
         run.load(&chunks, self.options.window_bytes, self.options.keep_free_bytes, cancel, foreground.as_mut());
         if let Some(f) = foreground {
             FOREGROUND.with(|slot| *slot.borrow_mut() = Some(f));
