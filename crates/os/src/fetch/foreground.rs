@@ -139,11 +139,21 @@ impl ForegroundReads {
     /// page cache dropped), often work that reads now: a fetch that went on with the full window
     /// it had earned before took hundreds of MiB from a reader that started with it (a file
     /// tree read right after `drop_caches`, docs/fetching.md).
+    /// After a pause (a stale span) the first look replaces the span itself, watching for a
+    /// [`POLL`] before the fetch queues anything; that is left to it.
     pub fn distrust(&mut self) {
-        if let Some(now) = self.sample() {
-            let in_flight = self.last_in_flight;
-            self.begin_span(now, in_flight);
+        if self.stale() {
+            self.trusted = false;
+            return;
         }
+        if let Some(now) = self.sample() {
+            self.begin_span(now, self.last_in_flight);
+        }
+    }
+
+    /// The span is older than two [`SPAN`]s (the fetch paused) and no wait was left unfinished.
+    fn stale(&self) -> bool {
+        self.span.at.elapsed() > 2 * SPAN && !self.still_busy
     }
 
     /// Whether a whole [`SPAN`] passed without others reading since the last wait or pause:
@@ -163,7 +173,7 @@ impl ForegroundReads {
     pub fn wait_turn(&mut self, cancel: &CancelFlag, in_flight: u64) -> Duration {
         self.last_in_flight = in_flight;
         let started = Instant::now();
-        let stale = self.span.at.elapsed() > 2 * SPAN && !self.still_busy;
+        let stale = self.stale();
         if stale {
             let Some(now) = self.sample() else { return Duration::ZERO };
             self.begin_span(now, in_flight);
@@ -274,6 +284,11 @@ mod tests {
         assert!(!reads.trusted());
         assert_eq!(reads.span.in_flight, 3 << 20);
         assert!(reads.span.at.elapsed() < SPAN);
+        // After a pause, the new fetch's first look still watches before it queues anything.
+        reads.span.at = Instant::now().checked_sub(3 * SPAN).unwrap_or_else(Instant::now);
+        reads.distrust();
+        assert!(!reads.trusted());
+        assert!(reads.wait_turn(&CancelFlag::new(), 0) >= POLL, "a fetch after a pause queued at once");
     }
 
     #[test]

@@ -333,7 +333,8 @@ impl Prefetcher {
             run.states[c.file].remaining_chunks += 1;
         }
         // The watch lives on the fetching thread, so a fetch that replaces another goes on from
-        // what the last one saw (and had in flight) instead of starting blind.
+        // what the last one had in flight and its back-off instead of starting blind; it earns
+        // its full window again (`distrust`).
         let mut foreground = if self.options.yield_to_foreground {
             FOREGROUND
                 .with(|f| f.borrow_mut().take())
