@@ -69,13 +69,23 @@ struct Container {
     root: PathBuf,
 }
 
+/// How the container's boot starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Init {
+    /// systemd, as `-b` starts it.
+    Systemd,
+    /// `augur-init` as PID 1 (the kernel's `init=`), which starts `augur boot` and then systemd.
+    AugurInit,
+}
+
 impl Container {
-    fn boot(config: &Path, unit: &Path, log: &Path) -> Container {
+    fn boot(config: &Path, unit: &Path, log: &Path, init: Init) -> Container {
         let root = std::env::temp_dir().join(format!("augur-boot-root-{}", std::process::id()));
         fs::create_dir_all(&root).unwrap();
         assert!(Command::new("mount").args(["--bind", "/"]).arg(&root).status().unwrap().success());
         assert!(Command::new("mount").args(["-o", "remount,bind,ro"]).arg(&root).status().unwrap().success());
         let bind = |from: &Path, to: &str| format!("--bind-ro={}:{to}", from.display());
+        let init_bind = format!("--bind-ro={BIN}:/usr/sbin/augur-init");
         let nspawn = Command::new("systemd-nspawn")
             .arg("-D")
             .arg(&root)
@@ -86,7 +96,11 @@ impl Container {
             .arg(bind(config, "/etc/augur/config.toml"))
             .arg("--bind=/sys/kernel/tracing")
             .args(["--capability=CAP_BPF,CAP_PERFMON", "--system-call-filter=fanotify_init fanotify_mark bpf perf_event_open"])
-            .args(["-b", "--", "systemd.wants=augur-boot.service", "systemd.unit=multi-user.target"])
+            .args(match init {
+                Init::Systemd => vec!["-b", "--", "systemd.wants=augur-boot.service", "systemd.unit=multi-user.target"],
+                // The same binary under the name the package links it by; `-b`'s kill signal.
+                Init::AugurInit => vec!["--kill-signal=SIGRTMIN+3", init_bind.as_str(), "--", "/usr/sbin/augur-init"],
+            })
             .stdin(Stdio::null())
             .stdout(fs::File::create(log).unwrap())
             .stderr(fs::File::create(log.with_extension("err")).unwrap())
@@ -161,7 +175,7 @@ fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
     fs::write(&config, "[boot]\nmax_secs = 10\nafter_session_secs = 2\n").unwrap();
     let unit = dir.path().join("augur-boot.service");
     fs::write(&unit, unit_text()).unwrap();
-    let mut c = Container::boot(&config, &unit, &dir.path().join("nspawn.log"));
+    let mut c = Container::boot(&config, &unit, &dir.path().join("nspawn.log"), Init::Systemd);
     let started = c.monotonic("augur-boot.service", "ExecMainStartTimestampMonotonic");
     let sysinit = c.monotonic("sysinit.target", "ActiveEnterTimestampMonotonic");
     assert!(started > 0, "augur-boot.service never started:\n{}", c.run(&["systemctl", "status", "augur-boot.service"]));
@@ -186,7 +200,7 @@ fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
     }
     let journal = c.run(&["journalctl", "-u", "augur-boot.service", "-o", "cat", "--no-pager"]);
     eprintln!("container: augur-boot's journal:\n{journal}");
-    assert!(journal.contains("reached phase multi-user"), "{journal}");
+    assert!(journal.contains("multi-user at"), "{journal}");
     // Each phase began when systemd says it did, however late augur boot looked: sysinit.target
     // was reached before multi-user.target, and the phases say so.
     let phase_at = |name: &str| -> f64 {
@@ -196,6 +210,62 @@ fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
     };
     assert!(phase_at("sysinit") < phase_at("multi-user"), "{journal}");
     assert!(journal.contains("boot: recorded"), "{journal}");
+}
+
+#[test]
+fn augur_init_records_from_before_systemd_which_it_hands_pid_1_to_and_the_unit_steps_aside() {
+    common::install("systemd-nspawn", "systemd-container");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    fs::write(&config, "[boot]\nmax_secs = 10\nafter_session_secs = 2\n").unwrap();
+    let unit = dir.path().join("augur-boot.service");
+    fs::write(&unit, unit_text()).unwrap();
+    let log = dir.path().join("nspawn.log");
+    let mut c = Container::boot(&config, &unit, &log, Init::AugurInit);
+    // augur-init executed systemd in its own process: PID 1 is systemd, and it booted.
+    assert_eq!(c.run(&["cat", "/proc/1/comm"]).trim(), "systemd");
+    assert!(c.monotonic("multi-user.target", "ActiveEnterTimestampMonotonic") > 0);
+    // The recorder said it records before systemd ran, so the unit was skipped by its condition.
+    let marker = c.run(&["cat", "/run/augur-init.pid"]);
+    assert!(marker.trim().parse::<u32>().is_ok(), "no /run/augur-init.pid: {marker:?}");
+    let condition = c.run(&["systemctl", "show", "--value", "-p", "ConditionResult", "augur-boot.service"]);
+    assert_eq!(condition.trim(), "no", "augur-boot.service ran beside augur-init's recorder");
+    // The recorder, a child of PID 1, started before systemd did (process start times count in
+    // clock ticks since boot, the monotonic clock here: no suspend in a test machine).
+    let pid = c.run(&["pgrep", "-f", "augur boot --before-init"]);
+    let pid = pid.lines().next().unwrap_or_default().trim().to_string();
+    assert!(!pid.is_empty(), "no augur boot in the container");
+    let stat = c.run(&["cat", &format!("/proc/{pid}/stat")]);
+    let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    assert_eq!(fields.get(1), Some(&"1"), "its parent is not PID 1: {stat}");
+    let started_ms = fields[19].parse::<u64>().unwrap() * 10;
+    let manager = c.run(&["systemctl", "show", "--value", "-p", "UserspaceTimestampMonotonic"]);
+    let systemd_ms = manager.trim().parse::<u64>().unwrap_or_else(|_| panic!("systemd's start: {manager:?}")) / 1000;
+    eprintln!("container: augur boot started at {started_ms} ms, systemd at {systemd_ms} ms");
+    assert!(started_ms <= systemd_ms + 10, "augur boot started at {started_ms} ms, after systemd ({systemd_ms} ms)");
+    // It follows systemd's targets and saves the boot and the next boot's plan when its time is up.
+    let until = Instant::now() + Duration::from_secs(40);
+    while !c.run(&["pgrep", "-f", "augur boot --before-init"]).trim().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Its log: on the console until journald listens, then in the journal.
+    let journal = c.run(&["journalctl", "-b", "-t", "augur-boot", "-o", "cat", "--no-pager"]);
+    eprintln!("container: augur-boot's journal:\n{journal}");
+    assert!(journal.contains("its log goes to the journal from here"), "{journal}");
+    assert!(journal.contains("multi-user at"), "{journal}");
+    assert!(journal.contains("boot: recorded"), "{journal}");
+    let plan = c.run(&["head", "-c", "200", "/var/lib/augur/boot-plan.json"]);
+    assert!(plan.starts_with("{\"format\":\"augur-boot-plan\""), "no plan file: {plan:?}");
+    // The console, which nspawn hands over when the container stops, has the start.
+    drop(c);
+    let text = fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("INFO boot: started before the init; plan of 0 boots"), "{text}");
+    // Run as anything but the kernel's init, augur-init refuses.
+    let link = dir.path().join("augur-init");
+    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    let out = Command::new(&link).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("runs as the kernel's init only"));
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {

@@ -110,6 +110,8 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
         assert_eq!(owner, "root/root", "{path}");
     };
     expect("/usr/bin/augur", "-rwxr-xr-x");
+    // The kernel's init= for a boot recorded from before systemd (an opt-in, docs/boot.md).
+    expect("/usr/sbin/augur-init", "lrwxrwxrwx");
     expect(UNIT, "-rw-r--r--");
     expect(BOOT_UNIT, "-rw-r--r--");
     expect("/etc/augur/config.toml", "-rw-r--r--");
@@ -365,6 +367,7 @@ fn installed_package_documents_completes_verifies_and_purges_without_leftovers()
     for gone in ["/usr/bin/augur", UNIT, "/etc/augur", "/var/lib/augur", "/usr/share/man/man1/augur.1.gz"] {
         assert!(!Path::new(gone).exists(), "{gone} survived the purge");
     }
+    assert!(fs::symlink_metadata("/usr/sbin/augur-init").is_err(), "/usr/sbin/augur-init survived the purge");
     assert!(fs::symlink_metadata(wants).is_err(), "enable symlink survived the purge");
     assert!(fs::symlink_metadata(boot_wants).is_err(), "augur-boot's enable symlink survived the purge");
     drop(installed);

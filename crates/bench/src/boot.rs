@@ -1,7 +1,8 @@
-//! `augur-bench boot`: boots a real systemd userspace again and again under three setups (no
-//! prefetcher, Debian's preload 0.6.4, augur's `augur-boot.service`) and reports the time to
-//! `multi-user.target` and to the autostarted application's first window, from systemd's own
-//! timestamps inside the booted system (docs/boot.md, "The boot benchmark").
+//! `augur-bench boot`: boots a real systemd userspace again and again under four setups (no
+//! prefetcher, Debian's preload 0.6.4, augur's `augur-boot.service`, and augur started before
+//! systemd by `augur-init`) and reports the time to `multi-user.target` and to the autostarted
+//! application's first window, from systemd's own timestamps inside the booted system (counted
+//! from the container's start) (docs/boot.md, "The boot benchmark").
 //!
 //! The system is a debootstrap'ed Debian 12 in an ext4 image (built by `scripts/bench-boot-image`),
 //! attached as a loop device with direct I/O, throttled to the slow-disk profile by a block-I/O
@@ -27,6 +28,9 @@ pub const AUGUR_BOOT_UNIT: &str = include_str!("../../../packaging/augur-boot.se
 /// Where the image is built and the runs keep their files.
 pub const WORK_DIR: &str = "/var/cache/augur-bench/boot";
 
+/// Where the package links `augur-init` (the kernel's `init=`).
+pub const INIT_LINK: &str = "/usr/sbin/augur-init";
+
 /// What runs at boot besides the system itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootSetup {
@@ -36,11 +40,14 @@ pub enum BootSetup {
     Preload,
     /// `augur-boot.service` as shipped (packaging/), with the shipped configuration.
     Augur,
+    /// The same, booted with `init=/usr/sbin/augur-init` (an opt-in): `augur boot` starts before
+    /// systemd, and the unit is skipped.
+    AugurInit,
 }
 
 impl BootSetup {
     /// Every setup, in the order each round boots them.
-    pub const ALL: [BootSetup; 3] = [BootSetup::Plain, BootSetup::Preload, BootSetup::Augur];
+    pub const ALL: [BootSetup; 4] = [BootSetup::Plain, BootSetup::Preload, BootSetup::Augur, BootSetup::AugurInit];
 
     /// The name in tables.
     pub fn describe(self) -> &'static str {
@@ -48,6 +55,7 @@ impl BootSetup {
             BootSetup::Plain => "no prefetcher",
             BootSetup::Preload => "preload 0.6.4 (Debian's package)",
             BootSetup::Augur => "augur (augur-boot.service)",
+            BootSetup::AugurInit => "augur (init=/usr/sbin/augur-init)",
         }
     }
 
@@ -57,6 +65,7 @@ impl BootSetup {
             BootSetup::Plain => "plain",
             BootSetup::Preload => "preload",
             BootSetup::Augur => "augur",
+            BootSetup::AugurInit => "augur-init",
         }
     }
 }
@@ -64,14 +73,20 @@ impl BootSetup {
 impl std::str::FromStr for BootSetup {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        BootSetup::ALL.into_iter().find(|b| b.arg() == s).ok_or_else(|| format!("no setup {s:?} (plain, preload, augur)"))
+        BootSetup::ALL
+            .into_iter()
+            .find(|b| b.arg() == s)
+            .ok_or_else(|| format!("no setup {s:?} (plain, preload, augur, augur-init)"))
     }
 }
 
-/// One boot's figures: seconds from the start of systemd in the booted system (its
-/// `UserspaceTimestampMonotonic`), and what it read from its disk.
+/// One boot's figures: seconds from the container's start (or from systemd's, see [`parse_show`]),
+/// and what it read from its disk.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BootTimes {
+    /// systemd started (its `UserspaceTimestampMonotonic`): later than the container's start by
+    /// nspawn's own setting up, and by `augur-init`'s handover where it runs first.
+    pub systemd_s: f64,
     /// `multi-user.target` reached (`ActiveEnterTimestampMonotonic`).
     pub target_s: f64,
     /// The application's first visible window (`bench-window.service`'s
@@ -83,10 +98,11 @@ pub struct BootTimes {
 
 /// The timestamps of one boot as `bench-report` (in the image) writes them: blocks of
 /// `systemctl show -p ...` output (`KEY=VALUE` lines, monotonic microseconds) separated by
-/// blank lines, the manager's block first, then one per unit with its `Id=`. Returns the target
-/// and window times in seconds after the manager's start (`read_mib` 0); an error names what is
-/// missing, zero (never happened) or failed.
-pub fn parse_show(text: &str) -> std::result::Result<BootTimes, String> {
+/// blank lines, the manager's block first, then one per unit with its `Id=`. Returns the times in
+/// seconds after `origin_us` (the container's start on the same monotonic clock; the manager's
+/// start when `None`) (`read_mib` 0); an error names what is missing, zero (never happened) or
+/// failed.
+pub fn parse_show(text: &str, origin_us: Option<u64>) -> std::result::Result<BootTimes, String> {
     let mut userspace = None;
     let mut target = None;
     let mut window = None;
@@ -117,14 +133,19 @@ pub fn parse_show(text: &str) -> std::result::Result<BootTimes, String> {
         }
     }
     let userspace = userspace.ok_or("no UserspaceTimestampMonotonic of systemd")?;
+    let origin = origin_us.unwrap_or(userspace);
+    if userspace < origin {
+        return Err(format!("systemd started at {userspace} us, before the container ({origin} us)"));
+    }
     let since = |t: Option<u64>, what: &str| -> std::result::Result<f64, String> {
         let t = t.ok_or_else(|| format!("no timestamps of {what}"))?;
         if t < userspace {
             return Err(format!("{what} at {t} us, before systemd started ({userspace} us)"));
         }
-        Ok((t - userspace) as f64 / 1e6)
+        Ok((t - origin) as f64 / 1e6)
     };
     Ok(BootTimes {
+        systemd_s: (userspace - origin) as f64 / 1e6,
         target_s: since(target, "multi-user.target")?,
         window_s: since(window, "bench-window.service")?,
         read_mib: 0.0,
@@ -224,9 +245,11 @@ const STRIP_LIKE_THE_PACKAGE: [&str; 3] = ["--strip-unneeded", "--remove-section
 /// removed) and the image holds this build's `augur`, stripped as the package strips it.
 pub fn reset_learning(root: &Path, augur_exe: &Path) -> Result<()> {
     launch::remove_file_if_any(&root.join("var/lib/preload/preload.state"))?;
-    let state = root.join("var/lib/augur");
-    if state.exists() {
-        fs::remove_dir_all(&state).context(|| format!("removing {}", state.display()))?;
+    for setup in [None, Some(BootSetup::Augur), Some(BootSetup::AugurInit)] {
+        let state = augur_state_dir(root, setup);
+        if state.exists() {
+            fs::remove_dir_all(&state).context(|| format!("removing {}", state.display()))?;
+        }
     }
     let installed = root.join("usr/bin/augur");
     launch::tool_output(
@@ -234,6 +257,44 @@ pub fn reset_learning(root: &Path, augur_exe: &Path) -> Result<()> {
         "strip (binutils)",
     )?;
     fs::set_permissions(&installed, fs::Permissions::from_mode(0o755)).context(|| format!("chmod {}", installed.display()))?;
+    // As scripts/build-deb links it.
+    let link = root.join(INIT_LINK.trim_start_matches('/'));
+    launch::remove_file_if_any(&link)?;
+    symlink("../bin/augur", &link).context(|| format!("linking {}", link.display()))?;
+    Ok(())
+}
+
+/// augur's state directory in the image (`None`), or where a setup's is kept while the other
+/// augur setup boots.
+fn augur_state_dir(root: &Path, parked: Option<BootSetup>) -> PathBuf {
+    root.join(match parked {
+        None => "var/lib/augur".to_string(),
+        Some(s) => format!("var/lib/augur.{}", s.arg()),
+    })
+}
+
+/// Names the setup whose state `var/lib/augur` holds.
+const STATE_OWNER: &str = ".augur-bench-setup";
+
+/// Gives augur's state directory to `setup`: each augur setup learns from its own boots only
+/// (the other's is parked beside it).
+fn switch_augur_state(root: &Path, setup: BootSetup) -> Result<()> {
+    let live = augur_state_dir(root, None);
+    let owner = fs::read_to_string(live.join(STATE_OWNER)).ok().and_then(|t| t.trim().parse::<BootSetup>().ok());
+    if live.exists() && owner != Some(setup) {
+        let parked = augur_state_dir(root, Some(owner.unwrap_or(BootSetup::Augur)));
+        if parked.exists() {
+            fs::remove_dir_all(&parked).context(|| format!("removing {}", parked.display()))?;
+        }
+        fs::rename(&live, &parked).context(|| format!("parking {}", live.display()))?;
+    }
+    let mine = augur_state_dir(root, Some(setup));
+    if !live.exists() && mine.exists() {
+        fs::rename(&mine, &live).context(|| format!("restoring {}", mine.display()))?;
+    }
+    fs::create_dir_all(&live).context(|| format!("creating {}", live.display()))?;
+    fs::set_permissions(&live, fs::Permissions::from_mode(0o700)).context(|| format!("chmod {}", live.display()))?;
+    fs::write(live.join(STATE_OWNER), setup.arg()).context(|| format!("writing {}", live.display()))?;
     Ok(())
 }
 
@@ -250,7 +311,7 @@ pub fn configure(root: &Path, setup: BootSetup, augur_config: &str, hold_secs: u
     let wants_dir = units.join("sysinit.target.wants");
     let wants = wants_dir.join("augur-boot.service");
     launch::remove_file_if_any(&wants)?;
-    if setup == BootSetup::Augur {
+    if matches!(setup, BootSetup::Augur | BootSetup::AugurInit) {
         fs::write(units.join("augur-boot.service"), AUGUR_BOOT_UNIT).context(|| "writing augur-boot.service".into())?;
         fs::create_dir_all(&wants_dir).context(|| format!("creating {}", wants_dir.display()))?;
         symlink("/etc/systemd/system/augur-boot.service", &wants).context(|| format!("enabling {}", wants.display()))?;
@@ -258,6 +319,7 @@ pub fn configure(root: &Path, setup: BootSetup, augur_config: &str, hold_secs: u
         fs::create_dir_all(&etc).context(|| format!("creating {}", etc.display()))?;
         fs::write(etc.join("config.toml"), augur_config).context(|| "writing the image's augur config".into())?;
         launch::remove_file_if_any(&etc.join("no-boot-prefetch"))?;
+        switch_augur_state(root, setup)?;
     }
     let env = root.join("etc/augur-bench/env");
     fs::write(&env, format!("HOLD_SECS={hold_secs}\n")).context(|| format!("writing {}", env.display()))?;
@@ -272,8 +334,11 @@ struct Container {
 }
 
 impl Container {
-    fn boot(root: &Path, out: &Path, log: &Path) -> Result<Container> {
+    fn boot(root: &Path, setup: BootSetup, out: &Path, log: &Path) -> Result<Container> {
         let file = |p: &Path| fs::File::create(p).context(|| format!("creating {}", p.display()));
+        // `-b` starts the image's own init; augur-init's setup starts `/usr/sbin/augur-init` as
+        // the container's PID 1 instead (the kernel's `init=`), stopped as `-b` stops systemd.
+        let init: &[&str] = if setup == BootSetup::AugurInit { &["--kill-signal=SIGRTMIN+3", "--", INIT_LINK] } else { &["-b"] };
         let nspawn = Command::new("systemd-nspawn")
             .arg("-D")
             .arg(root)
@@ -282,7 +347,7 @@ impl Container {
             // augur-boot reads page events from tracefs (every setup gets the same mounts).
             .arg("--bind=/sys/kernel/tracing")
             .args(["--capability=CAP_BPF,CAP_PERFMON", "--system-call-filter=fanotify_init fanotify_mark bpf perf_event_open"])
-            .arg("-b")
+            .args(init)
             .stdin(Stdio::null())
             .stdout(file(log)?)
             .stderr(file(&log.with_extension("err"))?)
@@ -403,9 +468,12 @@ impl BootBench {
         let image = self.attach()?;
         let device = image.device_number()?;
         let read_before = page_cache::disk_sectors_read(&device)?;
+        let origin_us;
         let ended = {
             let _throttle = ThrottledCgroup::enter_on(self.throttle, device.clone())?;
-            let mut container = Container::boot(image.root(), &out, &logs.join("nspawn.log"))?;
+            // Times count from here: an init that runs before systemd is in them.
+            origin_us = augur_os::sense::monotonic_us();
+            let mut container = Container::boot(image.root(), setup, &out, &logs.join("nspawn.log"))?;
             container.wait(self.boot_timeout)?
         };
         let read_mib = (page_cache::disk_sectors_read(&device)?.saturating_sub(read_before) * 512) as f64 / (1 << 20) as f64;
@@ -417,7 +485,7 @@ impl BootBench {
             Ok(text) => text,
             Err(_) => return Ok(Err(format!("the boot wrote no timestamps (see {})", logs.display()))),
         };
-        let times = parse_show(&show).map(|t| BootTimes { read_mib, ..t });
+        let times = parse_show(&show, Some(origin_us)).map(|t| BootTimes { read_mib, ..t });
         if !ended && times.is_ok() {
             return Ok(Err(format!("it did not power off within {:?} (see {})", self.boot_timeout, logs.display())));
         }
@@ -463,22 +531,26 @@ pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> St
     let mut out = format!(
         "Each setup booted in turn, round after round, each round starting one setup later; the first {} boot(s) of each setup dropped (learning from nothing), \
          every cache dropped and the disk throttled to {} read IOPS and {:.0} MB/s before each boot; the system stayed up {} s \
-         after the window (the prefetchers' learning). Seconds from the start of systemd in the booted system \
-         (`UserspaceTimestampMonotonic`), mean ± sample standard deviation; MiB read from the system's disk in the whole \
-         boot, prefetching included.\n\n",
+         after the window (the prefetchers' learning). Seconds from the container's start (`systemd-nspawn` started, on the \
+         monotonic clock the booted system shares), mean ± sample standard deviation; systemd starts later by nspawn's \
+         setting up and, where `augur-init` runs first, by its handover (`UserspaceTimestampMonotonic`); MiB read from \
+         the system's disk in the whole boot, prefetching included.\n\n",
         ctx.warmup_boots,
         ctx.throttle.read_iops,
         ctx.throttle.read_bps as f64 / 1e6,
         ctx.hold_secs
     );
-    out.push_str("| setup | boots | to multi-user.target, s | to AbiWord's first window, s | read, MiB | failed |\n");
-    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    out.push_str(
+        "| setup | boots | systemd started, s | to multi-user.target, s | to AbiWord's first window, s | read, MiB | failed |\n",
+    );
+    out.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     let column = |r: &SetupBoots, f: Metric| r.boots.iter().map(f).collect::<Vec<f64>>();
     for (setup, r) in rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             setup.describe(),
             r.boots.len(),
+            mean_sd(&column(r, |b| b.systemd_s)),
             mean_sd(&column(r, |b| b.target_s)),
             mean_sd(&column(r, |b| b.window_s)),
             mean_sd(&column(r, |b| b.read_mib)),
@@ -489,8 +561,8 @@ pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> St
         rows.iter().find(|(x, r)| *x == s && !r.boots.is_empty()).map(|(_, r)| stats::mean(&column(r, f)))
     };
     let metrics: [(&str, Metric); 2] = [("multi-user.target", |b| b.target_s), ("the window", |b| b.window_s)];
-    for (what, f) in metrics {
-        let Some(augur) = mean_of(BootSetup::Augur, f) else { continue };
+    for ((what, f), augur_setup) in metrics.into_iter().flat_map(|m| [(m, BootSetup::Augur), (m, BootSetup::AugurInit)]) {
+        let Some(augur) = mean_of(augur_setup, f) else { continue };
         let others: Vec<(BootSetup, f64)> =
             [BootSetup::Plain, BootSetup::Preload].into_iter().filter_map(|s| mean_of(s, f).map(|m| (s, m))).collect();
         if others.is_empty() {
@@ -499,7 +571,8 @@ pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> St
         let lower = others.iter().all(|(_, m)| augur < *m);
         let versus: Vec<String> = others.iter().map(|(s, m)| format!("{:+.2} s against {}", augur - m, s.describe())).collect();
         out.push_str(&format!(
-            "\naugur's mean time to {what} is {} than every other setup's ({}).",
+            "\n{}'s mean time to {what} is {} than every other setup's ({}).",
+            augur_setup.describe(),
             if lower { "lower" } else { "not lower" },
             versus.join(", ")
         ));
@@ -520,28 +593,32 @@ mod tests {
 
     #[test]
     fn times_are_seconds_after_systemd_started() {
-        let t = parse_show(SHOW).unwrap();
-        assert_eq!((t.target_s, t.window_s, t.read_mib), (5.5, 12.2, 0.0));
+        let t = parse_show(SHOW, None).unwrap();
+        assert_eq!((t.systemd_s, t.target_s, t.window_s, t.read_mib), (0.0, 5.5, 12.2, 0.0));
+        // From the container's start, 0.5 s before systemd's.
+        let c = parse_show(SHOW, Some(1_500_000)).unwrap();
+        assert_eq!((c.systemd_s, c.target_s, c.window_s), (0.5, 6.0, 12.7));
+        assert!(parse_show(SHOW, Some(2_500_000)).unwrap_err().contains("before the container"));
         // Unit blocks in any order.
         let (manager, units) = SHOW.split_once("\n\n").unwrap();
         let (target, window) = units.split_once("\n\n").unwrap();
-        assert_eq!(parse_show(&format!("{window}\n{manager}\n\n{target}")).unwrap(), t);
+        assert_eq!(parse_show(&format!("{window}\n{manager}\n\n{target}"), None).unwrap(), t);
     }
 
     #[test]
     fn a_boot_that_missed_a_step_says_which() {
         let never = SHOW.replace("ActiveEnterTimestampMonotonic=7500000", "ActiveEnterTimestampMonotonic=0");
-        assert!(parse_show(&never).unwrap_err().contains("multi-user.target: ActiveEnterTimestampMonotonic is 0"));
+        assert!(parse_show(&never, None).unwrap_err().contains("multi-user.target: ActiveEnterTimestampMonotonic is 0"));
         let timeout = SHOW.replace("ExecMainStatus=0\nResult=success\n", "ExecMainStatus=0\nResult=timeout\n");
-        let e = parse_show(&timeout).unwrap_err();
+        let e = parse_show(&timeout, None).unwrap_err();
         assert!(e.contains("bench-window.service") && e.contains("Result=timeout"), "{e}");
         let no_manager = SHOW.split_once("\n\n").unwrap().1;
-        assert!(parse_show(no_manager).unwrap_err().contains("UserspaceTimestampMonotonic"));
+        assert!(parse_show(no_manager, None).unwrap_err().contains("UserspaceTimestampMonotonic"));
         let no_window = SHOW.split("\n\n").take(2).collect::<Vec<_>>().join("\n\n");
-        assert!(parse_show(&no_window).unwrap_err().contains("no timestamps of bench-window.service"));
-        assert!(parse_show(&SHOW.replace("=7500000", "=n/a")).unwrap_err().contains("not a number"));
-        assert!(parse_show(&SHOW.replace("=7500000", "=1000")).unwrap_err().contains("before systemd started"));
-        assert!(parse_show("").is_err());
+        assert!(parse_show(&no_window, None).unwrap_err().contains("no timestamps of bench-window.service"));
+        assert!(parse_show(&SHOW.replace("=7500000", "=n/a"), None).unwrap_err().contains("not a number"));
+        assert!(parse_show(&SHOW.replace("=7500000", "=1000"), None).unwrap_err().contains("before systemd started"));
+        assert!(parse_show("", None).is_err());
     }
 
     #[test]
@@ -565,6 +642,16 @@ mod tests {
         assert!(fs::symlink_metadata(units.join("sysinit.target.wants/augur-boot.service")).is_ok());
         assert_eq!(fs::read_to_string(root.join("etc/augur/config.toml")).unwrap(), "[boot]\n");
         assert_eq!(fs::read_to_string(root.join("etc/augur-bench/env")).unwrap(), "HOLD_SECS=45\n");
+        fs::write(root.join("var/lib/augur/state.db"), "unit's").unwrap();
+        // augur-init's setup: the same unit (skipped by its condition when augur-init ran), its own state.
+        configure(root, BootSetup::AugurInit, "[boot]\n", 45).unwrap();
+        assert!(fs::symlink_metadata(units.join("sysinit.target.wants/augur-boot.service")).is_ok());
+        assert!(!root.join("var/lib/augur/state.db").exists(), "augur-init's boots learn from their own");
+        fs::write(root.join("var/lib/augur/state.db"), "init's").unwrap();
+        configure(root, BootSetup::Augur, "[boot]\n", 45).unwrap();
+        assert_eq!(fs::read_to_string(root.join("var/lib/augur/state.db")).unwrap(), "unit's");
+        configure(root, BootSetup::AugurInit, "[boot]\n", 45).unwrap();
+        assert_eq!(fs::read_to_string(root.join("var/lib/augur/state.db")).unwrap(), "init's");
         configure(root, BootSetup::Preload, "", 30).unwrap();
         assert!(fs::symlink_metadata(units.join("preload.service")).is_err(), "preload unmasked");
         assert!(fs::symlink_metadata(units.join("sysinit.target.wants/augur-boot.service")).is_err(), "augur off");
@@ -575,7 +662,7 @@ mod tests {
 
     #[test]
     fn table_says_whether_augur_is_lower_than_both() {
-        let b = |t: f64, w: f64| BootTimes { target_s: t, window_s: w, read_mib: 100.0 };
+        let b = |t: f64, w: f64| BootTimes { systemd_s: 0.1, target_s: t, window_s: w, read_mib: 100.0 };
         let ctx = BootReportContext { warmup_boots: 1, throttle: DiskThrottle::default(), hold_secs: 45 };
         let rows = vec![
             (BootSetup::Plain, SetupBoots { boots: vec![b(6.0, 12.0), b(8.0, 14.0)], failed: vec![] }),
@@ -585,9 +672,13 @@ mod tests {
         let md = markdown(&ctx, &rows);
         let lines: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
         assert_eq!(lines.len(), 5, "{md}");
-        assert!(lines[2].contains("| 2 | 7.00 ± 1.41 | 13.00 ± 1.41 | 100.00 ± 0.00 | 0 |"), "{}", lines[2]);
+        assert!(lines[2].contains("| 2 | 0.10 ± 0.00 | 7.00 ± 1.41 | 13.00 ± 1.41 | 100.00 ± 0.00 | 0 |"), "{}", lines[2]);
         assert!(lines[3].ends_with("| 1 |"), "{}", lines[3]);
-        assert!(md.contains("to multi-user.target is lower than every other setup's (-2.00 s against no prefetcher"), "{md}");
+        assert!(
+            md.contains("augur (augur-boot.service)'s mean time to multi-user.target is lower than every other setup's (-2.00 s against no prefetcher"),
+            "{md}"
+        );
+        assert!(!md.contains("augur-init)'s mean"), "a setup not booted has no verdict: {md}");
         assert!(md.contains("to the window is not lower"), "{md}");
         assert!(md.contains("200 read IOPS and 40 MB/s"), "{md}");
     }

@@ -15,7 +15,7 @@
 //! daemon, [`usage_day`] and [`cost`] the day and the costs, [`suite_report`] holds the results
 //! and [`suite_markdown`] / [`suite_chart`] render them.
 //!
-//! [`boot`] boots a Debian system in a container on a throttled disk image under three setups
+//! [`boot`] boots a Debian system in a container on a throttled disk image under four setups
 //! (`augur-bench boot`).
 
 #![forbid(unsafe_code)]

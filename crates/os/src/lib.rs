@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod fetch;
+pub mod init_handoff;
 pub mod loop_io;
 pub mod machine;
 pub mod notify;

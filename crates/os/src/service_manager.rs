@@ -13,6 +13,26 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// journald's socket for streams (what it reads services' standard output and error from).
+const JOURNAL_STREAM_SOCKET: &str = "/run/systemd/journal/stdout";
+
+/// Connects this process's standard error to journald, its lines filed under `identifier` at
+/// priority info, as systemd connects a unit's: for a process started before systemd (whose
+/// console systemd hangs up as it takes it over). False while journald does not listen yet.
+pub fn stderr_to_journal(identifier: &str) -> io::Result<bool> {
+    let stream = match std::os::unix::net::UnixStream::connect(JOURNAL_STREAM_SOCKET) {
+        Ok(s) => s,
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    stream.shutdown(std::net::Shutdown::Read)?;
+    // The stream's header (systemd's journald-stream.c): identifier, unit, priority, whether
+    // lines carry a <N> prefix, and forwarding to syslog, kmsg and the console, one per line.
+    (&stream).write_all(format!("{identifier}\n\n6\n0\n0\n0\n0\n").as_bytes())?;
+    rustix::stdio::dup2_stderr(&stream)?;
+    Ok(true)
+}
+
 /// Where `augur mark PHASE` writes (a line per phase: its name and the monotonic microseconds it
 /// was marked at) and `augur boot` reads.
 pub const MARK_FILE: &str = "/run/augur-boot/phase";
@@ -47,12 +67,23 @@ fn parse_entered_times(text: &str, units: usize) -> Option<Vec<Option<u64>>> {
     (times.len() == units).then_some(times)
 }
 
-/// The target systemd boots into (`graphical.target`, `multi-user.target`...), if it says.
+/// The target systemd boots into (`graphical.target`, `multi-user.target`...), if it says; before
+/// systemd runs (`augur-init`), what the `default.target` link of its unit directories names.
 pub fn default_target() -> Option<String> {
-    let out = Command::new("systemctl").arg("get-default").stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
-    let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !name.is_empty()).then_some(name)
+    if systemd_booted() {
+        let out = Command::new("systemctl").arg("get-default").stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
+        let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        return (out.status.success() && !name.is_empty()).then_some(name);
+    }
+    DEFAULT_TARGET_LINKS.iter().find_map(|link| {
+        let target = fs::read_link(link).ok()?;
+        Some(target.file_name()?.to_string_lossy().into_owned())
+    })
 }
+
+/// Where `systemctl set-default` links `default.target`, the administrator's first.
+const DEFAULT_TARGET_LINKS: [&str; 3] =
+    ["/etc/systemd/system/default.target", "/lib/systemd/system/default.target", "/usr/lib/systemd/system/default.target"];
 
 /// True when logind knows a logged-in user (a file per user in `/run/systemd/users`).
 pub fn user_session_exists() -> bool {

@@ -19,6 +19,11 @@ use crate::error::{OsError, Result};
 /// The signals augur handles.
 pub const HANDLED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// True for the handled signals that ask to stop (SIGINT, SIGTERM); SIGHUP asks a reload.
+pub fn is_terminating(sig: i32) -> bool {
+    sig != libc::SIGHUP
+}
+
 /// The write end of the pipe of the installed [`SignalPipe`], or -1.
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 /// Set by the first handled signal; cleared by [`SignalPipe::install`].
@@ -30,7 +35,7 @@ static EXIT_ON_SECOND: AtomicBool = AtomicBool::new(false);
 pub const SECOND_SIGNAL_STATUS: i32 = 130;
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    let terminating = sig != libc::SIGHUP;
+    let terminating = is_terminating(sig);
     if terminating && EXIT_ON_SECOND.load(Ordering::Relaxed) && RECEIVED.load(Ordering::Relaxed) {
         // SAFETY: _exit(2) is async-signal-safe and takes no pointers.
         unsafe { libc::_exit(SECOND_SIGNAL_STATUS) };

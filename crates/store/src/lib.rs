@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod atomic_file;
+pub mod boot_plan_file;
 pub mod error;
 pub mod profile_file;
 pub mod replay_cache;

@@ -642,6 +642,14 @@ impl StateStore {
         tx.execute("DELETE FROM boot_traces", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         self.with_replays(ReplayCache::clear);
+        // The next boot's plan, kept beside the state, goes with the boots it was merged from.
+        let plan = crate::boot_plan_file::path_beside(&self.path);
+        match std::fs::remove_file(&plan) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::io_at(&plan, "removing the boot plan", err));
+            }
+            _ => {}
+        }
         Ok(n as u64)
     }
 
@@ -1340,9 +1348,13 @@ mod tests {
         assert_eq!(h.traces.iter().map(|t| t.recorded_at).collect::<Vec<_>>(), vec![3, 4, 5]);
         assert_eq!(h.traces[2], boot_trace(5));
         assert_eq!(read_boot_history(&path).unwrap(), h);
-        // `augur forget --all` forgets the recorded boots too.
+        // `augur forget --all` forgets the recorded boots too, and the plan merged from them.
+        let plan = crate::boot_plan_file::path_beside(&path);
+        crate::boot_plan_file::write(&plan, &h.plan(&Default::default())).unwrap();
         s.forget_all().unwrap();
         assert!(s.boot_history().unwrap().traces.is_empty());
+        assert!(!plan.exists(), "the boot plan outlived the boots");
+        s.forget_all().unwrap();
         s.add_boot_trace(&boot_trace(6), 3).unwrap();
         // A trace that does not decode is skipped, not fatal.
         s.conn.execute("INSERT INTO boot_traces (recorded_at, pages, trace) VALUES (9, 1, '{')", []).unwrap();

@@ -15,14 +15,15 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::error::{Error, Result};
-use augur_core::model::boot::{BootHistory, BootPhase, BootTrace, PhaseStart, session_apps};
+use augur_core::model::boot::{BootPhase, BootPlan, BootSettings, BootTrace, PhaseStart, session_apps};
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_engine::boot::{BootAction, BootSequence};
 use augur_engine::config::Config;
 use augur_os::fetch::{self, CancelFlag, FetchOptions, FetchPlan, IoPriority, OrderPolicy, Prefetcher};
 use augur_os::sense::boot_trace::BootRecorder;
 use augur_os::sense::trace_session::PROFILE_PAGE_SIZE;
-use augur_os::service_manager;
+use augur_os::{init_handoff, service_manager};
+use augur_store::boot_plan_file;
 use augur_store::state::StateStore;
 
 /// Arguments of `augur boot`.
@@ -43,6 +44,10 @@ pub struct BootArgs {
     /// The file `augur mark` writes phases to.
     #[arg(long, value_name = "PATH", default_value = service_manager::MARK_FILE)]
     pub marks: PathBuf,
+    /// Started by `augur-init` before it executes this init: say when recording started (on
+    /// standard output, which `augur-init` waits on) and follow that init's boot.
+    #[arg(long, value_name = "INIT", hide = true)]
+    pub before_init: Option<PathBuf>,
 }
 
 /// Arguments of `augur mark`.
@@ -70,7 +75,7 @@ fn target_phases() -> Vec<(BootPhase, &'static str)> {
 fn observed_phases(marks: &Path, systemd: bool, origin_us: u64, now_us: u64) -> Vec<PhaseStart> {
     let since = |mono: Option<u64>| mono.map_or(now_us, |t| t.saturating_sub(origin_us));
     let mut reached = Vec::new();
-    if systemd {
+    if systemd && service_manager::systemd_booted() {
         let targets = target_phases();
         let names: Vec<&str> = targets.iter().map(|(_, t)| *t).collect();
         if let Some(entered) = service_manager::units_entered_us(&names) {
@@ -155,6 +160,25 @@ fn session_plans(store: &StateStore, config: &Config) -> Vec<FetchPlan> {
         .collect()
 }
 
+/// The plan to load: the plan file the last boot wrote beside the state, else (no plan file yet,
+/// or a corrupt one) merged from the boots in the state, read without writing (the root may still
+/// be read-only before the service manager runs).
+fn load_plan(config: &Config, settings: &BootSettings) -> BootPlan {
+    let path = boot_plan_file::path_beside(&config.daemon.state_path);
+    match boot_plan_file::read(&path) {
+        Ok(Some(plan)) => return plan,
+        Ok(None) => {}
+        Err(e) => tracing::warn!("boot: {e}; merging the stored boots instead"),
+    }
+    match augur_store::state::read_boot_history(&config.daemon.state_path) {
+        Ok(history) => history.plan(settings),
+        Err(e) => {
+            tracing::warn!("boot: no plan to load: {e}");
+            BootPlan { page_size: PROFILE_PAGE_SIZE, boots: 0, phases: Vec::new() }
+        }
+    }
+}
+
 /// Runs `augur boot`.
 pub fn run(args: BootArgs) -> Result<ExitCode> {
     augur_os::privilege::require_root("augur boot")?;
@@ -162,7 +186,22 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
     if let Some(s) = args.state {
         config.daemon.state_path = s;
     }
-    // Recording starts first, before the state is read: every page the boot uses from here on
+    // One recorder per boot: the unit's, or the one `augur-init` started before the init.
+    let _lock = match init_handoff::take_boot_lock() {
+        Ok(Some(lock)) => Some(lock),
+        Ok(None) => {
+            tracing::info!("boot: another augur boot records this boot (started by augur-init); nothing to do");
+            if args.before_init.is_some() {
+                init_handoff::report_recording();
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => {
+            tracing::warn!("boot: cannot tell whether another augur boot runs ({e}); going on");
+            None
+        }
+    };
+    // Recording starts first, before the plan is read: every page the boot uses from here on
     // is in the trace.
     let mut recorder = if args.no_record {
         None
@@ -181,28 +220,31 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
     let origin_us = recorder.as_ref().map_or_else(augur_os::sense::monotonic_us, BootRecorder::started_at_us);
     let now_us = || augur_os::sense::monotonic_us().saturating_sub(origin_us);
     let settings = config.boot_settings(PROFILE_PAGE_SIZE);
-    let (mut store, _) = StateStore::open(&config.daemon.state_path)?;
-    let history: BootHistory = store.boot_history()?;
-    let plan = history.plan(&settings);
+    let plan = load_plan(&config, &settings);
     tracing::info!(
-        "boot: plan of {} boots: {} pages in {} files over {} phases ({})",
+        "boot: {}plan of {} boots: {} pages in {} files over {} phases ({})",
+        if args.before_init.is_some() { "started before the init; " } else { "" },
         plan.boots,
         plan.page_count(),
         plan.file_count(),
         plan.phases.len(),
         plan.phases.iter().map(|p| format!("{} {}", p.phase, p.page_count())).collect::<Vec<_>>().join(", ")
     );
+    // The state database is opened when it is needed (the session's applications, saving): not
+    // at the start, where its reads would compete with the boot's and the root may be read-only.
+    let mut store: Option<StateStore> = None;
     let signals = augur_os::signals::SignalPipe::install(augur_os::signals::SecondSignal::Deliver)?;
     let cancel = CancelFlag::new();
     let (loader, loader_thread) = spawn_loader(cancel.clone())?;
-    let systemd = service_manager::systemd_booted();
+    // Before the init runs, what it is says whether systemd will boot.
+    let systemd = service_manager::systemd_booted() || args.before_init.as_deref().is_some_and(init_handoff::init_is_systemd);
     let last_target = if systemd {
         service_manager::default_target().and_then(|t| t.parse::<BootPhase>().ok()).unwrap_or(BootPhase::MultiUser)
     } else {
         BootPhase::Session
     };
     let mut sequence = BootSequence::new(&config.boot, last_target);
-    let act = |actions: Vec<BootAction>| {
+    let mut act = |actions: Vec<BootAction>| {
         for action in actions {
             let job = match action {
                 _ if args.no_replay => None,
@@ -210,7 +252,7 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
                     .phase_profile(phase)
                     .map(|p| Load::Plans(format!("phase {phase}"), vec![FetchPlan::from_profiles([&p], fetch::page_size())])),
                 BootAction::PrefetchSessionApps => {
-                    let plans = session_plans(&store, &config);
+                    let plans = open_store(&mut store, &config).map(|s| session_plans(s, &config)).unwrap_or_default();
                     (!plans.is_empty()).then(|| Load::Plans(format!("{} session applications", plans.len()), plans))
                 }
             };
@@ -220,9 +262,28 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
         }
     };
     act(sequence.start());
+    if args.before_init.is_some() {
+        init_handoff::report_recording();
+    }
     let mut interrupted = false;
     let mut next_look = std::time::Instant::now();
+    // Started before systemd, its standard error is the console, which systemd hangs up: the
+    // journal takes its lines once journald listens.
+    let mut to_journal = args.before_init.is_some();
     loop {
+        if to_journal && service_manager::systemd_booted() {
+            match service_manager::stderr_to_journal("augur-boot") {
+                Ok(true) => {
+                    to_journal = false;
+                    tracing::info!("boot: started before the init; its log goes to the journal from here");
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    to_journal = false;
+                    tracing::warn!("boot: cannot log to the journal: {e}");
+                }
+            }
+        }
         // The service manager is asked at once, then at most twice a second (events wake the
         // loop often during a boot); what it says carries when each phase began.
         if std::time::Instant::now() >= next_look {
@@ -234,7 +295,9 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
             Some(r) => r.poll(PHASE_POLL)?,
             None => thread::sleep(PHASE_POLL),
         }
-        if !signals.take().is_empty() {
+        // SIGHUP (a terminal hung up: systemd, becoming PID 1, lets go of the console) is no
+        // reason to stop recording.
+        if signals.take().into_iter().any(augur_os::signals::is_terminating) {
             interrupted = true;
             break;
         }
@@ -261,7 +324,17 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
         if interrupted && sequence.phase() < BootPhase::MultiUser {
             tracing::warn!("boot: stopped in phase {} by a signal; this partial boot is not kept", sequence.phase());
         } else {
+            let store = match store.as_mut() {
+                Some(s) => s,
+                None => store.insert(StateStore::open(&config.daemon.state_path)?.0),
+            };
             store.add_boot_trace(&trace, config.boot.keep_boots)?;
+            // The next boot loads this plan without reading the database.
+            let next = store.boot_history()?.plan(&settings);
+            let path = boot_plan_file::path_beside(&config.daemon.state_path);
+            if let Err(e) = boot_plan_file::write(&path, &next) {
+                tracing::warn!("boot: {e}; the next boot merges the stored boots itself");
+            }
             tracing::info!(
                 "boot: recorded {} pages of {} files ({} page events, {} lost)",
                 trace.page_count(),
@@ -272,6 +345,17 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The state, opened at the first need; `None` (and a warning) when it cannot be.
+fn open_store<'a>(store: &'a mut Option<StateStore>, config: &Config) -> Option<&'a StateStore> {
+    if store.is_none() {
+        match StateStore::open(&config.daemon.state_path) {
+            Ok((s, _)) => *store = Some(s),
+            Err(e) => tracing::warn!("boot: cannot open the state: {e}"),
+        }
+    }
+    store.as_ref()
 }
 
 /// Runs `augur mark`.

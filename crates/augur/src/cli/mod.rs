@@ -12,6 +12,7 @@ use crate::error::Result;
 
 pub mod apps;
 pub mod boot;
+pub mod boot_init;
 pub mod daemon;
 pub mod explain;
 pub mod forget;
@@ -96,7 +97,9 @@ pub fn init_logging_at(level: tracing::Level) {
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        // No colours where NO_COLOR is set (no-color.org; augur-init sets it for the boot
+        // recorder, whose log goes from the console to the journal).
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .event_format(journal::SyslogPriorityPrefix::new(format, journal::stderr_is_journal()))
         .try_init();
 }
@@ -122,6 +125,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 
 /// Entry point of the binary: parse, run, render any error as one line.
 pub fn main() -> ExitCode {
+    // Run as the kernel's init under its own name: no command line of augur's to parse (the
+    // kernel's arguments are the init's).
+    let mut argv = std::env::args_os();
+    let argv0 = argv.next();
+    if boot_init::invoked_as_init(argv0.as_deref()) {
+        return boot_init::run(argv0.as_deref().unwrap_or_default(), argv.collect());
+    }
     let cli = Cli::parse();
     // The daemon sets up logging itself, at its configured level.
     if !matches!(cli.command, Command::Daemon(_)) {

@@ -1,5 +1,5 @@
-//! `augur-bench boot`: boots the Debian system image again and again under three setups (no
-//! prefetcher, preload 0.6.4, augur-boot.service) and prints the Markdown table of boot-to-target
+//! `augur-bench boot`: boots the Debian system image again and again under four setups (no
+//! prefetcher, preload 0.6.4, augur-boot.service, augur-init) and prints the Markdown table of boot-to-target
 //! and boot-plus-application times ([`augur_bench::boot`]). Progress goes to stderr.
 
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ pub struct BootArgs {
     /// Longest one boot may take, start to power-off, in seconds.
     #[arg(long, default_value_t = 300)]
     pub boot_timeout_secs: u64,
-    /// Only these setups (plain, preload, augur); default all.
+    /// Only these setups (plain, preload, augur, augur-init); default all.
     #[arg(long = "setup")]
     pub setups: Vec<BootSetup>,
 }

@@ -45,8 +45,8 @@ pub enum Internal {
     /// The reading process `augur-bench aasfp` times (started by it).
     #[command(hide = true, name = "aasfp-reader")]
     AasfpReader(aasfp::ReaderArgs),
-    /// Boots a Debian system (systemd in a container on a throttled disk image) under three setups
-    /// (no prefetcher, preload 0.6.4, augur-boot.service), every cache dropped before each boot:
+    /// Boots a Debian system (systemd in a container on a throttled disk image) under four setups
+    /// (no prefetcher, preload 0.6.4, augur-boot.service, augur-init), every cache dropped before each boot:
     /// time to multi-user.target and to the autostarted application's first window.
     Boot(boot::BootArgs),
     /// Kroeger and Long's four application benchmarks (make -j1, a large link, ctags -R, a

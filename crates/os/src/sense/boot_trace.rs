@@ -148,6 +148,8 @@ impl BootRecorder {
                 }
             }
             EventKind::Exec { filename, pid, .. } => {
+                // It runs something else now: `augur-init` (PID 1) becomes the init it executes.
+                self.augur_processes.remove(&pid);
                 if let Some(id) = procfs::identity_of(std::path::Path::new(&filename)) {
                     self.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, filename);
                 }
