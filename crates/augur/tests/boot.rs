@@ -12,6 +12,7 @@ mod common;
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const BIN: &str = env!("CARGO_BIN_EXE_augur");
+const INIT_BIN: &str = env!("CARGO_BIN_EXE_augur-init");
 
 fn unit_text() -> String {
     fs::read_to_string(Path::new(REPO).join("packaging/augur-boot.service")).unwrap()
@@ -85,7 +86,7 @@ impl Container {
         assert!(Command::new("mount").args(["--bind", "/"]).arg(&root).status().unwrap().success());
         assert!(Command::new("mount").args(["-o", "remount,bind,ro"]).arg(&root).status().unwrap().success());
         let bind = |from: &Path, to: &str| format!("--bind-ro={}:{to}", from.display());
-        let init_bind = format!("--bind-ro={BIN}:/usr/sbin/augur-init");
+        let init_bind = format!("--bind-ro={INIT_BIN}:/usr/sbin/augur-init");
         let nspawn = Command::new("systemd-nspawn")
             .arg("-D")
             .arg(&root)
@@ -98,7 +99,7 @@ impl Container {
             .args(["--capability=CAP_BPF,CAP_PERFMON", "--system-call-filter=fanotify_init fanotify_mark bpf perf_event_open"])
             .args(match init {
                 Init::Systemd => vec!["-b", "--", "systemd.wants=augur-boot.service", "systemd.unit=multi-user.target"],
-                // The same binary under the name the package links it by; `-b`'s kill signal.
+                // augur-init where the package installs it; `-b`'s kill signal.
                 Init::AugurInit => vec!["--kill-signal=SIGRTMIN+3", init_bind.as_str(), "--", "/usr/sbin/augur-init"],
             })
             .stdin(Stdio::null())
@@ -261,9 +262,7 @@ fn augur_init_records_from_before_systemd_which_it_hands_pid_1_to_and_the_unit_s
     let text = fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("INFO boot: started before the init; plan of 0 boots"), "{text}");
     // Run as anything but the kernel's init, augur-init refuses.
-    let link = dir.path().join("augur-init");
-    std::os::unix::fs::symlink(BIN, &link).unwrap();
-    let out = Command::new(&link).output().unwrap();
+    let out = Command::new(INIT_BIN).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("runs as the kernel's init only"));
 }

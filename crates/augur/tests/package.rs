@@ -111,7 +111,7 @@ fn package_holds_binary_unit_conffile_man_pages_completions_and_docs() {
     };
     expect("/usr/bin/augur", "-rwxr-xr-x");
     // The kernel's init= for a boot recorded from before systemd (an opt-in, docs/boot.md).
-    expect("/usr/sbin/augur-init", "lrwxrwxrwx");
+    expect("/usr/sbin/augur-init", "-rwxr-xr-x");
     expect(UNIT, "-rw-r--r--");
     expect(BOOT_UNIT, "-rw-r--r--");
     expect("/etc/augur/config.toml", "-rw-r--r--");

@@ -28,8 +28,8 @@ pub const AUGUR_BOOT_UNIT: &str = include_str!("../../../packaging/augur-boot.se
 /// Where the image is built and the runs keep their files.
 pub const WORK_DIR: &str = "/var/cache/augur-bench/boot";
 
-/// Where the package links `augur-init` (the kernel's `init=`).
-pub const INIT_LINK: &str = "/usr/sbin/augur-init";
+/// Where the package installs `augur-init` (the kernel's `init=`).
+pub const INIT_PATH: &str = "/usr/sbin/augur-init";
 
 /// What runs at boot besides the system itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,10 +257,12 @@ pub fn reset_learning(root: &Path, augur_exe: &Path) -> Result<()> {
         "strip (binutils)",
     )?;
     fs::set_permissions(&installed, fs::Permissions::from_mode(0o755)).context(|| format!("chmod {}", installed.display()))?;
-    // As scripts/build-deb links it.
-    let link = root.join(INIT_LINK.trim_start_matches('/'));
-    launch::remove_file_if_any(&link)?;
-    symlink("../bin/augur", &link).context(|| format!("linking {}", link.display()))?;
+    // augur-init, built beside augur, stripped and installed as scripts/build-deb does.
+    let init = root.join(INIT_PATH.trim_start_matches('/'));
+    launch::remove_file_if_any(&init)?;
+    let built = augur_exe.with_file_name("augur-init");
+    launch::tool_output(Command::new("strip").args(STRIP_LIKE_THE_PACKAGE).arg("-o").arg(&init).arg(&built), "strip (binutils)")?;
+    fs::set_permissions(&init, fs::Permissions::from_mode(0o755)).context(|| format!("chmod {}", init.display()))?;
     Ok(())
 }
 
@@ -338,7 +340,7 @@ impl Container {
         let file = |p: &Path| fs::File::create(p).context(|| format!("creating {}", p.display()));
         // `-b` starts the image's own init; augur-init's setup starts `/usr/sbin/augur-init` as
         // the container's PID 1 instead (the kernel's `init=`), stopped as `-b` stops systemd.
-        let init: &[&str] = if setup == BootSetup::AugurInit { &["--kill-signal=SIGRTMIN+3", "--", INIT_LINK] } else { &["-b"] };
+        let init: &[&str] = if setup == BootSetup::AugurInit { &["--kill-signal=SIGRTMIN+3", "--", INIT_PATH] } else { &["-b"] };
         let nspawn = Command::new("systemd-nspawn")
             .arg("-D")
             .arg(root)

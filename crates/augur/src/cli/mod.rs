@@ -12,7 +12,6 @@ use crate::error::Result;
 
 pub mod apps;
 pub mod boot;
-pub mod boot_init;
 pub mod daemon;
 pub mod explain;
 pub mod forget;
@@ -125,13 +124,6 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 
 /// Entry point of the binary: parse, run, render any error as one line.
 pub fn main() -> ExitCode {
-    // Run as the kernel's init under its own name: no command line of augur's to parse (the
-    // kernel's arguments are the init's).
-    let mut argv = std::env::args_os();
-    let argv0 = argv.next();
-    if boot_init::invoked_as_init(argv0.as_deref()) {
-        return boot_init::run(argv0.as_deref().unwrap_or_default(), argv.collect());
-    }
     let cli = Cli::parse();
     // The daemon sets up logging itself, at its configured level.
     if !matches!(cli.command, Command::Daemon(_)) {
