@@ -167,16 +167,22 @@ impl Drop for Container {
     }
 }
 
-#[test]
-fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
+/// A booted container with the shipped unit and a short recording (the container's boot is
+/// quick, and the host's tracefs is shared); its console log is `nspawn.log` in the directory.
+fn boot_container(init: Init) -> (tempfile::TempDir, Container) {
     common::install("systemd-nspawn", "systemd-container");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.toml");
-    // A short recording: the container's boot is quick, and the host's tracefs is shared.
     fs::write(&config, "[boot]\nmax_secs = 10\nafter_session_secs = 2\n").unwrap();
     let unit = dir.path().join("augur-boot.service");
     fs::write(&unit, unit_text()).unwrap();
-    let mut c = Container::boot(&config, &unit, &dir.path().join("nspawn.log"), Init::Systemd);
+    let c = Container::boot(&config, &unit, &dir.path().join("nspawn.log"), init);
+    (dir, c)
+}
+
+#[test]
+fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
+    let (_dir, mut c) = boot_container(Init::Systemd);
     let started = c.monotonic("augur-boot.service", "ExecMainStartTimestampMonotonic");
     let sysinit = c.monotonic("sysinit.target", "ActiveEnterTimestampMonotonic");
     assert!(started > 0, "augur-boot.service never started:\n{}", c.run(&["systemctl", "status", "augur-boot.service"]));
@@ -215,14 +221,8 @@ fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
 
 #[test]
 fn augur_init_records_from_before_systemd_which_it_hands_pid_1_to_and_the_unit_steps_aside() {
-    common::install("systemd-nspawn", "systemd-container");
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    fs::write(&config, "[boot]\nmax_secs = 10\nafter_session_secs = 2\n").unwrap();
-    let unit = dir.path().join("augur-boot.service");
-    fs::write(&unit, unit_text()).unwrap();
+    let (dir, mut c) = boot_container(Init::AugurInit);
     let log = dir.path().join("nspawn.log");
-    let mut c = Container::boot(&config, &unit, &log, Init::AugurInit);
     // augur-init executed systemd in its own process: PID 1 is systemd, and it booted.
     assert_eq!(c.run(&["cat", "/proc/1/comm"]).trim(), "systemd");
     assert!(c.monotonic("multi-user.target", "ActiveEnterTimestampMonotonic") > 0);
