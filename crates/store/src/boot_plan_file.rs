@@ -62,12 +62,7 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<BootPlan> {
     if header.format != FORMAT_NAME {
         return Err(corrupt(format!("not an augur boot plan (format {:?})", header.format)));
     }
-    if header.version > FORMAT_VERSION {
-        return Err(StoreError::too_new(origin, "boot plan", header.version, FORMAT_VERSION));
-    }
-    if header.version == 0 {
-        return Err(corrupt("version 0 does not exist".into()));
-    }
+    StoreError::check_version(origin, "boot plan", header.version, FORMAT_VERSION)?;
     let mut plan = BootPlan { page_size: 0, boots: header.boots, phases: Vec::new() };
     for line in lines {
         let profile = crate::profile_file::from_bytes(line, origin)?;

@@ -56,4 +56,14 @@ impl StoreError {
     pub fn too_new(path: &Path, what: &'static str, found: u32, supported: u32) -> Self {
         StoreError::Format(FormatError::UnsupportedVersion { path: path.to_path_buf(), what, found, supported })
     }
+
+    /// Accepts a file format version this build reads (1 to `supported`): a newer one is
+    /// [`FormatError::UnsupportedVersion`], version 0 (never written) corrupt.
+    pub fn check_version(path: &Path, what: &'static str, found: u32, supported: u32) -> Result<(), Self> {
+        match found {
+            0 => Err(StoreError::corrupt(path, what, "version 0 does not exist".into())),
+            v if v > supported => Err(StoreError::too_new(path, what, v, supported)),
+            _ => Ok(()),
+        }
+    }
 }

@@ -103,12 +103,7 @@ pub fn from_bytes(bytes: &[u8], origin: &Path) -> Result<LaunchProfile> {
     if header.format != FORMAT_NAME {
         return Err(corrupt(format!("not an augur launch profile (format {:?})", header.format)));
     }
-    if header.version > FORMAT_VERSION {
-        return Err(StoreError::too_new(origin, "profile", header.version, FORMAT_VERSION));
-    }
-    if header.version == 0 {
-        return Err(corrupt("version 0 does not exist".into()));
-    }
+    StoreError::check_version(origin, "profile", header.version, FORMAT_VERSION)?;
     let wire: WireProfile = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if wire.page_size == 0 || !wire.page_size.is_power_of_two() {
         return Err(corrupt(format!("page size {} is not a power of two", wire.page_size)));
