@@ -181,7 +181,48 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
 
 /// The mount `path` lies on (the last-mounted of the longest matching mount points), and what of
 /// `path` is left below its mount point.
+///
+/// Every lookup the daemon makes comes here, so a plain path (absolute, no `.`, `..` or empty
+/// component: what the kernel and `/proc` print) is matched as bytes; any other goes component
+/// by component, as `Path::strip_prefix` compares.
 fn mount_of<'a, 'p>(mounts: &'a [MountEntry], path: &'p Path) -> Option<(&'a MountEntry, &'p Path)> {
+    let bytes = path.as_os_str().as_bytes();
+    if !is_plain(bytes) {
+        return mount_of_by_components(mounts, path);
+    }
+    // Mount points are plain too, so the longest matching one is the deepest.
+    let mut best: Option<(&MountEntry, &[u8], usize)> = None;
+    for m in mounts {
+        let point = m.point.as_os_str().as_bytes();
+        let Some(rest) = plain_rest_below(point, bytes) else { continue };
+        if best.is_none_or(|(_, _, len)| point.len() >= len) {
+            best = Some((m, rest, point.len()));
+        }
+    }
+    best.map(|(m, rest, _)| (m, Path::new(OsStr::from_bytes(rest))))
+}
+
+/// True for `/` and for an absolute path whose every component is a name (no `.`, `..` or empty
+/// one, so no `//` and no trailing `/`).
+fn is_plain(path: &[u8]) -> bool {
+    path == b"/"
+        || path.first() == Some(&b'/') && path[1..].split(|b| *b == b'/').all(|c| !c.is_empty() && c != b"." && c != b"..")
+}
+
+/// What of plain `path` lies below plain mount point `point` (without its leading `/`), when the
+/// point is a whole-component prefix of it.
+fn plain_rest_below<'p>(point: &[u8], path: &'p [u8]) -> Option<&'p [u8]> {
+    let rest = path.strip_prefix(point)?;
+    match rest {
+        [] => Some(rest),
+        [b'/', below @ ..] => Some(below),
+        _ if point == b"/" => Some(rest),
+        _ => None,
+    }
+}
+
+/// [`mount_of`] for any absolute path, component by component.
+fn mount_of_by_components<'a, 'p>(mounts: &'a [MountEntry], path: &'p Path) -> Option<(&'a MountEntry, &'p Path)> {
     let mut best: Option<(&MountEntry, &Path, usize)> = None;
     for m in mounts {
         let Ok(rest) = path.strip_prefix(&m.point) else { continue };
@@ -393,6 +434,12 @@ pub fn stat(path: &Path, symlinks: Symlinks) -> Result<Stat, Refused> {
     with_open(path, OFlags::PATH, symlinks, |fd| Ok(rustix::fs::fstat(&fd)?))
 }
 
+/// Walks `path` (see [`with_open`]) and nothing more: the kernel caches what the walk found
+/// (dentries, negative ones included), which is what replaying a lookup is for.
+pub fn walk(path: &Path, symlinks: Symlinks) -> Result<(), Refused> {
+    with_open(path, OFlags::PATH, symlinks, |_| Ok(()))
+}
+
 /// The identity of the regular file at `path`; `None` for anything else, or when it cannot be
 /// looked up safely.
 pub fn identity(path: &Path, symlinks: Symlinks) -> Option<FileIdentity> {
@@ -411,18 +458,34 @@ fn fd_path(fd: &OwnedFd) -> io::Result<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-/// True when descriptor `fd` of process `pid` is a file on a mount that may be looked up (a local
-/// one, or any when network file systems are allowed), judged by its `mnt_id` in
-/// `/proc/PID/fdinfo` without touching the file.
-pub fn open_file_is_local(pid: u32, fd: &OsStr) -> bool {
-    if network_filesystems() {
-        return true;
+/// Tells which descriptors of one process are files on a mount that may be looked up (a local
+/// one, or any when network file systems are allowed), judged by their `mnt_id` in
+/// `/proc/PID/fdinfo` without touching the files. The process's mount table (it may live in
+/// another mount namespace, whose table names its mounts) is read once, at the first question.
+pub struct OpenFileMounts {
+    pid: u32,
+    table: Option<Vec<MountEntry>>,
+}
+
+impl OpenFileMounts {
+    /// For the descriptors of process `pid`.
+    pub fn of(pid: u32) -> OpenFileMounts {
+        OpenFileMounts { pid, table: None }
     }
-    let Ok(info) = std::fs::read_to_string(Path::new(&format!("/proc/{pid}/fdinfo")).join(fd)) else { return false };
-    let Some(mnt_id) = augur_core::proc_text::field_value(&info, "mnt_id") else { return false };
-    // The process may live in another mount namespace: its own table names its mounts.
-    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default();
-    parse_mountinfo(&text).iter().find(|m| m.id == mnt_id).is_some_and(|m| !is_remote_fstype(&m.fstype))
+
+    /// True when descriptor `fd` (its name under `/proc/PID/fd`) is a file on such a mount.
+    pub fn is_local(&mut self, fd: &OsStr) -> bool {
+        if network_filesystems() {
+            return true;
+        }
+        let pid = self.pid;
+        let Ok(info) = std::fs::read_to_string(Path::new(&format!("/proc/{pid}/fdinfo")).join(fd)) else { return false };
+        let Some(mnt_id) = augur_core::proc_text::field_value(&info, "mnt_id") else { return false };
+        let table = self.table.get_or_insert_with(|| {
+            parse_mountinfo(&std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap_or_default())
+        });
+        table.iter().find(|m| m.id == mnt_id).is_some_and(|m| !is_remote_fstype(&m.fstype))
+    }
 }
 
 /// The identity of the file behind `/proc/PID/fd/N` (`link`), without asking its file system to
@@ -479,6 +542,32 @@ bad line
         assert_eq!(on("/usr/share/nfs/a"), Some((42, "a".into())));
         assert_eq!(on("/home/u/my mnt/f"), Some((41, "f".into())));
         assert_eq!(on("/"), Some((22, "".into())));
+        // Paths that are not plain are compared component by component, with the same answers.
+        assert_eq!(on("/usr//lib/x"), Some((43, "lib/x".into())));
+        assert_eq!(on("/usr/./share/nfs/a"), Some((42, "a".into())));
+        assert_eq!(on("/home/u/my mnt/"), Some((41, "".into())));
+    }
+
+    #[test]
+    fn plain_paths_are_told_apart() {
+        for p in ["/", "/a", "/a/b c/d", "/.a/..b"] {
+            assert!(is_plain(p.as_bytes()), "{p}");
+        }
+        for p in ["", "a/b", "//", "/a/", "/a//b", "/a/./b", "/a/..", "/."] {
+            assert!(!is_plain(p.as_bytes()), "{p}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The byte comparison finds what the component comparison finds, for every path.
+        #[test]
+        fn bytes_and_components_agree(parts in proptest::collection::vec("(usr|lib|share|nfs|x|\\.|\\.\\.|)", 0..6)) {
+            let m = parse_mountinfo(MOUNTINFO);
+            let path = PathBuf::from(format!("/{}", parts.join("/")));
+            let fast = mount_of(&m, &path).map(|(m, rest)| (m.id, rest.to_path_buf()));
+            let slow = mount_of_by_components(&m, &path).map(|(m, rest)| (m.id, rest.to_path_buf()));
+            proptest::prop_assert_eq!(fast, slow);
+        }
     }
 
     #[test]
@@ -529,9 +618,11 @@ bad line
             return;
         }
         // tmpfs or a disk: local either way.
-        assert!(open_file_is_local(pid, OsStr::new(&n)));
+        let mut mounts = OpenFileMounts::of(pid);
+        assert!(mounts.is_local(OsStr::new(&n)));
         let id = open_file_identity(&PathBuf::from(format!("/proc/{pid}/fd/{n}"))).unwrap();
         assert_eq!(id.ino, std::fs::metadata(f.path()).unwrap().ino());
-        assert!(!open_file_is_local(pid, OsStr::new("999999")));
+        assert!(!mounts.is_local(OsStr::new("999999")));
+        assert!(mounts.table.is_some(), "the mount table was read once, for the first question");
     }
 }

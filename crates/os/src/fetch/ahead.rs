@@ -40,9 +40,10 @@ impl ReaderFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None), // it exited
             Err(e) => return Err(e),
         };
+        let mut mounts = crate::untrusted_path::OpenFileMounts::of(tgid);
         for entry in entries.flatten() {
             // A file on a network or FUSE mount is passed over by its mount id, unasked.
-            if !crate::untrusted_path::open_file_is_local(tgid, &entry.file_name()) {
+            if !mounts.is_local(&entry.file_name()) {
                 continue;
             }
             let link = entry.path();
@@ -124,9 +125,10 @@ pub fn advise_reader_access(tgid: u32, dev: u64, ino: u64, random: bool) -> io::
     };
     let advice = if random { rustix::fs::Advice::Random } else { rustix::fs::Advice::Normal };
     let mut advised = 0;
+    let mut mounts = crate::untrusted_path::OpenFileMounts::of(tgid);
     for entry in entries.flatten() {
         let name = entry.file_name();
-        if !crate::untrusted_path::open_file_is_local(tgid, &name) {
+        if !mounts.is_local(&name) {
             continue;
         }
         let Some(id) = crate::untrusted_path::open_file_identity(&entry.path()) else { continue };

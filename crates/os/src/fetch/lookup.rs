@@ -41,13 +41,13 @@ pub fn replay_lookups(lookups: &[Lookup], cancel: &CancelFlag) -> LookupCounts {
         match l.kind {
             LookupKind::Stat | LookupKind::Missing => {
                 // The outcome does not matter: success or ENOENT, the walk is now cached.
-                let _ = untrusted_path::stat(&l.path, Symlinks::Follow);
+                let _ = untrusted_path::walk(&l.path, Symlinks::Follow);
             }
             LookupKind::Dir => {
                 if list_directory(l) {
                     counts.listed += 1;
                 } else {
-                    let _ = untrusted_path::stat(&l.path, Symlinks::Follow);
+                    let _ = untrusted_path::walk(&l.path, Symlinks::Follow);
                 }
             }
         }

@@ -207,7 +207,8 @@ pub struct FetchReport {
     pub elapsed_ms: f64,
     /// Files refused or failed, with reasons.
     pub problems: Vec<FileProblem>,
-    /// Path lookups of the plan repeated before loading (stat'ed or listed).
+    /// Path lookups of the plan repeated before loading (stat'ed or listed); none when every page
+    /// of the plan was resident.
     #[serde(default)]
     pub lookups_replayed: u64,
     /// Milliseconds spent waiting for other processes' reads to end.
@@ -311,11 +312,15 @@ impl Prefetcher {
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
         };
-        // The walks first: opening the files below then finds their dentries cached, and the
-        // program's failed probes find their negative dentries.
-        run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
         let mut devices = DeviceTable::new();
         let (mut requests, locations, any_rotational) = run.survey(&mut devices, self.options.order, cancel);
+        // The walks before the loads, so that the program's failed probes find their negative
+        // dentries; only when something was missing: a plan whose pages are all resident ran
+        // recently (or was loaded), and its walks would only cost the daemon CPU (a warm exec's
+        // replay spent a third of its time on them).
+        if !requests.is_empty() {
+            run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
+        }
         let order = match self.options.order {
             OrderPolicy::FirstUse => Order::FirstUse,
             OrderPolicy::Physical => Order::Physical,
@@ -715,6 +720,20 @@ mod tests {
         let again = Prefetcher::default().fetch(&plan, &CancelFlag::new());
         assert_eq!(again.pages.already_resident, 751);
         assert_eq!(again.pages.loaded, 0);
+    }
+
+    #[test]
+    fn path_lookups_are_replayed_only_when_pages_were_missing() {
+        use augur_core::model::profile::{Lookup, LookupKind};
+        let (f, mut plan) = file_with_plan(64, &[(0, 64)]);
+        plan.add_lookup(Lookup { path: "/nonexistent/augur-prefetcher-test".into(), kind: LookupKind::Missing });
+        evict_file(f.as_file().as_fd()).unwrap();
+        let cold = Prefetcher::default().fetch(&plan, &CancelFlag::new());
+        assert_eq!(cold.pages.loaded + cold.pages.unverified, 64, "{cold:?}");
+        assert_eq!(cold.lookups_replayed, 1, "a cold plan's walks are replayed");
+        let warm = Prefetcher::default().fetch(&plan, &CancelFlag::new());
+        assert_eq!(warm.pages.already_resident, 64, "{warm:?}");
+        assert_eq!(warm.lookups_replayed, 0, "a plan whose pages are all resident walks nothing");
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub fn open_files(pid: u32) -> Vec<(ProcFile, FileIdentity)> {
     let dir = PathBuf::from(format!("/proc/{pid}/fd"));
     let Ok(entries) = fs::read_dir(&dir) else { return Vec::new() };
     let mut out = Vec::new();
+    let mut mounts = untrusted_path::OpenFileMounts::of(pid);
     for entry in entries.flatten() {
         let link = entry.path();
         let Ok(target) = fs::read_link(&link) else { continue };
@@ -98,7 +99,7 @@ pub fn open_files(pid: u32) -> Vec<(ProcFile, FileIdentity)> {
         // A file on a network or FUSE mount is passed over by its mount id, before anything asks
         // its file system; stat through the magic link then reaches the open file itself,
         // whatever its path now is, without asking the file system to refresh its attributes.
-        if !untrusted_path::open_file_is_local(pid, &entry.file_name()) {
+        if !mounts.is_local(&entry.file_name()) {
             continue;
         }
         let Some(identity) = untrusted_path::open_file_identity(&link) else { continue };
