@@ -314,7 +314,7 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
     use augur_core::model::profile::InodeKey;
     use augur_core::model::range::RangeSet;
     use augur_os::sense::event::EventKind;
-    use augur_os::sense::fanotify::OpenWatcher;
+    use augur_os::sense::fanotify::{OpenScope, OpenWatcher};
     use augur_os::sense::resolve::{PathResolver, Resolution};
     use augur_os::sense::tracefs::InstanceOptions;
     use augur_os::sense::watch::{ModeChoice, PageWatch, WatchScope};
@@ -327,7 +327,7 @@ fn a_followed_watch_reports_pages_and_lifecycle_of_followed_processes_only() {
     let mut watch = PageWatch::open("test", &WatchScope::Followed, choice, &InstanceOptions::default()).unwrap();
     assert_eq!(watch.mode(), TraceMode::Access);
     let instance_dir = watch.instance().unwrap().dir().to_path_buf();
-    let mut opens = OpenWatcher::new(false).unwrap();
+    let mut opens = OpenWatcher::new(false, OpenScope::Every).unwrap();
     watch.start().unwrap();
 
     // Nobody followed: the kernel records none of the reader's events.

@@ -447,9 +447,54 @@ pub fn identity(path: &Path, symlinks: Symlinks) -> Option<FileIdentity> {
     (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile).then(|| crate::fetch::open::identity_of(&st))
 }
 
-/// `path` with its symbolic links resolved (within its mount), as the kernel names the file.
+/// Symbolic links [`canonical`] follows at most (the kernel's own limit).
+const MAX_LINK_HOPS: usize = 40;
+
+/// `path` with its symbolic links resolved, as the kernel names the file. A link to an absolute
+/// path is followed by looking its target up afresh, from the target's own mount and under the
+/// same rules (a single `openat2` refuses it: it would leave the mount the lookup started on),
+/// so `/etc/localtime` names `/usr/share/zoneinfo/...`.
 pub fn canonical(path: &Path) -> Option<PathBuf> {
-    with_open(path, OFlags::PATH, Symlinks::Follow, |fd| fd_path(&fd)).ok()
+    let mut path = path.to_path_buf();
+    for _ in 0..MAX_LINK_HOPS {
+        match with_open(&path, OFlags::PATH, Symlinks::Follow, |fd| fd_path(&fd)) {
+            Ok(named) => return Some(named),
+            Err(Refused::CrossesMount) => path = past_first_link(&path)?,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// `path` with its first symbolic link replaced by the link's target; `None` when it has none or
+/// a prefix cannot be looked up.
+fn past_first_link(path: &Path) -> Option<PathBuf> {
+    let parts: Vec<_> = path.components().collect();
+    let mut prefix = PathBuf::new();
+    for (i, part) in parts.iter().enumerate() {
+        prefix.push(part);
+        if i == 0 {
+            continue; // the root
+        }
+        // O_PATH | O_NOFOLLOW without symbolic links on the way: the link itself, if it is one.
+        let target = with_open(&prefix, OFlags::PATH | OFlags::NOFOLLOW, Symlinks::Refuse, |fd| {
+            let st = rustix::fs::fstat(&fd)?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::Symlink {
+                return Ok(None);
+            }
+            Ok(Some(PathBuf::from(OsStr::from_bytes(rustix::fs::readlinkat(&fd, "", Vec::new())?.as_bytes()))))
+        })
+        .ok()?;
+        if let Some(target) = target {
+            let mut next = match prefix.parent() {
+                Some(dir) if target.is_relative() => dir.join(target),
+                _ => target,
+            };
+            next.extend(&parts[i + 1..]);
+            return Some(next);
+        }
+    }
+    None
 }
 
 /// The path the kernel gives an open descriptor.
@@ -595,6 +640,21 @@ bad line
         assert_eq!(identity(dir.path(), Symlinks::Follow), None, "a directory has no file identity");
         assert_eq!(FileType::from_raw_mode(stat(dir.path(), Symlinks::Follow).unwrap().st_mode), FileType::Directory);
         assert_eq!(canonical(&link).as_deref(), Some(std::fs::canonicalize(&file).unwrap().as_path()));
+        // A link to an absolute path, and one on the way, as `/usr/share/locale/locale.alias`
+        // and `/etc/localtime` are.
+        let absolute = dir.path().join("absolute");
+        std::os::unix::fs::symlink(&file, &absolute).unwrap();
+        assert_eq!(canonical(&absolute).as_deref(), Some(std::fs::canonicalize(&file).unwrap().as_path()));
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("g"), b"g").unwrap();
+        std::os::unix::fs::symlink(&sub, dir.path().join("to-sub")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("to-sub/g"), dir.path().join("to-g")).unwrap();
+        assert_eq!(canonical(&dir.path().join("to-g")).as_deref(), Some(std::fs::canonicalize(sub.join("g")).unwrap().as_path()));
+        assert_eq!(canonical(&dir.path().join("to-sub/../f")).as_deref(), Some(std::fs::canonicalize(&file).unwrap().as_path()));
+        // A loop ends.
+        std::os::unix::fs::symlink(dir.path().join("loop"), dir.path().join("loop")).unwrap();
+        assert_eq!(canonical(&dir.path().join("loop")), None);
         assert!(matches!(open(Path::new("relative"), OFlags::PATH, Symlinks::Follow), Err(Refused::Relative)));
     }
 

@@ -193,8 +193,14 @@ fn reports_exact_pages_and_failed_lookup() {
         });
         assert_eq!(first, Some((PathBuf::from("/etc/ld.so.preload"), -(libc::ENOENT as i64))));
     }
-    let ok_open = mine.iter().any(|e| matches!(e, ObservedEvent::Lookup { path, ret, .. } if *path == data && *ret >= 0));
-    assert!(ok_open, "the successful open of the data file is reported");
+    let opened = mine.iter().find_map(|e| match e {
+        ObservedEvent::Lookup { path, ret, opened, .. } if *path == data && *ret >= 0 => Some(*opened),
+        _ => None,
+    });
+    assert_eq!(opened, Some(Some(file)), "the successful open of the data file is reported with the file it returned");
+    let failed_opens_name_nothing =
+        mine.iter().all(|e| !matches!(e, ObservedEvent::Lookup { ret, opened: Some(_), .. } if *ret < 0));
+    assert!(failed_opens_name_nothing);
 
     let lost = obs.stats().unwrap();
     assert_eq!(lost.lost(), 0, "{lost:?}");

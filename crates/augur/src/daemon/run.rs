@@ -52,7 +52,7 @@ use augur_os::notify::Notifier;
 use augur_os::sense::bpf::record::chunk_ranges;
 use augur_os::sense::bpf::{FedRecord, LaunchFeed, ObservedEvent};
 use augur_os::sense::event::{EventKind, PageEventKind};
-use augur_os::sense::fanotify::OpenWatcher;
+use augur_os::sense::fanotify::{OpenScope, OpenWatcher};
 use augur_os::sense::inode_name::InodeNamer;
 use augur_os::sense::lookups::path_search_lookups;
 use augur_os::sense::mode::{ObservationMode, PassedOver, forced_observation_mode_from_env, open_bpf_unless_degraded};
@@ -596,7 +596,10 @@ impl Daemon {
             }
         };
         let passed_over = passed_over.better_than(observer.mode());
-        let opens = match OpenWatcher::new(false) {
+        // Under eBPF the observer's records of the opens it follows name their files; fanotify
+        // is left the execs (and overlays), not every open on the machine.
+        let scope = if matches!(observer, Observer::Bpf(_)) { OpenScope::ExecsOnly } else { OpenScope::Every };
+        let opens = match OpenWatcher::new(false, scope) {
             Ok(o) => Some(o),
             Err(e) => {
                 tracing::warn!("fanotify unavailable ({e}); paths come from /proc only");
@@ -914,6 +917,16 @@ impl Daemon {
         let (counts, resolver, awaited) = (&mut io.counts, &mut io.resolver, &mut io.awaited_execs);
         let now_ns = loop_io::monotonic_ns();
         let mut sink = |FedRecord { event, lookup }| {
+            // An open names the file it returned, which the launch's page records mention (the
+            // eBPF observer's opens replace fanotify's, which reported every open on the
+            // machine): named once, as the kernel names it (`/lib` -> `/usr/lib` resolved).
+            if let ObservedEvent::Lookup { opened: Some(key), .. } = &event
+                && let Some(lookup) = &lookup
+                && !resolver.knows(*key)
+            {
+                let path = augur_os::untrusted_path::canonical(&lookup.path).unwrap_or_else(|| lookup.path.clone());
+                resolver.learn(*key, path);
+            }
             if let Some(task) = event.task()
                 && let Some(lookup) = lookup
             {

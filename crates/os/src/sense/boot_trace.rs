@@ -20,7 +20,7 @@ use crate::error::{OsError, Result};
 use augur_core::model::profile::{InodeKey, LaunchProfile, TraceMode, WorkingSetBuilder};
 
 use super::event::{EventKind, TraceEvent};
-use super::fanotify::OpenWatcher;
+use super::fanotify::{OpenScope, OpenWatcher};
 use super::inode_name::InodeNamer;
 use super::procfs;
 use super::resolve::{PathResolver, assemble_files};
@@ -67,7 +67,7 @@ impl BootRecorder {
         // An empty pid filter records every task; this process's own events are dropped on read.
         let watch = PageWatch::open("boot", &WatchScope::Descendants(Vec::new()), choice, &InstanceOptions::default())?;
         let mode = watch.mode();
-        let opens = OpenWatcher::new(true)?;
+        let opens = OpenWatcher::new(true, OpenScope::Every)?;
         let mut resolver = PathResolver::new();
         resolver.learn_overlays(&opens);
         watch.start()?;

@@ -171,6 +171,18 @@ pub fn block_backed_filesystems(mountinfo: &str) -> Vec<MountedFs> {
     out
 }
 
+/// Which opens an [`OpenWatcher`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenScope {
+    /// Every open of a file (and every exec).
+    Every,
+    /// Execs only (programs and their interpreters, which the kernel opens itself), except on
+    /// overlays, whose files are cached as their layers' inodes: every open there. For a reader
+    /// that learns the other names from the eBPF observer's records of the opens it follows,
+    /// without a fanotify event for every open on the machine.
+    ExecsOnly,
+}
+
 /// A fanotify group watching opens on every block-backed filesystem.
 #[derive(Debug)]
 pub struct OpenWatcher {
@@ -186,9 +198,9 @@ pub struct OpenWatcher {
 
 impl OpenWatcher {
     /// Creates the group and marks every block-backed filesystem (whole superblock, or the mount
-    /// on kernels without `FAN_MARK_FILESYSTEM`). `unlimited_queue` avoids overflows for a
-    /// reader that keeps up (short traces).
-    pub fn new(unlimited_queue: bool) -> Result<Self> {
+    /// on kernels without `FAN_MARK_FILESYSTEM`) for the opens `scope` says. `unlimited_queue`
+    /// avoids overflows for a reader that keeps up (short traces).
+    pub fn new(unlimited_queue: bool, scope: OpenScope) -> Result<Self> {
         let mut flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK;
         if unlimited_queue {
             flags |= libc::FAN_UNLIMITED_QUEUE;
@@ -218,7 +230,7 @@ impl OpenWatcher {
             own_pid: std::process::id(),
         };
         for fs in block_backed_filesystems(&mountinfo) {
-            match watcher.mark(&fs) {
+            match watcher.mark(&fs, scope) {
                 Ok(()) => watcher.watched.push(fs),
                 Err(e) => tracing::debug!("not watching opens on {}: {e}", fs.mount_point.display()),
             }
@@ -233,7 +245,7 @@ impl OpenWatcher {
                 .map(|m| std::os::unix::fs::MetadataExt::dev(&m))
                 .collect();
             let fs = MountedFs { dev: ovl.dev, mount_point: ovl.mount_point, fstype: "overlay".into() };
-            match watcher.mark(&fs) {
+            match watcher.mark(&fs, OpenScope::Every) {
                 Ok(()) => watcher.watched.push(fs),
                 Err(e) => tracing::debug!("not watching opens on overlay {}: {e}", fs.mount_point.display()),
             }
@@ -251,9 +263,13 @@ impl OpenWatcher {
         Ok(watcher)
     }
 
-    fn mark(&self, fs: &MountedFs) -> io::Result<()> {
+    fn mark(&self, fs: &MountedFs, scope: OpenScope) -> io::Result<()> {
         let path = CString::new(fs.mount_point.as_os_str().as_bytes()).map_err(io::Error::other)?;
-        let mut mask = libc::FAN_OPEN | libc::FAN_OPEN_EXEC;
+        let wanted = match scope {
+            OpenScope::Every => libc::FAN_OPEN | libc::FAN_OPEN_EXEC,
+            OpenScope::ExecsOnly => libc::FAN_OPEN_EXEC,
+        };
+        let mut mask = wanted;
         for how in [libc::FAN_MARK_FILESYSTEM, libc::FAN_MARK_MOUNT] {
             for _ in 0..2 {
                 // SAFETY: the fd is our fanotify group, `path` a valid NUL-terminated string.
@@ -269,7 +285,7 @@ impl OpenWatcher {
                 }
                 mask = libc::FAN_OPEN; // kernels before 5.0 lack FAN_OPEN_EXEC
             }
-            mask = libc::FAN_OPEN | libc::FAN_OPEN_EXEC;
+            mask = wanted;
         }
         Err(io::Error::from_raw_os_error(libc::EINVAL))
     }

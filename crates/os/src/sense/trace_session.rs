@@ -25,7 +25,7 @@ use augur_core::model::range::PageRange;
 use super::bpf::record::chunk_ranges;
 use super::bpf::{BpfObserver, FollowPolicy, LookupPaths, ObservedEvent, ObserverOptions, PendingLaunches};
 use super::event::{EventKind, TRACE_PAGE_SHIFT, TraceEvent};
-use super::fanotify::{OpenWatcher, OpenedFile};
+use super::fanotify::{OpenScope, OpenWatcher, OpenedFile};
 use super::lookups::LookupSource;
 use super::mode::{ObservationMode, PassedOver, forced_observation_mode_from_env, open_bpf_unless_degraded};
 use super::procfs;
@@ -304,7 +304,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         PageSourceOfTrace::Tracefs(w) => (ObservationMode::Tracefs(w.mode()), w.mode()),
     };
     let passed_over = passed_over.better_than(observation);
-    let mut opens = OpenWatcher::new(true)?;
+    let mut opens = OpenWatcher::new(true, OpenScope::Every)?;
     let mut resolver = PathResolver::new();
     resolver.learn_overlays(&opens);
     if let Some(sig) = signals.take().first() {

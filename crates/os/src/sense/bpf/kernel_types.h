@@ -85,11 +85,23 @@ struct linux_binprm {
 	const char *filename;
 } __attribute__((preserve_access_index));
 
+/* A process's open files: the descriptor table (read at the exit of an open, for the file it
+ * returned). */
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct fdtable *fdt;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	int exit_code;
 	struct task_struct *real_parent;
+	struct files_struct *files;
 	char comm[16];
 } __attribute__((preserve_access_index));
 

@@ -130,7 +130,16 @@ mod tests {
     }
 
     fn lookup(tgid: u32, syscall: LookupSyscall, ret: i64, dirfd: Option<i32>, path: &str) -> ObservedEvent {
-        ObservedEvent::Lookup { task: task(tgid), syscall, ret, dirfd, flags: 0, path: path.into(), truncated: false }
+        ObservedEvent::Lookup {
+            task: task(tgid),
+            syscall,
+            ret,
+            dirfd,
+            flags: 0,
+            path: path.into(),
+            truncated: false,
+            opened: None,
+        }
     }
 
     fn l(path: &str, kind: LookupKind) -> Lookup {
@@ -194,6 +203,7 @@ mod tests {
             flags: 0,
             path: "/a".into(),
             truncated: true,
+            opened: None,
         };
         paths.on_event(&truncated, &mut list);
         assert!(list.is_empty());

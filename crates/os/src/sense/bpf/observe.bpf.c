@@ -612,6 +612,26 @@ static __always_inline u64 path_hash(const char *path, u32 len)
 	return h ^ len;
 }
 
+/* The inode of the file descriptor `fd` of the current task names (left 0 when it names none):
+ * an open's record then names the file whose pages the launch reads, without a fanotify event
+ * for every open on the machine. */
+static __always_inline void opened_file(s64 fd, u64 *ino, u32 *dev)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return;
+	struct inode *inode = BPF_CORE_READ(f, f_inode);
+	if (!inode)
+		return;
+	*ino = BPF_CORE_READ(inode, i_ino);
+	*dev = BPF_CORE_READ(inode, i_sb, s_dev);
+}
+
 static __always_inline int lookup_exit(s64 ret)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
@@ -672,6 +692,11 @@ dedup:;
 	r->dirfd = p.dirfd;
 	r->flags = p.flags;
 	r->path_len = len;
+	r->opened_ino = 0;
+	r->opened_dev = 0;
+	r->pad = 0;
+	if (ret >= 0 && p.sys >= LK_OPEN && p.sys <= LK_CREAT)
+		opened_file(ret, &r->opened_ino, &r->opened_dev);
 	u64 size = (LOOKUP_HDR_SIZE + n + 7) & ~7ULL;
 	if (size > sizeof(*r))
 		size = sizeof(*r);

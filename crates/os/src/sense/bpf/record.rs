@@ -32,7 +32,7 @@ const EXEC_NEW_LAUNCH: u32 = 1;
 /// Byte offset of the file name in an exec record (`EXEC_HDR_SIZE`).
 const EXEC_NAME_AT: usize = HDR + 8 + 4 * 4 + 16 + 8;
 /// Byte offset of the path in a lookup record (`LOOKUP_HDR_SIZE`).
-const LOOKUP_PATH_AT: usize = HDR + 8 + 4 * 4;
+const LOOKUP_PATH_AT: usize = HDR + 8 + 4 * 4 + 8 + 8;
 
 /// A followed launch, as numbered by the kernel program (from 1, per loaded observer).
 pub type LaunchId = u64;
@@ -202,6 +202,9 @@ pub enum ObservedEvent {
         path: PathBuf,
         /// The path filled the record's buffer and may have been cut.
         truncated: bool,
+        /// A successful open: the file it returned (read from the task's descriptor table at the
+        /// syscall's exit), which names the inode the launch's page records mention.
+        opened: Option<InodeKey>,
     },
 }
 
@@ -345,6 +348,10 @@ pub fn decode(b: &[u8]) -> Result<ObservedEvent, DecodeError> {
                 flags: u32_at(b, HDR + 16),
                 truncated: path_len >= MAX_PATH - 1,
                 path: PathBuf::from(OsString::from_vec(path.to_vec())),
+                opened: match u64_at(b, HDR + 24) {
+                    0 => None,
+                    ino => Some(InodeKey { ino, dev: st_dev_from_kernel(u32_at(b, HDR + 32)) }),
+                },
             })
         }
         other => Err(DecodeError::UnknownKind(other)),
@@ -391,6 +398,7 @@ mod tests {
         b.extend_from_slice(&(-100i32).to_le_bytes());
         b.extend_from_slice(&0x100u32.to_le_bytes());
         b.extend_from_slice(&9u32.to_le_bytes());
+        b.extend_from_slice(&[0; 16]); // no file opened
         b.extend_from_slice(b"/nonexist\0\0\0\0\0\0\0");
         let ev = decode(&b).unwrap();
         assert_eq!(
@@ -403,8 +411,27 @@ mod tests {
                 flags: 0x100,
                 path: PathBuf::from("/nonexist"),
                 truncated: false,
+                opened: None,
             }
         );
+    }
+
+    #[test]
+    fn decodes_the_file_an_open_returned() {
+        let mut b = hdr(REC_LOOKUP, 0);
+        b.extend_from_slice(&3i64.to_le_bytes());
+        b.extend_from_slice(&2u32.to_le_bytes()); // openat
+        b.extend_from_slice(&(-100i32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&6u32.to_le_bytes());
+        b.extend_from_slice(&4321u64.to_le_bytes());
+        b.extend_from_slice(&KDEV_254_1.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(b"/etc/x\0\0");
+        let ev = decode(&b).unwrap();
+        let ObservedEvent::Lookup { opened, path, ret, .. } = ev else { panic!("{ev:?}") };
+        assert_eq!((path, ret), (PathBuf::from("/etc/x"), 3));
+        assert_eq!(opened, Some(InodeKey { dev: libc::makedev(254, 1), ino: 4321 }));
     }
 
     #[test]

@@ -163,6 +163,9 @@ struct rec_lookup {
 	s32 dirfd;    /* AT_FDCWD (-100) or a directory fd; meaningless for non-*at syscalls */
 	u32 flags;    /* open flags, or AT_* flags of *at calls */
 	u32 path_len; /* bytes of path, NUL excluded; == MAX_PATH - 1 means possibly truncated */
+	u64 opened_ino; /* a successful open: the inode of the file it returned (0: none) */
+	u32 opened_dev; /* and its device (kernel encoding) */
+	u32 pad;
 	char path[MAX_PATH];
 };
 #define LOOKUP_HDR_SIZE (sizeof(struct rec_lookup) - MAX_PATH)
@@ -174,7 +177,7 @@ _Static_assert(sizeof(struct rec_inode_load) == 48, "rec_inode_load");
 _Static_assert(sizeof(struct rec_fork) == 40, "rec_fork");
 _Static_assert(sizeof(struct rec_exit) == 40, "rec_exit");
 _Static_assert(__builtin_offsetof(struct rec_exec, filename) == 80, "rec_exec");
-_Static_assert(__builtin_offsetof(struct rec_lookup, path) == 56, "rec_lookup");
+_Static_assert(__builtin_offsetof(struct rec_lookup, path) == 72, "rec_lookup");
 
 /* ---- maps ---- */
 
