@@ -71,6 +71,12 @@ const WHOLE_SEQUENCE_SHARE: u64 = 2;
 /// The file-access context models are pruned by age this often.
 const CONTEXT_PRUNE_MS: u64 = 24 * 3_600_000;
 
+/// The workloads whose file-access context models changed are written at most this often, at the
+/// first run's end or wake-up after it (and at shutdown): a build ends runs every few seconds,
+/// and each write encodes a workload's whole model again (a few % of the daemon's CPU while it
+/// learned builds).
+pub const CONTEXT_SAVE_GAP_NS: u64 = 30_000_000_000;
+
 /// Why the prediction hook is called.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlanTrigger {
@@ -417,6 +423,11 @@ pub struct DaemonEngine {
     clock: Now,
     /// When the file-access context models were last pruned by age (Unix ms).
     contexts_pruned_ms: u64,
+    /// When changed file-access context models were last written (monotonic ns).
+    contexts_saved_ns: Option<u64>,
+    /// A run ended within [`CONTEXT_SAVE_GAP_NS`] of the last write: its models are written at
+    /// the first wake-up after the gap.
+    contexts_save_owed: bool,
     /// Files predicted for runs not prefetched: the replay budget was spent.
     files_over_budget: u64,
 }
@@ -562,6 +573,8 @@ impl DaemonEngine {
             runs,
             clock: now,
             contexts_pruned_ms: now.unix_ms,
+            contexts_saved_ns: None,
+            contexts_save_owed: false,
             files_over_budget: 0,
         }
     }
@@ -1303,6 +1316,9 @@ impl DaemonEngine {
 
     fn about_to_sleep(&mut self, world: &mut impl DaemonWorld, now: Now) {
         self.flush_activity(world, now, false);
+        if self.contexts_save_owed {
+            self.save_file_contexts(world, now, false);
+        }
         // Launches whose page events showed another program to be the application.
         let policy = follow_policy(&self.config);
         for id in self.tracker.take_rekeyed(|app| decide_follow(policy, world, now, app, 0, true)) {
@@ -1387,7 +1403,7 @@ impl DaemonEngine {
             }
         }
         self.runs.end_all();
-        self.save_file_contexts(world);
+        self.save_file_contexts(world, now, true);
         self.flush_activity(world, now, true);
     }
 
@@ -1413,15 +1429,24 @@ impl DaemonEngine {
             self.contexts_pruned_ms = now.unix_ms;
             self.runs.prune(now.unix_ms);
         }
-        self.save_file_contexts(world);
+        self.save_file_contexts(world, now, false);
     }
 
-    /// Saves the workloads whose file-access context models changed, in one transaction.
-    fn save_file_contexts(&mut self, world: &mut impl DaemonWorld) {
-        let changed = self.runs.take_changed();
-        if !changed.is_empty() {
-            world.carry_out(Action::SaveFileContexts(changed), &self.config);
+    /// Saves the workloads whose file-access context models changed, in one transaction: when
+    /// `force`d, else at most every [`CONTEXT_SAVE_GAP_NS`] (a save held back is owed).
+    fn save_file_contexts(&mut self, world: &mut impl DaemonWorld, now: Now, force: bool) {
+        if !self.runs.has_changes() {
+            self.contexts_save_owed = false;
+            return;
         }
+        if !force && self.contexts_saved_ns.is_some_and(|t| now.mono_ns.saturating_sub(t) < CONTEXT_SAVE_GAP_NS) {
+            self.contexts_save_owed = true;
+            return;
+        }
+        let changed = self.runs.take_changed();
+        world.carry_out(Action::SaveFileContexts(changed), &self.config);
+        self.contexts_saved_ns = Some(now.mono_ns);
+        self.contexts_save_owed = false;
     }
 
     /// Whether files predicted for runs are loaded now: exec-time replay is on and memory
@@ -2183,6 +2208,22 @@ mod tests {
             out.iter().any(|a| matches!(a, Action::SaveFileContexts(r) if r.len() == 1 && r[0].0 == "/usr/bin/make")),
             "{out:?}"
         );
+    }
+
+    #[test]
+    fn changed_file_contexts_are_written_at_most_every_30_s_and_at_the_stop() {
+        let saves = |out: &[Action]| out.iter().filter(|a| matches!(a, Action::SaveFileContexts(_))).count();
+        let mut d = Daemon::every_exec(replay_only());
+        assert_eq!(saves(&build(&mut d, 0, 100, 3, 4)), 1, "the first run's end writes at once");
+        // A second build ends 10 s later: not written yet, nor at a wake-up before 30 s.
+        assert_eq!(saves(&build(&mut d, 6_000, 200, 3, 4)), 0);
+        assert_eq!(saves(&d.wake(20_000)), 0);
+        assert_eq!(saves(&d.wake(36_000)), 1, "the first wake-up 30 s after the last write writes it");
+        assert_eq!(saves(&d.wake(70_000)), 0, "nothing changed since");
+        // Changed again, then stopped within the 30 s: the stop writes it.
+        assert_eq!(saves(&build(&mut d, 80_000, 300, 3, 4)), 1);
+        assert_eq!(saves(&build(&mut d, 86_000, 400, 3, 4)), 0);
+        assert_eq!(saves(&d.event(92_000, Event::Stop)), 1);
     }
 
     #[test]

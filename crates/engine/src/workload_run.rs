@@ -667,6 +667,11 @@ impl WorkloadRuns {
         (r.cursor.app().to_string(), why, live)
     }
 
+    /// True when some workload's model changed since the last [`take_changed`](Self::take_changed).
+    pub fn has_changes(&self) -> bool {
+        !self.changed.is_empty()
+    }
+
     /// The workloads learned from since the last call, each with its record to save, or `None`
     /// when the model dropped it since (to be deleted from the state).
     pub fn take_changed(&mut self) -> Vec<(String, Option<FileContextRecord>)> {
