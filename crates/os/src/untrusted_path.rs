@@ -17,9 +17,11 @@
 //! - replaying a lookup follows them, since warming the walk through them is its purpose;
 //! - verifying a name the kernel printed (`d_path`, which holds no symbolic link) refuses them.
 //!
-//! A path whose symbolic links lead into another mount is refused (`EXDEV`), as are paths on
-//! network and FUSE file systems ([`is_remote_fstype`]) unless [`set_network_filesystems`] allowed
-//! them (`[learn] network_filesystems`); allowed ones run on a helper thread with a time limit
+//! A path whose symbolic links lead into another mount is refused (`EXDEV`; so is any link to an
+//! absolute path, which `openat2` takes for leaving the mount), except by [`canonical`], which
+//! looks such a link's target up afresh from the target's own mount, under the same rules. Paths on
+//! network and FUSE file systems ([`is_remote_fstype`]) are refused unless [`set_network_filesystems`]
+//! allowed them (`[learn] network_filesystems`); allowed ones run on a helper thread with a time limit
 //! ([`REMOTE_CALL_LIMIT`]), and a mount that once missed it is skipped for [`UNRESPONSIVE_FOR`].
 //! Local file systems are called directly: they answer within disk time.
 //!
