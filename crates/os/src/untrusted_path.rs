@@ -17,11 +17,11 @@
 //! - replaying a lookup follows them, since warming the walk through them is its purpose;
 //! - verifying a name the kernel printed (`d_path`, which holds no symbolic link) refuses them.
 //!
-//! A path whose symbolic links lead into another mount is refused (`EXDEV`; so is any link to an
-//! absolute path, which `openat2` takes for leaving the mount), except by [`canonical`], which
-//! looks such a link's target up afresh from the target's own mount, under the same rules. Paths on
-//! network and FUSE file systems ([`is_remote_fstype`]) are refused unless [`set_network_filesystems`]
-//! allowed them (`[learn] network_filesystems`); allowed ones run on a helper thread with a time limit
+//! A path whose symbolic links lead into another mount is refused (`EXDEV`), but for a link to
+//! an absolute path, which `openat2` takes for leaving the mount even when its target is on the
+//! same one: followed links of that kind are looked up afresh, from the target's own mount and
+//! under the same rules. Paths on network and FUSE file systems ([`is_remote_fstype`]) are
+//! refused unless [`set_network_filesystems`] allowed them (`[learn] network_filesystems`); allowed ones run on a helper thread with a time limit
 //! ([`REMOTE_CALL_LIMIT`]), and a mount that once missed it is skipped for [`UNRESPONSIVE_FOR`].
 //! Local file systems are called directly: they answer within disk time.
 //!
@@ -348,31 +348,44 @@ fn resolve_flags(symlinks: Symlinks) -> ResolveFlags {
 
 /// Opens `path` with `flags` (`O_CLOEXEC` is added), staying on its mount, and hands the
 /// descriptor to `then`; on an allowed remote file system both run on a helper thread under
-/// [`REMOTE_CALL_LIMIT`].
+/// [`REMOTE_CALL_LIMIT`]. With [`Symlinks::Follow`], a link to an absolute path (which one
+/// `openat2` refuses as leaving the mount) is followed by looking its target up afresh, from the
+/// target's own mount and under the same rules, at most [`MAX_LINK_HOPS`] times.
 pub fn with_open<T: Send + 'static>(
     path: &Path,
     flags: OFlags,
     symlinks: Symlinks,
     then: impl FnOnce(OwnedFd) -> io::Result<T> + Send + 'static,
 ) -> Result<T, Refused> {
-    let start = start_of(path, false)?;
     let flags = flags | OFlags::CLOEXEC;
     let how = resolve_flags(symlinks);
-    if start.remote.is_some() {
-        return remote_call(start, flags, how, then);
-    }
-    let fd = match start.open(flags, how) {
-        // A mount the table does not know yet may be on the way: look again, with a fresh table.
-        Err(Refused::CrossesMount) if mount_table_stale() => {
-            let start = start_of(path, true)?;
-            if start.remote.is_some() {
-                return remote_call(start, flags, how, then);
-            }
-            start.open(flags, how)
+    let mut path = std::borrow::Cow::Borrowed(path);
+    for _ in 0..MAX_LINK_HOPS {
+        let start = start_of(&path, false)?;
+        if start.remote.is_some() {
+            return remote_call(start, flags, how, then);
         }
-        other => other,
-    };
-    then(fd?).map_err(Refused::Io)
+        let opened = match start.open(flags, how) {
+            // A mount the table does not know yet may be on the way: look again, with a fresh table.
+            Err(Refused::CrossesMount) if mount_table_stale() => {
+                let start = start_of(&path, true)?;
+                if start.remote.is_some() {
+                    return remote_call(start, flags, how, then);
+                }
+                start.open(flags, how)
+            }
+            other => other,
+        };
+        match opened {
+            Err(Refused::CrossesMount) if symlinks == Symlinks::Follow => match past_first_link(&path) {
+                Some(next) => path = std::borrow::Cow::Owned(next),
+                None => return Err(Refused::CrossesMount),
+            },
+            Ok(fd) => return then(fd).map_err(Refused::Io),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Refused::CrossesMount)
 }
 
 /// True when the mount table was read long enough ago that a mount may be missing from it (so a
@@ -449,23 +462,13 @@ pub fn identity(path: &Path, symlinks: Symlinks) -> Option<FileIdentity> {
     (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile).then(|| crate::fetch::open::identity_of(&st))
 }
 
-/// Symbolic links [`canonical`] follows at most (the kernel's own limit).
+/// Links to absolute paths one lookup follows at most (the kernel's own limit on links).
 const MAX_LINK_HOPS: usize = 40;
 
-/// `path` with its symbolic links resolved, as the kernel names the file. A link to an absolute
-/// path is followed by looking its target up afresh, from the target's own mount and under the
-/// same rules (a single `openat2` refuses it: it would leave the mount the lookup started on),
-/// so `/etc/localtime` names `/usr/share/zoneinfo/...`.
+/// `path` with its symbolic links resolved, as the kernel names the file (`/etc/localtime` names
+/// `/usr/share/zoneinfo/...`).
 pub fn canonical(path: &Path) -> Option<PathBuf> {
-    let mut path = path.to_path_buf();
-    for _ in 0..MAX_LINK_HOPS {
-        match with_open(&path, OFlags::PATH, Symlinks::Follow, |fd| fd_path(&fd)) {
-            Ok(named) => return Some(named),
-            Err(Refused::CrossesMount) => path = past_first_link(&path)?,
-            Err(_) => return None,
-        }
-    }
-    None
+    with_open(path, OFlags::PATH, Symlinks::Follow, |fd| fd_path(&fd)).ok()
 }
 
 /// `path` with its first symbolic link replaced by the link's target; `None` when it has none or
@@ -638,6 +641,11 @@ bad line
         let id = identity(&file, Symlinks::Refuse).expect("a local regular file");
         assert_eq!((id.dev, id.ino, id.size), (meta.dev(), meta.ino(), 3));
         assert_eq!(identity(&link, Symlinks::Follow), Some(id));
+        let absolute_link = dir.path().join("absolute-link");
+        std::os::unix::fs::symlink(std::fs::canonicalize(&file).unwrap(), &absolute_link).unwrap();
+        assert_eq!(identity(&absolute_link, Symlinks::Follow), Some(id), "a link to an absolute path is followed");
+        assert_eq!(identity(&absolute_link, Symlinks::Refuse), None);
+        assert!(walk(&absolute_link, Symlinks::Follow).is_ok());
         assert_eq!(identity(&link, Symlinks::Refuse), None);
         assert_eq!(identity(dir.path(), Symlinks::Follow), None, "a directory has no file identity");
         assert_eq!(FileType::from_raw_mode(stat(dir.path(), Symlinks::Follow).unwrap().st_mode), FileType::Directory);
