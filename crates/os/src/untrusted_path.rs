@@ -4,25 +4,26 @@
 //!
 //! Every lookup starts at the mount the path names (the longest mount point of
 //! `/proc/self/mountinfo` that is a prefix of it) and runs as one `openat2` with
-//! `RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS`: it never leaves that mount (so never walks into a
+//! `RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS`: it never walks out of that mount (so never into a
 //! FUSE or NFS mount a user stacked on a directory, and never triggers an automount), and never
 //! follows a `/proc/PID/fd` style link. Whether ordinary symbolic links are followed is the
 //! caller's choice ([`Symlinks`]), per use:
 //!
-//! - learning a file's identity (exec names, `PATH` probes, the loader's program) follows them
-//!   (within the mount): those names are symlinky by nature (`/bin` -> `usr/bin`) and the result
+//! - learning a file's identity (exec names, `PATH` probes, the loader's program) follows them:
+//!   those names are symlinky by nature (`/bin` -> `usr/bin`, `/etc/alternatives`) and the result
 //!   is only compared by (device, inode), never read;
 //! - reading a profile's file follows them on the way but not in the last component, and reads
 //!   only the very inode that was learned (see `fetch::open`);
 //! - replaying a lookup follows them, since warming the walk through them is its purpose;
 //! - verifying a name the kernel printed (`d_path`, which holds no symbolic link) refuses them.
 //!
-//! A path whose symbolic links lead into another mount is refused (`EXDEV`), but for a link to
-//! an absolute path, which `openat2` takes for leaving the mount even when its target is on the
-//! same one: followed links of that kind are looked up afresh, from the target's own mount and
-//! under the same rules. Paths on network and FUSE file systems ([`is_remote_fstype`]) are
-//! refused unless [`set_network_filesystems`] allowed them (`[learn] network_filesystems`); allowed ones run on a helper thread with a time limit
-//! ([`REMOTE_CALL_LIMIT`]), and a mount that once missed it is skipped for [`UNRESPONSIVE_FOR`].
+//! A followed relative link that leads into another mount is refused (`EXDEV`). A link to an
+//! absolute path, which `openat2` refuses the same way even when its target is on the same
+//! mount, is followed by looking its target up afresh, from the target's own mount and under the
+//! same rules. Paths on network and FUSE file systems ([`is_remote_fstype`]) are refused unless
+//! [`set_network_filesystems`] allowed them (`[learn] network_filesystems`); allowed ones run on
+//! a helper thread with a time limit ([`REMOTE_CALL_LIMIT`]), and a mount that once missed it is
+//! skipped for [`UNRESPONSIVE_FOR`].
 //! Local file systems are called directly: they answer within disk time.
 //!
 //! It decides nothing about what to learn or read; it only refuses what it cannot do safely.
@@ -79,10 +80,11 @@ pub fn network_filesystems() -> bool {
     NETWORK_FILESYSTEMS.load(Ordering::Relaxed)
 }
 
-/// Whether a lookup follows symbolic links (within the mount it starts on).
+/// Whether a lookup follows symbolic links.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Symlinks {
-    /// Followed, as long as they stay on the mount (`RESOLVE_NO_XDEV`).
+    /// Followed: relative ones as long as they stay on the mount (`RESOLVE_NO_XDEV`), absolute
+    /// ones by a fresh lookup of their target ([`with_open`]).
     Follow,
     /// Any symbolic link on the way fails the lookup (`RESOLVE_NO_SYMLINKS`).
     Refuse,
