@@ -6,7 +6,7 @@
 //! priority for the duration. It decides nothing about *what* to fetch.
 
 use std::collections::VecDeque;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -45,6 +45,12 @@ pub struct FetchOptions {
     /// it never makes the kernel push anything out for it (the free-memory tier).
     #[serde(default)]
     pub keep_free_bytes: u64,
+    /// Keep the plan's resident pages: mark each used once more (a page the kernel saw used
+    /// twice moves to its active list, and is pushed out after what was used once), so that
+    /// what was prefetched for a predicted launch is not aged out before it (see
+    /// `augur_core::plan::KEEP_GAP_MS`). Costs CPU only: about 45 ms per resident GiB.
+    #[serde(default)]
+    pub keep_resident: bool,
 }
 
 impl Default for FetchOptions {
@@ -57,6 +63,7 @@ impl Default for FetchOptions {
             max_open_files: 256,
             yield_to_foreground: false,
             keep_free_bytes: 0,
+            keep_resident: false,
         }
     }
 }
@@ -218,6 +225,9 @@ pub struct FetchReport {
     /// `cancelled` is set too).
     #[serde(default)]
     pub stopped_at_free_reserve: bool,
+    /// Resident pages marked used again ([`FetchOptions::keep_resident`]).
+    #[serde(default)]
+    pub kept_pages: u64,
 }
 
 impl FetchReport {
@@ -308,12 +318,14 @@ impl Prefetcher {
                 lookups_replayed: 0,
                 foreground_wait_ms: 0.0,
                 stopped_at_free_reserve: false,
+                kept_pages: 0,
             },
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
         };
         let mut devices = DeviceTable::new();
-        let (mut requests, locations, any_rotational) = run.survey(&mut devices, self.options.order, cancel);
+        let (mut requests, locations, any_rotational) =
+            run.survey(&mut devices, self.options.order, self.options.keep_resident, cancel);
         // The walks before the loads, so that the program's failed probes find their negative
         // dentries; only when something was missing: a plan whose pages are all resident ran
         // recently (or was loaded), and its walks would only cost the daemon CPU (a warm exec's
@@ -397,8 +409,15 @@ impl Run<'_> {
         self.problem(file, kind, detail);
     }
 
-    /// Opens every file, counts what is resident, and lists the requests for the rest.
-    fn survey(&mut self, devices: &mut DeviceTable, policy: OrderPolicy, cancel: &CancelFlag) -> (Vec<Request>, Locations, bool) {
+    /// Opens every file, counts what is resident (and with `keep`, marks it used again), and
+    /// lists the requests for the rest.
+    fn survey(
+        &mut self,
+        devices: &mut DeviceTable,
+        policy: OrderPolicy,
+        keep: bool,
+        cancel: &CancelFlag,
+    ) -> (Vec<Request>, Locations, bool) {
         let mut requests = Vec::new();
         let mut locations = Locations::new();
         let mut any_rotational = false;
@@ -450,6 +469,9 @@ impl Run<'_> {
             };
             let resident_count = resident.page_count();
             self.report.pages.already_resident += resident_count;
+            if keep && resident_count > 0 {
+                self.keep(opened.fd.as_fd(), &resident, cancel);
+            }
             let mut missing = wanted;
             for r in resident.ranges() {
                 missing.remove(*r);
@@ -486,6 +508,28 @@ impl Run<'_> {
             self.states.push(state);
         }
         (requests, locations, any_rotational)
+    }
+
+    /// Marks the `resident` pages of `fd` used once more, in chunks of at most 2 MiB, stopping
+    /// between chunks when `cancel` is raised. Completing a resident chunk reads nothing: it is
+    /// the completion's own access that counts (`MADV_POPULATE_READ` touches every page it
+    /// maps; `pread` marks every page it copies). A page pushed out since the survey is read
+    /// back, exactly (read-ahead is off), as the plan wants it anyway.
+    fn keep(&mut self, fd: BorrowedFd<'_>, resident: &RangeSet, cancel: &CancelFlag) {
+        let _ = disable_readahead(fd);
+        let chunk = (MAX_CHUNK_BYTES / self.ps).max(1);
+        for piece in resident.ranges().iter().flat_map(|r| r.chunks(chunk)) {
+            if cancel.is_cancelled() {
+                return;
+            }
+            match complete(fd, piece, self.ps, &mut self.completion, &mut self.scratch) {
+                Ok(()) => self.report.kept_pages += piece.len,
+                Err(e) => {
+                    tracing::debug!("keeping resident pages: {e}");
+                    return;
+                }
+            }
+        }
     }
 
     /// Makes sure file `i` is open, reopening (and rechecking its identity) if it was closed to
@@ -668,6 +712,7 @@ mod tests {
     use crate::fetch::residency::{evict_file, page_size};
     use augur_core::model::profile::UsedRange;
     use std::io::Write;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn a_wait_on_the_cancel_flag_ends_when_it_is_raised_or_at_its_limit() {
@@ -720,6 +765,71 @@ mod tests {
         let again = Prefetcher::default().fetch(&plan, &CancelFlag::new());
         assert_eq!(again.pages.already_resident, 751);
         assert_eq!(again.pages.loaded, 0);
+    }
+
+    /// (pages on the active LRU list, pages with the referenced flag) of the first `pages` of
+    /// `file`, from /proc/kpageflags (root). The pages are mapped at random (no recency from the
+    /// mapping) and read through plain memory accesses, which fault them in without marking
+    /// them used.
+    fn lru_flags(file: &std::fs::File, pages: u64) -> (u64, u64) {
+        use std::io::{Read, Seek, SeekFrom};
+        let ps = page_size();
+        let len = (pages * ps) as usize;
+        // SAFETY: a fresh read-only shared mapping of a file this test owns and never truncates;
+        // it is only read within its length, then unmapped below.
+        let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        assert_ne!(addr, libc::MAP_FAILED);
+        // SAFETY: addr/len are the mapping just made; MADV_RANDOM changes no contents.
+        assert_eq!(unsafe { libc::madvise(addr, len, libc::MADV_RANDOM) }, 0);
+        let mut pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut kpageflags = std::fs::File::open("/proc/kpageflags").unwrap();
+        let (mut active, mut referenced) = (0, 0);
+        for i in 0..pages {
+            // SAFETY: within the mapping; the file is longer than it, so the read cannot fault.
+            unsafe { std::ptr::read_volatile((addr as *const u8).add((i * ps) as usize)) };
+            let mut entry = [0u8; 8];
+            pagemap.seek(SeekFrom::Start((addr as u64 / ps + i) * 8)).unwrap();
+            pagemap.read_exact(&mut entry).unwrap();
+            let entry = u64::from_ne_bytes(entry);
+            assert!(entry >> 63 == 1, "page {i} not present");
+            let mut flags = [0u8; 8];
+            kpageflags.seek(SeekFrom::Start((entry & ((1 << 55) - 1)) * 8)).unwrap();
+            kpageflags.read_exact(&mut flags).unwrap();
+            let flags = u64::from_ne_bytes(flags);
+            referenced += (flags >> 2) & 1; // KPF_REFERENCED
+            active += (flags >> 6) & 1; // KPF_ACTIVE
+        }
+        // SAFETY: exactly the mapping made above; nothing refers into it any more.
+        unsafe { libc::munmap(addr, len) };
+        (active, referenced)
+    }
+
+    #[test]
+    fn keeping_moves_prefetched_pages_to_the_active_list_and_a_plain_fetch_does_not() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: /proc/kpageflags needs root (CI runs this as root)");
+            return;
+        }
+        const PAGES: u64 = 512;
+        let (f, plan) = file_with_plan(PAGES, &[(0, PAGES)]);
+        evict_file(f.as_file().as_fd()).unwrap();
+        let loaded = Prefetcher::default().fetch(&plan, &CancelFlag::new());
+        assert_eq!(loaded.pages.loaded, PAGES, "{loaded:?}");
+        assert_eq!(loaded.kept_pages, 0);
+        // Read once by the fetch: referenced, on the inactive list, the first to be pushed out.
+        let (active, referenced) = lru_flags(f.as_file(), PAGES);
+        assert!(active < PAGES / 4 && referenced > PAGES * 3 / 4, "after the fetch: {active} active, {referenced} referenced");
+        // A plain fetch of the resident plan leaves them as they are.
+        let plain = Prefetcher::default().fetch(&plan, &CancelFlag::new());
+        assert_eq!((plain.pages.already_resident, plain.kept_pages), (PAGES, 0));
+        let (active, _) = lru_flags(f.as_file(), PAGES);
+        assert!(active < PAGES / 4, "after a plain fetch: {active} active");
+        // Keeping marks them used a second time: the kernel moves them to the active list (a
+        // few may still sit in a per-CPU batch).
+        let kept = Prefetcher::new(FetchOptions { keep_resident: true, ..Default::default() }).fetch(&plan, &CancelFlag::new());
+        assert_eq!((kept.pages.already_resident, kept.pages.loaded, kept.kept_pages), (PAGES, 0, PAGES), "{kept:?}");
+        let (active, _) = lru_flags(f.as_file(), PAGES);
+        assert!(active > PAGES * 3 / 4, "after keeping: {active} of {PAGES} active");
     }
 
     #[test]
