@@ -40,6 +40,12 @@
 //! fetch until one fetch went through it (a launch cancels the fetch), then not until remade. Its loads are counted apart from the prediction's
 //! ledger (`augur status`'s free-memory line).
 //!
+//! Once the predictor is proven (its skill judged), each prediction plan's fetch also keeps the
+//! plan's resident pages, at most every [`KEEP_GAP_MS`] per application ([`KeepSchedule`]):
+//! it marks them used once more, so that the kernel moves what was prefetched to its active list
+//! and ages it out after what was used once, not from the moment it was read. The free-memory
+//! tier's pages are never kept: they fill memory that held nothing, and give way to anything.
+//!
 //! A round whose fetch would repeat the last one sent (the same plans) while no file page left
 //! the page cache since sends none, so the worker is not woken to survey the same resident files
 //! at every launch and exit ([`REPEAT_FETCH_MS`]).
@@ -62,9 +68,9 @@ use augur_core::model::profile::{FileProfile, LaunchProfile, UsedRange};
 use augur_core::model::record::ActivityRecord;
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_core::plan::{
-    AppFootprint, EvictionCounters, FillCandidate, FillPlanner, FillReason, FillRoom, LaunchFrequency, LearnedFootprint,
-    LedgerTotals, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan, PlanningRound,
-    PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
+    AppFootprint, EvictionCounters, FillCandidate, FillPlanner, FillReason, FillRoom, KEEP_GAP_MS, LaunchFrequency,
+    LearnedFootprint, LedgerTotals, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemoryPressure, MemorySnapshot, Plan,
+    PlanningRound, PrefetchLedger, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 use augur_engine::config::Config;
 use augur_engine::read_cost::{MachineFacts, ReadCostRule, read_cost_rule};
@@ -141,6 +147,8 @@ struct FetchJob {
     plans: Vec<(String, FetchPlan)>,
     /// Index of the first plan of the free-memory tier (`plans.len()` when there is none).
     fill_from: usize,
+    /// Per plan, whether its resident pages are kept ([`KeepSchedule`]).
+    keep: Vec<bool>,
     /// Bytes of MemFree the tier's plans leave free (its reserve).
     keep_free_bytes: u64,
     /// Raised by the worker when it went through the tier's plans to their end (or to the
@@ -243,6 +251,7 @@ fn fetch_watched(
     pressure: &CancelFlag,
     watch: Option<&PressureWatch>,
     keep_free_bytes: u64,
+    keep_resident: bool,
 ) -> augur_os::fetch::FetchReport {
     let fetcher = Prefetcher::new(FetchOptions {
         priority: IoPriority::Idle,
@@ -250,6 +259,7 @@ fn fetch_watched(
         // A fetch for later waits while anything else reads: it must not slow work happening now.
         yield_to_foreground: true,
         keep_free_bytes,
+        keep_resident,
         ..FetchOptions::default()
     });
     let Some(w) = watch else { return fetcher.fetch(plan, cancel) };
@@ -315,6 +325,39 @@ pub struct PredictionStep {
     chains: LaunchChains,
     /// The last fetch job sent (a round that would repeat it sends none).
     sent: Option<SentJob>,
+    /// When each planned application's resident pages were last kept.
+    keeps: KeepSchedule,
+}
+
+/// When the prediction's plans keep their resident pages ([`FetchOptions::keep_resident`]): once
+/// the predictor is proven ([`Predictor::proven`]), each application's at most every
+/// [`KEEP_GAP_MS`]; never the free-memory tier's, which only fills memory that holds nothing.
+#[derive(Debug, Default)]
+struct KeepSchedule {
+    /// Planned applications and when their pages were last kept (wall-clock ms).
+    kept_ms: BTreeMap<String, u64>,
+}
+
+impl KeepSchedule {
+    /// Per plan of a job whose prediction plans are `apps[..fill_from]`, whether it keeps, and
+    /// notes those that do as kept at `now_ms`. Applications no longer planned are forgotten: a
+    /// planned one again is kept at once.
+    fn due(&mut self, apps: &[&str], fill_from: usize, proven: bool, now_ms: u64) -> Vec<bool> {
+        let predicted = &apps[..fill_from.min(apps.len())];
+        self.kept_ms.retain(|app, _| predicted.contains(&app.as_str()));
+        apps.iter()
+            .enumerate()
+            .map(|(i, app)| {
+                let due = i < fill_from
+                    && proven
+                    && self.kept_ms.get(*app).is_none_or(|&k| now_ms >= k.saturating_add(KEEP_GAP_MS) || now_ms < k);
+                if due {
+                    self.kept_ms.insert(app.to_string(), now_ms);
+                }
+                due
+            })
+            .collect()
+    }
 }
 
 /// The free-memory tier's state between rounds.
@@ -366,10 +409,13 @@ impl PredictionStep {
                     let mut pages = augur_os::fetch::PageCounts::default();
                     let mut cancelled = false;
                     let mut waited_ms = 0.0;
+                    let mut kept = 0;
                     for (i, (app, plan)) in job.plans.iter().enumerate() {
                         let fill = i >= job.fill_from;
                         let keep_free = if fill { job.keep_free_bytes.max(1) } else { 0 };
-                        let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref(), keep_free);
+                        let keep = job.keep.get(i).copied().unwrap_or(false);
+                        let report = fetch_watched(plan, &job.cancel, &job.pressure, job.watch.as_ref(), keep_free, keep);
+                        kept += report.kept_pages;
                         let _ = fetched_tx.send(AppFetched {
                             app: app.clone(),
                             wanted: report.pages.wanted,
@@ -412,7 +458,7 @@ impl PredictionStep {
                         tracing::debug!("prediction fetch replaced by a newer plan after {} pages", pages.loaded);
                     }
                     tracing::debug!(
-                        "prediction fetch: {} pages wanted, {} already resident, {} loaded; waited {:.0} ms for others' reads",
+                        "prediction fetch: {} pages wanted, {} already resident ({kept} kept), {} loaded; waited {:.0} ms for others' reads",
                         pages.wanted,
                         pages.already_resident,
                         pages.loaded,
@@ -445,6 +491,7 @@ impl PredictionStep {
             fill: FillTier::default(),
             chains: LaunchChains::new(),
             sent: None,
+            keeps: KeepSchedule::default(),
         })
     }
 
@@ -966,9 +1013,12 @@ impl PlanStep for PredictionStep {
             let watch = (!self.trigger_watched)
                 .then(|| PressureWatch { path: self.sources.pressure.clone(), stop_percent: cfg.pressure_stop_percent });
             let keep_free_bytes = self.fill.room.as_ref().map_or(0, |r| r.reserve_bytes);
+            let apps: Vec<&str> = plans.iter().map(|(app, _)| app.as_str()).collect();
+            let keep = self.keeps.due(&apps, fill_from, self.predictor.proven(), ctx.now_ms);
             let job = FetchJob {
                 plans,
                 fill_from,
+                keep,
                 keep_free_bytes,
                 fill_done: self.fill.done.clone(),
                 cancel: self.current.clone(),
@@ -1401,6 +1451,23 @@ mod tests {
         step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS + 2_000)).unwrap();
         step.plan(&PlanTrigger::Interval, &at(t + REPEAT_FETCH_MS + 4_000)).unwrap();
         assert_eq!(step.fetches_sent(), 6);
+    }
+
+    #[test]
+    fn a_proven_predictors_plans_keep_their_pages_at_most_every_gap_and_the_tiers_never() {
+        let mut keeps = KeepSchedule::default();
+        // ["a", "b"] predicted, ["t"] the free-memory tier's.
+        let apps = ["a", "b", "t"];
+        assert_eq!(keeps.due(&apps, 2, false, 1_000), [false, false, false], "an unproven predictor keeps nothing");
+        assert_eq!(keeps.due(&apps, 2, true, 2_000), [true, true, false]);
+        assert_eq!(keeps.due(&apps, 2, true, 2_000 + KEEP_GAP_MS - 1), [false, false, false], "kept within the gap");
+        // "c" is planned for the first time: kept at once; "a" and "b" once the gap is over.
+        assert_eq!(keeps.due(&["c", "a", "t"], 2, true, 3_000), [true, false, false]);
+        assert_eq!(keeps.due(&["c", "a", "t"], 2, true, 2_000 + KEEP_GAP_MS), [false, true, false]);
+        // "b" left the plan and is forgotten: planned again, it is kept at once.
+        assert_eq!(keeps.due(&["b"], 1, true, 2_000 + KEEP_GAP_MS + 1), [true]);
+        // A clock that went back does not hold keeping off for good.
+        assert_eq!(keeps.due(&["b"], 1, true, 10), [true]);
     }
 
     #[test]

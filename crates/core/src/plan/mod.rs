@@ -22,5 +22,6 @@ pub use ledger::{LedgerTotals, PrefetchLedger};
 pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, PlannerWork, RangeUse, ResidentPages, plan, plan_within};
 pub use quiet_wait::QuietWait;
 pub use round::{
-    DEFAULT_EVICT_COST, DEFAULT_READ_COST, LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig, RoundOutcome, RoundPlan,
+    DEFAULT_EVICT_COST, DEFAULT_READ_COST, KEEP_GAP_MS, LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig,
+    RoundOutcome, RoundPlan,
 };

@@ -21,6 +21,13 @@ use crate::model::predict::AppProbability;
 /// Applications considered per round at most (the likeliest), to bound the footprints read.
 pub const MAX_CANDIDATES: usize = 32;
 
+/// A plan's pages found resident are kept — marked used once more, so that the kernel, which
+/// protects what it saw used twice, keeps them until the launch they were read for — at most
+/// this often per application (milliseconds). Without it prefetched pages age from the moment
+/// they are read, and an application predicted over several launches is read again each time
+/// its pages aged out (the simulator's waste was mostly such refetches, docs/predictors.md).
+pub const KEEP_GAP_MS: u64 = 60_000;
+
 /// A round's settings (the daemon's `[predict]` section; the simulator's budget and seek cost).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RoundConfig {

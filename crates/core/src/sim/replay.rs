@@ -10,8 +10,9 @@
 //! daemon's cost model, its predictor believed as far as its recent predictions came true
 //! ([`ConfidentPredictor`]), and the memory headroom measured in the simulated cache (its free
 //! capacity and its refault share) as the daemon measures it in /proc. As in the daemon, the
-//! footprints carry no residency (every page counts as missing), the fetch skips resident blocks
-//! without refreshing them, and the free-memory tier ([`FillRoom`], [`FillPlanner`]) follows the
+//! footprints carry no residency (every page counts as missing), the fetch reads the missing
+//! blocks and, once the predictor is proven, keeps the resident ones (marks them used again, at
+//! most every [`KEEP_GAP_MS`]), and the free-memory tier ([`FillRoom`], [`FillPlanner`]) follows the
 //! prediction. The fill baselines (`naive-fill`, `preload-fill`, and `augur-fill`, augur's
 //! predictor without the cost model) fill the budget as preload does. What it models
 //! differently from the daemon — when rounds run, how fetching proceeds, no memory
@@ -31,8 +32,8 @@ use crate::model::range::{PageRange, RangeSet};
 use crate::model::usage_trace::{UsageEvent, UsageTrace, WorkingSet};
 use crate::plan::{
     AppFootprint, DEFAULT_EVICT_COST, DEFAULT_READ_COST, EvictionCounters, FILL_REFRESH_MS, FillCandidate, FillConfig,
-    FillPlanner, FillRoom, LaunchFrequency, LearnedFootprint, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom, MemorySnapshot, Plan,
-    PlanningRound, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
+    FillPlanner, FillRoom, KEEP_GAP_MS, LaunchFrequency, LearnedFootprint, MAX_FILL_APPS, MemoryBudget, MemoryHeadroom,
+    MemorySnapshot, Plan, PlanningRound, RangeUse, RefaultMeter, RoundConfig, RoundOutcome, RoundPlan, fill_order,
 };
 
 /// Pages per simulated block: residency is tracked in runs of this many pages.
@@ -422,6 +423,8 @@ fn replay(
     };
     // Blocks the last round planned (kept or fetched).
     let mut in_plan = vec![false; table.block_bytes.len()];
+    // When each block was last kept by a round (see `KEEP_GAP_MS`).
+    let mut kept_at: Vec<Option<u64>> = vec![None; table.block_bytes.len()];
 
     // Reads one queued block; the free-memory tier's only while the cache keeps its reserve free
     // (the daemon's fill fetch re-reads MemFree before every chunk and stops at the reserve).
@@ -605,6 +608,17 @@ fn replay(
         }
         in_plan.copy_from_slice(&seen);
         last_order.clone_from(&order);
+        // As the daemon's fetch for a prediction (`FetchOptions::keep_resident`): the plan's
+        // resident blocks are kept, marked used again (the kernel's protection of pages used
+        // twice), the likeliest first, each at most every `KEEP_GAP_MS`.
+        if which.weighs_cost() && p.proven() {
+            for &b in &order {
+                if cache.is_resident(b) && kept_at[b as usize].is_none_or(|k| t >= k.saturating_add(KEEP_GAP_MS)) {
+                    cache.touch(b);
+                    kept_at[b as usize] = Some(t);
+                }
+            }
+        }
         // The free-memory tier, as the daemon runs it beside the prediction (`fill_round`): the
         // free memory beyond the reserve and beyond the plan is filled with the learned
         // applications, the most often launched lately first, then the most recently launched (a
@@ -646,8 +660,8 @@ fn replay(
                 fill_done = false;
             }
         }
-        // As the daemon's fetch: the plan's missing blocks (resident ones are left alone, their
-        // recency untouched), then the tier's.
+        // As the daemon's fetch: the plan's missing blocks (the resident ones were kept above),
+        // then the tier's.
         queue = order.into_iter().filter(|&b| !cache.is_resident(b)).map(|b| (b, false)).collect();
         fill_queued = false;
         if !fill_done {

@@ -232,6 +232,14 @@ impl PredictionConfidence {
         resolution_skill(&self.bands).unwrap_or(1.0)
     }
 
+    /// Whether the skill has been judged: [`SKILL_EVIDENCE`] predictions resolved, in more than
+    /// one band, with hits and misses among them (before, [`PredictionConfidence::skill`] is 1:
+    /// the predictor taken at its word).
+    pub fn skill_judged(&self) -> bool {
+        let n: f64 = self.bands.iter().map(|b| b.predictions).sum();
+        n >= SKILL_EVIDENCE && resolution_skill(&self.bands).is_some()
+    }
+
     /// How far `app`'s own bands tell its launches from its absences, over its own base rate
     /// (the same measure as [`PredictionConfidence::skill`], over its predictions only); 0 until
     /// [`ConfidenceConfig::app_evidence`] of them are resolved, and when they fall in one band or
@@ -365,6 +373,10 @@ impl Predictor for ConfidentPredictor {
             a.probability = self.confidence.believe_app(&a.app, a.probability);
         }
         out
+    }
+
+    fn proven(&self) -> bool {
+        self.confidence.skill_judged()
     }
 
     fn explain(&mut self, app: &str, now: LocalTime) -> Explanation {

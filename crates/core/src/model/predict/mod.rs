@@ -108,6 +108,15 @@ pub trait Predictor {
 
     /// Why `app` gets the probability it gets at `now`.
     fn explain(&mut self, app: &str, now: LocalTime) -> Explanation;
+
+    /// Whether its predictions have been checked against enough launches for a plan's resident
+    /// pages to be kept (marked used again, `augur_core::plan::KEEP_GAP_MS`) and not only its
+    /// missing ones read: keeping overrides the kernel's own recency, so it waits for evidence
+    /// that the predictions mean something. A bare model has no such record and answers false;
+    /// [`ConfidentPredictor`] answers once it has judged its skill.
+    fn proven(&self) -> bool {
+        false
+    }
 }
 
 /// Names accepted by [`by_name`].
