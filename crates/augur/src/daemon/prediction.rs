@@ -340,8 +340,9 @@ struct KeepSchedule {
 
 impl KeepSchedule {
     /// Per plan of a job whose prediction plans are `apps[..fill_from]`, whether it keeps, and
-    /// notes those that do as kept at `now_ms`. Applications no longer planned are forgotten: a
-    /// planned one again is kept at once.
+    /// notes those that do as kept at `now_ms` (when the job is sent: a job replaced before its
+    /// fetch reached an application leaves that one unkept until the gap ends). Applications no
+    /// longer planned are forgotten: a planned one again is kept at once.
     fn due(&mut self, apps: &[&str], fill_from: usize, proven: bool, now_ms: u64) -> Vec<bool> {
         let predicted = &apps[..fill_from.min(apps.len())];
         self.kept_ms.retain(|app, _| predicted.contains(&app.as_str()));
