@@ -82,3 +82,23 @@ fn applications_started_through_wrappers_are_learned_under_their_own_name_and_re
         assert!(!wrapper_names.contains(&name), "a wrapper was learned as an application: {line}");
     }
 }
+
+/// The daemon stopped while a wrapper runs its application to the end: when it reads the
+/// process events, both processes are gone, and what each exec ran is taken from the kernel's
+/// record of that exec (written in the exec tracepoint), not from `/proc`, which then says
+/// nothing (or, for a process that exec'd again meanwhile, describes the later exec).
+#[test]
+fn a_wrapped_launch_over_before_the_daemon_reads_its_events_is_learned_under_its_own_name() {
+    let d = TestDaemon::start("[launch]\nquiet_ms = 1500\nfollow_first_launches = 100\n");
+    let appdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let script = make_app(appdir.path());
+    let key = script.to_string_lossy().into_owned();
+    let signal = |sig: &str| assert!(Command::new("kill").args([sig, &d.pid().to_string()]).status().unwrap().success());
+    signal("-STOP");
+    let s = through("env", &script).status();
+    signal("-CONT");
+    assert!(s.unwrap().success(), "env {key}");
+    let first = d.wait_launches(&key, 1).remove(0);
+    println!("first {first:?}");
+    assert!(first.pages_used >= 8192, "the launch learned only {} pages", first.pages_used);
+}

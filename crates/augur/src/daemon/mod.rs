@@ -6,6 +6,7 @@
 
 pub mod ahead;
 pub mod control;
+mod exec_step;
 pub mod prediction;
 pub mod resident;
 pub mod run;

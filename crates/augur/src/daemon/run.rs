@@ -30,11 +30,11 @@ use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
+use super::exec_step::{ExecNote, ExecNotes, exec_step_of};
 use super::resident::{ProfileShape, ReplayStart, ResidentReplays, ResidentReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::file_context::{FileContextModel, FileContextSettings};
-use augur_core::model::launcher::{self, ExecStep};
 use augur_core::model::learn::{LearnSettings, LearningHistory};
 use augur_core::model::profile::{
     FileIdentity, FileProfile, InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
@@ -370,30 +370,6 @@ fn path_search_of(pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
     })
 }
 
-/// What /proc says of the program process `tgid` runs now and the user it runs as; for `ld.so
-/// PROGRAM`, PROGRAM resolved through its symlinks (one `realpath` per loader exec only). Its
-/// command line is read and kept only as far as identity needs ([`app::bound_argv`]); true when
-/// it was cut. `None` when the process is gone (its user unknown: it is never taken for root).
-fn exec_step_of(tgid: u32) -> Option<(ExecStep, bool)> {
-    use std::io::Read;
-    let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned();
-    let user = procfs::user_of(tgid)?;
-    let mut raw = Vec::new();
-    if let Ok(f) = std::fs::File::open(format!("/proc/{tgid}/cmdline")) {
-        let _ = f.take(app::CMDLINE_READ_MAX as u64 + 1).read_to_end(&mut raw);
-    }
-    let read_cut = raw.len() > app::CMDLINE_READ_MAX;
-    raw.truncate(app::CMDLINE_READ_MAX);
-    let mut argv = app::split_cmdline(&raw);
-    let cut = app::bound_argv(&mut argv) || read_cut;
-    let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
-    let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
-        let program = app::absolute(&argv[i], cwd.as_deref());
-        augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
-    });
-    Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, cut))
-}
-
 /// The execs the eBPF observer reported whose process event has not been read yet, by process:
 /// observing every exec, the process events connector wakes the loop only while one waits. The
 /// kernel writes the observer's record (`sched_process_exec`) just before the connector's message
@@ -546,6 +522,8 @@ struct LoopIo {
     procs_polled: bool,
     /// Execs the eBPF observer reported, awaited from the connector.
     awaited_execs: AwaitedExecs,
+    /// What the observer's records of those execs say, until their messages are read.
+    exec_notes: ExecNotes,
     /// While the connector is not polled, the timer reads it by then (monotonic ns): see
     /// [`PROCESS_EVENTS_DRAIN_NS`].
     procs_drain_at: Option<u64>,
@@ -657,6 +635,7 @@ impl Daemon {
             opens_read_at: None,
             procs_polled: false,
             awaited_execs: AwaitedExecs::default(),
+            exec_notes: ExecNotes::default(),
             procs_drain_at: None,
             fatal: None,
             observer,
@@ -823,6 +802,13 @@ impl Daemon {
         };
         self.io.counts.process_events += batch.len() as u64;
         self.io.counts.process_overruns = self.io.procs.overruns;
+        // An exec's record is written before its message: one read now finds the records of
+        // the execs this batch reports (what each exec was is taken from its record).
+        if matches!(self.io.observer, Observer::Bpf(Some(_)))
+            && batch.iter().any(|ev| matches!(ev, ProcEvent::Exec { tgid, ts_ns, .. } if !self.io.exec_notes.has(*tgid, *ts_ns)))
+        {
+            self.read_bpf_records(1);
+        }
         let now_ns = loop_io::monotonic_ns();
         for ev in &batch {
             if let ProcEvent::Exec { tgid, .. } = ev {
@@ -846,7 +832,12 @@ impl Daemon {
         if tgid == self.io.own_pid {
             return Ok(());
         }
-        let Some((step, argv_cut)) = exec_step_of(tgid) else { return Ok(()) };
+        let note = self.io.exec_notes.take(tgid, ts_ns);
+        let Some((step, argv_cut)) = exec_step_of(tgid, note.as_ref()) else {
+            let late_ms = loop_io::monotonic_ns().saturating_sub(ts_ns) / 1_000_000;
+            tracing::debug!("pid {tgid} exec'd and was gone {late_ms} ms later, when its process event was read");
+            return Ok(());
+        };
         // augur's own command line (`augur status`, `augur apps`) is no application to learn or
         // replay (the eBPF observer does not follow it either).
         if self.io.own_exe.as_deref().is_some_and(|own| app::strip_deleted(&step.exe).0.as_path() == own) {
@@ -914,7 +905,7 @@ impl Daemon {
         let engine = &mut self.engine;
         let io = &mut self.io;
         let Observer::Bpf(Some(feed)) = &mut io.observer else { return false };
-        let (counts, resolver, awaited) = (&mut io.counts, &mut io.resolver, &mut io.awaited_execs);
+        let (counts, resolver, awaited, notes) = (&mut io.counts, &mut io.resolver, &mut io.awaited_execs, &mut io.exec_notes);
         let now_ns = loop_io::monotonic_ns();
         let mut sink = |FedRecord { event, lookup }| {
             // An open names the file it returned, which the launch's page records mention (the
@@ -944,10 +935,11 @@ impl Daemon {
                 ObservedEvent::InodeLoad { task, inode } => {
                     engine.on_trace(TraceEvent::InodeLoad { tid: task.tid, ts_ns: task.ts_ns, inode })
                 }
-                ObservedEvent::Exec { task, exe, filename, new_launch, .. } => {
+                ObservedEvent::Exec { task, exe, filename, new_launch, interp, creds, args, args_cut, .. } => {
                     // Its process event may not be queued yet: the connector wakes the loop
                     // until it is read.
                     awaited.observed(task.tgid, now_ns);
+                    notes.noted(task.tgid, ExecNote { ts_ns: task.ts_ns, exe, interp, creds, args, args_cut });
                     if new_launch {
                         engine.on_trace(TraceEvent::ExecObserved { pid: task.tgid, ts_ns: task.ts_ns });
                     }
@@ -1312,7 +1304,9 @@ impl LoopIo {
         if !matches!(self.observer, Observer::Bpf(Some(_))) {
             return Ok(());
         }
-        let wanted = self.awaited_execs.waiting(loop_io::monotonic_ns());
+        let now_ns = loop_io::monotonic_ns();
+        let wanted = self.awaited_execs.waiting(now_ns);
+        self.exec_notes.forget_before(now_ns.saturating_sub(EXEC_AWAIT_NS));
         if wanted == self.procs_polled {
             return Ok(());
         }

@@ -83,6 +83,7 @@ struct address_space {
 struct linux_binprm {
 	struct file *file;
 	const char *filename;
+	const char *interp;
 } __attribute__((preserve_access_index));
 
 /* A process's open files: the descriptor table (read at the exit of an open, for the file it
@@ -96,12 +97,33 @@ struct files_struct {
 	struct fdtable *fdt;
 } __attribute__((preserve_access_index));
 
+/* The argument area of a process's memory (set by the ELF loader before sched_process_exec). */
+struct mm_struct {
+	unsigned long arg_start;
+	unsigned long arg_end;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	u32 val;
+} kuid_t;
+typedef struct {
+	u32 val;
+} kgid_t;
+
+struct cred {
+	kuid_t uid;
+	kgid_t gid;
+	kuid_t euid;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	int exit_code;
 	struct task_struct *real_parent;
 	struct files_struct *files;
+	struct mm_struct *mm;
+	const struct cred *cred;
 	char comm[16];
 } __attribute__((preserve_access_index));
 

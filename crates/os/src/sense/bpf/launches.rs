@@ -124,6 +124,10 @@ mod tests {
             new_launch: true,
             comm: "x".into(),
             filename: PathBuf::from("/bin/x"),
+            interp: PathBuf::from("/bin/x"),
+            creds: Default::default(),
+            args: b"x\0".to_vec(),
+            args_cut: false,
         }
     }
 

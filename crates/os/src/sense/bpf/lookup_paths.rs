@@ -170,6 +170,10 @@ mod tests {
                 new_launch: false,
                 comm: "tool".into(),
                 filename: "bin/tool".into(),
+                interp: "bin/tool".into(),
+                creds: Default::default(),
+                args: b"bin/tool\0".to_vec(),
+                args_cut: false,
             },
         ];
         for e in &events {

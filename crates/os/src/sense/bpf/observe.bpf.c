@@ -326,6 +326,21 @@ int handle_exec(u64 *ctx)
 	r->flags = flags;
 	r->pad = 0;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
+	r->uid = BPF_CORE_READ(task, cred, uid.val);
+	r->euid = BPF_CORE_READ(task, cred, euid.val);
+	r->gid = BPF_CORE_READ(task, cred, gid.val);
+	long m = bpf_probe_read_kernel_str(r->interp, EXEC_INTERP_MAX, BPF_CORE_READ(bprm, interp));
+	r->interp_len = m > 0 ? m - 1 : 0;
+	if (m < 1)
+		r->interp[0] = 0;
+	unsigned long arg_start = BPF_CORE_READ(task, mm, arg_start);
+	unsigned long arg_end = BPF_CORE_READ(task, mm, arg_end);
+	u64 total = arg_end > arg_start ? arg_end - arg_start : 0;
+	u32 want = total < EXEC_ARGS_MAX ? total : EXEC_ARGS_MAX;
+	r->args_total = total < 0xffffffffULL ? total : 0xffffffffU;
+	r->args_len = 0;
+	if (want > 0 && want <= EXEC_ARGS_MAX && !bpf_probe_read_user(r->args, want, (const void *)arg_start))
+		r->args_len = want;
 	const char *fname = BPF_CORE_READ(bprm, filename);
 	long n = bpf_probe_read_kernel_str(r->filename, MAX_PATH, fname);
 	if (n < 1)

@@ -14,7 +14,7 @@ use augur_core::model::range::PageRange;
 use crate::sense::event::{PageEventKind, st_dev_from_kernel};
 
 /// Record layout version shared with `records.h` (`RECORD_ABI`).
-pub const RECORD_ABI: u32 = 1;
+pub const RECORD_ABI: u32 = 2;
 /// Pages per dedup chunk (`1 << CHUNK_SHIFT`): one 64-bit bitmap.
 pub const CHUNK_SHIFT: u32 = 6;
 /// Longest path a record carries, NUL included (`MAX_PATH`).
@@ -29,8 +29,18 @@ const REC_LOOKUP: u32 = 5;
 const REC_INODE_LOAD: u32 = 6;
 const REC_LAUNCH_END: u32 = 7;
 const EXEC_NEW_LAUNCH: u32 = 1;
+/// Bytes of an exec's interpreter path a record carries, NUL included (`EXEC_INTERP_MAX`).
+const EXEC_INTERP_MAX: usize = 256;
+/// Bytes of an exec's arguments a record carries (`EXEC_ARGS_MAX`).
+pub const EXEC_ARGS_MAX: usize = 2048;
+/// Byte offset of the credentials in an exec record.
+const EXEC_CRED_AT: usize = HDR + 8 + 4 * 4 + 16;
+/// Byte offset of the interpreter path in an exec record.
+const EXEC_INTERP_AT: usize = EXEC_CRED_AT + 6 * 4;
+/// Byte offset of the arguments in an exec record.
+const EXEC_ARGS_AT: usize = EXEC_INTERP_AT + EXEC_INTERP_MAX;
 /// Byte offset of the file name in an exec record (`EXEC_HDR_SIZE`).
-const EXEC_NAME_AT: usize = HDR + 8 + 4 * 4 + 16 + 8;
+const EXEC_NAME_AT: usize = EXEC_ARGS_AT + EXEC_ARGS_MAX + 8;
 /// Byte offset of the path in a lookup record (`LOOKUP_HDR_SIZE`).
 const LOOKUP_PATH_AT: usize = HDR + 8 + 4 * 4 + 8 + 8;
 
@@ -156,6 +166,17 @@ impl LookupSyscall {
     }
 }
 
+/// The ids a process runs with after an exec (a set-user-ID program changed the effective one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecCredentials {
+    /// The real user id.
+    pub uid: u32,
+    /// The effective user id.
+    pub euid: u32,
+    /// The real group id.
+    pub gid: u32,
+}
+
 /// One record from the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ObservedEvent {
@@ -174,6 +195,16 @@ pub enum ObservedEvent {
         comm: String,
         /// The file name as passed to exec (`bprm->filename`, may be relative or `/dev/fd/N`).
         filename: PathBuf,
+        /// The program the kernel ran (`bprm->interp`): `filename` for a binary, the `#!` line's
+        /// interpreter for a script (at most 255 bytes; empty if longer or unreadable).
+        interp: PathBuf,
+        /// The credentials after the exec.
+        creds: ExecCredentials,
+        /// The new program's arguments as it sees them (NUL-separated, as `/proc/PID/cmdline`),
+        /// at most [`EXEC_ARGS_MAX`] bytes; empty when they could not be read.
+        args: Vec<u8>,
+        /// The arguments were longer than `args`.
+        args_cut: bool,
     },
     /// A followed process created a process (threads are followed but not reported).
     Fork { task: TaskContext, child_tid: u32, child_tgid: u32 },
@@ -299,6 +330,10 @@ pub fn decode(b: &[u8]) -> Result<ObservedEvent, DecodeError> {
             let exe = InodeKey { ino: u64_at(b, HDR), dev: st_dev_from_kernel(u32_at(b, HDR + 8)) };
             let name_len = u32_at(b, EXEC_NAME_AT - 8) as usize;
             let name = cstr_at(b, EXEC_NAME_AT, name_len);
+            let interp_len = u32_at(b, EXEC_CRED_AT + 20) as usize;
+            let interp = cstr_at(b, EXEC_INTERP_AT, interp_len.min(EXEC_INTERP_MAX - 1));
+            let args_len = (u32_at(b, EXEC_CRED_AT + 12) as usize).min(EXEC_ARGS_MAX);
+            let args_total = u32_at(b, EXEC_CRED_AT + 16) as usize;
             Ok(ObservedEvent::Exec {
                 task,
                 old_tid: u32_at(b, HDR + 12),
@@ -307,6 +342,14 @@ pub fn decode(b: &[u8]) -> Result<ObservedEvent, DecodeError> {
                 exe,
                 comm: String::from_utf8_lossy(cstr_at(b, HDR + 24, 16)).into_owned(),
                 filename: PathBuf::from(OsString::from_vec(name.to_vec())),
+                interp: PathBuf::from(OsString::from_vec(interp.to_vec())),
+                creds: ExecCredentials {
+                    uid: u32_at(b, EXEC_CRED_AT),
+                    euid: u32_at(b, EXEC_CRED_AT + 4),
+                    gid: u32_at(b, EXEC_CRED_AT + 8),
+                },
+                args: b[EXEC_ARGS_AT..EXEC_ARGS_AT + args_len].to_vec(),
+                args_cut: args_len > 0 && args_total > args_len,
             })
         }
         REC_FORK => {
@@ -434,8 +477,9 @@ mod tests {
         assert_eq!(opened, Some(InodeKey { dev: libc::makedev(254, 1), ino: 4321 }));
     }
 
-    #[test]
-    fn decodes_exec() {
+    /// An exec record of `/bin/cat` (interpreter `interp`, arguments `args` of `args_total`
+    /// bytes in all) as the kernel program writes it.
+    fn exec_record(interp: &[u8], args: &[u8], args_total: u32) -> Vec<u8> {
         let mut b = hdr(REC_EXEC, 0);
         b.extend_from_slice(&77u64.to_le_bytes());
         b.extend_from_slice(&KDEV_254_1.to_le_bytes());
@@ -445,15 +489,46 @@ mod tests {
         let mut comm = [0u8; 16];
         comm[..3].copy_from_slice(b"cat");
         b.extend_from_slice(&comm);
+        for v in [1000u32, 0, 100, args.len() as u32, args_total, interp.len() as u32] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut interp_field = vec![0u8; EXEC_INTERP_MAX];
+        interp_field[..interp.len()].copy_from_slice(interp);
+        b.extend_from_slice(&interp_field);
+        let mut args_field = vec![0u8; EXEC_ARGS_MAX];
+        args_field[..args.len()].copy_from_slice(args);
+        b.extend_from_slice(&args_field);
+        assert_eq!(b.len(), EXEC_NAME_AT - 8, "the layout records.h asserts");
         b.extend_from_slice(&8u32.to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
         b.extend_from_slice(b"/bin/cat\0garbage");
-        let ev = decode(&b).unwrap();
-        let ObservedEvent::Exec { old_tid, parent_tgid, exe, new_launch, comm, filename, .. } = ev else { panic!() };
+        b
+    }
+
+    #[test]
+    fn decodes_exec() {
+        let ev = decode(&exec_record(b"/bin/cat", b"cat\0-n\0/etc/hosts\0", 18)).unwrap();
+        let ObservedEvent::Exec { old_tid, parent_tgid, exe, new_launch, comm, filename, interp, creds, args, args_cut, .. } = ev
+        else {
+            panic!()
+        };
         assert_eq!((old_tid, parent_tgid, new_launch), (99, 50, true));
         assert_eq!(exe, InodeKey { dev: libc::makedev(254, 1), ino: 77 });
         assert_eq!(comm, "cat");
         assert_eq!(filename, PathBuf::from("/bin/cat"));
+        assert_eq!(interp, PathBuf::from("/bin/cat"));
+        assert_eq!(creds, ExecCredentials { uid: 1000, euid: 0, gid: 100 });
+        assert_eq!((args.as_slice(), args_cut), (&b"cat\0-n\0/etc/hosts\0"[..], false));
+    }
+
+    #[test]
+    fn an_exec_record_says_when_its_arguments_were_cut_or_unread() {
+        let ObservedEvent::Exec { args, args_cut, .. } = decode(&exec_record(b"", b"java\0-cp\0", 5000)).unwrap() else {
+            panic!()
+        };
+        assert_eq!((args.len(), args_cut), (9, true));
+        let ObservedEvent::Exec { args, args_cut, interp, .. } = decode(&exec_record(b"", b"", 30)).unwrap() else { panic!() };
+        assert_eq!((args.len(), args_cut, interp), (0, false, PathBuf::new()));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 #ifndef AUGUR_RECORDS_H
 #define AUGUR_RECORDS_H
 
-#define RECORD_ABI 1
+#define RECORD_ABI 2
 
 /* Page chunking of the dedup map: one entry covers 64 pages (a 64-bit bitmap). */
 #define CHUNK_SHIFT 6
@@ -20,6 +20,9 @@
 #define MAX_CHUNKS_PER_EVENT 32
 /* Longest path or file name carried by a record, NUL included (PATH_MAX). */
 #define MAX_PATH 4096
+/* Bytes of an exec's interpreter path and of its arguments a record carries. */
+#define EXEC_INTERP_MAX 256
+#define EXEC_ARGS_MAX 2048
 /* How many bytes of a path are hashed for lookup dedup. */
 #define HASH_BYTES 512
 
@@ -120,7 +123,11 @@ struct rec_inode_load {
 	u32 pad;
 };
 
-/* REC_EXEC: hdr.tid == hdr.tgid (after de_thread). flags bit 0: this exec started the launch. */
+/* REC_EXEC: hdr.tid == hdr.tgid (after de_thread). flags bit 0: this exec started the launch.
+ * What the exec itself set, read in the tracepoint (user space must not read it from /proc later:
+ * by then the process may be in its next exec, with no arguments yet, or gone): the credentials,
+ * the interpreter the kernel ran (bprm->interp: the file name itself for a binary, the #! line's
+ * program for a script), and the arguments as the new program sees them (NUL-separated). */
 struct rec_exec {
 	struct rec_hdr h;
 	u64 exe_ino;
@@ -129,6 +136,14 @@ struct rec_exec {
 	u32 parent_tgid;
 	u32 flags;
 	char comm[16];
+	u32 uid;        /* real uid */
+	u32 euid;       /* effective uid */
+	u32 gid;        /* real gid */
+	u32 args_len;   /* bytes of args read (0: none could be read) */
+	u32 args_total; /* bytes of the whole argument area (more than args_len: cut) */
+	u32 interp_len; /* bytes of interp, NUL excluded */
+	char interp[EXEC_INTERP_MAX];
+	char args[EXEC_ARGS_MAX];
 	u32 filename_len; /* bytes of filename, NUL excluded */
 	u32 pad;
 	char filename[MAX_PATH];
@@ -176,7 +191,9 @@ _Static_assert(sizeof(struct rec_pages) == 64, "rec_pages");
 _Static_assert(sizeof(struct rec_inode_load) == 48, "rec_inode_load");
 _Static_assert(sizeof(struct rec_fork) == 40, "rec_fork");
 _Static_assert(sizeof(struct rec_exit) == 40, "rec_exit");
-_Static_assert(__builtin_offsetof(struct rec_exec, filename) == 80, "rec_exec");
+_Static_assert(__builtin_offsetof(struct rec_exec, uid) == 72, "rec_exec");
+_Static_assert(__builtin_offsetof(struct rec_exec, interp) == 96, "rec_exec");
+_Static_assert(__builtin_offsetof(struct rec_exec, filename) == 2408, "rec_exec");
 _Static_assert(__builtin_offsetof(struct rec_lookup, path) == 72, "rec_lookup");
 
 /* ---- maps ---- */

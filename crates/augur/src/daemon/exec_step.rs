@@ -1,0 +1,286 @@
+//! What an exec was, for the engine's [`ExecStep`]: taken from the eBPF observer's record of that
+//! very exec when there is one, else read from `/proc`.
+//!
+//! `/proc` describes the process as it is when the daemon reads it, not as the exec left it: a
+//! process that exits quickly is gone, and one that execs again at once (`su -c 'CMD'`: the
+//! shell execs CMD) may be read inside its next exec, with the new program's name and no
+//! arguments yet (the kernel sets them after swapping the memory). The record, written in the
+//! `sched_process_exec` tracepoint, has the program, the credentials and the arguments that exec
+//! set. [`ExecNotes`] keeps each record until the connector's message of the same exec is read.
+//!
+//! It owns the pairing and the reading; it must not decide what an exec means for a launch (the
+//! engine's launch identity does).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use augur_core::model::app;
+use augur_core::model::launcher::{self, ExecStep};
+use augur_core::model::profile::InodeKey;
+use augur_core::model::user::ProcessUser;
+use augur_os::sense::bpf::record::ExecCredentials;
+use augur_os::sense::procfs;
+
+/// A record and the connector's message of one exec are paired only when their kernel times
+/// (both `CLOCK_MONOTONIC`, taken microseconds apart in `exec_binprm`) are at most this far
+/// apart (ns): a record whose message was lost is never taken for the next exec's.
+const PAIRING_NS: u64 = 50_000_000;
+
+/// Records kept unpaired at most (the oldest go first): a message is read within milliseconds
+/// unless the connector overran.
+const MAX_NOTES: usize = 4096;
+
+/// What the observer's record of one exec says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecNote {
+    /// When the exec happened (kernel monotonic ns).
+    pub ts_ns: u64,
+    /// The executable's inode.
+    pub exe: InodeKey,
+    /// The program the kernel ran (`bprm->interp`; empty when longer than the record holds).
+    pub interp: PathBuf,
+    /// The credentials after the exec.
+    pub creds: ExecCredentials,
+    /// The arguments, NUL-separated (empty when they could not be read).
+    pub args: Vec<u8>,
+    /// The arguments were longer than `args`.
+    pub args_cut: bool,
+}
+
+/// The observer's exec records whose connector message has not been read yet, by process.
+#[derive(Debug, Default)]
+pub struct ExecNotes {
+    by_pid: HashMap<u32, VecDeque<ExecNote>>,
+    len: usize,
+}
+
+impl ExecNotes {
+    /// The observer reported an exec of process `tgid`.
+    pub fn noted(&mut self, tgid: u32, note: ExecNote) {
+        if self.len >= MAX_NOTES {
+            self.forget_before(note.ts_ns.saturating_sub(PAIRING_NS));
+            if self.len >= MAX_NOTES {
+                self.by_pid.clear();
+                self.len = 0;
+            }
+        }
+        self.by_pid.entry(tgid).or_default().push_back(note);
+        self.len += 1;
+    }
+
+    /// True when a record of process `tgid`'s exec at `ts_ns` (the connector's time) waits.
+    pub fn has(&self, tgid: u32, ts_ns: u64) -> bool {
+        self.by_pid.get(&tgid).is_some_and(|q| q.iter().any(|n| n.ts_ns.abs_diff(ts_ns) <= PAIRING_NS))
+    }
+
+    /// The record of process `tgid`'s exec the connector reported at `ts_ns`, if the observer
+    /// wrote one; records of that process's earlier execs whose message never came are dropped.
+    pub fn take(&mut self, tgid: u32, ts_ns: u64) -> Option<ExecNote> {
+        let queue = self.by_pid.get_mut(&tgid)?;
+        let mut found = None;
+        while let Some(n) = queue.pop_front() {
+            self.len -= 1;
+            if n.ts_ns.abs_diff(ts_ns) <= PAIRING_NS {
+                found = Some(n);
+                break;
+            }
+            if n.ts_ns > ts_ns {
+                // A later exec's record: keep it for its own message.
+                queue.push_front(n);
+                self.len += 1;
+                break;
+            }
+        }
+        if queue.is_empty() {
+            self.by_pid.remove(&tgid);
+        }
+        found
+    }
+
+    /// Drops the records of execs before `ts_ns` (their messages were lost).
+    pub fn forget_before(&mut self, ts_ns: u64) {
+        let mut len = 0;
+        self.by_pid.retain(|_, q| {
+            q.retain(|n| n.ts_ns >= ts_ns);
+            len += q.len();
+            !q.is_empty()
+        });
+        self.len = len;
+    }
+
+    /// Records waiting.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// The user the credentials stand for, as [`ProcessUser::from_status`] reads it (the effective
+/// uid when the real one is root); the supplementary groups are `/proc`'s when it still
+/// describes the same user, else none (reading on its behalf then grants less, never more).
+fn user_from(creds: ExecCredentials, from_proc: Option<ProcessUser>) -> ProcessUser {
+    let uid = if creds.uid != 0 { creds.uid } else { creds.euid };
+    let groups = from_proc.filter(|u| u.uid == uid && u.gid == creds.gid).map(|u| u.groups).unwrap_or_default();
+    ProcessUser { uid, gid: creds.gid, groups }
+}
+
+/// The arguments to use: the record's, unless they were cut and `/proc`'s (`proc_raw`, read
+/// now) continue them, or the record has none.
+fn args_from<'a>(note: &'a ExecNote, proc_raw: impl FnOnce() -> Option<Vec<u8>>) -> (std::borrow::Cow<'a, [u8]>, bool) {
+    if note.args.is_empty() {
+        return match proc_raw() {
+            Some(raw) => (raw.into(), false),
+            None => (Vec::new().into(), false),
+        };
+    }
+    if note.args_cut
+        && let Some(raw) = proc_raw()
+        && raw.len() > note.args.len()
+        && raw.starts_with(&note.args)
+    {
+        return (raw.into(), false);
+    }
+    (note.args.as_slice().into(), note.args_cut)
+}
+
+/// The program's path from the record: the interpreter the kernel ran, made absolute against
+/// `cwd` and resolved through its links, if it still names the exec's inode. A descriptor's name
+/// (`/dev/fd/N`, fexecve) never does: it is not looked up.
+fn exe_from(note: &ExecNote, cwd: Option<&Path>) -> Option<String> {
+    let interp = note.interp.to_str()?;
+    if interp.is_empty() || interp.starts_with("/dev/fd/") || interp.starts_with("/proc/") {
+        return None;
+    }
+    let path = app::absolute(interp, cwd);
+    let canonical = augur_os::untrusted_path::canonical(&path)?;
+    let id = procfs::identity_of(&canonical)?;
+    (id.dev == note.exe.dev && id.ino == note.exe.ino).then(|| canonical.to_string_lossy().into_owned())
+}
+
+/// Reads at most [`app::CMDLINE_READ_MAX`] bytes (and one more, to tell a cut) of process
+/// `tgid`'s command line.
+fn proc_cmdline(tgid: u32) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(format!("/proc/{tgid}/cmdline")).ok()?;
+    let mut raw = Vec::new();
+    f.take(app::CMDLINE_READ_MAX as u64 + 1).read_to_end(&mut raw).ok()?;
+    Some(raw)
+}
+
+/// What process `tgid`'s exec was and the user it runs as, from `note` (the observer's record of
+/// that exec) where it has it, else from `/proc` as it is now; for `ld.so PROGRAM`, PROGRAM
+/// resolved through its symlinks. The command line is kept only as far as identity needs
+/// ([`app::bound_argv`]); true when it was cut. `None` when neither says what ran or as whom
+/// (a process gone without a record: its user unknown, it is never taken for root).
+pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>) -> Option<(ExecStep, bool)> {
+    let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
+    let (exe, user, raw, read_cut) = match note {
+        Some(note) => {
+            let exe = match exe_from(note, cwd.as_deref()) {
+                Some(exe) => exe,
+                None => std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned(),
+            };
+            let user = user_from(note.creds, procfs::user_of(tgid));
+            let (raw, cut) = args_from(note, || proc_cmdline(tgid));
+            (exe, user, raw.into_owned(), cut)
+        }
+        None => {
+            let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned();
+            let user = procfs::user_of(tgid)?;
+            (exe, user, proc_cmdline(tgid).unwrap_or_default(), false)
+        }
+    };
+    let read_cut = read_cut || raw.len() > app::CMDLINE_READ_MAX;
+    let raw = &raw[..raw.len().min(app::CMDLINE_READ_MAX)];
+    let mut argv = app::split_cmdline(raw);
+    let cut = app::bound_argv(&mut argv) || read_cut;
+    let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
+        let program = app::absolute(&argv[i], cwd.as_deref());
+        augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
+    });
+    Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, cut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn note(ts_ns: u64, args: &[u8]) -> ExecNote {
+        ExecNote {
+            ts_ns,
+            exe: InodeKey { dev: 1, ino: 2 },
+            interp: "/usr/bin/x".into(),
+            creds: ExecCredentials::default(),
+            args: args.to_vec(),
+            args_cut: false,
+        }
+    }
+
+    #[test]
+    fn a_record_is_paired_with_the_message_of_its_own_exec() {
+        let mut n = ExecNotes::default();
+        // A wrapper's process execs twice (su's child: bash, then CMD in place).
+        n.noted(7, note(100 * MS, b"bash\0-c\0CMD\0"));
+        n.noted(7, note(101 * MS, b"CMD\0"));
+        assert!(n.has(7, 100 * MS));
+        assert_eq!(n.take(7, 100 * MS).unwrap().args, b"bash\0-c\0CMD\0");
+        assert_eq!(n.take(7, 101 * MS).unwrap().args, b"CMD\0");
+        assert_eq!((n.take(7, 102 * MS), n.len()), (None, 0));
+    }
+
+    #[test]
+    fn a_record_whose_message_was_lost_is_not_taken_for_a_later_exec() {
+        let mut n = ExecNotes::default();
+        n.noted(7, note(100 * MS, b"old\0"));
+        n.noted(7, note(900 * MS, b"new\0"));
+        assert!(!n.has(7, 500 * MS));
+        // A message with no record of its own (an exec the observer left out): nothing, and the
+        // later record stays for its message.
+        assert_eq!(n.take(7, 500 * MS), None);
+        assert_eq!(n.len(), 1);
+        assert_eq!(n.take(7, 900 * MS).unwrap().args, b"new\0");
+        n.noted(8, note(100 * MS, b"a\0"));
+        n.forget_before(200 * MS);
+        assert_eq!(n.len(), 0);
+    }
+
+    #[test]
+    fn records_kept_unpaired_are_bounded() {
+        let mut n = ExecNotes::default();
+        for pid in 0..(MAX_NOTES as u32 + 10) {
+            n.noted(pid, note(u64::from(pid) * 100 * MS, b"x\0"));
+        }
+        assert!(n.len() <= MAX_NOTES);
+        assert!(n.has(MAX_NOTES as u32 + 9, (MAX_NOTES as u64 + 9) * 100 * MS));
+    }
+
+    #[test]
+    fn the_user_is_the_records_and_keeps_procs_groups_only_for_the_same_user() {
+        let creds = ExecCredentials { uid: 0, euid: 1000, gid: 100 };
+        let proc_user = ProcessUser { uid: 1000, gid: 100, groups: vec![27] };
+        assert_eq!(user_from(creds, Some(proc_user.clone())), ProcessUser { uid: 1000, gid: 100, groups: vec![27] });
+        // /proc already describes another exec (su's target user, say): its groups are not taken.
+        let other = ProcessUser { uid: 0, gid: 0, groups: vec![0] };
+        assert_eq!(user_from(creds, Some(other)), ProcessUser { uid: 1000, gid: 100, groups: vec![] });
+        assert_eq!(user_from(ExecCredentials { uid: 1000, euid: 0, gid: 100 }, None).uid, 1000);
+    }
+
+    #[test]
+    fn the_records_arguments_are_used_unless_cut_and_continued_by_proc() {
+        let mut n = note(0, b"java\0-cp\0a.jar");
+        let (args, cut) = args_from(&n, || panic!("not cut: /proc is not read"));
+        assert_eq!((&*args, cut), (&b"java\0-cp\0a.jar"[..], false));
+        n.args_cut = true;
+        let (args, cut) = args_from(&n, || Some(b"java\0-cp\0a.jar:b.jar\0Main\0".to_vec()));
+        assert_eq!((&*args, cut), (&b"java\0-cp\0a.jar:b.jar\0Main\0"[..], false));
+        // /proc now shows another exec's arguments (or none): the record's, cut.
+        let (args, cut) = args_from(&n, || Some(Vec::new()));
+        assert_eq!((&*args, cut), (&b"java\0-cp\0a.jar"[..], true));
+        // No arguments in the record: /proc's.
+        let empty = note(0, b"");
+        let (args, _) = args_from(&empty, || Some(b"ls\0".to_vec()));
+        assert_eq!(&*args, b"ls\0");
+    }
+}
