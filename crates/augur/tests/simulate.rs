@@ -75,3 +75,23 @@ fn bad_input_is_refused_with_distinct_codes() {
     let out = augur(&["explain", "gedit", "--socket", dir.path().join("none.sock").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(9));
 }
+
+/// A reader that stops early (`augur gen-trace | head -1`) ends the command quietly, by SIGPIPE
+/// as other Unix tools end, not with a panic on a failed write.
+#[test]
+fn a_command_whose_reader_stops_early_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_augur"))
+        .args(["gen-trace", "--scenario", "single-user", "--days", "28"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.contains("augur-usage-trace"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}

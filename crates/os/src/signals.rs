@@ -9,6 +9,9 @@
 //! threads make are restarted; `poll` and `epoll_wait` still return `EINTR`, which wakes the
 //! loop. The previous handlers come back when the [`SignalPipe`] is dropped.
 //!
+//! [`die_on_closed_pipe`] gives a command that only prints SIGPIPE's default back (Rust starts
+//! with it ignored), so that `augur status | head` ends quietly as other Unix tools do.
+//!
 //! It owns the handlers only: what a signal means is the caller's business.
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -22,6 +25,18 @@ pub const HANDLED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 /// True for the handled signals that ask to stop (SIGINT, SIGTERM); SIGHUP asks a reload.
 pub fn is_terminating(sig: i32) -> bool {
     sig != libc::SIGHUP
+}
+
+/// Restores SIGPIPE's default action for the rest of the process: writing to a pipe whose
+/// reader is gone then ends it silently instead of failing the write (which `println!` turns
+/// into a panic). Only for commands whose output goes to their standard output, never the
+/// daemon's socket writers.
+pub fn die_on_closed_pipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler; it changes only the disposition of
+    // SIGPIPE, which nothing else in augur sets.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 /// The write end of the pipe of the installed [`SignalPipe`], or -1.

@@ -129,6 +129,18 @@ pub fn main() -> ExitCode {
     if !matches!(cli.command, Command::Daemon(_)) {
         init_logging(cli.verbose, cli.quiet);
     }
+    // The commands that print a report end quietly when their reader is gone (`| head`).
+    if matches!(
+        cli.command,
+        Command::Status(_)
+            | Command::Apps(_)
+            | Command::Explain(_)
+            | Command::Simulate(_)
+            | Command::GenTrace(_)
+            | Command::Generate(_)
+    ) {
+        augur_os::signals::die_on_closed_pipe();
+    }
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
