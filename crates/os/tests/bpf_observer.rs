@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -149,11 +150,30 @@ fn reports_exact_pages_and_failed_lookup() {
     let launch = launch_of(&events, pid).unwrap();
     let mine: Vec<&ObservedEvent> = events.iter().filter(|e| e.launch() == launch).collect();
 
-    // The exec record names the test binary and starts the launch.
+    // The exec record names the test binary and starts the launch, with what the exec set: the
+    // program the kernel ran, the arguments as the child sees them, and the credentials.
     let exec = mine.iter().find(|e| matches!(e, ObservedEvent::Exec { .. })).unwrap();
-    let ObservedEvent::Exec { exe: exe_inode, parent_tgid, .. } = exec else { unreachable!() };
+    let ObservedEvent::Exec { exe: exe_inode, parent_tgid, interp, args, args_cut, creds, .. } = exec else { unreachable!() };
     assert_eq!(*exe_inode, inode_of(&exe));
     assert_eq!(*parent_tgid, std::process::id());
+    assert_eq!(interp, &exe);
+    let mut argv = Vec::new();
+    for word in [exe.as_os_str().as_bytes(), &b"--exact"[..], b"child_helper", b"--nocapture", b"--test-threads=1"] {
+        argv.extend_from_slice(word);
+        argv.push(0);
+    }
+    assert_eq!((args, *args_cut), (&argv, false), "{}", String::from_utf8_lossy(args));
+    // SAFETY: getuid/getgid/getgroups read this process's credentials into a buffer of the size given.
+    let (uid, gid, groups) = unsafe {
+        let mut g = vec![0 as libc::gid_t; 256];
+        let n = libc::getgroups(g.len() as i32, g.as_mut_ptr());
+        g.truncate(n.max(0) as usize);
+        (libc::getuid(), libc::getgid(), g)
+    };
+    assert_eq!((creds.uid, creds.euid, creds.gid), (uid, uid, gid));
+    if groups.len() <= 32 {
+        assert_eq!(creds.groups.as_deref(), Some(groups.as_slice()));
+    }
 
     // Exactly the pages read, each reported once as accessed and once as inserted (cold).
     let (mut accessed, mut inserted) = (PageSet::default(), PageSet::default());

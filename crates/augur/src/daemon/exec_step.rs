@@ -116,12 +116,49 @@ impl ExecNotes {
 }
 
 /// The user the credentials stand for, as [`ProcessUser::from_status`] reads it (the effective
-/// uid when the real one is root); the supplementary groups are `/proc`'s when it still
-/// describes the same user, else none (reading on its behalf then grants less, never more).
-fn user_from(creds: ExecCredentials, from_proc: Option<ProcessUser>) -> ProcessUser {
+/// uid when the real one is root). The supplementary groups are the record's; when it could not
+/// hold them all, `/proc`'s (`from_proc`, read only then) if it still describes the same user,
+/// else none (reading on its behalf then grants less, never more).
+fn user_from(creds: &ExecCredentials, from_proc: impl FnOnce() -> Option<ProcessUser>) -> ProcessUser {
     let uid = if creds.uid != 0 { creds.uid } else { creds.euid };
-    let groups = from_proc.filter(|u| u.uid == uid && u.gid == creds.gid).map(|u| u.groups).unwrap_or_default();
+    let groups = match &creds.groups {
+        Some(groups) => groups.clone(),
+        None => from_proc().filter(|u| u.uid == uid && u.gid == creds.gid).map(|u| u.groups).unwrap_or_default(),
+    };
     ProcessUser { uid, gid: creds.gid, groups }
+}
+
+/// How long a program's resolved path is trusted ([`ExeNames`]), monotonic ns: a rename of
+/// the very same file shows after this long at most.
+const EXE_NAME_MAX_AGE_NS: u64 = 60_000_000_000;
+
+/// Programs whose paths are remembered at most.
+const MAX_EXE_NAMES: usize = 256;
+
+/// The paths the programs that exec'd resolved to, by the name the kernel ran them by and their
+/// inode: a build that execs the compiler thousands of times resolves its path once a minute,
+/// not at every exec. An entry holds only while the record names the same inode (a program
+/// replaced, or a link pointed elsewhere, names another).
+#[derive(Debug, Default)]
+pub struct ExeNames {
+    by_name: HashMap<(PathBuf, InodeKey), (String, u64)>,
+}
+
+impl ExeNames {
+    fn get(&self, interp: &Path, exe: InodeKey, now_ns: u64) -> Option<&str> {
+        let (path, at) = self.by_name.get(&(interp.to_path_buf(), exe))?;
+        (now_ns.saturating_sub(*at) < EXE_NAME_MAX_AGE_NS).then_some(path.as_str())
+    }
+
+    fn put(&mut self, interp: &Path, exe: InodeKey, path: String, now_ns: u64) {
+        if self.by_name.len() >= MAX_EXE_NAMES {
+            self.by_name.retain(|_, (_, at)| now_ns.saturating_sub(*at) < EXE_NAME_MAX_AGE_NS);
+            if self.by_name.len() >= MAX_EXE_NAMES {
+                self.by_name.clear();
+            }
+        }
+        self.by_name.insert((interp.to_path_buf(), exe), (path, now_ns));
+    }
 }
 
 /// The arguments to use: the record's, unless they were cut and `/proc`'s (`proc_raw`, read
@@ -169,25 +206,30 @@ fn proc_cmdline(tgid: u32) -> Option<Vec<u8>> {
 
 /// What process `tgid`'s exec was and the user it runs as, from `note` (the observer's record of
 /// that exec) where it has it, else from `/proc` as it is now; for `ld.so PROGRAM`, PROGRAM
-/// resolved through its symlinks. The command line is kept only as far as identity needs
-/// ([`app::bound_argv`]); true when it was cut. `None` when neither says what ran or as whom
-/// (a process gone without a record: its user unknown, it is never taken for root).
-pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>) -> Option<(ExecStep, bool)> {
+/// resolved through its symlinks. The program's path is resolved once a minute per program
+/// (`names`, at `now_ns`). The command line is kept only as far as identity needs
+/// ([`app::bound_argv`]). `None` when neither says what ran or as whom (a process gone without
+/// a record: its user unknown, it is never taken for root).
+pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, now_ns: u64) -> Option<ExecRead> {
     let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
-    let (exe, user, raw, read_cut) = match note {
+    let (exe, exe_inode, user, raw, read_cut) = match note {
         Some(note) => {
-            let exe = match exe_from(note, cwd.as_deref()) {
-                Some(exe) => exe,
-                None => std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned(),
+            let known = names.get(&note.interp, note.exe, now_ns).map(str::to_string);
+            let (exe, exe_inode) = match known.or_else(|| exe_from(note, cwd.as_deref())) {
+                Some(exe) => {
+                    names.put(&note.interp, note.exe, exe.clone(), now_ns);
+                    (exe, Some(note.exe))
+                }
+                None => (std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned(), None),
             };
-            let user = user_from(note.creds, procfs::user_of(tgid));
+            let user = user_from(&note.creds, || procfs::user_of(tgid));
             let (raw, cut) = args_from(note, || proc_cmdline(tgid));
-            (exe, user, raw.into_owned(), cut)
+            (exe, exe_inode, user, raw.into_owned(), cut)
         }
         None => {
             let exe = std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned();
             let user = procfs::user_of(tgid)?;
-            (exe, user, proc_cmdline(tgid).unwrap_or_default(), false)
+            (exe, None, user, proc_cmdline(tgid).unwrap_or_default(), false)
         }
     };
     let read_cut = read_cut || raw.len() > app::CMDLINE_READ_MAX;
@@ -198,7 +240,18 @@ pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>) -> Option<(ExecStep, boo
         let program = app::absolute(&argv[i], cwd.as_deref());
         augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
     });
-    Some((ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, cut))
+    Some(ExecRead { step: ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, argv_cut: cut, exe_inode })
+}
+
+/// What [`exec_step_of`] found.
+#[derive(Debug)]
+pub struct ExecRead {
+    /// The exec.
+    pub step: ExecStep,
+    /// Its command line was cut.
+    pub argv_cut: bool,
+    /// The inode of `step.exe` when the record named it (else look it up).
+    pub exe_inode: Option<InodeKey>,
 }
 
 #[cfg(test)]
@@ -257,14 +310,33 @@ mod tests {
     }
 
     #[test]
-    fn the_user_is_the_records_and_keeps_procs_groups_only_for_the_same_user() {
-        let creds = ExecCredentials { uid: 0, euid: 1000, gid: 100 };
+    fn the_user_is_the_records_and_takes_procs_groups_only_when_the_record_lacks_them() {
+        let creds = ExecCredentials { uid: 0, euid: 1000, gid: 100, groups: Some(vec![27, 44]) };
+        let want = ProcessUser { uid: 1000, gid: 100, groups: vec![27, 44] };
+        assert_eq!(user_from(&creds, || panic!("the record has the groups: /proc is not read")), want);
+        let creds = ExecCredentials { groups: None, ..creds };
         let proc_user = ProcessUser { uid: 1000, gid: 100, groups: vec![27] };
-        assert_eq!(user_from(creds, Some(proc_user.clone())), ProcessUser { uid: 1000, gid: 100, groups: vec![27] });
+        assert_eq!(user_from(&creds, || Some(proc_user.clone())), ProcessUser { uid: 1000, gid: 100, groups: vec![27] });
         // /proc already describes another exec (su's target user, say): its groups are not taken.
         let other = ProcessUser { uid: 0, gid: 0, groups: vec![0] };
-        assert_eq!(user_from(creds, Some(other)), ProcessUser { uid: 1000, gid: 100, groups: vec![] });
-        assert_eq!(user_from(ExecCredentials { uid: 1000, euid: 0, gid: 100 }, None).uid, 1000);
+        assert_eq!(user_from(&creds, || Some(other)), ProcessUser { uid: 1000, gid: 100, groups: vec![] });
+        let real = ExecCredentials { uid: 1000, euid: 0, gid: 100, groups: None };
+        assert_eq!(user_from(&real, || None).uid, 1000);
+    }
+
+    #[test]
+    fn a_programs_path_is_remembered_for_its_inode_and_for_a_minute() {
+        let mut names = ExeNames::default();
+        let (cc, inode) = (Path::new("/usr/bin/cc"), InodeKey { dev: 1, ino: 2 });
+        names.put(cc, inode, "/usr/bin/x86_64-linux-gnu-gcc-12".into(), 0);
+        assert_eq!(names.get(cc, inode, 1_000), Some("/usr/bin/x86_64-linux-gnu-gcc-12"));
+        // Another file under the name (an upgrade, a link changed): not this entry.
+        assert_eq!(names.get(cc, InodeKey { dev: 1, ino: 3 }, 1_000), None);
+        assert_eq!(names.get(cc, inode, EXE_NAME_MAX_AGE_NS), None);
+        for i in 0..(MAX_EXE_NAMES as u64 + 5) {
+            names.put(Path::new(&format!("/bin/p{i}")), InodeKey { dev: 1, ino: i }, "p".into(), 10);
+        }
+        assert!(names.by_name.len() <= MAX_EXE_NAMES);
     }
 
     #[test]

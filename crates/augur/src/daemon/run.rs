@@ -30,7 +30,7 @@ use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use super::control::{self, EventCounts, PrefetchRule, Request, Response, StatusReport};
-use super::exec_step::{ExecNote, ExecNotes, exec_step_of};
+use super::exec_step::{ExeNames, ExecNote, ExecNotes, ExecRead, exec_step_of};
 use super::resident::{ProfileShape, ReplayStart, ResidentReplays, ResidentReport};
 use crate::error::{Error, Result};
 use augur_core::model::app;
@@ -524,6 +524,8 @@ struct LoopIo {
     awaited_execs: AwaitedExecs,
     /// What the observer's records of those execs say, until their messages are read.
     exec_notes: ExecNotes,
+    /// The paths programs that exec'd resolved to.
+    exe_names: ExeNames,
     /// While the connector is not polled, the timer reads it by then (monotonic ns): see
     /// [`PROCESS_EVENTS_DRAIN_NS`].
     procs_drain_at: Option<u64>,
@@ -636,6 +638,7 @@ impl Daemon {
             procs_polled: false,
             awaited_execs: AwaitedExecs::default(),
             exec_notes: ExecNotes::default(),
+            exe_names: ExeNames::default(),
             procs_drain_at: None,
             fatal: None,
             observer,
@@ -833,7 +836,9 @@ impl Daemon {
             return Ok(());
         }
         let note = self.io.exec_notes.take(tgid, ts_ns);
-        let Some((step, argv_cut)) = exec_step_of(tgid, note.as_ref()) else {
+        let Some(ExecRead { step, argv_cut, exe_inode }) =
+            exec_step_of(tgid, note.as_ref(), &mut self.io.exe_names, loop_io::monotonic_ns())
+        else {
             let late_ms = loop_io::monotonic_ns().saturating_sub(ts_ns) / 1_000_000;
             tracing::debug!("pid {tgid} exec'd and was gone {late_ms} ms later, when its process event was read");
             return Ok(());
@@ -846,8 +851,8 @@ impl Daemon {
         self.io.counts.argv_cut += u64::from(argv_cut);
         // The exe itself names an inode the page events will mention.
         let (exe, _) = app::strip_deleted(&step.exe);
-        if let Some(id) = procfs::identity_of(&exe) {
-            self.io.resolver.learn(InodeKey { dev: id.dev, ino: id.ino }, exe);
+        if let Some(inode) = exe_inode.or_else(|| procfs::identity_of(&exe).map(|id| InodeKey { dev: id.dev, ino: id.ino })) {
+            self.io.resolver.learn(inode, exe);
         }
         self.feed(Event::Exec { step, ts_ns })
     }

@@ -110,10 +110,16 @@ typedef struct {
 	u32 val;
 } kgid_t;
 
+struct group_info {
+	int ngroups;
+	kgid_t gid[];
+} __attribute__((preserve_access_index));
+
 struct cred {
 	kuid_t uid;
 	kgid_t gid;
 	kuid_t euid;
+	struct group_info *group_info;
 } __attribute__((preserve_access_index));
 
 struct task_struct {

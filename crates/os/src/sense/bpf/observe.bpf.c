@@ -329,6 +329,14 @@ int handle_exec(u64 *ctx)
 	r->uid = BPF_CORE_READ(task, cred, uid.val);
 	r->euid = BPF_CORE_READ(task, cred, euid.val);
 	r->gid = BPF_CORE_READ(task, cred, gid.val);
+	struct group_info *gi = BPF_CORE_READ(task, cred, group_info);
+	int ngroups = BPF_CORE_READ(gi, ngroups);
+	r->ngroups = ngroups > 0 ? ngroups : 0;
+	r->pad2 = 0;
+	u32 gbytes = (ngroups < EXEC_GROUPS_MAX ? (ngroups > 0 ? ngroups : 0) : EXEC_GROUPS_MAX) * 4;
+	if (gbytes > 0 && gbytes <= EXEC_GROUPS_MAX * 4 &&
+	    bpf_probe_read_kernel(r->groups, gbytes, (const char *)gi + bpf_core_field_offset(struct group_info, gid)))
+		r->ngroups = 0xffffffffU; /* unreadable: user space asks /proc */
 	long m = bpf_probe_read_kernel_str(r->interp, EXEC_INTERP_MAX, BPF_CORE_READ(bprm, interp));
 	r->interp_len = m > 0 ? m - 1 : 0;
 	if (m < 1)

@@ -35,8 +35,12 @@ const EXEC_INTERP_MAX: usize = 256;
 pub const EXEC_ARGS_MAX: usize = 2048;
 /// Byte offset of the credentials in an exec record.
 const EXEC_CRED_AT: usize = HDR + 8 + 4 * 4 + 16;
+/// Supplementary groups an exec record carries at most (`EXEC_GROUPS_MAX`).
+const EXEC_GROUPS_MAX: usize = 32;
+/// Byte offset of the group count in an exec record.
+const EXEC_NGROUPS_AT: usize = EXEC_CRED_AT + 6 * 4;
 /// Byte offset of the interpreter path in an exec record.
-const EXEC_INTERP_AT: usize = EXEC_CRED_AT + 6 * 4;
+const EXEC_INTERP_AT: usize = EXEC_NGROUPS_AT + 8 + EXEC_GROUPS_MAX * 4;
 /// Byte offset of the arguments in an exec record.
 const EXEC_ARGS_AT: usize = EXEC_INTERP_AT + EXEC_INTERP_MAX;
 /// Byte offset of the file name in an exec record (`EXEC_HDR_SIZE`).
@@ -167,7 +171,7 @@ impl LookupSyscall {
 }
 
 /// The ids a process runs with after an exec (a set-user-ID program changed the effective one).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExecCredentials {
     /// The real user id.
     pub uid: u32,
@@ -175,6 +179,9 @@ pub struct ExecCredentials {
     pub euid: u32,
     /// The real group id.
     pub gid: u32,
+    /// The supplementary groups; `None` when there were more than the record holds or they
+    /// could not be read.
+    pub groups: Option<Vec<u32>>,
 }
 
 /// One record from the kernel.
@@ -334,6 +341,7 @@ pub fn decode(b: &[u8]) -> Result<ObservedEvent, DecodeError> {
             let interp = cstr_at(b, EXEC_INTERP_AT, interp_len.min(EXEC_INTERP_MAX - 1));
             let args_len = (u32_at(b, EXEC_CRED_AT + 12) as usize).min(EXEC_ARGS_MAX);
             let args_total = u32_at(b, EXEC_CRED_AT + 16) as usize;
+            let ngroups = u32_at(b, EXEC_NGROUPS_AT) as usize;
             Ok(ObservedEvent::Exec {
                 task,
                 old_tid: u32_at(b, HDR + 12),
@@ -347,6 +355,8 @@ pub fn decode(b: &[u8]) -> Result<ObservedEvent, DecodeError> {
                     uid: u32_at(b, EXEC_CRED_AT),
                     euid: u32_at(b, EXEC_CRED_AT + 4),
                     gid: u32_at(b, EXEC_CRED_AT + 8),
+                    groups: (ngroups <= EXEC_GROUPS_MAX)
+                        .then(|| (0..ngroups).map(|i| u32_at(b, EXEC_NGROUPS_AT + 8 + 4 * i)).collect()),
                 },
                 args: b[EXEC_ARGS_AT..EXEC_ARGS_AT + args_len].to_vec(),
                 args_cut: args_len > 0 && args_total > args_len,
@@ -478,8 +488,8 @@ mod tests {
     }
 
     /// An exec record of `/bin/cat` (interpreter `interp`, arguments `args` of `args_total`
-    /// bytes in all) as the kernel program writes it.
-    fn exec_record(interp: &[u8], args: &[u8], args_total: u32) -> Vec<u8> {
+    /// bytes in all, `ngroups` supplementary groups: 10, 11, ...) as the kernel program writes it.
+    fn exec_record(interp: &[u8], args: &[u8], args_total: u32, ngroups: u32) -> Vec<u8> {
         let mut b = hdr(REC_EXEC, 0);
         b.extend_from_slice(&77u64.to_le_bytes());
         b.extend_from_slice(&KDEV_254_1.to_le_bytes());
@@ -489,8 +499,11 @@ mod tests {
         let mut comm = [0u8; 16];
         comm[..3].copy_from_slice(b"cat");
         b.extend_from_slice(&comm);
-        for v in [1000u32, 0, 100, args.len() as u32, args_total, interp.len() as u32] {
+        for v in [1000u32, 0, 100, args.len() as u32, args_total, interp.len() as u32, ngroups, 0] {
             b.extend_from_slice(&v.to_le_bytes());
+        }
+        for g in 0..EXEC_GROUPS_MAX as u32 {
+            b.extend_from_slice(&(if g < ngroups { 10 + g } else { 0 }).to_le_bytes());
         }
         let mut interp_field = vec![0u8; EXEC_INTERP_MAX];
         interp_field[..interp.len()].copy_from_slice(interp);
@@ -507,7 +520,7 @@ mod tests {
 
     #[test]
     fn decodes_exec() {
-        let ev = decode(&exec_record(b"/bin/cat", b"cat\0-n\0/etc/hosts\0", 18)).unwrap();
+        let ev = decode(&exec_record(b"/bin/cat", b"cat\0-n\0/etc/hosts\0", 18, 2)).unwrap();
         let ObservedEvent::Exec { old_tid, parent_tgid, exe, new_launch, comm, filename, interp, creds, args, args_cut, .. } = ev
         else {
             panic!()
@@ -517,18 +530,22 @@ mod tests {
         assert_eq!(comm, "cat");
         assert_eq!(filename, PathBuf::from("/bin/cat"));
         assert_eq!(interp, PathBuf::from("/bin/cat"));
-        assert_eq!(creds, ExecCredentials { uid: 1000, euid: 0, gid: 100 });
+        assert_eq!(creds, ExecCredentials { uid: 1000, euid: 0, gid: 100, groups: Some(vec![10, 11]) });
         assert_eq!((args.as_slice(), args_cut), (&b"cat\0-n\0/etc/hosts\0"[..], false));
     }
 
     #[test]
     fn an_exec_record_says_when_its_arguments_were_cut_or_unread() {
-        let ObservedEvent::Exec { args, args_cut, .. } = decode(&exec_record(b"", b"java\0-cp\0", 5000)).unwrap() else {
+        let ObservedEvent::Exec { args, args_cut, .. } = decode(&exec_record(b"", b"java\0-cp\0", 5000, 0)).unwrap() else {
             panic!()
         };
         assert_eq!((args.len(), args_cut), (9, true));
-        let ObservedEvent::Exec { args, args_cut, interp, .. } = decode(&exec_record(b"", b"", 30)).unwrap() else { panic!() };
+        let ObservedEvent::Exec { args, args_cut, interp, creds, .. } = decode(&exec_record(b"", b"", 30, 40)).unwrap() else {
+            panic!()
+        };
         assert_eq!((args.len(), args_cut, interp), (0, false, PathBuf::new()));
+        // More groups than the record holds (or unreadable): none taken from it.
+        assert_eq!(creds.groups, None);
     }
 
     #[test]

@@ -23,6 +23,8 @@
 /* Bytes of an exec's interpreter path and of its arguments a record carries. */
 #define EXEC_INTERP_MAX 256
 #define EXEC_ARGS_MAX 2048
+/* Supplementary groups an exec record carries. */
+#define EXEC_GROUPS_MAX 32
 /* How many bytes of a path are hashed for lookup dedup. */
 #define HASH_BYTES 512
 
@@ -142,6 +144,9 @@ struct rec_exec {
 	u32 args_len;   /* bytes of args read (0: none could be read) */
 	u32 args_total; /* bytes of the whole argument area (more than args_len: cut) */
 	u32 interp_len; /* bytes of interp, NUL excluded */
+	u32 ngroups;    /* supplementary groups (more than EXEC_GROUPS_MAX: only the first are here) */
+	u32 pad2;
+	u32 groups[EXEC_GROUPS_MAX];
 	char interp[EXEC_INTERP_MAX];
 	char args[EXEC_ARGS_MAX];
 	u32 filename_len; /* bytes of filename, NUL excluded */
@@ -192,8 +197,8 @@ _Static_assert(sizeof(struct rec_inode_load) == 48, "rec_inode_load");
 _Static_assert(sizeof(struct rec_fork) == 40, "rec_fork");
 _Static_assert(sizeof(struct rec_exit) == 40, "rec_exit");
 _Static_assert(__builtin_offsetof(struct rec_exec, uid) == 72, "rec_exec");
-_Static_assert(__builtin_offsetof(struct rec_exec, interp) == 96, "rec_exec");
-_Static_assert(__builtin_offsetof(struct rec_exec, filename) == 2408, "rec_exec");
+_Static_assert(__builtin_offsetof(struct rec_exec, interp) == 232, "rec_exec");
+_Static_assert(__builtin_offsetof(struct rec_exec, filename) == 2544, "rec_exec");
 _Static_assert(__builtin_offsetof(struct rec_lookup, path) == 72, "rec_lookup");
 
 /* ---- maps ---- */
