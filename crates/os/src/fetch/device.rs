@@ -10,6 +10,8 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// Facts about the block device holding a file system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +74,16 @@ pub fn device_info_at(sys_dev_block: &Path, dev: u64) -> DeviceInfo {
     DeviceInfo { rotational, readahead_limit }
 }
 
-/// Remembers [`DeviceInfo`] per device so sysfs is read once per device per run.
+/// How long what sysfs said of a device is trusted across fetches: an administrator's change of
+/// `read_ahead_kb` shows within this long, and a daemon replaying at every exec reads sysfs once
+/// a minute per device, not three files per device per replay.
+const DEVICE_INFO_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// What sysfs said of each device, and when, for every fetch of the process.
+static SHARED: Mutex<Option<HashMap<u64, (DeviceInfo, Instant)>>> = Mutex::new(None);
+
+/// Remembers [`DeviceInfo`] per device so sysfs is read once per device per run (and, through
+/// the process-wide memory, once per [`DEVICE_INFO_MAX_AGE`]).
 #[derive(Debug, Default)]
 pub struct DeviceTable {
     known: HashMap<u64, DeviceInfo>,
@@ -86,7 +97,18 @@ impl DeviceTable {
 
     /// Facts for `dev` (`st_dev` encoding).
     pub fn info(&mut self, dev: u64) -> DeviceInfo {
-        *self.known.entry(dev).or_insert_with(|| device_info_at(Path::new("/sys/dev/block"), dev))
+        *self.known.entry(dev).or_insert_with(|| {
+            let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+            let shared = shared.get_or_insert_with(HashMap::new);
+            match shared.get(&dev) {
+                Some((info, at)) if at.elapsed() < DEVICE_INFO_MAX_AGE => *info,
+                _ => {
+                    let info = device_info_at(Path::new("/sys/dev/block"), dev);
+                    shared.insert(dev, (info, Instant::now()));
+                    info
+                }
+            }
+        })
     }
 }
 

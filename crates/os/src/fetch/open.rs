@@ -166,30 +166,41 @@ fn check_and_reopen(
     {
         return Err(Refusal::NotPermitted(user.uid));
     }
-    let (fd, noatime) = reopen_for_reading(&pathfd, path).map_err(refusal_for)?;
+    let (fd, noatime, by_path) = reopen_for_reading(&pathfd, path).map_err(refusal_for)?;
     // Same inode by construction when reopened through /proc; checked again for the fallback.
-    let now = rustix::fs::fstat(&fd).map_err(|e| refusal_for(e.into()))?;
-    if FileType::from_raw_mode(now.st_mode) != FileType::RegularFile {
-        return Err(Refusal::NotRegular(type_name(FileType::from_raw_mode(now.st_mode))));
-    }
-    if let Some(change) = identity_change(expected, &identity_of(&now)) {
-        return Err(Refusal::Stale(change));
+    if by_path {
+        let now = rustix::fs::fstat(&fd).map_err(|e| refusal_for(e.into()))?;
+        if FileType::from_raw_mode(now.st_mode) != FileType::RegularFile {
+            return Err(Refusal::NotRegular(type_name(FileType::from_raw_mode(now.st_mode))));
+        }
+        if let Some(change) = identity_change(expected, &identity_of(&now)) {
+            return Err(Refusal::Stale(change));
+        }
     }
     Ok(OpenedFile { fd, identity, owner_uid: stat.st_uid, noatime })
 }
 
-/// Reopens the inode behind an `O_PATH` descriptor for reading, `O_NOATIME` when permitted.
-fn reopen_for_reading(pathfd: &OwnedFd, path: &Path) -> io::Result<(OwnedFd, bool)> {
+/// Whether `/proc/self/fd` is there (looked at once per process: a mount of /proc does not come
+/// and go under a running daemon).
+fn proc_fd_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| Path::new("/proc/self/fd").is_dir())
+}
+
+/// Reopens the inode behind an `O_PATH` descriptor for reading, `O_NOATIME` when permitted;
+/// true when it had to be by `path` again (no `/proc`), which may name another file by then.
+fn reopen_for_reading(pathfd: &OwnedFd, path: &Path) -> io::Result<(OwnedFd, bool, bool)> {
     let via_proc: PathBuf = format!("/proc/self/fd/{}", pathfd.as_raw_fd()).into();
-    let target: &Path = if Path::new("/proc/self/fd").is_dir() { &via_proc } else { path };
+    let target: &Path = if proc_fd_available() { &via_proc } else { path };
     let base = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     let extra = if target == path { OFlags::NOFOLLOW } else { OFlags::empty() };
+    let by_path = target == path;
     match rustix::fs::openat(CWD, target, base | extra | OFlags::NOATIME, Mode::empty()) {
-        Ok(fd) => Ok((fd, true)),
+        Ok(fd) => Ok((fd, true, by_path)),
         // O_NOATIME needs ownership or CAP_FOWNER.
         Err(rustix::io::Errno::PERM) => {
             let fd = rustix::fs::openat(CWD, target, base | extra, Mode::empty())?;
-            Ok((fd, false))
+            Ok((fd, false, by_path))
         }
         Err(e) => Err(e.into()),
     }
