@@ -252,7 +252,7 @@ impl RunCost {
 }
 
 /// This process's user and system time (seconds) and disk read bytes now.
-fn own_cost() -> Result<(f64, f64, u64)> {
+pub(crate) fn own_cost() -> Result<(f64, f64, u64)> {
     let stat = std::fs::read_to_string("/proc/self/stat").context(|| "reading /proc/self/stat".into())?;
     let (u, s) = augur_core::proc_text::stat_cpu_ticks(&stat)
         .ok_or_else(|| BenchError::kernel("/proc/self/stat", "no CPU times in it".to_string()))?;

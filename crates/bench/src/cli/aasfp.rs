@@ -58,11 +58,11 @@ pub struct ReaderArgs {
     pub file: PathBuf,
 }
 
-/// Runs the reader: into the cgroup, read, print `elapsed_s=`.
+/// Runs the reader: into the cgroup, read, print `elapsed_s=` and its CPU times.
 pub fn run_reader(args: ReaderArgs) -> Result<ExitCode> {
     aasfp::enter_cgroup(std::slice::from_ref(&args.cgroup))?;
-    let t = aasfp::read_case(&args.file, args.case)?;
-    println!("elapsed_s={:.6}", t.as_secs_f64());
+    let cost = aasfp::read_case(&args.file, args.case)?;
+    println!("{}", cost.line());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -155,12 +155,12 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     let cgroup = ReaderCgroup::create(memory_bytes)?;
     for run in 1..=args.training_runs {
         for case in &cases {
-            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.elapsed;
             eprintln!("training {run}/{}: {case}, kernel alone: {s:.2} s (not counted)", args.training_runs);
         }
         let daemon = start_daemon(&files, &installed)?;
         for case in &cases {
-            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
+            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.elapsed;
             eprintln!("training {run}/{}: {case}, augur: {s:.2} s (not counted)", args.training_runs);
         }
         report_ahead(&files);
@@ -169,15 +169,15 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     let mut times: Vec<(Case, CaseTimes)> = cases.iter().map(|c| (*c, CaseTimes::default())).collect();
     for run in 1..=args.runs {
         for (case, t) in times.iter_mut() {
-            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
-            eprintln!("run {run}/{}: {case}, kernel alone: {s:.2} s", args.runs);
-            t.kernel.push(s);
+            let c = aasfp::time_case(&me, &args.file, *case, &cgroup)?;
+            eprintln!("run {run}/{}: {case}, kernel alone: {:.2} s ({:.2} s CPU)", args.runs, c.elapsed, c.user + c.system);
+            t.push_kernel(&c);
         }
         let daemon = start_daemon(&files, &installed)?;
         for (case, t) in times.iter_mut() {
-            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.as_secs_f64();
-            eprintln!("run {run}/{}: {case}, augur: {s:.2} s", args.runs);
-            t.augur.push(s);
+            let c = aasfp::time_case(&me, &args.file, *case, &cgroup)?;
+            eprintln!("run {run}/{}: {case}, augur: {:.2} s ({:.2} s CPU)", args.runs, c.elapsed, c.user + c.system);
+            t.push_augur(&c);
         }
         report_ahead(&files);
         daemon.stop()?;
