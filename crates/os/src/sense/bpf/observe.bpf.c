@@ -538,6 +538,12 @@ static __always_inline bool records_access(struct address_space *mapping, u64 *l
 		return false;
 	if (!lv || !(lv->flags & LAUNCH_FIRST_READS))
 		return true;
+	/* The file its tasks read last: its first read is recorded already. A forward reader of one
+	 * big file costs a compare per read, not an insertion attempt into the seen map (a hash, a
+	 * bucket lock and three reads of kernel memory). An address_space freed and reused for
+	 * another file between two reads of the launch would have that file's first read missed. */
+	if (lv->last_mapping == (u64)mapping)
+		return false;
 	struct inode *host = BPF_CORE_READ(mapping, host);
 	struct seen_key key = {
 		.launch = *launch, .ino = BPF_CORE_READ(host, i_ino), .dev = BPF_CORE_READ(host, i_sb, s_dev),
@@ -545,7 +551,9 @@ static __always_inline bool records_access(struct address_space *mapping, u64 *l
 	};
 	struct seen_val one = { .accessed = 1 };
 	/* Only the first access of the file inserts the marker (a full map: skipped, it repeats). */
-	return bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST) == 0;
+	bool first = bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST) == 0;
+	lv->last_mapping = (u64)mapping;
+	return first;
 }
 
 SEC("tp_btf/mm_filemap_get_pages")

@@ -32,7 +32,7 @@ const REQUIRED: [&str; 4] = ["handle_exec", "handle_fork", "handle_exit", "handl
 const ACCESS: [&str; 3] = ["handle_get_pages", "handle_map_pages", "handle_fault"];
 
 /// Size of `struct launch_val` (records.h), the `launches` map's value.
-const LAUNCH_VAL_SIZE: usize = 48;
+const LAUNCH_VAL_SIZE: usize = 56;
 /// `LAUNCH_WATCHED` (records.h).
 const LAUNCH_WATCHED: u32 = 2;
 /// `LAUNCH_FIRST_READS` (records.h).

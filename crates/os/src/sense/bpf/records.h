@@ -217,6 +217,8 @@ struct launch_val {
 	u64 watch_until_ns; /* LAUNCH_WATCHED: insertions are counted until then (bpf_ktime_get_ns);
 			     LAUNCH_FIRST_READS: recorded until then */
 	u64 inserted;       /* LAUNCH_WATCHED: pages its tasks inserted into the page cache */
+	u64 last_mapping;   /* LAUNCH_FIRST_READS: the address_space its tasks read last, whose
+			     * first read is recorded (a reader of one file skips the seen map) */
 };
 /* Allocated at sys_enter_execve so the exec's own reads (ELF headers, interpreter, bss page)
  * are seen; confirmed at sched_process_exec, dropped (LAUNCH_END without EXEC) otherwise. */
@@ -234,7 +236,7 @@ struct launch_val {
 #define LAUNCH_FIRST_READS 4
 /* The `seen` chunk that marks a file whose first access a LAUNCH_FIRST_READS launch recorded. */
 #define FIRST_READ_CHUNK (~0ULL - 1)
-_Static_assert(sizeof(struct launch_val) == 48, "launch_val (observer.rs LAUNCH_VAL_SIZE)");
+_Static_assert(sizeof(struct launch_val) == 56, "launch_val (observer.rs LAUNCH_VAL_SIZE)");
 
 struct exe_key {
 	u64 ino;
