@@ -214,12 +214,15 @@ pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, no
     let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
     let (exe, exe_inode, user, raw, read_cut) = match note {
         Some(note) => {
+            // Remembered for a minute from when it was resolved, not from its last use.
             let known = names.get(&note.interp, note.exe, now_ns).map(str::to_string);
-            let (exe, exe_inode) = match known.or_else(|| exe_from(note, cwd.as_deref())) {
-                Some(exe) => {
-                    names.put(&note.interp, note.exe, exe.clone(), now_ns);
-                    (exe, Some(note.exe))
-                }
+            let resolved = known.or_else(|| {
+                let exe = exe_from(note, cwd.as_deref())?;
+                names.put(&note.interp, note.exe, exe.clone(), now_ns);
+                Some(exe)
+            });
+            let (exe, exe_inode) = match resolved {
+                Some(exe) => (exe, Some(note.exe)),
                 None => (std::fs::read_link(format!("/proc/{tgid}/exe")).ok()?.to_string_lossy().into_owned(), None),
             };
             let user = user_from(&note.creds, || procfs::user_of(tgid));
