@@ -30,6 +30,10 @@ const PAIRING_NS: u64 = 50_000_000;
 /// unless the connector overran.
 const MAX_NOTES: usize = 4096;
 
+/// An exec the eBPF observer reported is awaited from the process events connector this long at
+/// most after it happened (monotonic ns): its message was lost (an overrun), or never comes.
+pub const EXEC_AWAIT_NS: u64 = 2_000_000_000;
+
 /// What the observer's record of one exec says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecNote {
@@ -48,6 +52,11 @@ pub struct ExecNote {
 }
 
 /// The observer's exec records whose connector message has not been read yet, by process.
+/// Observing every exec, the process events connector wakes the loop only while one waits
+/// ([`ExecNotes::waiting`]): the kernel writes the record (`sched_process_exec`) just before the
+/// connector's message (`proc_exec_connector`), so the loop, woken by the record, may read the
+/// connector before the message is there; the connector's forks and exits are otherwise read at
+/// the next wake-up, whatever causes it, in their order.
 #[derive(Debug, Default)]
 pub struct ExecNotes {
     by_pid: HashMap<u32, VecDeque<ExecNote>>,
@@ -106,6 +115,13 @@ impl ExecNotes {
             !q.is_empty()
         });
         self.len = len;
+    }
+
+    /// True while a record waits for its message; forgets those of execs more than
+    /// [`EXEC_AWAIT_NS`] before `now_ns`.
+    pub fn waiting(&mut self, now_ns: u64) -> bool {
+        self.forget_before(now_ns.saturating_sub(EXEC_AWAIT_NS));
+        self.len > 0
     }
 
     /// Records waiting.
@@ -299,6 +315,29 @@ mod tests {
         assert_eq!(n.take(7, 900 * MS).unwrap().args, b"new\0");
         n.noted(8, note(100 * MS, b"a\0"));
         n.forget_before(200 * MS);
+        assert_eq!(n.len(), 0);
+    }
+
+    #[test]
+    fn the_connector_is_awaited_while_a_record_waits_for_its_message_and_not_longer() {
+        let mut n = ExecNotes::default();
+        assert!(!n.waiting(MS));
+        // The record first, the connector's message after (the kernel's order).
+        n.noted(10, note(MS, b"a\0"));
+        assert!(n.waiting(2 * MS));
+        assert!(n.take(10, MS).is_some());
+        assert!(!n.waiting(2 * MS));
+        // Two execs of one process (a wrapper's exec in place), one message read so far.
+        n.noted(12, note(4 * MS, b"sh\0"));
+        n.noted(12, note(5 * MS, b"x\0"));
+        assert!(n.take(12, 4 * MS).is_some());
+        assert!(n.waiting(6 * MS));
+        assert!(n.take(12, 5 * MS).is_some());
+        assert!(!n.waiting(6 * MS));
+        // A message that never comes (lost in an overrun): awaited for a bounded time.
+        n.noted(20, note(10 * MS, b"y\0"));
+        assert!(n.waiting(10 * MS + EXEC_AWAIT_NS - 1));
+        assert!(!n.waiting(10 * MS + EXEC_AWAIT_NS + 1));
         assert_eq!(n.len(), 0);
     }
 

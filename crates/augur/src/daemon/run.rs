@@ -9,7 +9,7 @@
 //! they are read at each wake-up, the timer waking it at least every 100 ms. Observing every exec
 //! with eBPF, forks and exits do not wake it either: the observer's exec record does (the
 //! kernel writes it just before the connector's message), the connector is watched only while an
-//! exec so reported waits for its message ([`AwaitedExecs`]), and otherwise read at every
+//! exec so reported waits for its message ([`ExecNotes`]), and otherwise read at every
 //! wake-up (the timer draining it every [`PROCESS_EVENTS_DRAIN_NS`] while many of its events
 //! come without an exec). Each wake-up gives
 //! each source a bounded share (process events, page records, opens, control connections); a
@@ -22,7 +22,6 @@
 //! itself: which launch to follow, when a window closes, what is learned and when to plan are
 //! the engine's. System calls go through `augur-os`.
 
-use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -102,11 +101,6 @@ const CONTROL_CLIENTS_PER_WAKE: usize = 16;
 /// While a launch is followed, fanotify opens are read at least this often (monotonic ns): they
 /// do not wake the loop one by one.
 const OPENS_READ_EVERY_NS: u64 = 100_000_000;
-
-/// An exec the eBPF observer reported is awaited from the process events connector this long at
-/// most (monotonic ns): its message was lost (an overrun), or never comes (the connector reports
-/// execs the observer leaves out, augur's own).
-const EXEC_AWAIT_NS: u64 = 2_000_000_000;
 
 /// While the process events connector wakes no one (observing every exec with eBPF) and a
 /// reading found at least [`PROCESS_EVENTS_DRAIN_MIN`] events, the timer reads it again within
@@ -370,45 +364,6 @@ fn path_search_of(pid: u32, exe: &Path, argv0: Option<&str>) -> Vec<Lookup> {
     })
 }
 
-/// The execs the eBPF observer reported whose process event has not been read yet, by process:
-/// observing every exec, the process events connector wakes the loop only while one waits. The
-/// kernel writes the observer's record (`sched_process_exec`) just before the connector's message
-/// (`proc_exec_connector`), so the loop, woken by the record, may read the connector before the
-/// message is there; the connector's forks and exits are otherwise read at the next wake-up,
-/// whatever causes it, in their order.
-#[derive(Debug, Default)]
-struct AwaitedExecs {
-    /// Process → (records read − process events read, when that first differed: monotonic ns).
-    by_pid: HashMap<u32, (i64, u64)>,
-}
-
-impl AwaitedExecs {
-    /// The observer reported an exec of process `tgid`, read at `now_ns`.
-    fn observed(&mut self, tgid: u32, now_ns: u64) {
-        self.count(tgid, 1, now_ns);
-    }
-
-    /// The connector reported an exec of process `tgid`, read at `now_ns`.
-    fn reported(&mut self, tgid: u32, now_ns: u64) {
-        self.count(tgid, -1, now_ns);
-    }
-
-    fn count(&mut self, tgid: u32, by: i64, now_ns: u64) {
-        let entry = self.by_pid.entry(tgid).or_insert((0, now_ns));
-        entry.0 += by;
-        if entry.0 == 0 {
-            self.by_pid.remove(&tgid);
-        }
-    }
-
-    /// True while an exec the observer reported waits for its process event; forgets what
-    /// waited (or was reported without a record) longer than [`EXEC_AWAIT_NS`] at `now_ns`.
-    fn waiting(&mut self, now_ns: u64) -> bool {
-        self.by_pid.retain(|_, (_, since)| now_ns.saturating_sub(*since) < EXEC_AWAIT_NS);
-        self.by_pid.values().any(|(n, _)| *n > 0)
-    }
-}
-
 /// When the timer next drains the connector, after a reading at `now_ns` that found `read`
 /// events, the drain pending being `pending` (see [`PROCESS_EVENTS_DRAIN_NS`]).
 fn drain_deadline(pending: Option<u64>, read: u64, now_ns: u64) -> Option<u64> {
@@ -518,11 +473,10 @@ struct LoopIo {
     /// When the timer wakes the loop next to read them (monotonic ns).
     opens_read_at: Option<u64>,
     /// The process events connector is in the epoll set (always, unless observing every exec
-    /// with eBPF: then only while [`AwaitedExecs`] waits).
+    /// with eBPF: then only while an exec record waits in [`ExecNotes`]).
     procs_polled: bool,
-    /// Execs the eBPF observer reported, awaited from the connector.
-    awaited_execs: AwaitedExecs,
-    /// What the observer's records of those execs say, until their messages are read.
+    /// What the observer's records of execs say, until the connector's messages of the same
+    /// execs are read: while one waits, the connector is polled.
     exec_notes: ExecNotes,
     /// The paths programs that exec'd resolved to.
     exe_names: ExeNames,
@@ -636,7 +590,6 @@ impl Daemon {
             opens_read: false,
             opens_read_at: None,
             procs_polled: false,
-            awaited_execs: AwaitedExecs::default(),
             exec_notes: ExecNotes::default(),
             exe_names: ExeNames::default(),
             procs_drain_at: None,
@@ -669,7 +622,7 @@ impl Daemon {
     pub fn run(mut self) -> Result<()> {
         let io = &mut self.io;
         // Observing every exec with eBPF, the observer's exec records wake the loop, and the
-        // connector only while an exec waits for its message (see AwaitedExecs).
+        // connector only while an exec waits for its message (see ExecNotes).
         if !matches!(io.observer, Observer::Bpf(Some(_))) {
             io.poll.add(io.procs.as_fd(), TOKEN_PROC, Readiness::Readable)?;
             io.procs_polled = true;
@@ -812,12 +765,6 @@ impl Daemon {
         {
             self.read_bpf_records(1);
         }
-        let now_ns = loop_io::monotonic_ns();
-        for ev in &batch {
-            if let ProcEvent::Exec { tgid, .. } = ev {
-                self.io.awaited_execs.reported(*tgid, now_ns);
-            }
-        }
         for ev in batch {
             match ev {
                 ProcEvent::Fork { parent_tgid, child_pid, child_tgid, .. } => {
@@ -910,8 +857,7 @@ impl Daemon {
         let engine = &mut self.engine;
         let io = &mut self.io;
         let Observer::Bpf(Some(feed)) = &mut io.observer else { return false };
-        let (counts, resolver, awaited, notes) = (&mut io.counts, &mut io.resolver, &mut io.awaited_execs, &mut io.exec_notes);
-        let now_ns = loop_io::monotonic_ns();
+        let (counts, resolver, notes) = (&mut io.counts, &mut io.resolver, &mut io.exec_notes);
         let mut sink = |FedRecord { event, lookup }| {
             // An open names the file it returned, which the launch's page records mention (the
             // eBPF observer's opens replace fanotify's, which reported every open on the
@@ -943,7 +889,6 @@ impl Daemon {
                 ObservedEvent::Exec { task, exe, filename, new_launch, interp, creds, args, args_cut, .. } => {
                     // Its process event may not be queued yet: the connector wakes the loop
                     // until it is read.
-                    awaited.observed(task.tgid, now_ns);
                     notes.noted(task.tgid, ExecNote { ts_ns: task.ts_ns, exe, interp, creds, args, args_cut });
                     if new_launch {
                         engine.on_trace(TraceEvent::ExecObserved { pid: task.tgid, ts_ns: task.ts_ns });
@@ -1309,9 +1254,7 @@ impl LoopIo {
         if !matches!(self.observer, Observer::Bpf(Some(_))) {
             return Ok(());
         }
-        let now_ns = loop_io::monotonic_ns();
-        let wanted = self.awaited_execs.waiting(now_ns);
-        self.exec_notes.forget_before(now_ns.saturating_sub(EXEC_AWAIT_NS));
+        let wanted = self.exec_notes.waiting(loop_io::monotonic_ns());
         if wanted == self.procs_polled {
             return Ok(());
         }
@@ -1724,28 +1667,6 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     #[test]
-    fn an_exec_is_awaited_from_the_connector_until_its_event_is_read() {
-        let mut a = AwaitedExecs::default();
-        assert!(!a.waiting(0));
-        // The record first, the connector's message after (the kernel's order).
-        a.observed(10, MS);
-        assert!(a.waiting(MS));
-        a.reported(10, 2 * MS);
-        assert!(!a.waiting(2 * MS));
-        // Both in the same wake-up, the message read first: nothing waits.
-        a.reported(11, 3 * MS);
-        a.observed(11, 3 * MS);
-        assert!(!a.waiting(3 * MS));
-        // Two execs of one process (a wrapper's exec in place), one message read so far.
-        a.observed(12, 4 * MS);
-        a.observed(12, 4 * MS);
-        a.reported(12, 5 * MS);
-        assert!(a.waiting(5 * MS));
-        a.reported(12, 6 * MS);
-        assert!(!a.waiting(6 * MS));
-    }
-
-    #[test]
     fn the_connector_is_drained_on_the_timer_only_while_its_events_keep_coming() {
         let s = 1_000 * MS;
         // A few processes' fork, exec and exit: nothing armed.
@@ -1759,19 +1680,5 @@ mod tests {
         assert_eq!(drain_deadline(Some(due), 100, due), Some(due + PROCESS_EVENTS_DRAIN_NS));
         assert_eq!(drain_deadline(Some(due), 5, due), None);
         assert_eq!(drain_deadline(Some(due), 0, s + 7_000 * MS), None);
-    }
-
-    #[test]
-    fn a_message_that_never_comes_is_awaited_for_a_bounded_time() {
-        let mut a = AwaitedExecs::default();
-        a.observed(20, MS);
-        assert!(a.waiting(MS + EXEC_AWAIT_NS - 1));
-        assert!(!a.waiting(MS + EXEC_AWAIT_NS));
-        // An exec the observer leaves out (augur's own) is forgotten the same way.
-        a.reported(21, MS);
-        assert!(!a.waiting(2 * MS));
-        assert!(a.by_pid.contains_key(&21));
-        a.waiting(MS + EXEC_AWAIT_NS);
-        assert!(a.by_pid.is_empty());
     }
 }
