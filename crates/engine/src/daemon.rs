@@ -34,6 +34,7 @@ use augur_core::model::usage_trace::Transition;
 use augur_core::model::user::{ProcessUser, key_uid};
 
 use crate::config::{Config, PredictSection, ReplayPriority};
+use crate::refollow::{RefollowHolds, RefollowVerdict};
 use crate::running::{InstanceChange, RunningInstances};
 use crate::usage_log::{self, UsageLog};
 use crate::window::{
@@ -395,6 +396,10 @@ pub struct DaemonEngine {
     launches_traced_late: u64,
     /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
     observed_execs_dropped: u64,
+    /// Which applications' refollows are held (their last ones taught nothing).
+    refollows: RefollowHolds,
+    /// Refollows held so far.
+    refollows_held: u64,
     /// A prediction step is in place.
     step: bool,
     next_replan_ns: Option<u64>,
@@ -458,12 +463,18 @@ pub fn follow_policy(c: &Config) -> FollowPolicy {
 pub const REFOLLOW_MIN_PAGES: u64 = 256;
 
 /// Whether a launch replayed but not followed, which read `read` pages from disk with a profile
-/// of `expected` pages, shows its profile lacks pages: it read at least [`REFOLLOW_MIN_PAGES`]
-/// and more than `share` of its profile's size (its replay had loaded the profile, so most of
-/// what it read was not in it).
-pub fn profile_lacks_pages(read: u64, expected: u64, share: f64) -> bool {
+/// of `expected` pages, `unloaded` of them neither resident at its exec nor loaded by its replay,
+/// shows its profile lacks pages: beyond those `unloaded` pages it read at least
+/// [`REFOLLOW_MIN_PAGES`] and more than `share` of its profile's size.
+///
+/// The `unloaded` pages are no evidence: a launch racing its replay (a cold start, the replay
+/// loading the profile while the program already reads it) reads them itself, and the kernel's
+/// count of what it read from disk cannot tell them from pages its profile lacks. Taking them
+/// for lacking pages followed such an application again after nearly every cold start.
+pub fn profile_lacks_pages(read: u64, expected: u64, unloaded: u64, share: f64) -> bool {
     let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
-    read >= REFOLLOW_MIN_PAGES && read as f64 > share * expected as f64
+    let beyond = read.saturating_sub(unloaded.min(expected));
+    beyond >= REFOLLOW_MIN_PAGES && beyond as f64 > share * expected as f64
 }
 
 /// True when the prediction step must be built again for `new`: it reads its predictor only
@@ -560,6 +571,8 @@ impl DaemonEngine {
             replays_coalesced: 0,
             launches_traced_late: 0,
             observed_execs_dropped: 0,
+            refollows: RefollowHolds::default(),
+            refollows_held: 0,
             step: false,
             next_replan_ns: None,
             last_launch_ns: None,
@@ -577,6 +590,12 @@ impl DaemonEngine {
             contexts_save_owed: false,
             files_over_budget: 0,
         }
+    }
+
+    /// Launches whose application was not followed again though they read pages its profile
+    /// lacks: its last refollows taught nothing ([`crate::refollow`]).
+    pub fn refollows_held(&self) -> u64 {
+        self.refollows_held
     }
 
     /// What following workload runs did since the start: runs followed, files learned and
@@ -1097,13 +1116,13 @@ impl DaemonEngine {
         }
         if !finished.launch.followed && !finished.launch.watched.is_empty() {
             if let Some(read) = world.disk_reads(&finished.launch.watched) {
-                self.judge_read(world, &finished.launch, read);
+                self.judge_read(world, now, &finished.launch, read);
             }
         } else if !finished.launch.followed
             && let Some(read) = self.runs.disk_reads(finished.launch.root)
         {
             // Followed as a run instead of watched: the run counted what it read from disk.
-            self.judge_read(world, &finished.launch, read);
+            self.judge_read(world, now, &finished.launch, read);
         }
         let id = finished.launch.id;
         // Resolve paths now, while the resolver still knows them.
@@ -1123,19 +1142,42 @@ impl DaemonEngine {
     /// window (counted by the kernel for a watched launch, by its run for one followed as a run):
     /// when that is many pages beyond what its profile holds, its profile lacks them, and the
     /// next launches are followed.
-    fn judge_read(&mut self, world: &mut impl DaemonWorld, l: &ActiveLaunch, read: u64) {
+    fn judge_read(&mut self, world: &mut impl DaemonWorld, now: Now, l: &ActiveLaunch, read: u64) {
         let key = l.replayed.clone().unwrap_or_else(|| l.app.key.clone());
         tracing::debug!(
-            "launch {} of {key} (replayed only) read {read} pages from disk in its window; its profile holds {}",
+            "launch {} of {key} (replayed only) read {read} pages from disk in its window; its profile holds {} ({} resident at its exec, {} loaded by its replay)",
             l.id,
-            l.pages_expected
+            l.pages_expected,
+            l.pages_resident_at_exec,
+            l.pages_prefetched
         );
-        if profile_lacks_pages(read, l.pages_expected, self.config.launch.refollow_read_share) {
-            tracing::info!(
-                "launch of {key} read {read} pages from disk, more than its profile of {} pages leaves to read: following its next launches until its profile is stable",
-                l.pages_expected
-            );
-            world.carry_out(Action::Refollow { app: key }, &self.config);
+        // Pages of the profile the replay did not load (it had not finished: all of them).
+        let unloaded = l.pages_expected.saturating_sub(l.pages_resident_at_exec).saturating_sub(l.pages_prefetched);
+        if !profile_lacks_pages(read, l.pages_expected, unloaded, self.config.launch.refollow_read_share) {
+            return;
+        }
+        let history = match world.learning_history(&key) {
+            Ok(h) => h.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!("reading what is known of {key}: {e}");
+                return;
+            }
+        };
+        match self.refollows.judge(&key, &history, now.unix_ms) {
+            RefollowVerdict::Refollow => {
+                tracing::info!(
+                    "launch of {key} read {read} pages from disk, more than its profile of {} pages leaves to read: following its next launch again",
+                    l.pages_expected
+                );
+                world.carry_out(Action::Refollow { app: key }, &self.config);
+            }
+            RefollowVerdict::Held { until_ms, fruitless } => {
+                self.refollows_held += 1;
+                tracing::debug!(
+                    "launch of {key} read {read} pages from disk beyond its profile, but its last {fruitless} refollows taught nothing: not followed again for {} s",
+                    until_ms.saturating_sub(now.unix_ms) / 1000
+                );
+            }
         }
     }
 
@@ -1923,6 +1965,9 @@ mod tests {
             assert!(out.contains(&Action::Watch { pids: vec![pid], window_ns }), "{out:?}");
             assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "{out:?}");
         }
+        // Both replays loaded the whole profile.
+        d.event(5, Event::ReplayFinished { launch: 1, report: read(1000) });
+        d.event(5, Event::ReplayFinished { launch: 2, report: read(1000) });
         // A helper /bin/a execs is watched with it.
         d.fork(10, 100, 101);
         assert_eq!(d.exec(11, 101, "/bin/helper"), vec![Action::Watch { pids: vec![101], window_ns }]);
@@ -1937,6 +1982,55 @@ mod tests {
         assert_eq!(refollowed, vec![&Action::Refollow { app: "/bin/a".into() }], "{out:?}");
         assert!(d.world.disk_reads.is_empty(), "every watched process was read once");
         assert!(saved(&out).is_empty(), "nothing learned from launches not followed");
+    }
+
+    #[test]
+    fn a_cold_start_that_raced_its_replay_is_not_taken_for_a_profile_that_lacks_pages() {
+        let mut d = Daemon::every_exec(Config::default());
+        d.world.learned.insert("/bin/a".into(), settled(3, WALL_MS - 60_000));
+        d.world.profiles.insert("/bin/a".into(), profile(1000));
+        d.exec(0, 100, "/bin/a");
+        // The program read 600 pages of its profile itself while the replay loaded the other 400.
+        d.event(5, Event::ReplayFinished { launch: 1, report: read(400) });
+        d.world.disk_reads.extend([(100, 600)]);
+        d.exit(30, 100);
+        let out = d.wake(3000);
+        assert!(!out.iter().any(|a| matches!(a, Action::Refollow { .. })), "{out:?}");
+        // The same reads with the whole profile loaded by the replay: 600 pages it lacked.
+        d.exec(4000, 200, "/bin/a");
+        let launch = d.engine.tracker.active().iter().find(|l| l.root == 200).map(|l| l.id).expect("a's launch");
+        d.event(4005, Event::ReplayFinished { launch, report: read(1000) });
+        d.world.disk_reads.extend([(200, 600)]);
+        d.exit(4030, 200);
+        let out = d.wake(8000);
+        assert!(out.contains(&Action::Refollow { app: "/bin/a".into() }), "{out:?}");
+    }
+
+    #[test]
+    fn a_refollow_that_taught_nothing_holds_the_next_one() {
+        let mut d = Daemon::every_exec(Config::default());
+        d.world.learned.insert("/bin/reader".into(), settled(3, WALL_MS - 60_000));
+        d.world.profiles.insert("/bin/reader".into(), profile(1000));
+        // A watched launch that read 50,000 pages from disk after its whole profile was loaded.
+        let watched_read = |d: &mut Daemon, at: u64, pid: u32| {
+            d.exec(at, pid, "/bin/reader");
+            let launch = d.engine.tracker.active().iter().find(|l| l.root == pid).map(|l| l.id).expect("its launch");
+            d.event(at + 5, Event::ReplayFinished { launch, report: read(1000) });
+            d.world.disk_reads.extend([(pid, 50_000)]);
+            d.exit(at + 30, pid);
+            d.wake(at + 3000)
+        };
+        let out = watched_read(&mut d, 0, 100);
+        assert!(out.contains(&Action::Refollow { app: "/bin/reader".into() }), "{out:?}");
+        assert_eq!(d.engine.refollows_held(), 0);
+        // The launch followed after it found the profile stable (one more learned, stable).
+        d.world.learned.insert(
+            "/bin/reader".into(),
+            LearningHistory { learned: 4, last_learned_ms: WALL_MS, stable_streak: 3, unstable_streak: 0 },
+        );
+        let out = watched_read(&mut d, 10_000, 200);
+        assert!(!out.iter().any(|a| matches!(a, Action::Refollow { .. })), "{out:?}");
+        assert_eq!(d.engine.refollows_held(), 1);
     }
 
     // --- Workload runs followed for their file sequence (issue 22) ------------------------------
@@ -2110,6 +2204,8 @@ mod tests {
         d.world.profiles.insert("/usr/bin/make".into(), profile(1000));
         let out = d.exec(100_000, 200, "/usr/bin/make");
         assert!(replays(&out).len() == 1 && !out.iter().any(|a| matches!(a, Action::Watch { .. })), "{out:?}");
+        let launch = d.engine.tracker.active().iter().find(|l| l.root == 200).map(|l| l.id).expect("make's launch");
+        d.event(100_050, Event::ReplayFinished { launch, report: read(1000) });
         // 600 pages read from disk in its window, past a quarter of its 1000-page profile.
         d.engine.on_trace(TraceEvent::Page {
             tid: 200,
@@ -2228,12 +2324,24 @@ mod tests {
 
     #[test]
     fn a_profile_lacks_pages_when_its_launch_read_more_than_its_share_and_a_mebibyte() {
-        assert!(profile_lacks_pages(300, 1000, 0.25));
-        assert!(!profile_lacks_pages(250, 1000, 0.25));
-        assert!(!profile_lacks_pages(255, 10, 0.25), "below a MiB: data any launch may read");
-        assert!(profile_lacks_pages(256, 0, 0.25));
-        assert!(!profile_lacks_pages(1000, 1000, f64::NAN), "NaN is read as 1: only beyond the whole profile");
-        assert!(profile_lacks_pages(1001, 1000, f64::NAN));
+        assert!(profile_lacks_pages(300, 1000, 0, 0.25));
+        assert!(!profile_lacks_pages(250, 1000, 0, 0.25));
+        assert!(!profile_lacks_pages(255, 10, 0, 0.25), "below a MiB: data any launch may read");
+        assert!(profile_lacks_pages(256, 0, 0, 0.25));
+        assert!(!profile_lacks_pages(1000, 1000, 0, f64::NAN), "NaN is read as 1: only beyond the whole profile");
+        assert!(profile_lacks_pages(1001, 1000, 0, f64::NAN));
+    }
+
+    #[test]
+    fn what_a_profile_holds_and_its_replay_did_not_load_is_no_evidence_that_it_lacks_pages() {
+        // A cold start racing its replay: 3500 of the 8000 profile pages were left to the program.
+        assert!(!profile_lacks_pages(3500, 8000, 4000, 0.25));
+        assert!(!profile_lacks_pages(6000, 8000, 4000, 0.25), "2000 beyond: not past a quarter");
+        assert!(profile_lacks_pages(6001, 8000, 4000, 0.25));
+        // The replay had not finished: every page of the profile may have been read by the launch.
+        assert!(!profile_lacks_pages(8000, 8000, 8000, 0.25));
+        assert!(profile_lacks_pages(10_001, 8000, 8000, 0.25));
+        assert!(profile_lacks_pages(600, 0, 500, 0.25), "unloaded pages are capped by the profile");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod looping;
 pub mod random_read;
 pub mod read_cost;
+pub mod refollow;
 pub mod running;
 pub mod usage_log;
 pub mod window;

@@ -444,10 +444,18 @@ impl StateStore {
         st.query_row([app], |r| history_of(r, 0)).optional().map_err(self.err("reading"))
     }
 
-    /// Marks `app`'s profile as not stable (a launch read pages it lacks), so that its next
-    /// launches are followed until it is stable again. Nothing happens for an unknown `app`.
-    pub fn unsettle(&mut self, app: &str) -> Result<()> {
-        self.conn.execute("UPDATE apps SET stable_streak = 0 WHERE key = ?1", [app]).map_err(self.err("writing"))?;
+    /// Marks `app`'s profile as not settled (a launch read pages it lacks): its stable launches in
+    /// a row are taken down to at most `streak_kept`, so that its next launches are followed until
+    /// it is stable again. The daemon keeps all but one of those it needs: one followed launch
+    /// that finds the profile stable settles it again, one that adds pages starts the count
+    /// afresh. Nothing happens for an unknown `app`.
+    pub fn unsettle(&mut self, app: &str, streak_kept: u32) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE apps SET stable_streak = MIN(stable_streak, ?2) WHERE key = ?1",
+                params![app, i64::from(streak_kept)],
+            )
+            .map_err(self.err("writing"))?;
         Ok(())
     }
 
@@ -1142,8 +1150,13 @@ mod tests {
             s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
             let h = s.learning_history("/a").unwrap().unwrap();
             assert_eq!(h, LearningHistory { learned: 2, last_learned_ms: 20, stable_streak: 1, unstable_streak: 0 });
-            s.unsettle("/a").unwrap();
-            s.unsettle("/unknown").unwrap();
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
+            s.unsettle("/a", 1).unwrap();
+            s.unsettle("/unknown", 1).unwrap();
+            assert_eq!(s.learning_history("/a").unwrap().unwrap().stable_streak, 1, "2 stable launches taken down to 1");
+            s.unsettle("/a", 3).unwrap();
+            assert_eq!(s.learning_history("/a").unwrap().unwrap().stable_streak, 1, "never raised");
+            s.unsettle("/a", 0).unwrap();
             assert_eq!(s.learning_history("/a").unwrap().unwrap().stable_streak, 0);
             s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
             // As a schema 4 file was.
@@ -1158,7 +1171,7 @@ mod tests {
         let (s, outcome) = StateStore::open(&path).unwrap();
         assert_eq!(outcome, OpenOutcome::Opened);
         let h = s.learning_history("/a").unwrap().unwrap();
-        assert_eq!(h, LearningHistory { learned: 3, last_learned_ms: 20, stable_streak: 0, unstable_streak: 0 });
+        assert_eq!(h, LearningHistory { learned: 4, last_learned_ms: 20, stable_streak: 0, unstable_streak: 0 });
     }
 
     #[test]

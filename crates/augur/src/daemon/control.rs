@@ -89,6 +89,10 @@ pub struct EventCounts {
     /// applications are followed again (bpf mode).
     #[serde(default)]
     pub refollowed: u64,
+    /// Such launches whose applications were not followed again: their last refollows taught
+    /// nothing (bpf mode).
+    #[serde(default)]
+    pub refollows_held: u64,
     /// Command lines cut to what identity needs (counted in [`StatusReport::drops`]).
     #[serde(default)]
     pub argv_cut: u64,

@@ -1049,6 +1049,7 @@ impl Daemon {
         events.launches_traced_late = self.engine.launches_traced_late();
         let (runs, _) = self.engine.run_counts();
         (events.runs_sampled, events.runs_unsettled) = (runs.runs_sampled, runs.runs_unsettled);
+        events.refollows_held = self.engine.refollows_held();
         let (tracepoints, lost_by_cause) = match &io.observer {
             Observer::Bpf(Some(feed)) => {
                 let lost = feed.lost_by_cause();
@@ -1470,7 +1471,7 @@ impl DaemonWorld for LoopIo {
                 }
             }
             Action::Refollow { app } => {
-                if let Err(e) = self.state.unsettle(&app) {
+                if let Err(e) = self.state.unsettle(&app, config.launch.stable_launches.saturating_sub(1)) {
                     tracing::warn!("marking {app} to be followed again: {e}");
                     return Outcome::Failed;
                 }
