@@ -170,6 +170,9 @@ pub enum TraceEvent {
     /// [`Observation::EveryExec`]: if no exec or fork of it reaches the daemon (the process
     /// events connector overran), it is taken off after [`UNCLAIMED_EXEC_NS`].
     ExecObserved { pid: u32, ts_ns: u64 },
+    /// The kernel's count of the pages a launch followed for its first reads read from disk
+    /// (it sends no page record for them), when the launch started by process `root` ended.
+    RunDiskReads { root: u32, pages: u64 },
 }
 
 /// How long a process the kernel follows from its exec may stay unknown to the daemon (its
@@ -338,6 +341,11 @@ pub trait DaemonWorld {
     /// The pages the processes watched for a launch ([`Action::Watch`]) read from disk, and
     /// forgets them; `None` when the kernel did not count them.
     fn disk_reads(&mut self, pids: &[u32]) -> Option<u64>;
+
+    /// The pages the launch of process `root`, followed for its first reads, read from disk so
+    /// far by the kernel's count (it sends no page record for them); `None` when the kernel does
+    /// not count them (or the launch ended: [`TraceEvent::RunDiskReads`] carried the count).
+    fn run_disk_reads(&mut self, root: u32) -> Option<u64>;
 
     /// MemAvailable now, bytes; `None` when it cannot be read.
     fn memory_available(&mut self) -> Option<u64>;
@@ -674,6 +682,7 @@ impl DaemonEngine {
                 }
                 self.observed_execs.push_back((pid, ts_ns));
             }
+            TraceEvent::RunDiskReads { root, pages } => self.runs.add_disk_reads(root, pages),
         }
     }
 
@@ -1119,7 +1128,13 @@ impl DaemonEngine {
                 self.judge_read(world, now, &finished.launch, read);
             }
         } else if !finished.launch.followed
-            && let Some(read) = self.runs.disk_reads(finished.launch.root)
+            && let Some(read) = {
+                // Still running: what the kernel counted so far.
+                if let Some(counted) = world.run_disk_reads(finished.launch.root) {
+                    self.runs.add_disk_reads(finished.launch.root, counted);
+                }
+                self.runs.disk_reads(finished.launch.root)
+            }
         {
             // Followed as a run instead of watched: the run counted what it read from disk.
             self.judge_read(world, now, &finished.launch, read);
@@ -1618,6 +1633,8 @@ mod tests {
         paths_of: Vec<u32>,
         /// Pages each watched process read from disk, as the kernel would count them.
         disk_reads: HashMap<u32, u64>,
+        /// What the kernel counted of each run's disk reads (followed for its first reads).
+        run_disk_reads: HashMap<u32, u64>,
         /// MemAvailable as the world reads it (`None`: unreadable).
         memory_available: Option<u64>,
         /// The file-access context models the state holds.
@@ -1653,6 +1670,10 @@ mod tests {
 
         fn learn_paths_of(&mut self, pids: &[u32]) {
             self.paths_of.extend_from_slice(pids);
+        }
+
+        fn run_disk_reads(&mut self, root: u32) -> Option<u64> {
+            self.run_disk_reads.remove(&root)
         }
 
         fn disk_reads(&mut self, pids: &[u32]) -> Option<u64> {
@@ -2217,6 +2238,28 @@ mod tests {
         d.exit(100_200, 200);
         let out = d.wake(103_000);
         assert!(out.contains(&Action::Refollow { app: "/usr/bin/make".into() }), "{out:?}");
+    }
+
+    #[test]
+    fn a_run_s_disk_reads_the_kernel_counted_are_judged_as_its_page_records_were() {
+        // Counted to its end (the launch's end record), or so far (the launch still runs).
+        for ended in [true, false] {
+            let mut d = Daemon::every_exec(replay_only());
+            build(&mut d, 0, 100, 3, 4);
+            d.world.learned.insert("/usr/bin/make".into(), settled(3, WALL_MS + 50_000));
+            d.world.profiles.insert("/usr/bin/make".into(), profile(1000));
+            d.exec(100_000, 200, "/usr/bin/make");
+            let launch = d.engine.tracker.active().iter().find(|l| l.root == 200).map(|l| l.id).expect("make's launch");
+            d.event(100_050, Event::ReplayFinished { launch, report: read(1000) });
+            if ended {
+                d.exit(100_200, 200);
+                d.engine.on_trace(TraceEvent::RunDiskReads { root: 200, pages: 600 });
+            } else {
+                d.world.run_disk_reads.insert(200, 600);
+            }
+            let out = d.wake(140_000);
+            assert!(out.contains(&Action::Refollow { app: "/usr/bin/make".into() }), "ended {ended}: {out:?}");
+        }
     }
 
     /// The runs' tasks to be followed for their first reads only, with how long their disk

@@ -521,6 +521,14 @@ impl WorkloadRuns {
         }
     }
 
+    /// Adds `pages` the kernel counted the run rooted at `root` reading from disk (followed for
+    /// its first reads, it sends no page record for them), if they are counted.
+    pub fn add_disk_reads(&mut self, root: u32, pages: u64) {
+        if let Some(run) = self.runs.iter_mut().find(|r| r.root == root && r.disk_until_ns > 0) {
+            run.disk_pages = run.disk_pages.saturating_add(pages);
+        }
+    }
+
     /// The pages the run rooted at `root` read from disk while they were counted, if they were.
     pub fn disk_reads(&self, root: u32) -> Option<u64> {
         self.runs.iter().find(|r| r.root == root && r.disk_until_ns > 0).map(|r| r.disk_pages)

@@ -318,3 +318,59 @@ fn reading_a_file_twice_reports_its_pages_once() {
     assert_eq!(u64::from(access_bits), set.len(), "a page was reported twice");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_launch_followed_for_its_first_reads_counts_what_it_reads_from_disk_without_recording_it() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("first-reads");
+    let (a, b) = (cold_file(&dir, "a"), cold_file(&dir, "b"));
+    let (ia, ib) = (inode_of(&a), inode_of(&b));
+    let mut obs = open_observer();
+    let script = format!("read x; cat {} >/dev/null; read y; cat {} >/dev/null", a.display(), b.display());
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let mut events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
+    let launch = launch_of(&events, pid).unwrap();
+    let until_ns = augur_os::sense::monotonic_ns() + 20_000_000_000;
+    assert!(obs.first_reads_only(launch, true, until_ns).unwrap());
+    assert_eq!(obs.first_reads_disk_pages(launch).unwrap(), Some(0));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let accessed = |ev: &[ObservedEvent], f: Inode| {
+        ev.iter()
+            .any(|e| matches!(e, ObservedEvent::Pages { inode, source, .. } if *inode == f && *source != PageSource::Insertion))
+    };
+    events.extend(collect(&mut obs, |ev| accessed(ev, ia)));
+    // While it runs, the map holds what it read from disk so far: all of a, cold.
+    let start = Instant::now();
+    while obs.first_reads_disk_pages(launch).unwrap().unwrap_or(0) < 64 {
+        assert!(start.elapsed() < Duration::from_secs(10), "a's 64 pages were not counted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    events.extend(collect(&mut obs, |ev| ended(ev, launch)));
+    let ours: Vec<&ObservedEvent> = events.iter().filter(|e| e.launch() == launch).collect();
+    assert!(
+        !ours.iter().any(|e| matches!(e, ObservedEvent::Pages { source: PageSource::Insertion, .. })),
+        "an insertion was recorded: {ours:?}"
+    );
+    assert!(accessed(&events, ib), "b's first read was not recorded");
+    for f in [ia, ib] {
+        let n = ours.iter().filter(|e| matches!(e, ObservedEvent::Pages { inode, .. } if *inode == f)).count();
+        assert_eq!(n, 1, "one record of the first read of each file, not {n}");
+    }
+    let end = ours.iter().find_map(|e| match e {
+        ObservedEvent::LaunchEnd { root_tgid, disk_pages, .. } => Some((*root_tgid, *disk_pages)),
+        _ => None,
+    });
+    let (root, disk_pages) = end.expect("the launch's end");
+    assert_eq!(root, pid);
+    assert!(disk_pages >= 128, "a and b were read cold: {disk_pages} pages counted");
+    assert_eq!(obs.first_reads_disk_pages(launch).unwrap(), None, "ended: the kernel forgot it");
+    let _ = std::fs::remove_dir_all(&dir);
+}

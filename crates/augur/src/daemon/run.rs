@@ -886,6 +886,9 @@ impl Daemon {
                 ObservedEvent::InodeLoad { task, inode } => {
                     engine.on_trace(TraceEvent::InodeLoad { tid: task.tid, ts_ns: task.ts_ns, inode })
                 }
+                ObservedEvent::LaunchEnd { root_tgid, disk_pages, .. } if disk_pages > 0 => {
+                    engine.on_trace(TraceEvent::RunDiskReads { root: root_tgid, pages: disk_pages })
+                }
                 ObservedEvent::Exec { task, exe, filename, new_launch, interp, creds, args, args_cut, .. } => {
                     // Its process event may not be queued yet: the connector wakes the loop
                     // until it is read.
@@ -1414,6 +1417,13 @@ impl DaemonWorld for LoopIo {
             Observer::Tracefs(watch) => watch.take_in_force_since(root),
             // Followed in the kernel from its exec.
             Observer::Bpf(_) => None,
+        }
+    }
+
+    fn run_disk_reads(&mut self, root: u32) -> Option<u64> {
+        match &self.observer {
+            Observer::Bpf(Some(feed)) => feed.first_reads_disk_pages(root),
+            _ => None,
         }
     }
 

@@ -251,6 +251,26 @@ impl LaunchFeed {
         total
     }
 
+    /// The pages the launch of process `pid`, followed for its first reads, read from disk so far
+    /// while they were counted; `None` when it is not followed so or ended (its end record then
+    /// carried the count: [`ObservedEvent::LaunchEnd`]).
+    pub fn first_reads_disk_pages(&self, pid: u32) -> Option<u64> {
+        let launch = match self.launch_of_process(pid) {
+            Ok(l) => l?,
+            Err(e) => {
+                tracing::debug!("the launch of pid {pid}: {e}");
+                return None;
+            }
+        };
+        match self.observer.first_reads_disk_pages(launch) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!("reading launch {launch}: {e}");
+                None
+            }
+        }
+    }
+
     /// The launch process `pid` follows: its main thread's, else (the main thread exited) one of
     /// its threads'.
     fn launch_of_process(&self, pid: u32) -> Result<Option<LaunchId>, BpfError> {

@@ -132,7 +132,7 @@ mod tests {
     }
 
     fn end(launch: LaunchId) -> ObservedEvent {
-        ObservedEvent::LaunchEnd { launch, ts_ns: 9 }
+        ObservedEvent::LaunchEnd { launch, ts_ns: 9, root_tgid: 100, disk_pages: 0 }
     }
 
     fn run(p: &mut PendingLaunches, events: Vec<ObservedEvent>) -> Vec<ObservedEvent> {

@@ -194,13 +194,18 @@ static __always_inline struct launch_val *watched_launch(u32 tid, u64 *launch)
 
 /* ---------------- process life cycle (BTF tracepoints) ---------------- */
 
-/* Forgets a launch and tells user space (LAUNCH_END). */
-static __always_inline void end_launch(u64 launch)
+/* Forgets a launch (its value `lv`, read before it goes) and tells user space (LAUNCH_END). */
+static __always_inline void end_launch(u64 launch, struct launch_val *lv)
 {
+	u64 disk_pages = (lv->flags & LAUNCH_FIRST_READS) ? lv->inserted : 0;
+	u32 root_tgid = lv->root_tgid;
 	bpf_map_delete_elem(&launches, &launch);
 	struct rec_launch_end *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (r) {
 		fill_hdr(&r->h, REC_LAUNCH_END, sizeof(*r), launch);
+		r->disk_pages = disk_pages;
+		r->root_tgid = root_tgid;
+		r->pad = 0;
 		bpf_ringbuf_submit(r, wakeup_flags());
 	} else {
 		count_lost(LOST_RINGBUF_PROC);
@@ -296,7 +301,7 @@ int handle_exec(u64 *ctx)
 			/* Not to be followed after all: forget it; user space drops the launch, which
 			 * ends without an exec record. */
 			bpf_map_delete_elem(&tasks, &tid);
-			end_launch(launch);
+			end_launch(launch, provisional);
 			return 0;
 		}
 		provisional->exe_ino = exe.ino;
@@ -434,7 +439,7 @@ int handle_exit(u64 *ctx)
 		}
 	}
 	if (last)
-		end_launch(launch);
+		end_launch(launch, lv);
 	return 0;
 }
 
@@ -511,8 +516,13 @@ int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 			__sync_fetch_and_add(&lv->inserted, 1ULL << order);
 		return 0;
 	}
-	if (flv && (flv->flags & LAUNCH_FIRST_READS) && bpf_ktime_get_ns() >= flv->watch_until_ns)
+	if (flv && (flv->flags & LAUNCH_FIRST_READS)) {
+		/* Counted, not recorded: user space wants how much it read from disk, not which pages
+		 * (its end record or the map tells). */
+		if (bpf_ktime_get_ns() < flv->watch_until_ns)
+			__sync_fetch_and_add(&flv->inserted, 1ULL << order);
 		return 0;
+	}
 	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index + (1ULL << order) - 1, SRC_INSERTION);
 	return 0;
 }

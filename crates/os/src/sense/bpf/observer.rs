@@ -444,6 +444,19 @@ impl BpfObserver {
         Ok(inserted)
     }
 
+    /// The pages `launch`, followed for its first reads, read from disk so far while they were
+    /// counted ([`first_reads_only`](Self::first_reads_only)); `None` when the kernel no longer
+    /// knows it (it ended: its end record carried the count) or it is not followed so.
+    pub fn first_reads_disk_pages(&self, launch: LaunchId) -> Result<Option<u64>, BpfError> {
+        let map = find_map(&self.obj, "launches")?;
+        let key = launch.to_ne_bytes();
+        let Some(value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(None) };
+        if value.len() != LAUNCH_VAL_SIZE || record::u32_at(&value, 24) & LAUNCH_FIRST_READS == 0 {
+            return Ok(None);
+        }
+        Ok(Some(record::u64_at(&value, 40)))
+    }
+
     /// The launch task `tid` follows now, as the kernel's task map says (`None` when the task is
     /// not followed, or its launch was stopped and the task not yet dropped: then
     /// [`stop_following`](Self::stop_following) finds nothing to stop).

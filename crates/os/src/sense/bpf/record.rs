@@ -14,7 +14,7 @@ use augur_core::model::range::PageRange;
 use crate::sense::event::{PageEventKind, st_dev_from_kernel};
 
 /// Record layout version shared with `records.h` (`RECORD_ABI`).
-pub const RECORD_ABI: u32 = 2;
+pub const RECORD_ABI: u32 = 3;
 /// Pages per dedup chunk (`1 << CHUNK_SHIFT`): one 64-bit bitmap.
 pub const CHUNK_SHIFT: u32 = 6;
 /// Longest path a record carries, NUL included (`MAX_PATH`).
@@ -218,7 +218,15 @@ pub enum ObservedEvent {
     /// The last thread of a followed process exited.
     Exit { task: TaskContext, exit_code: i32 },
     /// The launch's last followed task exited; the kernel forgot the launch.
-    LaunchEnd { launch: LaunchId, ts_ns: u64 },
+    LaunchEnd {
+        launch: LaunchId,
+        ts_ns: u64,
+        /// The process whose exec started it.
+        root_tgid: u32,
+        /// Followed for its first reads: the pages its tasks read from disk while they were
+        /// counted (the kernel sent no page record for them); 0 otherwise.
+        disk_pages: u64,
+    },
     /// Pages of one 64-page chunk of a file, new to the launch for their class (access or
     /// insertion).
     Pages { task: TaskContext, inode: InodeKey, source: PageEventKind, chunk: u64, bits: u64 },
@@ -370,7 +378,15 @@ pub fn decode(b: &[u8]) -> Result<ObservedEvent, DecodeError> {
             need(HDR + 8)?;
             Ok(ObservedEvent::Exit { task, exit_code: u32_at(b, HDR) as i32 })
         }
-        REC_LAUNCH_END => Ok(ObservedEvent::LaunchEnd { launch: task.launch, ts_ns: task.ts_ns }),
+        REC_LAUNCH_END => {
+            need(HDR + 16)?;
+            Ok(ObservedEvent::LaunchEnd {
+                launch: task.launch,
+                ts_ns: task.ts_ns,
+                disk_pages: u64_at(b, HDR),
+                root_tgid: u32_at(b, HDR + 8),
+            })
+        }
         REC_PAGES => {
             need(HDR + 32)?;
             Ok(ObservedEvent::Pages {
@@ -441,6 +457,18 @@ mod tests {
         assert_eq!(inode, InodeKey { dev: libc::makedev(254, 1), ino: 1234 });
         assert_eq!(source, PageEventKind::Insertion);
         assert_eq!(chunk_ranges(chunk, bits).collect::<Vec<_>>(), vec![PageRange::new(192, 2), PageRange::new(195, 1)]);
+    }
+
+    #[test]
+    fn decodes_a_launch_end_with_what_it_read_from_disk() {
+        let mut b = hdr(REC_LAUNCH_END, 48);
+        b.extend_from_slice(&4096u64.to_le_bytes());
+        b.extend_from_slice(&100u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        let ev = decode(&b).unwrap();
+        assert_eq!(ev, ObservedEvent::LaunchEnd { launch: 7, ts_ns: 5_000, root_tgid: 100, disk_pages: 4096 });
+        assert!(ev.task().is_none());
+        assert!(matches!(decode(&hdr(REC_LAUNCH_END, 32)), Err(DecodeError::Short { .. })), "an ABI 2 record");
     }
 
     #[test]

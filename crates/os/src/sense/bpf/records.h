@@ -11,7 +11,7 @@
 #ifndef AUGUR_RECORDS_H
 #define AUGUR_RECORDS_H
 
-#define RECORD_ABI 2
+#define RECORD_ABI 3
 
 /* Page chunking of the dedup map: one entry covers 64 pages (a 64-bit bitmap). */
 #define CHUNK_SHIFT 6
@@ -170,9 +170,15 @@ struct rec_exit {
 	u32 pad;
 };
 
-/* REC_LAUNCH_END: the launch's last followed task exited; the kernel forgot the launch. */
+/* REC_LAUNCH_END: the launch's last followed task exited; the kernel forgot the launch. For a
+ * launch followed for its first reads (LAUNCH_FIRST_READS), `disk_pages` is what its tasks
+ * inserted into the page cache (read from disk) while that was counted: the kernel sends no page
+ * record for those. `root_tgid` is the process whose exec started the launch. */
 struct rec_launch_end {
 	struct rec_hdr h;
+	u64 disk_pages;
+	u32 root_tgid;
+	u32 pad;
 };
 
 /* REC_LOOKUP: a path-taking syscall of a followed task, with its result. */
@@ -196,6 +202,7 @@ _Static_assert(sizeof(struct rec_pages) == 64, "rec_pages");
 _Static_assert(sizeof(struct rec_inode_load) == 48, "rec_inode_load");
 _Static_assert(sizeof(struct rec_fork) == 40, "rec_fork");
 _Static_assert(sizeof(struct rec_exit) == 40, "rec_exit");
+_Static_assert(sizeof(struct rec_launch_end) == 48, "rec_launch_end");
 _Static_assert(__builtin_offsetof(struct rec_exec, uid) == 72, "rec_exec");
 _Static_assert(__builtin_offsetof(struct rec_exec, interp) == 232, "rec_exec");
 _Static_assert(__builtin_offsetof(struct rec_exec, filename) == 2544, "rec_exec");
@@ -216,7 +223,8 @@ struct launch_val {
 	u32 pad;
 	u64 watch_until_ns; /* LAUNCH_WATCHED: insertions are counted until then (bpf_ktime_get_ns);
 			     LAUNCH_FIRST_READS: recorded until then */
-	u64 inserted;       /* LAUNCH_WATCHED: pages its tasks inserted into the page cache */
+	u64 inserted;       /* LAUNCH_WATCHED, LAUNCH_FIRST_READS: pages its tasks inserted into
+			     * the page cache until watch_until_ns */
 	u64 last_mapping;   /* LAUNCH_FIRST_READS: the address_space its tasks read last, whose
 			     * first read is recorded (a reader of one file skips the seen map) */
 };
@@ -231,8 +239,9 @@ struct launch_val {
 /* Set by user space on a followed launch whose pages it no longer learns (a run of a settled
  * workload, followed for the order of the files it opens): of its page accesses only the first of
  * each file is recorded (deduplicated under FIRST_READ_CHUNK in `seen`), its page-cache
- * insertions only until watch_until_ns, and its inode loads not at all. Its lookups, forks, execs
- * and exits are recorded as for any followed launch. */
+ * insertions are counted in `inserted` until watch_until_ns and never recorded (user space reads
+ * the count from the map, or from the launch's end record), and its inode loads are not recorded.
+ * Its lookups, forks, execs and exits are recorded as for any followed launch. */
 #define LAUNCH_FIRST_READS 4
 /* The `seen` chunk that marks a file whose first access a LAUNCH_FIRST_READS launch recorded. */
 #define FIRST_READ_CHUNK (~0ULL - 1)
