@@ -462,8 +462,14 @@ struct LoopIo {
     health: Vec<String>,
     notifier: Notifier,
     socket_path: PathBuf,
-    /// The time zone's offset (ms) at the last wake-up: the local time of the events.
+    /// The time zone's offset (ms): the local time of the events. Worked out again in each new
+    /// wall-clock minute only (the C library's time-zone conversion cost 2 % of the event loop
+    /// when done at every wake-up; offsets change on the hour at the earliest).
     utc_offset_ms: i64,
+    /// The minute (Unix ms / 60,000) `utc_offset_ms` was worked out in.
+    utc_offset_minute: u64,
+    /// MemAvailable as last read, and when (monotonic ns).
+    mem_available: Option<(u64, Option<u64>)>,
     /// The loop is starting: a prediction step that cannot be built stops the daemon.
     starting: bool,
     /// The stream worker loading ahead of backward and strided readers (`[pattern]`).
@@ -487,6 +493,10 @@ struct LoopIo {
     /// or the prediction step could not be built at the start).
     fatal: Option<Error>,
 }
+
+/// How long a reading of MemAvailable is used for (100 ms: what sizes the replays of a burst of
+/// execs; memory pressure itself is watched by its trigger, not by this).
+const MEM_AVAILABLE_FRESH_NS: u64 = 100_000_000;
 
 fn utc_offset_ms() -> i64 {
     i64::from(loop_io::utc_offset_s((loop_io::unix_ms() / 1000) as i64)) * 1000
@@ -585,6 +595,8 @@ impl Daemon {
             notifier,
             socket_path,
             utc_offset_ms: utc_offset_ms(),
+            utc_offset_minute: loop_io::unix_ms() / 60_000,
+            mem_available: None,
             starting: true,
             ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
             opens_read: false,
@@ -669,7 +681,11 @@ impl Daemon {
                 continue;
             }
             self.io.counts.wakeups += 1;
-            self.io.utc_offset_ms = utc_offset_ms();
+            let minute = loop_io::unix_ms() / 60_000;
+            if minute != self.io.utc_offset_minute {
+                self.io.utc_offset_minute = minute;
+                self.io.utc_offset_ms = utc_offset_ms();
+            }
             let mut tokens = [false; 8];
             for &token in &ready {
                 if let Some(t) = tokens.get_mut(token as usize) {
@@ -742,6 +758,11 @@ impl Daemon {
             }
             if self.engine.is_idle() && self.io.resolver.len() > RESOLVER_MAX {
                 self.io.resolver = fresh_resolver(self.io.opens.as_ref());
+                // The names are forgotten: the programs fanotify stopped reporting are named again
+                // at their next exec.
+                if let Some(opens) = self.io.opens.as_mut() {
+                    opens.report_again();
+                }
             }
         }
     }
@@ -1435,7 +1456,17 @@ impl DaemonWorld for LoopIo {
     }
 
     fn memory_available(&mut self) -> Option<u64> {
-        procfs::meminfo("MemAvailable").ok()
+        // A burst of execs asks for every replay (twice): /proc/meminfo is read once per
+        // MEM_AVAILABLE_FRESH_NS.
+        let now = loop_io::monotonic_ns();
+        match self.mem_available {
+            Some((at, value)) if now.saturating_sub(at) < MEM_AVAILABLE_FRESH_NS => value,
+            _ => {
+                let value = procfs::meminfo("MemAvailable").ok();
+                self.mem_available = Some((now, value));
+                value
+            }
+        }
     }
 
     fn learn_paths_of(&mut self, pids: &[u32]) {

@@ -13,10 +13,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use crate::error::{OsError, Result};
 use augur_core::model::profile::{FileIdentity, InodeKey};
+use rustix::fs::FileType;
 
-use super::procfs::identity_from_metadata;
+use crate::error::{OsError, Result};
+use crate::fetch::open::identity_of as identity_from_stat;
 
 /// A regular file some process opened (or executed).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,7 +195,16 @@ pub struct OpenWatcher {
     pub overflows: u64,
     /// This process: its own opens are skipped.
     own_pid: u32,
+    /// Execs only: a program or interpreter named once is not reported again (see
+    /// [`OpenWatcher::read_some_unknown`]).
+    execs_only: bool,
+    /// Ignore marks added since the last [`OpenWatcher::report_again`].
+    ignored: usize,
 }
+
+/// Ignore marks an exec-only watcher adds at most (each pins its inode in memory until
+/// [`OpenWatcher::report_again`]); beyond them every exec is reported again.
+const MAX_IGNORED: usize = 4096;
 
 impl OpenWatcher {
     /// Creates the group and marks every block-backed filesystem (whole superblock, or the mount
@@ -228,6 +238,8 @@ impl OpenWatcher {
             buf: vec![0; 64 * 1024],
             overflows: 0,
             own_pid: std::process::id(),
+            execs_only: scope == OpenScope::ExecsOnly,
+            ignored: 0,
         };
         for fs in block_backed_filesystems(&mountinfo) {
             match watcher.mark(&fs, scope) {
@@ -316,6 +328,12 @@ impl OpenWatcher {
     /// [`read_some`](Self::read_some), skipping the files `known` says were named already (by
     /// their identity: device, inode, size, mtime): those cost an `fstat`, not the `readlink` of
     /// `/proc` that names a file (the same libraries are opened by nearly every process).
+    ///
+    /// Watching execs only ([`OpenScope::ExecsOnly`]), a program or interpreter once named (or
+    /// found known) gets an ignore mark: the kernel reports its later execs no more (each cost
+    /// the kernel an open of the file for this process, then an `fstat` and a `close` here), until
+    /// it is modified (the mark does not survive a write) or [`report_again`](Self::report_again)
+    /// drops the marks, as a caller that forgets the names must.
     pub fn read_some_unknown(
         &mut self,
         max_reads: usize,
@@ -362,34 +380,78 @@ impl OpenWatcher {
                 if u32::try_from(meta.pid).is_ok_and(|pid| pid == self.own_pid) {
                     continue;
                 }
-                if let Some(mut opened) = describe(fd, meta.pid, meta.mask & libc::FAN_OPEN_EXEC != 0, &known) {
+                let exec = meta.mask & libc::FAN_OPEN_EXEC != 0;
+                let mut named = false;
+                if let Some(mut opened) = describe(fd.as_fd(), meta.pid, exec, &known, &mut named) {
                     if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
                         opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
                     }
                     sink(opened);
                 }
+                if named && exec && self.execs_only {
+                    self.ignore(fd.as_fd());
+                }
             }
         }
         Ok(true)
     }
+
+    /// Stops the kernel reporting the execs of the file behind `fd` (see
+    /// [`read_some_unknown`](Self::read_some_unknown)).
+    fn ignore(&mut self, fd: BorrowedFd<'_>) {
+        if self.ignored >= MAX_IGNORED {
+            return;
+        }
+        let how = libc::FAN_MARK_ADD | libc::FAN_MARK_IGNORED_MASK;
+        // SAFETY: both fds are open for the call; a null path marks the inode `fd` refers to.
+        let rc = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), how, libc::FAN_OPEN_EXEC, fd.as_raw_fd(), std::ptr::null()) };
+        if rc == 0 {
+            self.ignored += 1;
+        } else {
+            tracing::debug!("fanotify ignore mark: {}", io::Error::last_os_error());
+        }
+    }
+
+    /// Drops every ignore mark: each program and interpreter is reported at its next exec again
+    /// (for a caller that forgot the names it learned).
+    pub fn report_again(&mut self) {
+        if self.ignored == 0 {
+            return;
+        }
+        // SAFETY: the fd is our fanotify group; a flush of inode marks takes no path.
+        let rc = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), libc::FAN_MARK_FLUSH, 0, libc::AT_FDCWD, std::ptr::null()) };
+        if rc == 0 {
+            self.ignored = 0;
+        } else {
+            tracing::warn!("dropping fanotify ignore marks: {}", io::Error::last_os_error());
+        }
+    }
 }
 
-/// Names and identifies the file behind an event fd, which is closed on return; `None` for
-/// anything but a regular file, and for a file `known` already (not named again).
-fn describe(fd: OwnedFd, pid: i32, exec: bool, known: impl Fn(&FileIdentity) -> bool) -> Option<OpenedFile> {
-    let file = fs::File::from(fd);
-    let meta = file.metadata().ok()?;
-    if !meta.file_type().is_file() {
+/// Names and identifies the regular file behind an event fd; `None` for anything else, and for a
+/// file `known` already (not named again). `named` says whether the file is named now: known, or
+/// named here.
+fn describe(
+    fd: BorrowedFd<'_>,
+    pid: i32,
+    exec: bool,
+    known: impl Fn(&FileIdentity) -> bool,
+    named: &mut bool,
+) -> Option<OpenedFile> {
+    let meta = rustix::fs::fstat(fd).ok()?;
+    if FileType::from_raw_mode(meta.st_mode) != FileType::RegularFile {
         return None;
     }
-    let identity = identity_from_metadata(&meta);
+    let identity = identity_from_stat(&meta);
     if known(&identity) {
+        *named = true;
         return None;
     }
-    let path = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    let path = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
     if !path.is_absolute() || path.as_os_str().as_bytes().ends_with(b" (deleted)") {
         return None;
     }
+    *named = true;
     Some(OpenedFile {
         pid: u32::try_from(pid).unwrap_or(0),
         key: InodeKey { dev: identity.dev, ino: identity.ino },
