@@ -374,3 +374,45 @@ fn a_launch_followed_for_its_first_reads_counts_what_it_reads_from_disk_without_
     assert_eq!(obs.first_reads_disk_pages(launch).unwrap(), None, "ended: the kernel forgot it");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_cold_sequential_read_reports_every_page_it_inserted_large_folios_included() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("sequential");
+    // 32 MiB: readahead's windows grow to large folios (orders up to 8 or 9 on 6.18's ext4).
+    let file = dir.join("seq");
+    let pages = 8192u64;
+    {
+        let mut f = File::create(&file).unwrap();
+        let block: Vec<u8> = (0..PAGE * 64).map(|i| (i % 253) as u8).collect();
+        for _ in 0..pages / 64 {
+            f.write_all(&block).unwrap();
+        }
+        f.sync_all().unwrap();
+        // SAFETY: the descriptor is open for the duration of the call.
+        assert_eq!(unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+    }
+    let inode = inode_of(&file);
+    let mut obs = open_observer();
+    let mut child = Command::new("/bin/cat").arg(&file).stdout(Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
+    let mut inserted = PageSet::default();
+    for e in &events {
+        if let ObservedEvent::Pages { inode: i, source: PageSource::Insertion, chunk, bits, .. } = e
+            && *i == inode
+        {
+            inserted.insert(*i, *chunk, *bits);
+        }
+    }
+    // Readahead inserts this file in large folios where the file system has them (ext4 on 6.16+):
+    // each folio's pages are reported, no more.
+    let got = inserted.pages(inode);
+    assert_eq!(got.len() as u64, pages, "every page read cold, once: {} of {pages}", got.len());
+    assert_eq!(got, (0..pages).collect::<Vec<u64>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}

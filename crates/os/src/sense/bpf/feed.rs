@@ -96,7 +96,7 @@ impl LaunchFeed {
         use crate::sense::mode::{ACCESS_EVENTS, INODE_LOAD_EVENT, INSERTION_EVENT, PROCESS_EVENTS};
         let attached = self.observer.attached();
         let mut out: Vec<String> = PROCESS_EVENTS.iter().map(|e| e.to_string()).collect();
-        out.push(INSERTION_EVENT.to_string());
+        out.push(if attached.insertion_btf { format!("{INSERTION_EVENT} (BTF-typed)") } else { INSERTION_EVENT.to_string() });
         if attached.access {
             out.extend(ACCESS_EVENTS.iter().map(|e| e.to_string()));
         }

@@ -69,6 +69,7 @@ struct super_block {
 struct inode {
 	unsigned long i_ino;
 	struct super_block *i_sb;
+	u32 i_rdev;
 } __attribute__((preserve_access_index));
 
 struct file {
@@ -79,6 +80,24 @@ struct file {
 struct address_space {
 	struct inode *host;
 } __attribute__((preserve_access_index));
+
+/* The argument of mm_filemap_add_to_page_cache since 5.16. Its flags word is the first word of
+ * every version (page->flags; memdesc_flags_t since 6.18), read raw. How many pages a large folio
+ * holds moved between versions: `_nr_pages` (6.13+), `_folio_nr_pages` (6.x, 64-bit), the order
+ * in `_flags_1 & 0xff` (6.5+), or `_folio_order` (5.16-6.4); the program asks CO-RE which exists. */
+struct folio {
+	struct address_space *mapping;
+	unsigned long index;
+	unsigned long _flags_1;
+	unsigned int _nr_pages;
+	unsigned int _folio_nr_pages;
+	unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+/* Page flag numbers, relocated by CO-RE to the running kernel's (PG_head moved over the years). */
+enum pageflags {
+	PG_head = 16,
+};
 
 struct linux_binprm {
 	struct file *file;

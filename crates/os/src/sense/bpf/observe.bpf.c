@@ -500,30 +500,86 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
 	}
 }
 
+/* An insertion into the page cache by the current task: what a followed launch's tasks insert
+ * is recorded (or, under LAUNCH_FIRST_READS, counted), what a watched launch's insert counted.
+ * `pages_of` is asked only then: it says the file (ino, dev), the first page and how many. */
+#define ON_INSERT(pages_of)                                                                       \
+	do {                                                                                      \
+		u32 tid = (u32)bpf_get_current_pid_tgid();                                        \
+		struct launch_val *flv = NULL;                                                    \
+		u64 ino, index, nr;                                                               \
+		u32 dev;                                                                          \
+		u64 launch = followed_launch(tid, &flv);                                          \
+		if (!launch) {                                                                    \
+			struct launch_val *lv = watched_launch(tid, &launch);                     \
+			if (lv && bpf_ktime_get_ns() < lv->watch_until_ns) {                      \
+				pages_of;                                                         \
+				__sync_fetch_and_add(&lv->inserted, nr);                          \
+			}                                                                         \
+			return 0;                                                                 \
+		}                                                                                 \
+		if (flv && (flv->flags & LAUNCH_FIRST_READS)) {                                   \
+			/* Counted, not recorded: user space wants how much it read from disk, \
+			 * not which pages (its end record or the map tells). */                  \
+			if (bpf_ktime_get_ns() < flv->watch_until_ns) {                           \
+				pages_of;                                                         \
+				__sync_fetch_and_add(&flv->inserted, nr);                         \
+			}                                                                         \
+			return 0;                                                                 \
+		}                                                                                 \
+		pages_of;                                                                         \
+		record_pages(launch, ino, dev, index, index + nr - 1, SRC_INSERTION);            \
+	} while (0)
+
+/* The pages a folio holds (folio_nr_pages), as this kernel's folio says it. */
+static __always_inline u64 folio_pages(struct folio *folio)
+{
+	unsigned long flags = 0;
+	bpf_probe_read_kernel(&flags, sizeof(flags), folio);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 1;
+	u64 nr = 1;
+	if (bpf_core_field_exists(folio->_nr_pages))
+		nr = BPF_CORE_READ(folio, _nr_pages);
+	else if (bpf_core_field_exists(folio->_folio_nr_pages))
+		nr = BPF_CORE_READ(folio, _folio_nr_pages);
+	else if (bpf_core_field_exists(folio->_flags_1))
+		nr = 1ULL << (BPF_CORE_READ(folio, _flags_1) & 0xff & 31);
+	else if (bpf_core_field_exists(folio->_folio_order))
+		nr = 1ULL << (BPF_CORE_READ(folio, _folio_order) & 31);
+	return nr > 0 && nr <= (1ULL << 20) ? nr : 1;
+}
+
+/* mm_filemap_add_to_page_cache(struct folio *), BTF-typed: unlike the classic tracepoint below,
+ * the kernel builds no trace record at each insertion of the machine, and the folio is read only
+ * for a followed or watched task. Kernels whose tracepoint takes a struct page (before 5.16)
+ * cannot load it: the observer then loads the classic one instead. */
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int handle_insert_folio(u64 *ctx)
+{
+	struct folio *folio = (struct folio *)ctx[0];
+	ON_INSERT({
+		struct inode *host = BPF_CORE_READ(folio, mapping, host);
+		struct super_block *sb = BPF_CORE_READ(host, i_sb);
+		ino = BPF_CORE_READ(host, i_ino);
+		dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
+		index = BPF_CORE_READ(folio, index);
+		nr = folio_pages(folio);
+	});
+	return 0;
+}
+
+/* The same from the classic tracepoint's record (the kernel builds it at every insertion). */
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
 int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	u32 tid = (u32)bpf_get_current_pid_tgid();
-	u64 index = ctx->index;
-	u32 order = ctx->order;
-	if (order > 20)
-		order = 20;
-	struct launch_val *flv = NULL;
-	u64 launch = followed_launch(tid, &flv);
-	if (!launch) {
-		struct launch_val *lv = watched_launch(tid, &launch);
-		if (lv && bpf_ktime_get_ns() < lv->watch_until_ns)
-			__sync_fetch_and_add(&lv->inserted, 1ULL << order);
-		return 0;
-	}
-	if (flv && (flv->flags & LAUNCH_FIRST_READS)) {
-		/* Counted, not recorded: user space wants how much it read from disk, not which pages
-		 * (its end record or the map tells). */
-		if (bpf_ktime_get_ns() < flv->watch_until_ns)
-			__sync_fetch_and_add(&flv->inserted, 1ULL << order);
-		return 0;
-	}
-	record_pages(launch, ctx->i_ino, ctx->s_dev, index, index + (1ULL << order) - 1, SRC_INSERTION);
+	ON_INSERT({
+		u32 order = ctx->order;
+		ino = ctx->i_ino;
+		dev = ctx->s_dev;
+		index = ctx->index;
+		nr = 1ULL << (order > 20 ? 20 : order);
+	});
 	return 0;
 }
 

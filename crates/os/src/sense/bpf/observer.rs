@@ -26,8 +26,13 @@ static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/observe.bpf.o")
 /// The kernel's own BTF, which CO-RE relocation and the BTF tracepoints need.
 pub const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
 
-/// Programs every mode needs: without them the observer does not start.
-const REQUIRED: [&str; 4] = ["handle_exec", "handle_fork", "handle_exit", "handle_insert"];
+/// Programs every mode needs: without them the observer does not start. One of
+/// [`INSERTION`]'s is needed too.
+const REQUIRED: [&str; 3] = ["handle_exec", "handle_fork", "handle_exit"];
+/// The page-cache insertion programs, preferred first: the BTF-typed one (no trace record built
+/// at each insertion of the machine; a folio argument, 5.16+), else the classic tracepoint's.
+/// One of them is loaded.
+const INSERTION: [&str; 2] = ["handle_insert_folio", "handle_insert"];
 /// The 6.11+ access tracepoints: without them only insertions are seen (insertion mode).
 const ACCESS: [&str; 3] = ["handle_get_pages", "handle_map_pages", "handle_fault"];
 
@@ -147,6 +152,8 @@ pub struct Attached {
     pub inode_load: bool,
     /// Syscall tracepoints that did not attach (e.g. `open` on arm64, which has none).
     pub missing_syscalls: Vec<String>,
+    /// Insertions are seen through the BTF-typed tracepoint (else the classic one).
+    pub insertion_btf: bool,
 }
 
 /// What the ring-buffer callback shares with [`BpfObserver::poll`].
@@ -207,7 +214,7 @@ pub(super) fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfErro
 /// after checking what every augur program needs: BTF, and tracefs, through whose ids libbpf
 /// attaches classic tracepoints (it mounts it nowhere itself: `Tracefs::locate` mounts it when
 /// absent). Errors are [`BpfError::is_unavailable`] when this machine cannot run it.
-pub(super) fn load_object(object: &'static [u8]) -> Result<Object, BpfError> {
+pub(super) fn load_object(object: &'static [u8], skip: &[&str]) -> Result<Object, BpfError> {
     if !Path::new(BTF_PATH).exists() {
         return Err(BpfError::NoBtf);
     }
@@ -216,11 +223,11 @@ pub(super) fn load_object(object: &'static [u8]) -> Result<Object, BpfError> {
     let mut open = ObjectBuilder::default().open_memory(object).map_err(load_error)?;
     // A BTF tracepoint this kernel does not have would fail the whole load: such a program is
     // not loaded, and its attach then fails like a classic tracepoint's that is missing.
+    // So are the programs `skip` names.
     for mut prog in open.progs_mut() {
         let section = prog.section().to_string_lossy().into_owned();
-        if let Some(event) = section.strip_prefix("tp_btf/")
-            && !has_event(&tracefs, event)
-        {
+        let missing = section.strip_prefix("tp_btf/").is_some_and(|event| !has_event(&tracefs, event));
+        if missing || skip.contains(&prog.name().to_string_lossy().as_ref()) {
             prog.set_autoload(false);
         }
     }
@@ -237,7 +244,15 @@ impl BpfObserver {
     /// [`is_unavailable`](BpfError::is_unavailable) is true when this machine cannot run them
     /// (no BTF, no privilege, no tracefs, kernel refuses), so the caller can fall back to tracefs.
     pub fn open(options: ObserverOptions) -> Result<BpfObserver, BpfError> {
-        let obj = load_object(OBJECT)?;
+        // The BTF-typed insertion program first; a kernel that cannot load it (its tracepoint
+        // takes a struct page before 5.16) gets the classic one.
+        let (obj, insertion) = match load_object(OBJECT, &INSERTION[1..]) {
+            Ok(obj) => (obj, INSERTION[0]),
+            Err(e) => {
+                tracing::debug!("the BTF-typed insertion program did not load ({e}): the classic tracepoint's instead");
+                (load_object(OBJECT, &INSERTION[..1])?, INSERTION[1])
+            }
+        };
 
         let mut cfg = Vec::with_capacity(24);
         let (mode, trigger) = match options.follow {
@@ -282,9 +297,12 @@ impl BpfObserver {
                     if name == "handle_inode_load" {
                         attached.inode_load = true;
                     }
+                    if name == INSERTION[0] {
+                        attached.insertion_btf = true;
+                    }
                     links.push((name, link));
                 }
-                Err(e) if REQUIRED.contains(&name.as_str()) => {
+                Err(e) if REQUIRED.contains(&name.as_str()) || name == insertion => {
                     let message = format!("{e}\n{}", libbpf_log_tail());
                     return Err(if e.kind() == ErrorKind::PermissionDenied {
                         BpfError::PermissionDenied(message)

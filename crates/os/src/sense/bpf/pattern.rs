@@ -145,7 +145,7 @@ impl PatternWatch {
     /// like [`super::BpfObserver::open`]: [`BpfError::is_unavailable`] when this machine cannot
     /// run them.
     pub fn open(options: PatternWatchOptions) -> Result<PatternWatch, BpfError> {
-        let obj = load_object(OBJECT)?;
+        let obj = load_object(OBJECT, &[])?;
 
         let mut mask = 0u32;
         if options.progress_backward {
