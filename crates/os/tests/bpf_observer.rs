@@ -416,3 +416,38 @@ fn a_cold_sequential_read_reports_every_page_it_inserted_large_folios_included()
     assert_eq!(got, (0..pages).collect::<Vec<u64>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The classic insertion tracepoint (what kernels before 5.16 get) reports what the BTF-typed
+/// one does.
+#[test]
+fn the_classic_insertion_program_reports_the_same_pages() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("classic");
+    let file = cold_file(&dir, "c");
+    let inode = inode_of(&file);
+    let options = ObserverOptions {
+        follow: FollowPolicy::ChildrenOf(std::process::id()),
+        classic_insertion: true,
+        ..ObserverOptions::default()
+    };
+    let mut obs = BpfObserver::open(options).expect("loading the BPF programs");
+    assert!(!obs.attached().insertion_btf);
+    assert!(open_observer().attached().insertion_btf, "this kernel loads the BTF-typed one");
+    let mut child = Command::new("/bin/cat").arg(&file).stdout(Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
+    let mut inserted = PageSet::default();
+    for e in &events {
+        if let ObservedEvent::Pages { inode: i, source: PageSource::Insertion, chunk, bits, .. } = e
+            && *i == inode
+        {
+            inserted.insert(*i, *chunk, *bits);
+        }
+    }
+    assert_eq!(inserted.pages(inode), (0..64).collect::<Vec<u64>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}

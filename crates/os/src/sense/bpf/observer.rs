@@ -69,6 +69,9 @@ pub struct ObserverOptions {
     pub wakeup_bytes: u64,
     /// Most records one [`BpfObserver::poll`] hands out.
     pub max_records_per_poll: usize,
+    /// See insertions through the classic tracepoint even where the BTF-typed one loads (what a
+    /// kernel before 5.16 gets; for tests of that fallback).
+    pub classic_insertion: bool,
 }
 
 impl Default for ObserverOptions {
@@ -79,6 +82,7 @@ impl Default for ObserverOptions {
             dedup_lookups: true,
             wakeup_bytes: 256 * 1024,
             max_records_per_poll: 4096,
+            classic_insertion: false,
         }
     }
 }
@@ -246,10 +250,13 @@ impl BpfObserver {
     pub fn open(options: ObserverOptions) -> Result<BpfObserver, BpfError> {
         // The BTF-typed insertion program first; a kernel that cannot load it (its tracepoint
         // takes a struct page before 5.16) gets the classic one.
-        let (obj, insertion) = match load_object(OBJECT, &INSERTION[1..]) {
-            Ok(obj) => (obj, INSERTION[0]),
-            Err(e) => {
-                tracing::debug!("the BTF-typed insertion program did not load ({e}): the classic tracepoint's instead");
+        let preferred = (!options.classic_insertion).then(|| load_object(OBJECT, &INSERTION[1..]));
+        let (obj, insertion) = match preferred {
+            Some(Ok(obj)) => (obj, INSERTION[0]),
+            other => {
+                if let Some(Err(e)) = other {
+                    tracing::debug!("the BTF-typed insertion program did not load ({e}): the classic tracepoint's instead");
+                }
                 (load_object(OBJECT, &INSERTION[..1])?, INSERTION[1])
             }
         };
