@@ -1127,16 +1127,15 @@ impl DaemonEngine {
             if let Some(read) = world.disk_reads(&finished.launch.watched) {
                 self.judge_read(world, now, &finished.launch, read);
             }
-        } else if !finished.launch.followed
-            && let Some(read) = {
-                // Still running: what the kernel counted so far.
-                if let Some(counted) = world.run_disk_reads(finished.launch.root) {
-                    self.runs.add_disk_reads(finished.launch.root, counted);
-                }
-                self.runs.disk_reads(finished.launch.root)
+        } else if !finished.launch.followed && self.runs.disk_reads(finished.launch.root).is_some() {
+            // Followed as a run instead of watched: the run counted what it read from disk, and
+            // for a run followed for its first reads that still runs, the kernel counted the rest
+            // so far (its end record has not brought it yet).
+            let root = finished.launch.root;
+            if let Some(counted) = world.run_disk_reads(root) {
+                self.runs.add_disk_reads(root, counted);
             }
-        {
-            // Followed as a run instead of watched: the run counted what it read from disk.
+            let read = self.runs.disk_reads(root).unwrap_or(0);
             self.judge_read(world, now, &finished.launch, read);
         }
         let id = finished.launch.id;

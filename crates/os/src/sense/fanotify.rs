@@ -381,13 +381,17 @@ impl OpenWatcher {
                     continue;
                 }
                 let exec = meta.mask & libc::FAN_OPEN_EXEC != 0;
-                let mut named = false;
-                if let Some(mut opened) = describe(fd.as_fd(), meta.pid, exec, &known, &mut named) {
-                    if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
-                        opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
+                let named = match describe(fd.as_fd(), meta.pid, exec, &known) {
+                    Described::Named(mut opened) => {
+                        if let Some((_, devs)) = self.layers.iter().find(|(d, _)| *d == opened.key.dev) {
+                            opened.aliases = devs.iter().map(|&dev| InodeKey { dev, ino: opened.key.ino }).collect();
+                        }
+                        sink(opened);
+                        true
                     }
-                    sink(opened);
-                }
+                    Described::Known => true,
+                    Described::Skipped => false,
+                };
                 if named && exec && self.execs_only {
                     self.ignore(fd.as_fd());
                 }
@@ -428,31 +432,31 @@ impl OpenWatcher {
     }
 }
 
-/// Names and identifies the regular file behind an event fd; `None` for anything else, and for a
-/// file `known` already (not named again). `named` says whether the file is named now: known, or
-/// named here.
-fn describe(
-    fd: BorrowedFd<'_>,
-    pid: i32,
-    exec: bool,
-    known: impl Fn(&FileIdentity) -> bool,
-    named: &mut bool,
-) -> Option<OpenedFile> {
-    let meta = rustix::fs::fstat(fd).ok()?;
+/// What [`describe`] made of an event's file.
+enum Described {
+    /// A regular file, named here.
+    Named(OpenedFile),
+    /// A regular file `known` already: not named again.
+    Known,
+    /// Not a regular file, or one that cannot be named (gone, deleted).
+    Skipped,
+}
+
+/// Names and identifies the regular file behind an event fd, unless `known` already.
+fn describe(fd: BorrowedFd<'_>, pid: i32, exec: bool, known: impl Fn(&FileIdentity) -> bool) -> Described {
+    let Ok(meta) = rustix::fs::fstat(fd) else { return Described::Skipped };
     if FileType::from_raw_mode(meta.st_mode) != FileType::RegularFile {
-        return None;
+        return Described::Skipped;
     }
     let identity = identity_from_stat(&meta);
     if known(&identity) {
-        *named = true;
-        return None;
+        return Described::Known;
     }
-    let path = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let Ok(path) = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else { return Described::Skipped };
     if !path.is_absolute() || path.as_os_str().as_bytes().ends_with(b" (deleted)") {
-        return None;
+        return Described::Skipped;
     }
-    *named = true;
-    Some(OpenedFile {
+    Described::Named(OpenedFile {
         pid: u32::try_from(pid).unwrap_or(0),
         key: InodeKey { dev: identity.dev, ino: identity.ino },
         identity,
