@@ -110,6 +110,19 @@ fn ended(events: &[ObservedEvent], launch: LaunchId) -> bool {
     events.iter().any(|e| matches!(e, ObservedEvent::LaunchEnd { launch: l, .. } if *l == launch))
 }
 
+/// The pages of `inode` the records say were inserted into the page cache, in order.
+fn inserted_pages(events: &[ObservedEvent], inode: Inode) -> Vec<u64> {
+    let mut inserted = PageSet::default();
+    for e in events {
+        if let ObservedEvent::Pages { inode: i, source: PageSource::Insertion, chunk, bits, .. } = e
+            && *i == inode
+        {
+            inserted.insert(*i, *chunk, *bits);
+        }
+    }
+    inserted.pages(inode)
+}
+
 /// Not a test of its own: the child process of `reports_exact_pages_and_failed_lookup`.
 #[test]
 fn child_helper() {
@@ -401,17 +414,10 @@ fn a_cold_sequential_read_reports_every_page_it_inserted_large_folios_included()
     let pid = child.id();
     assert!(child.wait().unwrap().success());
     let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
-    let mut inserted = PageSet::default();
-    for e in &events {
-        if let ObservedEvent::Pages { inode: i, source: PageSource::Insertion, chunk, bits, .. } = e
-            && *i == inode
-        {
-            inserted.insert(*i, *chunk, *bits);
-        }
-    }
+    let inserted = inserted_pages(&events, inode);
     // Readahead inserts this file in large folios where the file system has them (ext4 on 6.16+):
     // each folio's pages are reported, no more.
-    let got = inserted.pages(inode);
+    let got = inserted;
     assert_eq!(got.len() as u64, pages, "every page read cold, once: {} of {pages}", got.len());
     assert_eq!(got, (0..pages).collect::<Vec<u64>>());
     let _ = std::fs::remove_dir_all(&dir);
@@ -440,14 +446,7 @@ fn the_classic_insertion_program_reports_the_same_pages() {
     let pid = child.id();
     assert!(child.wait().unwrap().success());
     let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
-    let mut inserted = PageSet::default();
-    for e in &events {
-        if let ObservedEvent::Pages { inode: i, source: PageSource::Insertion, chunk, bits, .. } = e
-            && *i == inode
-        {
-            inserted.insert(*i, *chunk, *bits);
-        }
-    }
-    assert_eq!(inserted.pages(inode), (0..64).collect::<Vec<u64>>());
+    let inserted = inserted_pages(&events, inode);
+    assert_eq!(inserted, (0..64).collect::<Vec<u64>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
