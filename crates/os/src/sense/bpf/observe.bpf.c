@@ -510,20 +510,18 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
 		u64 ino, index, nr;                                                               \
 		u32 dev;                                                                          \
 		u64 launch = followed_launch(tid, &flv);                                          \
-		if (!launch) {                                                                    \
-			struct launch_val *lv = watched_launch(tid, &launch);                     \
-			if (lv && bpf_ktime_get_ns() < lv->watch_until_ns) {                      \
+		/* A watched launch's insertions are counted, and so are those of a launch        \
+		 * followed for its first reads: user space wants how much they read from disk,   \
+		 * not which pages (the map, or the end record, tells). */                        \
+		struct launch_val *counted = NULL;                                                \
+		if (!launch)                                                                      \
+			counted = watched_launch(tid, &launch);                                   \
+		else if (flv && (flv->flags & LAUNCH_FIRST_READS))                                \
+			counted = flv;                                                            \
+		if (!launch || counted) {                                                         \
+			if (counted && bpf_ktime_get_ns() < counted->watch_until_ns) {            \
 				pages_of;                                                         \
-				__sync_fetch_and_add(&lv->inserted, nr);                          \
-			}                                                                         \
-			return 0;                                                                 \
-		}                                                                                 \
-		if (flv && (flv->flags & LAUNCH_FIRST_READS)) {                                   \
-			/* Counted, not recorded: user space wants how much it read from disk, \
-			 * not which pages (its end record or the map tells). */                  \
-			if (bpf_ktime_get_ns() < flv->watch_until_ns) {                           \
-				pages_of;                                                         \
-				__sync_fetch_and_add(&flv->inserted, nr);                         \
+				__sync_fetch_and_add(&counted->inserted, nr);                     \
 			}                                                                         \
 			return 0;                                                                 \
 		}                                                                                 \

@@ -38,6 +38,10 @@ const ACCESS: [&str; 3] = ["handle_get_pages", "handle_map_pages", "handle_fault
 
 /// Size of `struct launch_val` (records.h), the `launches` map's value.
 const LAUNCH_VAL_SIZE: usize = 56;
+/// Offsets in `struct launch_val` of `flags` (u32), `watch_until_ns` and `inserted` (u64).
+const LAUNCH_FLAGS_AT: usize = 24;
+const LAUNCH_WATCH_UNTIL_AT: usize = 32;
+const LAUNCH_INSERTED_AT: usize = 40;
 /// `LAUNCH_WATCHED` (records.h).
 const LAUNCH_WATCHED: u32 = 2;
 /// `LAUNCH_FIRST_READS` (records.h).
@@ -407,9 +411,9 @@ impl BpfObserver {
     /// [`take_watched`](Self::take_watched).
     pub fn watch(&self, launch: LaunchId, until_ns: u64) -> Result<bool, BpfError> {
         self.update_launch(launch, |value| {
-            let flags = record::u32_at(value, 24) | LAUNCH_WATCHED;
-            value[24..28].copy_from_slice(&flags.to_ne_bytes());
-            value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
+            let flags = record::u32_at(value, LAUNCH_FLAGS_AT) | LAUNCH_WATCHED;
+            value[LAUNCH_FLAGS_AT..LAUNCH_FLAGS_AT + 4].copy_from_slice(&flags.to_ne_bytes());
+            value[LAUNCH_WATCH_UNTIL_AT..LAUNCH_WATCH_UNTIL_AT + 8].copy_from_slice(&until_ns.to_ne_bytes());
             value[40..48].copy_from_slice(&0u64.to_ne_bytes());
             true
         })
@@ -423,13 +427,13 @@ impl BpfObserver {
     /// launch (or watches it).
     pub fn first_reads_only(&self, launch: LaunchId, on: bool, until_ns: u64) -> Result<bool, BpfError> {
         self.update_launch(launch, |value| {
-            let flags = record::u32_at(value, 24);
+            let flags = record::u32_at(value, LAUNCH_FLAGS_AT);
             if flags & LAUNCH_WATCHED != 0 {
                 return false;
             }
             let flags = if on { flags | LAUNCH_FIRST_READS } else { flags & !LAUNCH_FIRST_READS };
-            value[24..28].copy_from_slice(&flags.to_ne_bytes());
-            value[32..40].copy_from_slice(&until_ns.to_ne_bytes());
+            value[LAUNCH_FLAGS_AT..LAUNCH_FLAGS_AT + 4].copy_from_slice(&flags.to_ne_bytes());
+            value[LAUNCH_WATCH_UNTIL_AT..LAUNCH_WATCH_UNTIL_AT + 8].copy_from_slice(&until_ns.to_ne_bytes());
             true
         })
     }
@@ -438,9 +442,7 @@ impl BpfObserver {
     /// whether to write it back. Returns false when the kernel no longer knew the launch (or
     /// `change` declined).
     fn update_launch(&self, launch: LaunchId, change: impl FnOnce(&mut [u8]) -> bool) -> Result<bool, BpfError> {
-        let map = find_map(&self.obj, "launches")?;
-        let key = launch.to_ne_bytes();
-        let Some(mut value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(false) };
+        let Some(mut value) = self.launch_value(launch)? else { return Ok(false) };
         if value.len() != LAUNCH_VAL_SIZE {
             let message = format!("a value of {} bytes, not {LAUNCH_VAL_SIZE}", value.len());
             return Err(BpfError::Map { map: "launches", message });
@@ -448,7 +450,7 @@ impl BpfObserver {
         if !change(&mut value) {
             return Ok(false);
         }
-        match map.update(&key, &value, MapFlags::EXIST) {
+        match find_map(&self.obj, "launches")?.update(&launch.to_ne_bytes(), &value, MapFlags::EXIST) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(map_err("launches")(e)),
@@ -458,11 +460,9 @@ impl BpfObserver {
     /// The pages a watched `launch` read from disk, and forgets it; `None` when the kernel no
     /// longer knew it.
     pub fn take_watched(&self, launch: LaunchId) -> Result<Option<u64>, BpfError> {
-        let map = find_map(&self.obj, "launches")?;
-        let key = launch.to_ne_bytes();
-        let Some(value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(None) };
-        let inserted = (value.len() == LAUNCH_VAL_SIZE).then(|| record::u64_at(&value, 40));
-        match map.delete(&key) {
+        let Some(value) = self.launch_value(launch)? else { return Ok(None) };
+        let inserted = (value.len() == LAUNCH_VAL_SIZE).then(|| record::u64_at(&value, LAUNCH_INSERTED_AT));
+        match find_map(&self.obj, "launches")?.delete(&launch.to_ne_bytes()) {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(map_err("launches")(e)),
             _ => {}
         }
@@ -473,13 +473,16 @@ impl BpfObserver {
     /// counted ([`first_reads_only`](Self::first_reads_only)); `None` when the kernel no longer
     /// knows it (it ended: its end record carried the count) or it is not followed so.
     pub fn first_reads_disk_pages(&self, launch: LaunchId) -> Result<Option<u64>, BpfError> {
-        let map = find_map(&self.obj, "launches")?;
-        let key = launch.to_ne_bytes();
-        let Some(value) = map.lookup(&key, MapFlags::ANY).map_err(map_err("launches"))? else { return Ok(None) };
-        if value.len() != LAUNCH_VAL_SIZE || record::u32_at(&value, 24) & LAUNCH_FIRST_READS == 0 {
+        let Some(value) = self.launch_value(launch)? else { return Ok(None) };
+        if value.len() != LAUNCH_VAL_SIZE || record::u32_at(&value, LAUNCH_FLAGS_AT) & LAUNCH_FIRST_READS == 0 {
             return Ok(None);
         }
-        Ok(Some(record::u64_at(&value, 40)))
+        Ok(Some(record::u64_at(&value, LAUNCH_INSERTED_AT)))
+    }
+
+    /// The kernel's value of `launch` in the `launches` map, as bytes; `None` when it forgot it.
+    fn launch_value(&self, launch: LaunchId) -> Result<Option<Vec<u8>>, BpfError> {
+        find_map(&self.obj, "launches")?.lookup(&launch.to_ne_bytes(), MapFlags::ANY).map_err(map_err("launches"))
     }
 
     /// The launch task `tid` follows now, as the kernel's task map says (`None` when the task is
