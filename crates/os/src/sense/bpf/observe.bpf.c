@@ -77,14 +77,6 @@ struct {
 	__type(value, u8);
 } lookup_seen SEC(".maps");
 
-/* A path syscall between its sys_enter and sys_exit, per thread id. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, u32);
-	__type(value, struct pending_val);
-} pending SEC(".maps");
-
 /* Scratch space for records with a path (too large for the 512-byte BPF stack). */
 struct scratch {
 	union {
@@ -152,10 +144,10 @@ static __always_inline void fill_hdr(struct rec_hdr *h, u32 kind, u32 size, u64 
 	h->launch = launch;
 }
 
-/* The launch the current task follows (its value in *lvp), or 0 (also for a watched launch:
- * nothing is recorded for it). A task whose launch was stopped by user space is dropped from the
- * followed set here, lazily. */
-static __always_inline u64 followed_launch(u32 tid, struct launch_val **lvp)
+/* The launch the current task follows (its value in *lvp, the task's entry in *tp), or 0 (also
+ * for a watched launch: nothing is recorded for it). A task whose launch was stopped by user
+ * space is dropped from the followed set here, lazily. */
+static __always_inline u64 followed_task(u32 tid, struct task_val **tp, struct launch_val **lvp)
 {
 	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
 	if (!t)
@@ -168,8 +160,15 @@ static __always_inline u64 followed_launch(u32 tid, struct launch_val **lvp)
 	}
 	if (lv->flags & LAUNCH_WATCHED)
 		return 0;
+	*tp = t;
 	*lvp = lv;
 	return launch;
+}
+
+static __always_inline u64 followed_launch(u32 tid, struct launch_val **lvp)
+{
+	struct task_val *t;
+	return followed_task(tid, &t, lvp);
 }
 
 static __always_inline u64 current_launch(u32 tid)
@@ -420,7 +419,6 @@ int handle_exit(u64 *ctx)
 		return 0;
 	u64 launch = t->launch;
 	bpf_map_delete_elem(&tasks, &tid);
-	bpf_map_delete_elem(&pending, &tid);
 	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
 	if (!lv)
 		return 0; /* stopped by user space: nothing more to say */
@@ -614,8 +612,9 @@ static __always_inline bool records_access(struct address_space *mapping, u64 *l
 		.chunk = FIRST_READ_CHUNK,
 	};
 	struct seen_val one = { .accessed = 1 };
-	/* Only the first access of the file inserts the marker (a full map: skipped, it repeats). */
-	bool first = bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST) == 0;
+	/* Only the first access of the file inserts the marker (a full map: skipped, it repeats);
+	 * looked up first, as an LRU map's update takes a free node before it finds the key. */
+	bool first = !bpf_map_lookup_elem(&seen, &key) && bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST) == 0;
 	lv->last_mapping = (u64)mapping;
 	return first;
 }
@@ -660,7 +659,7 @@ int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
 		return 0;
 	struct seen_key key = { .launch = launch, .ino = ctx->ino, .dev = ctx->dev, .chunk = ~0ULL };
 	struct seen_val one = { .inserted = 1 };
-	if (bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST))
+	if (bpf_map_lookup_elem(&seen, &key) || bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST))
 		return 0; /* already reported for this launch (or map error: skip, it is a hint) */
 	struct rec_inode_load *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
@@ -679,30 +678,39 @@ int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
 
 static __always_inline int lookup_enter(u32 sys, u64 path_ptr, s32 dirfd, u32 flags)
 {
-	u32 tid = (u32)bpf_get_current_pid_tgid();
-	u64 launch = current_launch(tid);
-	if (!launch)
+	struct task_val *t;
+	struct launch_val *lv;
+	if (!followed_task((u32)bpf_get_current_pid_tgid(), &t, &lv))
 		return 0;
 	struct config *cfg = get_config();
 	if (!cfg || !cfg->record_lookups || (!path_ptr && sys != LK_GETDENTS64))
 		return 0;
-	struct pending_val p = {
-		.launch = launch, .path_ptr = path_ptr, .dirfd = dirfd, .flags = flags, .sys = sys,
-	};
-	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY))
-		count_lost(LOST_PENDING_FULL);
+	t->call.path_ptr = path_ptr;
+	t->call.dirfd = dirfd;
+	t->call.flags = flags;
+	t->call.sys = sys;
+	t->call.active = 1;
 	return 0;
 }
 
-/* FNV-1a over the first HASH_BYTES of the path (the dedup key; collisions only merge records). */
+/* A hash of the first HASH_BYTES of the path (the dedup key; collisions only merge records),
+ * eight bytes at a time: FNV-1a's multiply over words, with a shift folding high bits down so
+ * that every byte reaches every bit. `path` is 8-aligned and holds `len` bytes (the rest of the
+ * buffer is stale: the last word is masked to them). */
 static __always_inline u64 path_hash(const char *path, u32 len)
 {
+	const u64 *words = (const u64 *)path;
 	u64 h = 0xcbf29ce484222325ULL;
-	for (u32 i = 0; i < HASH_BYTES; i++) {
-		if (i >= len)
+	for (u32 i = 0; i < HASH_BYTES / 8; i++) {
+		u32 at = i * 8;
+		if (at >= len)
 			break;
-		h ^= (u8)path[i & (MAX_PATH - 1)];
-		h *= 0x100000001b3ULL;
+		u64 w = words[i & (MAX_PATH / 8 - 1)];
+		u32 left = len - at;
+		if (left < 8)
+			w &= (1ULL << (left * 8)) - 1;
+		h = (h ^ w) * 0x100000001b3ULL;
+		h ^= h >> 29;
 	}
 	return h ^ len;
 }
@@ -730,11 +738,11 @@ static __always_inline void opened_file(s64 fd, u64 *ino, u32 *dev)
 static __always_inline int lookup_exit(s64 ret)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct pending_val *pp = bpf_map_lookup_elem(&pending, &tid);
-	if (!pp)
+	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t || !t->call.active)
 		return 0;
-	struct pending_val p = *pp;
-	bpf_map_delete_elem(&pending, &tid);
+	struct lookup_call p = { .launch = t->launch, .call = t->call };
+	t->call.active = 0;
 	if (!bpf_map_lookup_elem(&launches, &p.launch))
 		return 0;
 
@@ -746,24 +754,24 @@ static __always_inline int lookup_exit(s64 ret)
 	long n;
 	u32 len;
 	u64 hash;
-	if (p.sys == LK_GETDENTS64) {
+	if (p.call.sys == LK_GETDENTS64) {
 		/* A listing: no path; user space names the fd from the open that returned it. */
 		r->path[0] = 0;
 		n = 1;
 		len = 0;
-		hash = ((u64)(bpf_get_current_pid_tgid() >> 32) << 32) | (u32)p.dirfd;
+		hash = ((u64)(bpf_get_current_pid_tgid() >> 32) << 32) | (u32)p.call.dirfd;
 		goto dedup;
 	}
 	/* The kernel has copied the string during the syscall, so its page is resident now; after a
 	 * successful execve the old memory is gone and the read fails (the exec record has it). */
-	n = bpf_probe_read_user_str(r->path, MAX_PATH, (const char *)p.path_ptr);
+	n = bpf_probe_read_user_str(r->path, MAX_PATH, (const char *)p.call.path_ptr);
 	if (n < 1) {
-		if (!((p.sys == LK_EXECVE || p.sys == LK_EXECVEAT) && ret == 0))
+		if (!((p.call.sys == LK_EXECVE || p.call.sys == LK_EXECVEAT) && ret == 0))
 			count_lost(LOST_PATH_FAULT);
 		return 0;
 	}
 	len = n - 1;
-	if (len == 0 && (p.flags & AT_EMPTY_PATH))
+	if (len == 0 && (p.call.flags & AT_EMPTY_PATH))
 		return 0; /* fstat-style call on a descriptor: no lookup */
 	hash = path_hash(r->path, len);
 dedup:;
@@ -771,9 +779,12 @@ dedup:;
 	struct config *cfg = get_config();
 	if (cfg && cfg->dedup_lookups) {
 		struct lookup_key k = {
-			.launch = p.launch, .hash = hash, .sys = p.sys,
+			.launch = p.launch, .hash = hash, .sys = p.call.sys,
 			.result = ret < 0 ? (s32)ret : 0,
 		};
+		/* Looked up first: an LRU map's update takes a free node before it finds the key. */
+		if (bpf_map_lookup_elem(&lookup_seen, &k))
+			return 0;
 		u8 one = 1;
 		long err = bpf_map_update_elem(&lookup_seen, &k, &one, BPF_NOEXIST);
 		if (err == -17 /* EEXIST */)
@@ -783,14 +794,14 @@ dedup:;
 	}
 
 	r->ret = ret;
-	r->sys = p.sys;
-	r->dirfd = p.dirfd;
-	r->flags = p.flags;
+	r->sys = p.call.sys;
+	r->dirfd = p.call.dirfd;
+	r->flags = p.call.flags;
 	r->path_len = len;
 	r->opened_ino = 0;
 	r->opened_dev = 0;
 	r->pad = 0;
-	if (ret >= 0 && p.sys >= LK_OPEN && p.sys <= LK_CREAT)
+	if (ret >= 0 && p.call.sys >= LK_OPEN && p.call.sys <= LK_CREAT)
 		opened_file(ret, &r->opened_ino, &r->opened_dev);
 	u64 size = (LOOKUP_HDR_SIZE + n + 7) & ~7ULL;
 	if (size > sizeof(*r))

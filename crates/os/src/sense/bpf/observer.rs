@@ -106,8 +106,6 @@ pub struct LostCounts {
     pub launches_full: u64,
     /// Page records sent without dedup because the dedup map could not take an entry.
     pub seen_full: u64,
-    /// Lookups not recorded because the pending-syscall map was full.
-    pub pending_full: u64,
     /// Access events whose range exceeded 2048 pages: the tail was dropped.
     pub range_clipped: u64,
     /// Lookups whose path could not be read from user memory at syscall exit.
@@ -126,7 +124,6 @@ impl LostCounts {
             + self.ringbuf_process
             + self.tasks_full
             + self.launches_full
-            + self.pending_full
             + self.range_clipped
             + self.path_fault
             + self.undecodable
@@ -140,7 +137,6 @@ impl LostCounts {
             ("ring buffer full (processes)", self.ringbuf_process),
             ("task map full", self.tasks_full),
             ("launch map full", self.launches_full),
-            ("pending-syscall map full", self.pending_full),
             ("ranges over 2048 pages clipped", self.range_clipped),
             ("lookup paths unreadable", self.path_fault),
             ("undecodable", self.undecodable),
@@ -541,7 +537,6 @@ impl BpfObserver {
             tasks_full: sums[3],
             launches_full: sums[4],
             seen_full: sums[5],
-            pending_full: sums[6],
             range_clipped: sums[7],
             path_fault: sums[8],
             lookup_seen_full: sums[9],

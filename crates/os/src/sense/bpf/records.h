@@ -76,7 +76,7 @@ enum lost_idx {
 	LOST_TASKS_FULL = 3,      /* tasks map full: a fork/exec child is NOT followed */
 	LOST_LAUNCHES_FULL = 4,   /* launches map full: an exec did not start a launch */
 	LOST_SEEN_FULL = 5,       /* page dedup map update failed: record sent undeduplicated */
-	LOST_PENDING_FULL = 6,    /* pending-syscall map full: a lookup is not recorded */
+	LOST_UNUSED_6 = 6,        /* unused (was: a pending-syscall map full; the task entry holds it) */
 	LOST_RANGE_CLIPPED = 7,   /* access range longer than MAX_CHUNKS_PER_EVENT: tail dropped */
 	LOST_PATH_FAULT = 8,      /* user path unreadable at sys_exit: lookup not recorded */
 	LOST_LOOKUP_SEEN_FULL = 9,/* lookup dedup map update failed: record sent undeduplicated */
@@ -210,8 +210,19 @@ _Static_assert(__builtin_offsetof(struct rec_lookup, path) == 72, "rec_lookup");
 
 /* ---- maps ---- */
 
+/* A path syscall of a followed task between its sys_enter and its sys_exit: its arguments, kept
+ * in the task's own entry (no map update per syscall). */
+struct pending_call {
+	u64 path_ptr;
+	s32 dirfd;
+	u32 flags;
+	u32 sys;
+	u32 active; /* 1 between the enter and the exit */
+};
+
 struct task_val {
 	u64 launch;
+	struct pending_call call;
 };
 
 struct launch_val {
@@ -274,13 +285,10 @@ struct lookup_key {
 	s32 result; /* 0 success, else -errno */
 };
 
-struct pending_val {
+/* A lookup to record: its launch and its arguments. */
+struct lookup_call {
 	u64 launch;
-	u64 path_ptr;
-	s32 dirfd;
-	u32 flags;
-	u32 sys;
-	u32 pad;
+	struct pending_call call;
 };
 
 #endif
