@@ -98,3 +98,46 @@ fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
     assert!((PAGES / 64 - 2..=PAGES / 64).contains(&progress), "{progress} progress records");
     assert!(of(bwd_ino).iter().all(|r| r.tgid == std::process::id()));
 }
+
+#[test]
+fn a_file_read_whole_in_one_access_leaves_no_stream_but_one_read_in_parts_does() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = PathBuf::from(format!("/var/tmp/augur-pattern-whole-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let small: Vec<PathBuf> = (0..16)
+        .map(|i| {
+            let path = dir.join(format!("small{i}"));
+            std::fs::write(&path, vec![3u8; 3 * PAGE as usize]).unwrap();
+            path
+        })
+        .collect();
+    let (parts, _) = cold_file(&dir, "parts");
+    let options = PatternWatchOptions {
+        rule: PatternRule::default(),
+        progress_pages: 64,
+        progress_backward: true,
+        progress_strided: true,
+        forward_progress_pages: 0,
+        progress_forward: false,
+        progress_loop: false,
+        changes_random: false,
+        own_tgid: 0,
+        all_changes: false,
+    };
+    let watch = PatternWatch::open(options).expect("the pattern watch loads");
+    // SAFETY: gettid has no preconditions and cannot fail.
+    let tid = unsafe { libc::gettid() } as u32;
+    let before = watch.streams_of(tid).unwrap();
+    let mut buf = vec![0u8; 3 * PAGE as usize];
+    for path in &small {
+        File::open(path).unwrap().read_exact_at(&mut buf, 0).unwrap();
+    }
+    assert_eq!(watch.streams_of(tid).unwrap(), before, "a whole-file read made a stream");
+    read_pages(&parts, 0..2);
+    assert_eq!(watch.streams_of(tid).unwrap(), before + 1, "a file read in parts has its stream");
+    watch.close();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -70,6 +70,7 @@ struct inode {
 	unsigned long i_ino;
 	struct super_block *i_sb;
 	u32 i_rdev;
+	long long i_size;
 } __attribute__((preserve_access_index));
 
 struct file {

@@ -135,6 +135,12 @@ static __always_inline void on_access(struct address_space *mapping, u64 start, 
 	struct stream_key key = { .tid = tid, .mapping = (u64)mapping };
 	struct stream_val *v = bpf_map_lookup_elem(&streams, &key);
 	if (!v) {
+		/* A first access from the start to the end of the file read all of it (a header, a
+		 * small config file): no pattern to see, and no entry, as an LRU map's insertion costs
+		 * more than the rest of this program. 4 KiB pages assumed: with larger ones fewer
+		 * such reads are recognised, none wrongly. */
+		if (start == 0 && BPF_CORE_READ(mapping, host, i_size) <= (s64)(len << 12))
+			return;
 		struct stream_val fresh = { .last_start = start, .last_len = len, .fwd_first = start, .reported_at = start,
 					    .woken_at = (u64)-1 };
 		bpf_map_update_elem(&streams, &key, &fresh, BPF_ANY);

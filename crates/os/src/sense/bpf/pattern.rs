@@ -250,6 +250,13 @@ impl PatternWatch {
         Ok(sum + self.inbox.lock().unwrap_or_else(|e| e.into_inner()).undecodable)
     }
 
+    /// How many streams (task, file) thread `tid` has in the kernel's map now (walks the map: for
+    /// diagnostics and tests).
+    pub fn streams_of(&self, tid: u32) -> Result<usize, BpfError> {
+        let map = find_map(&self.obj, "streams")?;
+        Ok(map.keys().filter(|k| k.get(..4) == Some(&tid.to_ne_bytes()[..])).count())
+    }
+
     /// Detaches everything, the links in parallel (see [`super::BpfObserver::close`]).
     pub fn close(self) {
         let PatternWatch { ring, inbox, links, obj } = self;
