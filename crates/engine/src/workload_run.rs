@@ -69,9 +69,6 @@ const WHOLE_PIECE_FIRST: usize = 8;
 const WHOLE_PIECE_MAX: usize = 256;
 /// Inodes a run remembers having named (or failed to), at most; beyond it, it forgets them all.
 const MAX_NAMED: usize = 65_536;
-/// Workloads whose learning history of runs is kept, at most (beyond it, those the model no
-/// longer holds go, then all: their runs are followed whole again until they settle).
-const MAX_HISTORIES: usize = 4_096;
 
 /// Files predicted for a run, to be prefetched (the engine checks the budget and hands them on).
 #[derive(Clone, Debug, PartialEq)]
@@ -239,8 +236,6 @@ pub struct WorkloadRuns {
     pending: Vec<FilePrefetch>,
     changed: BTreeSet<String>,
     counts: RunCounts,
-    /// Each workload's runs learned, as the follow policy reads them.
-    histories: HashMap<String, LearningHistory>,
     /// The follow policy and the share of a run's files that may be new for it to be stable;
     /// `None`: every run is followed whole.
     follow: Option<(FollowPolicy, f64)>,
@@ -282,7 +277,7 @@ impl WorkloadRuns {
         let Some((policy, _)) = self.follow else { return false };
         let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return false };
         if run.files == 0 {
-            let history = self.histories.get(run.cursor.app()).copied().unwrap_or_default();
+            let history = self.model.app(run.cursor.app()).map(|m| m.learning()).unwrap_or_default();
             run.sampled = !policy.follows(&history, now_ms);
         }
         run.sampled
@@ -692,17 +687,16 @@ impl WorkloadRuns {
             .collect()
     }
 
-    /// Drops what was unseen for longer than the model's age limit at `now_ms`, and the learning
-    /// histories of the workloads the model no longer holds.
+    /// Drops what was unseen for longer than the model's age limit at `now_ms` (a workload's
+    /// learning history goes with its model).
     pub fn prune(&mut self, now_ms: u64) {
         self.model.prune(now_ms);
-        let model = &self.model;
-        self.histories.retain(|app, _| model.app(app).is_some());
     }
 
-    /// The learning history of `app`'s runs (`None`: no run of it ended since the start).
+    /// The learning history of `app`'s runs (`None`: the model holds no such workload), kept and
+    /// saved with its model, so that a restart does not follow a settled workload whole again.
     pub fn history(&self, app: &str) -> Option<LearningHistory> {
-        self.histories.get(app).copied()
+        self.model.app(app).map(|m| m.learning())
     }
 
     /// Counts the ended run `r` in its workload's learning history: a run followed whole as a
@@ -720,20 +714,16 @@ impl WorkloadRuns {
         if r.sampled && stable {
             return;
         }
-        if !self.histories.contains_key(app) && self.histories.len() >= MAX_HISTORIES {
-            let model = &self.model;
-            self.histories.retain(|a, _| model.app(a).is_some());
-            if self.histories.len() >= MAX_HISTORIES {
-                self.histories.clear();
-            }
-        }
-        let h = self.histories.entry(app.to_string()).or_default();
+        let Some(mut h) = self.history(app) else { return };
         if r.sampled {
             h.stable_streak = 0;
             self.counts.runs_unsettled += 1;
         } else {
             let settings = LearnSettings { stable_new_share: share, ..LearnSettings::default() };
-            *h = h.after(r.learned_ms, novelty, &settings);
+            h = h.after(r.learned_ms, novelty, &settings);
+        }
+        if self.model.set_learning(app, h) {
+            self.changed.insert(app.to_string());
         }
     }
 }
@@ -1094,6 +1084,32 @@ mod tests {
         // Without a follow policy, every run is followed whole.
         let mut whole = WorkloadRuns::new();
         assert!(!(0..5).any(|n| sampled_run(&mut whole, 1000 * (n + 1), files, u64::from(n) * 100 * S)));
+    }
+
+    #[test]
+    fn a_settled_workload_is_still_sampled_after_its_model_is_saved_and_loaded_again() {
+        let policy =
+            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
+        let mut runs = WorkloadRuns::new();
+        runs.set_follow(policy, 0.05);
+        let files: Vec<String> = (0..20).map(|i| format!("/src/f{i}.c")).collect();
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+        for n in 0..3u32 {
+            assert!(!sampled_run(&mut runs, 1000 * (n + 1), &files, u64::from(n) * 100 * S));
+        }
+        let settled = runs.history("/usr/bin/make").unwrap();
+        // What the daemon saves, read back into a fresh daemon's runs (a restart).
+        let mut model = FileContextModel::default();
+        for (app, record) in runs.take_changed() {
+            let record = record.expect("the workload is held");
+            assert_eq!(record.learning, settled, "the record carries the history");
+            model.insert(&app, &record);
+        }
+        let mut restarted = WorkloadRuns::new();
+        restarted.set_follow(policy, 0.05);
+        restarted.set_model(model);
+        assert_eq!(restarted.history("/usr/bin/make"), Some(settled));
+        assert!(sampled_run(&mut restarted, 4000, &files, 300 * S), "a settled workload's run after a restart is a sample");
     }
 
     #[test]

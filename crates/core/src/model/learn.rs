@@ -84,7 +84,7 @@ impl LaunchNovelty {
 
 /// What the follow policy knows of an application's learning: how many launches were learned,
 /// when the latest was, and whether the latest learned launches kept adding pages.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LearningHistory {
     /// Launches learned.
     pub learned: u64,

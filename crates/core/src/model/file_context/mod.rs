@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::learn::LearningHistory;
 use super::range::{PageRange, RangeSet};
 
 /// The longest context (in files) a model can be built with.
@@ -179,6 +180,9 @@ pub struct AppFileContext {
     seen_s: u32,
     /// Times counts went down or nodes went (halving, ageing, eviction).
     prunes: u64,
+    /// How the workload's runs were learned, for the follow policy (whole or sampled runs): kept
+    /// with the model so that a restart does not follow a settled workload whole again.
+    learning: LearningHistory,
 }
 
 /// Where one run of a workload is in its sequence. Held by the caller, one per run.
@@ -284,6 +288,11 @@ const FILE_BYTES: usize = 2 * (size_of::<u32>() + size_of::<FileEntry>()) + 2 * 
 impl AppFileContext {
     fn new(generation: u64) -> Self {
         AppFileContext { generation, next_id: FIRST_FILE, ..Default::default() }
+    }
+
+    /// How the workload's runs were learned.
+    pub fn learning(&self) -> LearningHistory {
+        self.learning
     }
 
     /// Sizes of the model.
@@ -729,6 +738,18 @@ impl FileContextModel {
         self.apps.get(app)
     }
 
+    /// Records how workload `app`'s runs were learned; false when the model holds no such
+    /// workload (nothing to keep it with).
+    pub fn set_learning(&mut self, app: &str, learning: LearningHistory) -> bool {
+        match self.apps.get_mut(app) {
+            Some(m) => {
+                m.learning = learning;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Every workload's model, by key.
     pub fn apps(&self) -> impl Iterator<Item = (&str, &AppFileContext)> {
         self.apps.iter().map(|(k, a)| (k.as_str(), a))
@@ -970,12 +991,16 @@ pub struct FileContextRecord {
     /// Nodes: the sequence (1 = the start of a run, other numbers files' ids), the count and
     /// the last sighting in seconds since the epoch.
     pub nodes: Vec<(Vec<u32>, u32, u32)>,
+    /// How its runs were learned (absent from records saved before it was kept: none).
+    #[serde(default)]
+    pub learning: LearningHistory,
 }
 
 impl AppFileContext {
     /// The record to persist.
     pub fn record(&self) -> FileContextRecord {
         FileContextRecord {
+            learning: self.learning,
             runs: self.runs,
             opens: self.opens,
             next_id: self.next_id,
@@ -1001,6 +1026,7 @@ impl AppFileContext {
         let mut m = AppFileContext::new(generation);
         m.runs = record.runs;
         m.opens = record.opens;
+        m.learning = record.learning;
         for f in &record.files {
             if f.id < FIRST_FILE || f.id == u32::MAX || f.path.is_empty() || f.path.len() > s.max_path_bytes {
                 continue;

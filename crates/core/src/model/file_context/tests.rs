@@ -333,6 +333,19 @@ fn a_record_reads_back_to_the_same_model_and_a_damaged_one_is_repaired() {
     let s = m.start_run("make");
     assert_eq!(m2.predict(&m2.start_run("make"), 5, 0.0, 10), m.predict(&s, 5, 0.0, 10));
 
+    // The learning history travels with the record; one saved before it was kept has none.
+    let learning = LearningHistory { learned: 4, last_learned_ms: 9, stable_streak: 2, unstable_streak: 0 };
+    assert!(m2.set_learning("make", learning));
+    assert!(!m2.set_learning("never", learning));
+    let with = serde_json::to_string(&m2.app("make").unwrap().record()).unwrap();
+    let mut m4 = FileContextModel::default();
+    m4.insert("make", &serde_json::from_str(&with).unwrap());
+    assert_eq!(m4.app("make").unwrap().learning(), learning);
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    old.as_object_mut().unwrap().remove("learning");
+    let old: FileContextRecord = serde_json::from_value(old).unwrap();
+    assert_eq!(old.learning, LearningHistory::default());
+
     // Damage: a child above its parent, an orphan, an unknown file, a zero count, the start
     // marker inside a sequence, a duplicate path, too long a sequence.
     let mut bad = record.clone();
