@@ -26,7 +26,7 @@ use std::sync::Arc;
 use augur_core::model::app::AppIdentity;
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FilePrediction};
 use augur_core::model::launcher::{ExecStep, Hint};
-use augur_core::model::learn::{LearnSettings, LearningHistory};
+use augur_core::model::learn::{LearnSettings, LearningHistory, RefollowHold};
 use augur_core::model::profile::{FileProfile, InodeKey, LaunchProfile, Lookup, LookupList, TraceMode, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
 use augur_core::model::record::{ActivityRecord, LaunchRecord};
@@ -34,7 +34,7 @@ use augur_core::model::usage_trace::Transition;
 use augur_core::model::user::{ProcessUser, key_uid};
 
 use crate::config::{Config, PredictSection, ReplayPriority};
-use crate::refollow::{RefollowHolds, RefollowVerdict};
+use crate::refollow::{self, RefollowVerdict};
 use crate::running::{InstanceChange, RunningInstances};
 use crate::usage_log::{self, UsageLog};
 use crate::window::{
@@ -245,6 +245,8 @@ pub enum Action {
     /// A launch of `app` that was replayed but not followed read many pages from disk its profile
     /// did not hold: follow its next launches again until its profile is stable.
     Refollow { app: String },
+    /// Keep where `app`'s refollows stand ([`crate::refollow`]), for [`DaemonWorld::refollow_hold`].
+    SaveRefollowHold { app: String, hold: RefollowHold },
     /// Load `profile`, application `app`'s, for `launch` at exec, at `priority`, reading only the
     /// files `user` (the user the launch is learned for) may read; report with
     /// [`Event::ReplayFinished`].
@@ -315,6 +317,10 @@ pub trait DaemonWorld {
     /// How many launches of `app` were learned and when the latest was (Unix ms); `None` when
     /// the application is unknown.
     fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError>;
+
+    /// Where `app`'s refollows stand, as last saved by [`Action::SaveRefollowHold`]; `None`
+    /// when it was never refollowed (or is unknown).
+    fn refollow_hold(&mut self, app: &str) -> Result<Option<RefollowHold>, WorldError>;
 
     /// True while the kernel's pid filter is being written (a pid added now would be in force
     /// only after a grace period, too late for a start).
@@ -404,8 +410,6 @@ pub struct DaemonEngine {
     launches_traced_late: u64,
     /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
     observed_execs_dropped: u64,
-    /// Which applications' refollows are held (their last ones taught nothing).
-    refollows: RefollowHolds,
     /// Refollows held so far.
     refollows_held: u64,
     /// A prediction step is in place.
@@ -579,7 +583,6 @@ impl DaemonEngine {
             replays_coalesced: 0,
             launches_traced_late: 0,
             observed_execs_dropped: 0,
-            refollows: RefollowHolds::default(),
             refollows_held: 0,
             step: false,
             next_replan_ns: None,
@@ -1177,7 +1180,18 @@ impl DaemonEngine {
                 return;
             }
         };
-        match self.refollows.judge(&key, &history, now.unix_ms) {
+        let hold = match world.refollow_hold(&key) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("reading how {key}'s refollows went: {e}");
+                return;
+            }
+        };
+        let (verdict, after) = refollow::judge(hold, &history, now.unix_ms);
+        if hold != Some(after) {
+            world.carry_out(Action::SaveRefollowHold { app: key.clone(), hold: after }, &self.config);
+        }
+        match verdict {
             RefollowVerdict::Refollow => {
                 tracing::info!(
                     "launch of {key} read {read} pages from disk, more than its profile of {} pages leaves to read: following its next launch again",
@@ -1638,6 +1652,8 @@ mod tests {
         memory_available: Option<u64>,
         /// The file-access context models the state holds.
         file_contexts: Option<FileContextModel>,
+        /// Where each application's refollows stand, as saved.
+        refollow_holds: HashMap<String, RefollowHold>,
         actions: Vec<Action>,
     }
 
@@ -1645,6 +1661,10 @@ mod tests {
         fn learning_history(&mut self, app: &str) -> Result<Option<LearningHistory>, WorldError> {
             self.learned_asked += 1;
             Ok(self.learned.get(app).copied())
+        }
+
+        fn refollow_hold(&mut self, app: &str) -> Result<Option<RefollowHold>, WorldError> {
+            Ok(self.refollow_holds.get(app).copied())
         }
 
         fn filter_busy(&self) -> bool {
@@ -1710,6 +1730,10 @@ mod tests {
                 Action::PrefetchFiles { .. } if self.fail_prefetch => Outcome::Failed,
                 Action::SaveHint(h) => {
                     self.hints.insert((h.launcher_key.clone(), h.launcher_argv.clone()), h.app_key.clone());
+                    Outcome::Done
+                }
+                Action::SaveRefollowHold { app, hold } => {
+                    self.refollow_holds.insert(app.clone(), *hold);
                     Outcome::Done
                 }
                 _ => Outcome::Done,
@@ -2051,6 +2075,14 @@ mod tests {
         let out = watched_read(&mut d, 10_000, 200);
         assert!(!out.iter().any(|a| matches!(a, Action::Refollow { .. })), "{out:?}");
         assert_eq!(d.engine.refollows_held(), 1);
+        // The hold is kept by the world: a restarted daemon holds the refollow too.
+        let held = d.world.refollow_holds["/bin/reader"];
+        assert_eq!((held.learned_at, held.fruitless), (4, 1));
+        let mut restarted = Daemon::every_exec(Config::default());
+        restarted.world = std::mem::take(&mut d.world);
+        let out = watched_read(&mut restarted, 20_000, 300);
+        assert!(!out.iter().any(|a| matches!(a, Action::Refollow { .. })), "{out:?}");
+        assert_eq!(restarted.engine.refollows_held(), 1);
     }
 
     // --- Workload runs followed for their file sequence (issue 22) ------------------------------

@@ -7,21 +7,17 @@
 //! that taught something clears the count. The periodic sample ([`crate::window::FollowPolicy`])
 //! still follows a held application now and then.
 //!
-//! It owns the holds only, in memory (a restart forgets them, costing at most one fruitless
-//! refollow per application); it must not read the state or decide anything else of following.
+//! It owns the decision only, a pure function of the application's [`RefollowHold`] (kept in the
+//! state by the world, so that a restart does not refollow what is known to teach nothing) and
+//! its learning history; it must not read the state or decide anything else of following.
 
-use std::collections::HashMap;
-
-use augur_core::model::learn::LearningHistory;
+use augur_core::model::learn::{LearningHistory, RefollowHold};
 
 /// How long a refollow after a first fruitless one is held (ten minutes).
 pub const FIRST_HOLD_MS: u64 = 10 * 60 * 1000;
 
 /// The longest hold (a day).
 pub const MAX_HOLD_MS: u64 = 24 * 60 * 60 * 1000;
-
-/// Applications whose refollows are remembered at most; beyond, the ones not held are forgotten.
-const MAX_APPS: usize = 1024;
 
 /// What became of an application's refollow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,59 +28,48 @@ pub enum RefollowVerdict {
     Held { until_ms: u64, fruitless: u32 },
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Hold {
-    /// Launches of the application learned when it was last refollowed.
-    learned_at: u64,
-    /// Fruitless refollows in a row.
-    fruitless: u32,
-    /// No refollow before this (Unix ms).
-    until_ms: u64,
-}
-
-/// The refollows of each application, and their holds.
-#[derive(Debug, Default)]
-pub struct RefollowHolds {
-    apps: HashMap<String, Hold>,
-}
-
-impl RefollowHolds {
-    /// A launch of `app`, whose learning history is `history`, read pages its profile lacks at
-    /// `now_ms` (Unix ms): whether it is followed again now.
-    pub fn judge(&mut self, app: &str, history: &LearningHistory, now_ms: u64) -> RefollowVerdict {
-        let Some(hold) = self.apps.get_mut(app) else {
-            if self.apps.len() >= MAX_APPS {
-                self.apps.retain(|_, h| h.until_ms > now_ms);
-                if self.apps.len() >= MAX_APPS {
-                    self.apps.clear();
-                }
-            }
-            self.apps.insert(app.to_string(), Hold { learned_at: history.learned, fruitless: 0, until_ms: 0 });
-            return RefollowVerdict::Refollow;
-        };
-        if now_ms < hold.until_ms {
-            return RefollowVerdict::Held { until_ms: hold.until_ms, fruitless: hold.fruitless };
-        }
-        // Launches learned since the last refollow: all stable, and it taught nothing.
-        let since = history.learned.saturating_sub(hold.learned_at);
-        if since > 0 {
-            let fruitless = history.unstable_streak == 0 && u64::from(history.stable_streak) >= since;
-            hold.fruitless = if fruitless { hold.fruitless.saturating_add(1) } else { 0 };
-            hold.learned_at = history.learned;
-            if fruitless {
-                let shift = (hold.fruitless - 1).min(16);
-                hold.until_ms = now_ms.saturating_add(FIRST_HOLD_MS.saturating_mul(1 << shift).min(MAX_HOLD_MS));
-                return RefollowVerdict::Held { until_ms: hold.until_ms, fruitless: hold.fruitless };
-            }
-        }
-        hold.learned_at = history.learned;
-        RefollowVerdict::Refollow
+/// A launch of an application whose refollows stand at `hold` (`None`: never refollowed) and
+/// whose learning history is `history` read pages its profile lacks at `now_ms` (Unix ms):
+/// whether it is followed again now, and where its refollows stand after.
+pub fn judge(hold: Option<RefollowHold>, history: &LearningHistory, now_ms: u64) -> (RefollowVerdict, RefollowHold) {
+    let Some(mut hold) = hold else {
+        return (RefollowVerdict::Refollow, RefollowHold { learned_at: history.learned, fruitless: 0, until_ms: 0 });
+    };
+    if now_ms < hold.until_ms {
+        return (RefollowVerdict::Held { until_ms: hold.until_ms, fruitless: hold.fruitless }, hold);
     }
+    // Launches learned since the last refollow: all stable, and it taught nothing.
+    let since = history.learned.saturating_sub(hold.learned_at);
+    if since > 0 {
+        let fruitless = history.unstable_streak == 0 && u64::from(history.stable_streak) >= since;
+        hold.fruitless = if fruitless { hold.fruitless.saturating_add(1) } else { 0 };
+        hold.learned_at = history.learned;
+        if fruitless {
+            let shift = (hold.fruitless - 1).min(16);
+            hold.until_ms = now_ms.saturating_add(FIRST_HOLD_MS.saturating_mul(1 << shift).min(MAX_HOLD_MS));
+            return (RefollowVerdict::Held { until_ms: hold.until_ms, fruitless: hold.fruitless }, hold);
+        }
+    }
+    hold.learned_at = history.learned;
+    (RefollowVerdict::Refollow, hold)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    /// The holds of several applications, as the world keeps them.
+    #[derive(Default)]
+    struct Holds(HashMap<String, RefollowHold>);
+
+    impl Holds {
+        fn judge(&mut self, app: &str, history: &LearningHistory, now_ms: u64) -> RefollowVerdict {
+            let (verdict, hold) = judge(self.0.get(app).copied(), history, now_ms);
+            self.0.insert(app.to_string(), hold);
+            verdict
+        }
+    }
 
     fn history(learned: u64, stable_streak: u32, unstable_streak: u32) -> LearningHistory {
         LearningHistory { learned, last_learned_ms: 0, stable_streak, unstable_streak }
@@ -92,13 +77,13 @@ mod tests {
 
     #[test]
     fn a_first_refollow_is_granted() {
-        let mut h = RefollowHolds::default();
+        let mut h = Holds::default();
         assert_eq!(h.judge("/bin/a", &history(3, 2, 0), 0), RefollowVerdict::Refollow);
     }
 
     #[test]
     fn a_refollow_that_taught_nothing_holds_the_next_for_longer_each_time() {
-        let mut h = RefollowHolds::default();
+        let mut h = Holds::default();
         let mut now = 1_000;
         assert_eq!(h.judge("/bin/reader", &history(3, 2, 0), now), RefollowVerdict::Refollow);
         // One launch followed after it, stable: fruitless.
@@ -131,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_refollow_that_taught_something_clears_the_count() {
-        let mut h = RefollowHolds::default();
+        let mut h = Holds::default();
         assert_eq!(h.judge("/bin/a", &history(3, 2, 0), 0), RefollowVerdict::Refollow);
         assert!(matches!(h.judge("/bin/a", &history(4, 3, 0), 10), RefollowVerdict::Held { fruitless: 1, .. }));
         let later = 10 + FIRST_HOLD_MS;
@@ -143,21 +128,17 @@ mod tests {
 
     #[test]
     fn nothing_learned_since_a_refollow_decides_nothing() {
-        let mut h = RefollowHolds::default();
+        let mut h = Holds::default();
         assert_eq!(h.judge("/bin/a", &history(3, 2, 0), 0), RefollowVerdict::Refollow);
         // Its next launch was not followed yet (no learning since): refollowed again.
         assert_eq!(h.judge("/bin/a", &history(3, 2, 0), 5), RefollowVerdict::Refollow);
     }
 
     #[test]
-    fn applications_are_held_each_on_its_own_and_the_list_stays_bounded() {
-        let mut h = RefollowHolds::default();
+    fn applications_are_held_each_on_its_own() {
+        let mut h = Holds::default();
         h.judge("/bin/a", &history(3, 2, 0), 0);
         assert!(matches!(h.judge("/bin/a", &history(4, 3, 0), 1), RefollowVerdict::Held { .. }));
         assert_eq!(h.judge("/bin/b", &history(3, 2, 0), 1), RefollowVerdict::Refollow);
-        for i in 0..3 * MAX_APPS {
-            h.judge(&format!("/bin/x{i}"), &history(1, 1, 0), 2);
-        }
-        assert!(h.apps.len() <= MAX_APPS);
     }
 }

@@ -22,12 +22,12 @@ use augur_core::model::boot::{BootHistory, BootTrace};
 use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileContextSettings};
 use augur_core::model::launcher::Hint;
 use augur_core::model::launcher::migration::stale_key;
-use augur_core::model::learn::{AppModel, LearnSettings, LearningHistory, apps_to_evict_for};
+use augur_core::model::learn::{AppModel, LearnSettings, LearningHistory, RefollowHold, apps_to_evict_for};
 use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{ActivityRecord, AppSummary, LaunchRecord, StateLimits};
 
 /// The schema version this build writes; older files are migrated forward, newer ones refused.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// `PRAGMA application_id` of augur's state files ("augr").
 pub const APPLICATION_ID: i32 = 0x6175_6772;
@@ -52,7 +52,14 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(SCHEMA_5),
     Migration::Sql(SCHEMA_6),
     Migration::Sql(SCHEMA_7),
+    Migration::Sql(SCHEMA_8),
 ];
+
+/// 7 -> 8: where each application's refollows stand (`RefollowHold`), so that a restart does not
+/// refollow an application whose refollows taught nothing; older states start with none.
+const SCHEMA_8: &str = "ALTER TABLE apps ADD COLUMN refollow_learned_at INTEGER;
+     ALTER TABLE apps ADD COLUMN refollow_fruitless INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE apps ADD COLUMN refollow_until_ms INTEGER NOT NULL DEFAULT 0;";
 
 /// 6 -> 7: the last boots, recorded in phases (`model::boot`), one JSON trace per boot, merged
 /// into the next boot's plan; older states start with none.
@@ -454,6 +461,41 @@ impl StateStore {
             .execute(
                 "UPDATE apps SET stable_streak = MIN(stable_streak, ?2) WHERE key = ?1",
                 params![app, i64::from(streak_kept)],
+            )
+            .map_err(self.err("writing"))?;
+        Ok(())
+    }
+
+    /// Where `app`'s refollows stand (`None`: never refollowed, or not learned).
+    pub fn refollow_hold(&self, app: &str) -> Result<Option<RefollowHold>> {
+        let row: Option<(Option<i64>, i64, i64)> = self
+            .conn
+            .query_row("SELECT refollow_learned_at, refollow_fruitless, refollow_until_ms FROM apps WHERE key = ?1", [app], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+            .map_err(self.err("reading"))?;
+        Ok(row.and_then(|(learned_at, fruitless, until_ms)| {
+            learned_at.map(|l| RefollowHold {
+                learned_at: u64::try_from(l).unwrap_or(0),
+                fruitless: u32::try_from(fruitless).unwrap_or(0),
+                until_ms: u64::try_from(until_ms).unwrap_or(0),
+            })
+        }))
+    }
+
+    /// Keeps where `app`'s refollows stand (nothing when `app` is not learned: it goes with the
+    /// application's row, forgotten or relearned from scratch).
+    pub fn set_refollow_hold(&mut self, app: &str, hold: RefollowHold) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE apps SET refollow_learned_at = ?2, refollow_fruitless = ?3, refollow_until_ms = ?4 WHERE key = ?1",
+                params![
+                    app,
+                    i64::try_from(hold.learned_at).unwrap_or(i64::MAX),
+                    i64::from(hold.fruitless),
+                    i64::try_from(hold.until_ms).unwrap_or(i64::MAX)
+                ],
             )
             .map_err(self.err("writing"))?;
         Ok(())
@@ -1166,12 +1208,48 @@ mod tests {
                      DROP TABLE file_contexts; DROP TABLE boot_traces;",
                 )
                 .unwrap();
+            s.conn.execute_batch(UNDO_SCHEMA_8).unwrap();
             s.conn.pragma_update(None, "user_version", 4).unwrap();
         }
         let (s, outcome) = StateStore::open(&path).unwrap();
         assert_eq!(outcome, OpenOutcome::Opened);
         let h = s.learning_history("/a").unwrap().unwrap();
         assert_eq!(h, LearningHistory { learned: 4, last_learned_ms: 20, stable_streak: 0, unstable_streak: 0 });
+    }
+
+    /// What takes a file back from schema 8 to 7 (tests of older files).
+    const UNDO_SCHEMA_8: &str = "ALTER TABLE apps DROP COLUMN refollow_learned_at;
+         ALTER TABLE apps DROP COLUMN refollow_fruitless;
+         ALTER TABLE apps DROP COLUMN refollow_until_ms;";
+
+    #[test]
+    fn an_application_s_refollow_hold_is_kept_goes_with_it_and_a_schema_7_file_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let limits = StateLimits::default();
+        let hold = RefollowHold { learned_at: 4, fruitless: 2, until_ms: 1_000_000 };
+        {
+            let (mut s, _) = StateStore::open(&path).unwrap();
+            s.set_refollow_hold("/unknown", hold).unwrap();
+            assert_eq!(s.refollow_hold("/unknown").unwrap(), None, "no application, nothing kept");
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 10), &limits).unwrap();
+            assert_eq!(s.refollow_hold("/a").unwrap(), None, "never refollowed");
+            s.set_refollow_hold("/a", hold).unwrap();
+            assert_eq!(s.refollow_hold("/a").unwrap(), Some(hold));
+            // Learning again keeps it; forgetting the application forgets it.
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
+            assert_eq!(s.refollow_hold("/a").unwrap(), Some(hold));
+            s.forget("/a").unwrap();
+            s.learn_launch("/a", "/a", &launch(1), &record("/a", 30), &limits).unwrap();
+            assert_eq!(s.refollow_hold("/a").unwrap(), None);
+            s.set_refollow_hold("/a", hold).unwrap();
+            s.conn.execute_batch(UNDO_SCHEMA_8).unwrap();
+            s.conn.pragma_update(None, "user_version", 7).unwrap();
+        }
+        let (s, outcome) = StateStore::open(&path).unwrap();
+        assert_eq!(outcome, OpenOutcome::Opened);
+        assert_eq!(s.refollow_hold("/a").unwrap(), None, "a schema 7 file knows no refollows");
+        assert!(s.learning_history("/a").unwrap().is_some(), "and keeps what it learned");
     }
 
     #[test]
@@ -1219,6 +1297,7 @@ mod tests {
                      ALTER TABLE apps DROP COLUMN unstable_streak;",
                 )
                 .unwrap();
+            s.conn.execute_batch(UNDO_SCHEMA_8).unwrap();
             s.conn.pragma_update(None, "user_version", 2).unwrap();
         }
         let (s, outcome) = StateStore::open(&path).unwrap();
@@ -1329,6 +1408,7 @@ mod tests {
             s.learn_launch("/a", "/a", &launch(1), &record("/a", 10), &limits).unwrap();
             // As a schema 5 file was.
             s.conn.execute_batch("DROP TABLE file_contexts; DROP TABLE boot_traces;").unwrap();
+            s.conn.execute_batch(UNDO_SCHEMA_8).unwrap();
             s.conn.pragma_update(None, "user_version", 5).unwrap();
         }
         assert_eq!(read_file_context(&path, "/a").unwrap(), None, "an old state has no file context, and is not changed");
@@ -1374,6 +1454,7 @@ mod tests {
         assert_eq!(s.boot_history().unwrap().traces.len(), 1);
         // A schema 6 file gains the table, empty, and reads as no boots until then.
         s.conn.execute_batch("DROP TABLE boot_traces;").unwrap();
+        s.conn.execute_batch(UNDO_SCHEMA_8).unwrap();
         s.conn.pragma_update(None, "user_version", 6).unwrap();
         drop(s);
         assert!(read_boot_history(&path).unwrap().traces.is_empty());

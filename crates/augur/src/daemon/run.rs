@@ -34,7 +34,7 @@ use super::resident::{ProfileShape, ReplayStart, ResidentReplays, ResidentReport
 use crate::error::{Error, Result};
 use augur_core::model::app;
 use augur_core::model::file_context::{FileContextModel, FileContextSettings};
-use augur_core::model::learn::{LearnSettings, LearningHistory};
+use augur_core::model::learn::{LearnSettings, LearningHistory, RefollowHold};
 use augur_core::model::profile::{
     FileIdentity, FileProfile, InodeKey, LaunchProfile, Lookup, LookupKind, TraceMode, Unresolved, UsedRange,
 };
@@ -1414,6 +1414,10 @@ impl DaemonWorld for LoopIo {
         Ok(self.state.learning_history(app)?)
     }
 
+    fn refollow_hold(&mut self, app: &str) -> Result<Option<RefollowHold>, WorldError> {
+        Ok(self.state.refollow_hold(app)?)
+    }
+
     fn filter_busy(&self) -> bool {
         match &self.observer {
             Observer::Tracefs(watch) => watch.filter_busy(),
@@ -1517,6 +1521,12 @@ impl DaemonWorld for LoopIo {
                     return Outcome::Failed;
                 }
                 self.counts.refollowed += 1;
+            }
+            Action::SaveRefollowHold { app, hold } => {
+                if let Err(e) = self.state.set_refollow_hold(&app, hold) {
+                    tracing::warn!("keeping how {app}'s refollows went: {e}");
+                    return Outcome::Failed;
+                }
             }
             Action::StartReplay { launch, app, profile, priority, user } => {
                 let memo = ReplayStart {

@@ -98,6 +98,20 @@ pub struct LearningHistory {
     pub unstable_streak: u32,
 }
 
+/// An application's refollows (a launch that read from disk what its profile lacks makes the
+/// next ones followed again): where the last one stood, and whether the next is held back because
+/// the last ones taught nothing. Kept in the state, so that a restart does not refollow an
+/// application whose refollows are known to be fruitless.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RefollowHold {
+    /// Launches of the application learned when it was last refollowed.
+    pub learned_at: u64,
+    /// Fruitless refollows in a row.
+    pub fruitless: u32,
+    /// No refollow before this (Unix ms; 0: none held).
+    pub until_ms: u64,
+}
+
 impl LearningHistory {
     /// The history after one more learned launch, started at `started_ms`, with `novelty`.
     pub fn after(self, started_ms: u64, novelty: LaunchNovelty, s: &LearnSettings) -> LearningHistory {
