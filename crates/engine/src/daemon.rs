@@ -1399,6 +1399,12 @@ impl DaemonEngine {
         // those it follows from an exec the daemon never heard of; a followed run keeps its own.
         let mut gone = self.tracker.take_unfollowed();
         gone.retain(|&pid| !self.runs.holds(pid));
+        // A run whose launch streamed a file or reached the page cap is followed on for its
+        // opens only: it would learn the stream page by page otherwise.
+        let streamed = self.tracker.take_streamed();
+        if !streamed.is_empty() {
+            self.runs.pages_streamed(&streamed);
+        }
         while let Some(&(pid, ts_ns)) = self.observed_execs.front() {
             if ts_ns.saturating_add(UNCLAIMED_EXEC_NS) > now.mono_ns {
                 break;
@@ -2303,6 +2309,24 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_run_whose_launch_streams_a_file_is_followed_on_for_its_opens_only() {
+        let mut d = Daemon::every_exec(replay_only());
+        let mut out = d.exec(0, 100, "/usr/bin/reader");
+        out.extend(d.wake(0));
+        assert!(first_reads(&out).is_empty(), "a first launch is followed whole: {out:?}");
+        // It reads one file forward, 16 MiB in 64-page steps: past `read_through_mib` (8).
+        d.lookup(1, 100, "/data/big", LookupKind::Stat);
+        for i in 0..64 {
+            d.pages(1 + i, 100, 5000, i * 64, 64);
+        }
+        let out = d.event(100, Event::AboutToSleep);
+        assert_eq!(first_reads(&out), vec![(vec![100], 0)], "its run is taken to first reads: {out:?}");
+        assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "its run still follows it: {out:?}");
+        let (counts, _) = d.engine.run_counts();
+        assert_eq!((counts.runs_streamed, counts.runs_sampled), (1, 0));
     }
 
     #[test]

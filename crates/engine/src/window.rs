@@ -256,6 +256,9 @@ pub struct LaunchTracker {
     next_id: LaunchId,
     /// Live processes of launches that stopped being followed, not yet taken by the daemon.
     unfollowed: Vec<u32>,
+    /// Processes of launches that stopped being followed at the page cap or reading a file
+    /// through, for [`Self::take_streamed`].
+    streamed: Vec<u32>,
     /// Unattributed events dropped from the full backlog (diagnostics).
     pub backlog_dropped: u64,
     /// Execs that started no launch because [`MAX_LAUNCHES`] were open.
@@ -275,6 +278,7 @@ impl LaunchTracker {
             backlog: VecDeque::new(),
             next_id: 1,
             unfollowed: Vec::new(),
+            streamed: Vec::new(),
             backlog_dropped: 0,
             launches_dropped: 0,
             execs_not_recorded: 0,
@@ -484,6 +488,9 @@ impl LaunchTracker {
             Some(l) if e.ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
                 if attribute(l, settings, e.tgid, e.ts_ns, e.event) {
                     self.unfollowed.extend(l.live.iter().copied());
+                    if matches!(l.stopped, Some(FollowStop::PageCap | FollowStop::ReadThrough { .. })) {
+                        self.streamed.extend(l.live.iter().copied());
+                    }
                 }
             }
             Some(_) => {}
@@ -515,6 +522,12 @@ impl LaunchTracker {
     /// a launch closed, reached the page cap, or was relabelled to an application not followed.
     pub fn take_unfollowed(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.unfollowed)
+    }
+
+    /// Live processes of launches that stopped being followed at the page cap or while reading
+    /// a file through since the last call (a subset of [`Self::take_unfollowed`]'s).
+    pub fn take_streamed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.streamed)
     }
 
     fn deadline_of(&self, l: &ActiveLaunch) -> u64 {

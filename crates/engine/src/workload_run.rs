@@ -147,6 +147,9 @@ struct Run {
     first_reads: bool,
     /// Counted in [`RunCounts::runs_sampled`].
     counted_sampled: bool,
+    /// Its launch stopped being followed at the page cap or reading a file through
+    /// ([`Self::pages_streamed`]): followed on for the files it opens only, like a sample.
+    streamed: bool,
     /// Pages of the files asked for in this run (their mean size is what the loader must read
     /// per open).
     asked_pages: u64,
@@ -217,6 +220,9 @@ pub struct RunCounts {
     pub files_predicted: u64,
     /// Runs followed for the files they open only (their workload was settled).
     pub runs_sampled: u64,
+    /// Runs followed for the files they open only once their launch streamed a file or reached
+    /// the page cap ([`WorkloadRuns::pages_streamed`]).
+    pub runs_streamed: u64,
     /// Runs whose files the model did not foresee, that made their workload's next runs followed
     /// whole again.
     pub runs_unsettled: u64,
@@ -291,12 +297,12 @@ impl WorkloadRuns {
     pub fn reads_to_change(&mut self, learning: impl Fn(&HashSet<u32>) -> bool) -> Vec<RunReads> {
         let mut out = Vec::new();
         for run in &mut self.runs {
-            let first_reads = run.sampled && !learning(&run.live);
+            let first_reads = (run.sampled || run.streamed) && !learning(&run.live);
             if first_reads == run.first_reads {
                 continue;
             }
             run.first_reads = first_reads;
-            if first_reads && !run.counted_sampled {
+            if first_reads && run.sampled && !run.counted_sampled {
                 run.counted_sampled = true;
                 self.counts.runs_sampled += 1;
             }
@@ -305,6 +311,19 @@ impl WorkloadRuns {
             out.push(RunReads { tasks, first_reads, disk_until_ns: run.disk_until_ns });
         }
         out
+    }
+
+    /// The launch whose processes are `tasks` stopped being followed at its page cap or while
+    /// reading a file through: the runs holding them are followed on for the files they open
+    /// only ([`Self::reads_to_change`]). Every page of a stream would reach the daemon otherwise
+    /// (a reader of 1 GiB: 262,144 page records per run), to learn ranges no prefetch loads.
+    pub fn pages_streamed(&mut self, tasks: &[u32]) {
+        for run in &mut self.runs {
+            if !run.streamed && tasks.iter().any(|t| run.live.contains(t)) {
+                run.streamed = true;
+                self.counts.runs_streamed += 1;
+            }
+        }
     }
 
     /// The model.
@@ -369,6 +388,7 @@ impl WorkloadRuns {
             sampled: false,
             first_reads: false,
             counted_sampled: false,
+            streamed: false,
             asked_pages: 0,
             first_open_ns: None,
             since_predict: 0,
@@ -642,9 +662,18 @@ impl WorkloadRuns {
         ended
     }
 
-    /// Ends every run (shutdown).
+    /// Ends every run (shutdown). A run whose processes all exited is complete, its last records
+    /// waiting out their grace only: it ends as exited and is learned like one (a daemon stopped
+    /// right after a program's run, as a benchmark stops it, otherwise never counted that run,
+    /// and followed the program's runs whole forever); the others are cut short, not learned.
     pub fn end_all(&mut self) -> Vec<(String, RunEnd, Vec<u32>)> {
-        (0..self.runs.len()).rev().map(|i| self.end(i, RunEnd::Stopped)).collect()
+        (0..self.runs.len())
+            .rev()
+            .map(|i| {
+                let why = if self.runs[i].all_exited_ns.is_some() { RunEnd::Exited } else { RunEnd::Stopped };
+                self.end(i, why)
+            })
+            .collect()
     }
 
     fn end(&mut self, i: usize, why: RunEnd) -> (String, RunEnd, Vec<u32>) {
@@ -1110,6 +1139,49 @@ mod tests {
         restarted.set_model(model);
         assert_eq!(restarted.history("/usr/bin/make"), Some(settled));
         assert!(sampled_run(&mut restarted, 4000, &files, 300 * S), "a settled workload's run after a restart is a sample");
+    }
+
+    #[test]
+    fn a_run_that_exited_is_learned_at_a_shutdown_and_one_still_running_is_not() {
+        let policy =
+            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
+        let files = ["/src/a.c", "/src/b.c"];
+        let mut runs = WorkloadRuns::new();
+        runs.set_follow(policy, 0.05);
+        for (root, t0, exits) in [(100, 0, true), (200, 100 * S, false)] {
+            assert!(runs.start(root, "/usr/bin/make", user(), t0));
+            for (i, f) in files.iter().enumerate() {
+                let t = t0 + (i as u64 + 1) * 10_000_000;
+                open(&mut runs, root, f, 10 + i as u64, t);
+                runs.on_page(root, t, true, InodeKey { dev: 8, ino: 10 + i as u64 }, PageRange::new(0, 4), t / 1_000_000);
+            }
+            if exits {
+                runs.on_exit(root, t0 + S);
+            }
+            // The daemon stops before the exited run's grace passed.
+            let ended = runs.end_all();
+            let want = if exits { RunEnd::Exited } else { RunEnd::Stopped };
+            assert_eq!(ended.iter().map(|(_, why, _)| *why).collect::<Vec<_>>(), vec![want]);
+        }
+        assert_eq!(runs.history("/usr/bin/make").map(|h| h.learned), Some(1), "the exited run only");
+    }
+
+    #[test]
+    fn a_streamed_run_is_followed_for_its_first_reads_until_it_ends() {
+        let mut runs = WorkloadRuns::new();
+        assert!(runs.start(100, "/usr/bin/reader", user(), 0));
+        runs.on_fork(100, 101);
+        assert!(runs.reads_to_change(|_| false).is_empty(), "followed whole");
+        runs.pages_streamed(&[999]);
+        assert!(runs.reads_to_change(|_| false).is_empty(), "another launch's processes");
+        runs.pages_streamed(&[101]);
+        assert!(runs.reads_to_change(|_| true).is_empty(), "not while a launch learns its start");
+        let reads = runs.reads_to_change(|_| false);
+        assert_eq!(reads.len(), 1);
+        assert!(reads[0].first_reads && reads[0].tasks == vec![100, 101], "{:?}", reads[0].tasks);
+        runs.pages_streamed(&[100]);
+        assert_eq!(runs.counts().runs_streamed, 1, "counted once");
+        assert_eq!(runs.counts().runs_sampled, 0, "not a sample");
     }
 
     #[test]

@@ -118,6 +118,10 @@ pub struct EventCounts {
     /// foreseen: their workload's next runs are followed whole again.
     #[serde(default)]
     pub runs_unsettled: u64,
+    /// Workload runs followed for the files they open only once their launch streamed a file or
+    /// reached the page cap (bpf mode).
+    #[serde(default)]
+    pub runs_streamed: u64,
 }
 
 /// Prefetching ahead of backward and strided readers (`[pattern]`), for `augur status`.

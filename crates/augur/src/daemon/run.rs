@@ -1072,7 +1072,8 @@ impl Daemon {
         events.prediction_fetches += io.plan_step.as_ref().map_or(0, |s| s.fetches_sent());
         events.launches_traced_late = self.engine.launches_traced_late();
         let (runs, _) = self.engine.run_counts();
-        (events.runs_sampled, events.runs_unsettled) = (runs.runs_sampled, runs.runs_unsettled);
+        (events.runs_sampled, events.runs_unsettled, events.runs_streamed) =
+            (runs.runs_sampled, runs.runs_unsettled, runs.runs_streamed);
         events.refollows_held = self.engine.refollows_held();
         let (tracepoints, lost_by_cause) = match &io.observer {
             Observer::Bpf(Some(feed)) => {
