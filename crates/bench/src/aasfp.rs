@@ -303,6 +303,27 @@ pub fn evict(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A program of its own for each case's reader: a copy of `exe` (augur-bench) named after the
+/// case in `dir`, refreshed when `exe` changed. AASFP's micro-benchmarks were separate programs;
+/// run as one executable, the five readers are one application to augur, whose profile mixes
+/// the data pages each case reads, and the exec-time replay of one case loads another's pages
+/// (scattered over the file a forward reader then reads, breaking its readahead).
+pub fn reader_programs(exe: &Path, dir: &Path, cases: &[Case]) -> Result<Vec<(Case, PathBuf)>> {
+    fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+    let meta = fs::metadata(exe).context(|| format!("reading {}", exe.display()))?;
+    cases
+        .iter()
+        .map(|&case| {
+            let path = dir.join(format!("aasfp-{}", case.arg()));
+            let same = fs::metadata(&path).is_ok_and(|m| m.len() == meta.len() && m.modified().ok() >= meta.modified().ok());
+            if !same {
+                fs::copy(exe, &path).context(|| format!("copying {} to {}", exe.display(), path.display()))?;
+            }
+            Ok((case, path))
+        })
+        .collect()
+}
+
 /// Runs the reader process for `case` in `cgroup`, cold; returns what it reported.
 pub fn time_case(exe: &Path, path: &Path, case: Case, cgroup: &ReaderCgroup) -> Result<RunCost> {
     // Quiet first (nothing of the previous run still arriving), then cold.
@@ -386,7 +407,10 @@ pub fn markdown(setup: &Setup, rows: &[(Case, CaseTimes)]) -> String {
         "File of {} MiB read by a process whose memory cgroup allows {} MiB, cold (the file's pages dropped \
          before each run); {} runs per case and condition, machine profile {}; elapsed time of the reading loop, mean ± \
          standard deviation. Reader CPU: the reader's user + system time over its reading loop (10 ms ticks, mean), \
-         which the disk's speed does not change: what watching every read in the kernel costs the reader.\n\n",
+         which the disk's speed does not change: what watching every read in the kernel costs the reader. \
+         Each case's reader is a program of its own (a copy of augur-bench named after the case), as AASFP's \
+         micro-benchmarks were: one executable would be one application to augur, its profile mixing the \
+         data pages of all five cases.\n\n",
         setup.file_bytes >> 20,
         setup.memory_bytes >> 20,
         setup.runs,

@@ -2,7 +2,7 @@
 //! kernel alone against augur's daemon as installed ([`augur_bench::aasfp`]); and the hidden
 //! `augur-bench aasfp-reader`, the reading process it times.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -140,6 +140,9 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     let memory_bytes = args.memory_mib << 20;
     augur_bench::page_cache::ensure_file(&args.file, file_bytes)?;
     let me = std::env::current_exe().map_err(|e| BenchError::io("finding the augur-bench executable", e))?;
+    let readers_dir = args.daemon_dir.parent().unwrap_or(Path::new("/var/tmp")).join("readers");
+    let readers = aasfp::reader_programs(&me, &readers_dir, &cases)?;
+    let reader = |case: Case| readers.iter().find(|(c, _)| *c == case).map_or(me.as_path(), |(_, p)| p.as_path());
     let files = DaemonFiles {
         dir: args.daemon_dir.clone(),
         augur_exe: prefetchers::augur_beside_me()?,
@@ -155,12 +158,12 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     let cgroup = ReaderCgroup::create(memory_bytes)?;
     for run in 1..=args.training_runs {
         for case in &cases {
-            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.elapsed;
+            let s = aasfp::time_case(reader(*case), &args.file, *case, &cgroup)?.elapsed;
             eprintln!("training {run}/{}: {case}, kernel alone: {s:.2} s (not counted)", args.training_runs);
         }
         let daemon = start_daemon(&files, &installed)?;
         for case in &cases {
-            let s = aasfp::time_case(&me, &args.file, *case, &cgroup)?.elapsed;
+            let s = aasfp::time_case(reader(*case), &args.file, *case, &cgroup)?.elapsed;
             eprintln!("training {run}/{}: {case}, augur: {s:.2} s (not counted)", args.training_runs);
         }
         report_ahead(&files);
@@ -169,13 +172,13 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     let mut times: Vec<(Case, CaseTimes)> = cases.iter().map(|c| (*c, CaseTimes::default())).collect();
     for run in 1..=args.runs {
         for (case, t) in times.iter_mut() {
-            let c = aasfp::time_case(&me, &args.file, *case, &cgroup)?;
+            let c = aasfp::time_case(reader(*case), &args.file, *case, &cgroup)?;
             eprintln!("run {run}/{}: {case}, kernel alone: {:.2} s ({:.2} s CPU)", args.runs, c.elapsed, c.user + c.system);
             t.push_kernel(&c);
         }
         let daemon = start_daemon(&files, &installed)?;
         for (case, t) in times.iter_mut() {
-            let c = aasfp::time_case(&me, &args.file, *case, &cgroup)?;
+            let c = aasfp::time_case(reader(*case), &args.file, *case, &cgroup)?;
             eprintln!("run {run}/{}: {case}, augur: {:.2} s ({:.2} s CPU)", args.runs, c.elapsed, c.user + c.system);
             t.push_augur(&c);
         }
