@@ -46,6 +46,23 @@ fn read_pages(path: &Path, pages: impl Iterator<Item = u64>) {
     }
 }
 
+/// The watch's options: progress every 64 pages for backward and strided readers; every change
+/// of pattern reported when `all_changes`, else those to or from backward and strided only.
+fn options(all_changes: bool) -> PatternWatchOptions {
+    PatternWatchOptions {
+        rule: PatternRule::default(),
+        progress_pages: 64,
+        progress_backward: true,
+        progress_strided: true,
+        forward_progress_pages: 0,
+        progress_forward: false,
+        progress_loop: false,
+        changes_random: false,
+        own_tgid: 0,
+        all_changes,
+    }
+}
+
 #[test]
 fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
     if !is_root() {
@@ -58,18 +75,7 @@ fn forward_backward_and_strided_readers_are_classified_in_the_kernel() {
     let (bwd, bwd_ino) = cold_file(&dir, "backward");
     let (strided, strided_ino) = cold_file(&dir, "strided");
 
-    let options = PatternWatchOptions {
-        rule: PatternRule::default(),
-        progress_pages: 64,
-        progress_backward: true,
-        progress_strided: true,
-        forward_progress_pages: 0,
-        progress_forward: false,
-        progress_loop: false,
-        changes_random: false,
-        own_tgid: 0,
-        all_changes: true,
-    };
+    let options = options(true);
     let mut watch = PatternWatch::open(options).expect("the pattern watch loads");
     // The daemon's setting: changes to or from backward and strided only.
     let mut quiet = PatternWatch::open(PatternWatchOptions { all_changes: false, ..options }).expect("a second watch loads");
@@ -115,18 +121,7 @@ fn a_file_read_whole_in_one_access_leaves_no_stream_but_one_read_in_parts_does()
         })
         .collect();
     let (parts, _) = cold_file(&dir, "parts");
-    let options = PatternWatchOptions {
-        rule: PatternRule::default(),
-        progress_pages: 64,
-        progress_backward: true,
-        progress_strided: true,
-        forward_progress_pages: 0,
-        progress_forward: false,
-        progress_loop: false,
-        changes_random: false,
-        own_tgid: 0,
-        all_changes: false,
-    };
+    let options = options(false);
     let watch = PatternWatch::open(options).expect("the pattern watch loads");
     // SAFETY: gettid has no preconditions and cannot fail.
     let tid = unsafe { libc::gettid() } as u32;
