@@ -1034,12 +1034,20 @@ mod tests {
         sampled
     }
 
-    #[test]
-    fn a_sample_gets_the_whole_sequence_finds_it_foreseen_and_keeps_a_rewritten_file_s_ranges() {
+    /// No run yet, followed by the launches' default policy (whole for the first three runs,
+    /// then sampled once two in a row are stable; one in an hour refollowed), 5 % new files
+    /// allowed in a stable run.
+    fn followed_runs() -> WorkloadRuns {
         let policy =
             FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
         let mut runs = WorkloadRuns::new();
         runs.set_follow(policy, 0.05);
+        runs
+    }
+
+    #[test]
+    fn a_sample_gets_the_whole_sequence_finds_it_foreseen_and_keeps_a_rewritten_file_s_ranges() {
+        let mut runs = followed_runs();
         let files: Vec<String> = (0..40).map(|i| format!("/src/f{i:02}.c")).collect();
         // One run of make at `t0`, handed its whole sequence at its start when `whole`; each file
         // read in 8 pages (a sample's kernel sends only the first access: 2 pages), the first
@@ -1088,10 +1096,7 @@ mod tests {
 
     #[test]
     fn a_workload_is_followed_whole_until_its_runs_are_foreseen_then_sampled_and_unsettled_by_unforeseen_files() {
-        let policy =
-            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
-        let mut runs = WorkloadRuns::new();
-        runs.set_follow(policy, 0.05);
+        let mut runs = followed_runs();
         let more: Vec<String> = (0..40).map(|i| format!("/src/f{i}.c")).collect();
         let more: Vec<&str> = more.iter().map(String::as_str).collect();
         let files = &more[..20];
@@ -1117,10 +1122,7 @@ mod tests {
 
     #[test]
     fn a_settled_workload_is_still_sampled_after_its_model_is_saved_and_loaded_again() {
-        let policy =
-            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
-        let mut runs = WorkloadRuns::new();
-        runs.set_follow(policy, 0.05);
+        let mut runs = followed_runs();
         let files: Vec<String> = (0..20).map(|i| format!("/src/f{i}.c")).collect();
         let files: Vec<&str> = files.iter().map(String::as_str).collect();
         for n in 0..3u32 {
@@ -1134,8 +1136,7 @@ mod tests {
             assert_eq!(record.learning, settled, "the record carries the history");
             model.insert(&app, &record);
         }
-        let mut restarted = WorkloadRuns::new();
-        restarted.set_follow(policy, 0.05);
+        let mut restarted = followed_runs();
         restarted.set_model(model);
         assert_eq!(restarted.history("/usr/bin/make"), Some(settled));
         assert!(sampled_run(&mut restarted, 4000, &files, 300 * S), "a settled workload's run after a restart is a sample");
@@ -1143,11 +1144,8 @@ mod tests {
 
     #[test]
     fn a_run_that_exited_is_learned_at_a_shutdown_and_one_still_running_is_not() {
-        let policy =
-            FollowPolicy { first_launches: 3, stable_launches: 2, max_unstable_launches: 8, refollow_after_ms: 3_600_000 };
         let files = ["/src/a.c", "/src/b.c"];
-        let mut runs = WorkloadRuns::new();
-        runs.set_follow(policy, 0.05);
+        let mut runs = followed_runs();
         for (root, t0, exits) in [(100, 0, true), (200, 100 * S, false)] {
             assert!(runs.start(root, "/usr/bin/make", user(), t0));
             for (i, f) in files.iter().enumerate() {
