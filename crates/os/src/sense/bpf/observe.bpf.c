@@ -165,6 +165,13 @@ static __always_inline u64 followed_task(u32 tid, struct task_val **tp, struct l
 	return launch;
 }
 
+/* Inserts `key` with `val` into the dedup map `seen` unless it is there: true when this call
+ * inserted it. Looked up first, as an LRU map's update takes a free node before it finds the key. */
+static __always_inline bool seen_first(struct seen_key *key, struct seen_val *val)
+{
+	return !bpf_map_lookup_elem(&seen, key) && bpf_map_update_elem(&seen, key, val, BPF_NOEXIST) == 0;
+}
+
 static __always_inline u64 followed_launch(u32 tid, struct launch_val **lvp)
 {
 	struct task_val *t;
@@ -612,9 +619,8 @@ static __always_inline bool records_access(struct address_space *mapping, u64 *l
 		.chunk = FIRST_READ_CHUNK,
 	};
 	struct seen_val one = { .accessed = 1 };
-	/* Only the first access of the file inserts the marker (a full map: skipped, it repeats);
-	 * looked up first, as an LRU map's update takes a free node before it finds the key. */
-	bool first = !bpf_map_lookup_elem(&seen, &key) && bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST) == 0;
+	/* Only the first access of the file inserts the marker (a full map: skipped, it repeats). */
+	bool first = seen_first(&key, &one);
 	lv->last_mapping = (u64)mapping;
 	return first;
 }
@@ -659,7 +665,7 @@ int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
 		return 0;
 	struct seen_key key = { .launch = launch, .ino = ctx->ino, .dev = ctx->dev, .chunk = ~0ULL };
 	struct seen_val one = { .inserted = 1 };
-	if (bpf_map_lookup_elem(&seen, &key) || bpf_map_update_elem(&seen, &key, &one, BPF_NOEXIST))
+	if (!seen_first(&key, &one))
 		return 0; /* already reported for this launch (or map error: skip, it is a hint) */
 	struct rec_inode_load *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 	if (!r) {
