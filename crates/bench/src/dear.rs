@@ -375,6 +375,8 @@ pub struct Setup {
     pub memory_bytes: u64,
     /// Runs per case and condition.
     pub runs: usize,
+    /// Machine profile name, and what was done to the machine (free page reporting).
+    pub machine: String,
 }
 
 /// Issue 21's acceptance: on average this many percent fewer disk I/Os...
@@ -387,7 +389,7 @@ pub const ALLOWED_WORSE: f64 = 2.0;
 pub fn markdown(setup: &Setup, rows: &[(Case, CaseCosts)]) -> String {
     let mut out = format!(
         "File of {} MiB read in {} KiB blocks by a process whose memory cgroup allows {} MiB, cold (the file's pages \
-         dropped before each run); {} runs per case and condition, as-is machine profile. Disk reads are what DEAR \
+         dropped before each run); {} runs per case and condition, machine profile {}. Disk reads are what DEAR \
          counted, everything involved: the reader and the daemon run in one cgroup (the daemon born there, its memory \
          and page cache under the same limit), whose block-I/O counters (cgroup v1 `blkio.throttle.io_service_bytes` / \
          `io_serviced`, v2 `io.stat` `rbytes` / `rios`) are read before the reader starts and once the disk is quiet \
@@ -400,6 +402,7 @@ pub fn markdown(setup: &Setup, rows: &[(Case, CaseCosts)]) -> String {
         BLOCK / 1024,
         setup.memory_bytes >> 20,
         setup.runs,
+        setup.machine,
     );
     out.push_str(
         "| pattern | reads | 8 KiB blocks read, kernel alone | blocks read, augur (daemon's) | fewer blocks | read I/Os, kernel alone | read I/Os, augur | fewer I/Os | response (stall + sys + user), kernel alone | response, augur |\n",
@@ -505,7 +508,7 @@ mod tests {
             (Case::Looping, CaseCosts { kernel: vec![c], augur: vec![half] }),
             (Case::Sequential, CaseCosts { kernel: vec![c], augur: vec![c] }),
         ];
-        let setup = Setup { shape: shape(), memory_bytes: 4 << 20, runs: 1 };
+        let setup = Setup { shape: shape(), memory_bytes: 4 << 20, runs: 1, machine: "as-is".into() };
         let md = markdown(&setup, &rows);
         assert!(md.contains("| Looping | first 6 MiB, 4 times | 100 | 50 (20) | 50.0 % | 10 | 8 | 20.0 % |"), "{md}");
         assert!(md.contains("On average 25.0 % fewer disk reads in 8 KiB blocks"), "{md}");

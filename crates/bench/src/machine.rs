@@ -118,6 +118,15 @@ pub struct MachineRecord {
     pub free_memory_backed: Option<String>,
 }
 
+impl MachineRecord {
+    /// What was done to the guest's free memory so the host's faults stay out of the times (free
+    /// page reporting paused, free memory backed), as clauses for a table's header: empty on a
+    /// machine that does not report free pages.
+    pub fn host_memory_note(&self) -> String {
+        [&self.free_page_reporting, &self.free_memory_backed].into_iter().flatten().cloned().collect::<Vec<_>>().join("; ")
+    }
+}
+
 /// Free memory left untouched when the guest's free memory is backed (see
 /// [`page_reporting::back_free_memory`]): well above the kernel's watermarks.
 const BACKING_KEEP_FREE: u64 = 512 << 20;

@@ -73,11 +73,9 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
     if let Some(bps) = m.cold_read_bytes_per_sec {
         let _ = write!(out, "; a cold sequential read ran at {:.1} MB/s", bps / 1e6);
     }
-    if let Some(r) = &m.free_page_reporting {
-        let _ = write!(out, "; {r}");
-    }
-    if let Some(r) = &m.free_memory_backed {
-        let _ = write!(out, "; {r}");
+    let host = m.host_memory_note();
+    if !host.is_empty() {
+        let _ = write!(out, "; {host}");
     }
     let _ = writeln!(out, ". Took {:.0} min.\n", p.elapsed_secs / 60.0);
     // Which prefetchers were not measured, and why, before any table leaves them out.
