@@ -524,6 +524,8 @@ pub struct BootReportContext {
     pub throttle: DiskThrottle,
     /// Seconds each boot stayed up after the window.
     pub hold_secs: u64,
+    /// What was done to the guest's free memory (free page reporting), empty if nothing.
+    pub host_memory: String,
 }
 
 /// The Markdown section body: one row per setup (boots, time to `multi-user.target` and to the
@@ -533,14 +535,15 @@ pub fn markdown(ctx: &BootReportContext, rows: &[(BootSetup, SetupBoots)]) -> St
     let mut out = format!(
         "Each setup booted in turn, round after round, each round starting one setup later; the first {} boot(s) of each setup dropped (learning from nothing), \
          every cache dropped and the disk throttled to {} read IOPS and {:.0} MB/s before each boot; the system stayed up {} s \
-         after the window (the prefetchers' learning). Seconds from the container's start (`systemd-nspawn` started, on the \
+         after the window (the prefetchers' learning){}. Seconds from the container's start (`systemd-nspawn` started, on the \
          monotonic clock the booted system shares), mean ± sample standard deviation; systemd starts later by nspawn's \
          setting up and, where `augur-init` runs first, by its handover (`UserspaceTimestampMonotonic`); MiB read from \
          the system's disk in the whole boot, prefetching included.\n\n",
         ctx.warmup_boots,
         ctx.throttle.read_iops,
         ctx.throttle.read_bps as f64 / 1e6,
-        ctx.hold_secs
+        ctx.hold_secs,
+        if ctx.host_memory.is_empty() { String::new() } else { format!("; {}", ctx.host_memory) }
     );
     out.push_str(
         "| setup | boots | systemd started, s | to multi-user.target, s | to AbiWord's first window, s | read, MiB | failed |\n",
@@ -665,7 +668,8 @@ mod tests {
     #[test]
     fn table_says_whether_augur_is_lower_than_both() {
         let b = |t: f64, w: f64| BootTimes { systemd_s: 0.1, target_s: t, window_s: w, read_mib: 100.0 };
-        let ctx = BootReportContext { warmup_boots: 1, throttle: DiskThrottle::default(), hold_secs: 45 };
+        let ctx =
+            BootReportContext { warmup_boots: 1, throttle: DiskThrottle::default(), hold_secs: 45, host_memory: String::new() };
         let rows = vec![
             (BootSetup::Plain, SetupBoots { boots: vec![b(6.0, 12.0), b(8.0, 14.0)], failed: vec![] }),
             (BootSetup::Preload, SetupBoots { boots: vec![b(6.5, 11.0), b(6.5, 11.0)], failed: vec!["x".into()] }),

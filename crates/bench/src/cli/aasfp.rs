@@ -11,8 +11,9 @@ use clap::Args;
 use augur::daemon::control::{self, Request, Response};
 use augur_bench::aasfp::{self, CASES, Case, CaseTimes, ReaderCgroup, Setup};
 use augur_bench::error::{BenchError, Result};
-use augur_bench::machine::{self, ActiveMachine, MachineProfile, MachineSettings};
 use augur_bench::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon};
+
+use super::prepare_as_is;
 
 /// Arguments of `augur-bench aasfp`.
 #[derive(Debug, Args)]
@@ -100,25 +101,6 @@ pub(crate) fn start_daemon_in(files: &DaemonFiles, installed: &str, cgroups: &[s
     Ok(daemon)
 }
 
-/// The as-is machine, held for the benchmark's time, with the name its table gives it. In a VM
-/// whose balloon reports free pages, the first touch of a reported page is a host-side fault
-/// (tens of microseconds); a reader of a 1 GiB file through a 256 MiB cgroup touches 262,144
-/// freed pages per run, and whether the allocator handed it reported ones or recycled ones
-/// made Forward 2 take 0.5 or 1.4 s, with augur or without. Reporting is paused and the free
-/// memory backed, as the suite does ([`ActiveMachine::apply`]).
-pub(crate) fn prepare_as_is() -> Result<(ActiveMachine, String)> {
-    if let Some(msg) = machine::clean_leftovers() {
-        eprintln!("{msg}");
-    }
-    let active = ActiveMachine::apply(MachineProfile::AsIs, &MachineSettings::default())?;
-    let note = active.record.host_memory_note();
-    if !note.is_empty() {
-        eprintln!("machine as-is: {note}");
-    }
-    let name = if note.is_empty() { "as-is".to_string() } else { format!("as-is ({note})") };
-    Ok((active, name))
-}
-
 /// Prints what the daemon did (launches, replays, streams followed) to stderr.
 pub(crate) fn report_ahead(files: &DaemonFiles) {
     let Ok(Response::Status(r)) = control::request(&files.augur_socket(), &Request::Status) else {
@@ -175,7 +157,7 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     };
     // A fresh state: what the daemon knows of the reader comes from this invocation's training.
     let _ = std::fs::remove_file(files.augur_state());
-    let (_machine, machine_name) = prepare_as_is()?;
+    let machine = prepare_as_is()?;
     let cgroup = ReaderCgroup::create(memory_bytes)?;
     for run in 1..=args.training_runs {
         for case in &cases {
@@ -207,7 +189,7 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
         daemon.stop()?;
     }
     drop(cgroup);
-    let setup = Setup { file_bytes, memory_bytes, runs: args.runs, machine: machine_name };
+    let setup = Setup { file_bytes, memory_bytes, runs: args.runs, machine: machine.profile_name() };
     print!("{}", aasfp::markdown(&setup, &times));
     Ok(ExitCode::SUCCESS)
 }

@@ -59,6 +59,9 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
         loop_device: None,
     };
     augur_bench::throttle::remove_leftovers();
+    // Each boot starts with every cache dropped: gigabytes freed that the balloon would report
+    // to the host, whose first touch again (a prefetcher's early reads most) is a host fault.
+    let machine = super::prepare_as_is()?;
     bench.reset(&augur_exe)?;
     // Each run's logs only (a boot's logs are in logs/ROUND-SETUP).
     let _ = std::fs::remove_dir_all(args.work_dir.join("logs"));
@@ -106,7 +109,12 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
             }
         }
     }
-    let ctx = BootReportContext { warmup_boots: args.warmup_boots, throttle: bench.throttle, hold_secs: args.hold_secs };
+    let ctx = BootReportContext {
+        warmup_boots: args.warmup_boots,
+        throttle: bench.throttle,
+        hold_secs: args.hold_secs,
+        host_memory: machine.host_memory.clone(),
+    };
     print!("{}", boot::markdown(&ctx, &rows));
     Ok(ExitCode::SUCCESS)
 }

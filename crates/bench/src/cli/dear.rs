@@ -12,7 +12,8 @@ use augur_bench::dear::{self, CASES, Case, CaseCosts, Setup, Shape};
 use augur_bench::error::{BenchError, Result};
 use augur_bench::prefetchers::{self, DaemonFiles};
 
-use super::aasfp::{prepare_as_is, report_ahead, start_daemon_in};
+use super::aasfp::{report_ahead, start_daemon_in};
+use super::prepare_as_is;
 
 /// Arguments of `augur-bench dear`.
 #[derive(Debug, Args)]
@@ -112,7 +113,7 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
         None => prefetchers::SHIPPED_AUGUR_CONFIG.to_string(),
     };
     let _ = std::fs::remove_file(files.augur_state());
-    let (_machine, machine_name) = prepare_as_is()?;
+    let machine = prepare_as_is()?;
     let cgroup = ReaderCgroup::create_counting(memory_bytes, &args.file)?;
     let show = |what: &str, case: Case, c: &dear::RunCost| {
         eprintln!(
@@ -156,7 +157,7 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
         daemon.stop()?;
     }
     drop(cgroup);
-    let setup = Setup { shape, memory_bytes, runs: args.runs, machine: machine_name };
+    let setup = Setup { shape, memory_bytes, runs: args.runs, machine: machine.profile_name() };
     print!("{}", dear::markdown(&setup, &costs));
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use augur_bench::error::{BenchError, Result};
+use augur_bench::machine::{self, ActiveMachine, MachineProfile, MachineSettings};
 
 pub mod aasfp;
 pub mod balloon;
@@ -105,6 +106,38 @@ fn exit_code(err: BenchError) -> u8 {
         BenchError::NotFound { .. } => exit::NOT_FOUND,
         BenchError::Usage(_) => exit::USAGE,
         BenchError::Command { .. } | BenchError::TimedOut { .. } | BenchError::Interrupted => exit::COMMAND,
+    }
+}
+
+/// The as-is machine, held for the benchmark's time, with the name its table gives it. In a VM
+/// whose balloon reports free pages, the first touch of a reported page is a host-side fault
+/// (tens of microseconds); a reader of a 1 GiB file through a 256 MiB cgroup touches 262,144
+/// freed pages per run, and whether the allocator handed it reported ones or recycled ones
+/// made Forward 2 take 0.5 or 1.4 s, with augur or without. Reporting is paused and the free
+/// memory backed, as the suite does ([`ActiveMachine::apply`]).
+pub(crate) fn prepare_as_is() -> Result<PreparedMachine> {
+    if let Some(msg) = machine::clean_leftovers() {
+        eprintln!("{msg}");
+    }
+    let active = ActiveMachine::apply(MachineProfile::AsIs, &MachineSettings::default())?;
+    let host_memory = active.record.host_memory_note();
+    if !host_memory.is_empty() {
+        eprintln!("machine as-is: {host_memory}");
+    }
+    Ok(PreparedMachine { _active: active, host_memory })
+}
+
+/// The as-is machine prepared by [`prepare_as_is`]; dropping it undoes the preparation.
+pub(crate) struct PreparedMachine {
+    _active: ActiveMachine,
+    /// What was done to the guest's free memory, empty if nothing.
+    pub host_memory: String,
+}
+
+impl PreparedMachine {
+    /// The profile's name for a table: "as-is", with what was done to it.
+    pub fn profile_name(&self) -> String {
+        if self.host_memory.is_empty() { "as-is".into() } else { format!("as-is ({})", self.host_memory) }
     }
 }
 
