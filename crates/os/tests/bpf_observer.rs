@@ -276,6 +276,39 @@ fn forks_are_followed_and_stop_following_stops() {
 }
 
 #[test]
+fn the_follow_gate_is_open_only_while_a_launch_is_followed_and_counts_each_end_once() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("gate");
+    let a = cold_file(&dir, "a");
+    let mut obs = open_observer();
+    assert_eq!(obs.gate_open(), Some(false), "no launch yet");
+    // A launch followed, then watched: the gate closes at the watch.
+    let script = format!("read x; cat {} >/dev/null", a.display());
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
+    let watched = launch_of(&events, pid).unwrap();
+    assert_eq!(obs.gate_open(), Some(true), "a launch is followed");
+    assert!(obs.watch(watched, augur_os::sense::monotonic_ns() + 10_000_000_000).unwrap());
+    assert_eq!(obs.gate_open(), Some(false), "a watched launch needs no read program");
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    // A second launch, followed to its end: the watched one's end record came in meanwhile,
+    // and had it been counted again the counts would differ now.
+    let mut other = Command::new("/bin/sh").args(["-c", "exit 0"]).spawn().unwrap();
+    let other_pid = other.id();
+    assert!(other.wait().unwrap().success());
+    collect(&mut obs, |ev| launch_of(ev, other_pid).is_some_and(|l| ended(ev, l)));
+    // Reading the watched launch's count forgets it, once more a way its end is heard of.
+    obs.take_watched(watched).unwrap();
+    assert_eq!(obs.gate_open(), Some(false), "every launch closed once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn not_followed_executables_start_no_launch() {
     if !is_root() {
         eprintln!("skipped: needs root");

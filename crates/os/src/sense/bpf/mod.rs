@@ -16,6 +16,7 @@
 
 pub mod error;
 pub mod feed;
+pub mod gate;
 pub mod launches;
 pub mod lookup_paths;
 pub mod observer;

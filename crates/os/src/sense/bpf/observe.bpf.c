@@ -5,10 +5,11 @@
  * per launch in a bitmap map), the path lookups of followed tasks with their results, and the
  * exec/fork/exit records user space needs to rebuild the process tree.
  *
- * Owns: the followed set (tasks, launches), the dedup maps, the ring buffer, the lost counters.
- * Must not: block, sleep, or emit anything for a task that is not followed. User space only
- * writes `config` (before attach), `not_follow`, the flags of `launches` (watch, first reads) and
- * deletes from `launches` (stop following).
+ * Owns: the followed set (tasks, launches), the dedup maps, the ring buffer, the lost counters,
+ * the gate's count of launches started. Must not: block, sleep, or emit anything for a task that
+ * is not followed. User space only writes `config` (before attach), `not_follow`, the flags of
+ * `launches` (watch, first reads), the gate's count of launches closed, deletes from `launches`
+ * (stop following) and from `ends_lost`.
  */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -59,6 +60,30 @@ struct {
 	__type(key, struct exe_key);
 	__type(value, u8);
 } not_follow SEC(".maps");
+
+/* Whether any launch is followed, for the programs that run at every read and path syscall of
+ * the machine: slot GATE_CREATED counts the launches the kernel started (written here only,
+ * atomically), slot GATE_CLOSED those user space saw end or stop being followed (written there
+ * only: each launch counted once, whichever way it went). Equal counts: no task is followed (a
+ * watched launch's tasks need only the insertion programs, which are not gated), and a read costs
+ * two array loads instead of a task map lookup. */
+#define GATE_CREATED 0
+#define GATE_CLOSED 1
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, u32);
+	__type(value, u64);
+} follow_gate SEC(".maps");
+
+/* Launches the kernel forgot whose end record the ring buffer had no room for (user space reads
+ * and deletes them, so the gate still closes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, u64);
+	__type(value, u8);
+} ends_lost SEC(".maps");
 
 /* Page dedup: (launch, dev, ino, chunk) -> accessed / inserted bitmaps. LRU: when full the least
  * recently used chunks are forgotten and their pages may be reported again (never lost). */
@@ -116,6 +141,15 @@ static __always_inline struct config *get_config(void)
 {
 	u32 zero = 0;
 	return bpf_map_lookup_elem(&config, &zero);
+}
+
+/* False when no launch is followed (see follow_gate); true, to be safe, if the gate is missing. */
+static __always_inline bool any_followed(void)
+{
+	u32 created_key = GATE_CREATED, closed_key = GATE_CLOSED;
+	u64 *created = bpf_map_lookup_elem(&follow_gate, &created_key);
+	u64 *closed = bpf_map_lookup_elem(&follow_gate, &closed_key);
+	return !created || !closed || *created != *closed;
 }
 
 /* Wake the reader only when enough data waits, so a busy launch costs few wakeups; user space
@@ -214,7 +248,9 @@ static __always_inline void end_launch(u64 launch, struct launch_val *lv)
 		r->pad = 0;
 		bpf_ringbuf_submit(r, wakeup_flags());
 	} else {
+		u8 one = 1;
 		count_lost(LOST_RINGBUF_PROC);
+		bpf_map_update_elem(&ends_lost, &launch, &one, BPF_ANY);
 	}
 }
 
@@ -239,6 +275,10 @@ static __always_inline u64 start_launch(u32 tid, u32 tgid, u64 exe_ino, u32 exe_
 		count_lost(LOST_TASKS_FULL);
 		return 0;
 	}
+	u32 created_key = GATE_CREATED;
+	u64 *created = bpf_map_lookup_elem(&follow_gate, &created_key);
+	if (created)
+		__sync_fetch_and_add(created, 1);
 	return launch;
 }
 
@@ -602,6 +642,8 @@ static __always_inline void record_mapping_pages(u64 launch, struct address_spac
 static __always_inline bool records_access(struct address_space *mapping, u64 *launch)
 {
 	struct launch_val *lv = NULL;
+	if (!any_followed())
+		return false;
 	*launch = followed_launch((u32)bpf_get_current_pid_tgid(), &lv);
 	if (!*launch)
 		return false;
@@ -660,6 +702,8 @@ SEC("tracepoint/ext4/ext4_load_inode")
 int handle_inode_load(struct trace_event_raw_ext4_load_inode *ctx)
 {
 	struct launch_val *lv = NULL;
+	if (!any_followed())
+		return 0;
 	u64 launch = followed_launch((u32)bpf_get_current_pid_tgid(), &lv);
 	if (!launch || (lv && (lv->flags & LAUNCH_FIRST_READS)))
 		return 0;
@@ -686,7 +730,7 @@ static __always_inline int lookup_enter(u32 sys, u64 path_ptr, s32 dirfd, u32 fl
 {
 	struct task_val *t;
 	struct launch_val *lv;
-	if (!followed_task((u32)bpf_get_current_pid_tgid(), &t, &lv))
+	if (!any_followed() || !followed_task((u32)bpf_get_current_pid_tgid(), &t, &lv))
 		return 0;
 	struct config *cfg = get_config();
 	if (!cfg || !cfg->record_lookups || (!path_ptr && sys != LK_GETDENTS64))
@@ -743,6 +787,11 @@ static __always_inline void opened_file(s64 fd, u64 *ino, u32 *dev)
 
 static __always_inline int lookup_exit(s64 ret)
 {
+	/* Gated like the entry: a call entered while the gate was open and left after it closed
+	 * leaves its task's call marked, for a launch user space no longer follows (it drops the
+	 * record if the gate opens again before the task's next call). */
+	if (!any_followed())
+		return 0;
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
 	if (!t || !t->call.active)

@@ -12,11 +12,12 @@ use std::collections::VecDeque;
 use std::os::fd::{BorrowedFd, RawFd};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use libbpf_rs::{ErrorKind, Link, MapCore, MapFlags, Object, ObjectBuilder, PrintLevel, RingBuffer, RingBufferBuilder};
 
 use super::error::BpfError;
+use super::gate::ClosedLaunches;
 use super::record::{self, DecodeError, LaunchId, ObservedEvent};
 use crate::sense::tracefs::Tracefs;
 
@@ -46,6 +47,10 @@ const LAUNCH_INSERTED_AT: usize = 40;
 const LAUNCH_WATCHED: u32 = 2;
 /// `LAUNCH_FIRST_READS` (records.h).
 const LAUNCH_FIRST_READS: u32 = 4;
+/// The slot of `follow_gate` user space writes: launches closed (observe.bpf.c GATE_CLOSED).
+const GATE_CLOSED: u32 = 1;
+/// How often the launches whose end record was lost are looked for.
+const LOST_ENDS_EVERY: Duration = Duration::from_secs(1);
 
 /// Which launches the kernel follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,6 +182,10 @@ pub struct BpfObserver {
     obj: Object,
     attached: Attached,
     max_per_poll: usize,
+    /// The launches counted closed for the kernel's follow gate.
+    gate: Mutex<ClosedLaunches>,
+    /// When `ends_lost` was last read.
+    lost_ends_read: Instant,
 }
 
 impl std::fmt::Debug for BpfObserver {
@@ -330,7 +339,16 @@ impl BpfObserver {
             links.retain(|(name, _)| !ACCESS.contains(&name.as_str()));
         }
         let links = links.into_iter().map(|(_, link)| link).collect();
-        Ok(BpfObserver { ring, inbox, links, obj, attached, max_per_poll: options.max_records_per_poll.max(1) })
+        Ok(BpfObserver {
+            ring,
+            inbox,
+            links,
+            obj,
+            attached,
+            max_per_poll: options.max_records_per_poll.max(1),
+            gate: Mutex::new(ClosedLaunches::default()),
+            lost_ends_read: Instant::now(),
+        })
     }
 
     /// Detaches everything, as dropping does, but closes the links in parallel: each detach of a
@@ -385,8 +403,57 @@ impl BpfObserver {
             inbox.events.drain(..n).collect()
         };
         let n = batch.len();
-        batch.into_iter().for_each(&mut f);
+        for event in batch {
+            if let ObservedEvent::LaunchEnd { launch, .. } = event {
+                self.close_for_gate(launch);
+            }
+            f(event);
+        }
+        if self.lost_ends_read.elapsed() >= LOST_ENDS_EVERY {
+            self.lost_ends_read = Instant::now();
+            self.close_lost_ends();
+        }
         Ok(n)
+    }
+
+    /// Counts `launch` closed for the kernel's follow gate (once: [`ClosedLaunches`]) and writes
+    /// the count, under the lock so that writes never go backwards. Call only once the kernel
+    /// no longer follows it (it ended, was deleted, or is watched).
+    fn close_for_gate(&self, launch: LaunchId) {
+        let mut gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        if !gate.close(launch) {
+            return;
+        }
+        let written = find_map(&self.obj, "follow_gate").and_then(|m| {
+            m.update(&GATE_CLOSED.to_ne_bytes(), &gate.count().to_ne_bytes(), MapFlags::ANY).map_err(map_err("follow_gate"))
+        });
+        if let Err(e) = written {
+            // The gate then stays open: reads cost a task lookup, nothing is missed.
+            tracing::debug!("{e}");
+        }
+    }
+
+    /// Counts closed the launches the kernel forgot without room for their end record.
+    fn close_lost_ends(&self) {
+        let Ok(map) = find_map(&self.obj, "ends_lost") else { return };
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        for key in keys {
+            let Ok(id) = <[u8; 8]>::try_from(key.as_slice()) else { continue };
+            if map.delete(&key).is_ok() {
+                self.close_for_gate(u64::from_ne_bytes(id));
+            }
+        }
+    }
+
+    /// Whether the kernel's follow gate is open: some launch it started is not yet counted
+    /// closed (`None` when the gate cannot be read).
+    pub fn gate_open(&self) -> Option<bool> {
+        let map = find_map(&self.obj, "follow_gate").ok()?;
+        let slot = |k: u32| -> Option<u64> {
+            let v = map.lookup(&k.to_ne_bytes(), MapFlags::ANY).ok()??;
+            Some(u64::from_ne_bytes(v.as_slice().try_into().ok()?))
+        };
+        Some(slot(0)? != slot(GATE_CLOSED)?)
     }
 
     /// Stops following `launch`: its tasks leave the followed set the next time they trigger an
@@ -394,7 +461,10 @@ impl BpfObserver {
     /// kernel no longer knew the launch (it ended or was stopped already).
     pub fn stop_following(&self, launch: LaunchId) -> Result<bool, BpfError> {
         match find_map(&self.obj, "launches")?.delete(&launch.to_ne_bytes()) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                self.close_for_gate(launch);
+                Ok(true)
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(map_err("launches")(e)),
         }
@@ -406,13 +476,18 @@ impl BpfObserver {
     /// longer knew the launch. The count is read, and the launch forgotten, by
     /// [`take_watched`](Self::take_watched).
     pub fn watch(&self, launch: LaunchId, until_ns: u64) -> Result<bool, BpfError> {
-        self.update_launch(launch, |value| {
+        let watched = self.update_launch(launch, |value| {
             let flags = record::u32_at(value, LAUNCH_FLAGS_AT) | LAUNCH_WATCHED;
             value[LAUNCH_FLAGS_AT..LAUNCH_FLAGS_AT + 4].copy_from_slice(&flags.to_ne_bytes());
             value[LAUNCH_WATCH_UNTIL_AT..LAUNCH_WATCH_UNTIL_AT + 8].copy_from_slice(&until_ns.to_ne_bytes());
             value[40..48].copy_from_slice(&0u64.to_ne_bytes());
             true
-        })
+        })?;
+        if watched {
+            // Its tasks need the insertion programs only, which the gate does not close.
+            self.close_for_gate(launch);
+        }
+        Ok(watched)
     }
 
     /// Keeps following `launch` but (`on`) has the kernel record only the first page access of
@@ -460,7 +535,8 @@ impl BpfObserver {
         let inserted = (value.len() == LAUNCH_VAL_SIZE).then(|| record::u64_at(&value, LAUNCH_INSERTED_AT));
         match find_map(&self.obj, "launches")?.delete(&launch.to_ne_bytes()) {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(map_err("launches")(e)),
-            _ => {}
+            Err(_) => {}
+            Ok(()) => self.close_for_gate(launch),
         }
         Ok(inserted)
     }
