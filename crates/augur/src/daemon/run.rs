@@ -383,8 +383,9 @@ const TOKEN_PRESSURE: u64 = 7;
 
 /// How the kernel shows the daemon launches.
 enum Observer {
-    /// The eBPF observer of every exec (`None` once closed at shutdown).
-    Bpf(Option<LaunchFeed>),
+    /// The eBPF observer of every exec (`None` once closed at shutdown); boxed, as it is far
+    /// larger than a page watch.
+    Bpf(Option<Box<LaunchFeed>>),
     /// A tracefs page watch of the pids the daemon follows (or none: file-only).
     Tracefs(PageWatch),
 }
@@ -400,7 +401,7 @@ impl Observer {
     /// What the pages seen mean (the mode profiles are learned in).
     fn profile_mode(&self) -> TraceMode {
         match self {
-            Observer::Bpf(feed) => feed.as_ref().map_or(TraceMode::Access, LaunchFeed::profile_mode),
+            Observer::Bpf(feed) => feed.as_deref().map_or(TraceMode::Access, LaunchFeed::profile_mode),
             Observer::Tracefs(w) => w.mode(),
         }
     }
@@ -528,7 +529,7 @@ impl Daemon {
         // filter); else file-only.
         let mut passed_over = PassedOver::default();
         let observer = match open_bpf_unless_degraded(requested, &mut passed_over, LaunchFeed::open)? {
-            Some(feed) => Observer::Bpf(Some(feed)),
+            Some(feed) => Observer::Bpf(Some(Box::new(feed))),
             None => {
                 let choice = ModeChoice { requested: requested.and_then(ObservationMode::tracefs), degrade_to_file_only: true };
                 let watch = PageWatch::open("daemon", &WatchScope::Followed, choice, &InstanceOptions::default())?;
