@@ -569,6 +569,7 @@ impl DaemonEngine {
     pub fn new(config: Config, observation: Observation, mode: TraceMode, page_size: u64, now: Now) -> Self {
         let mut runs = WorkloadRuns::new();
         runs.set_follow(follow_policy(&config), config.launch.stable_new_share);
+        runs.set_read_through(window_settings(&config, mode, page_size).read_through_pages);
         DaemonEngine {
             tracker: LaunchTracker::new(window_settings(&config, mode, page_size)),
             config,
@@ -1357,7 +1358,9 @@ impl DaemonEngine {
         if new.daemon.state_path != self.config.daemon.state_path || new.daemon.socket_path != self.config.daemon.socket_path {
             tracing::warn!("state_path and socket_path changes take effect at the next start");
         }
-        self.tracker.set_settings(window_settings(&new, self.mode, self.page_size));
+        let settings = window_settings(&new, self.mode, self.page_size);
+        self.runs.set_read_through(settings.read_through_pages);
+        self.tracker.set_settings(settings);
         self.runs.set_follow(follow_policy(&new), new.launch.stable_new_share);
         let old = std::mem::replace(&mut self.config, new);
         let (was, want) = (old.predict.enabled && self.step, self.config.predict.enabled);

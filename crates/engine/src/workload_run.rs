@@ -25,6 +25,7 @@ use augur_core::model::file_context::{FileContextModel, FileContextRecord, FileO
 use augur_core::model::learn::{LaunchNovelty, LearnSettings, LearningHistory};
 use augur_core::model::profile::{InodeKey, Lookup, LookupKind};
 use augur_core::model::range::PageRange;
+use augur_core::model::read_through::ForwardRuns;
 use augur_core::model::user::ProcessUser;
 
 use crate::window::FollowPolicy;
@@ -148,8 +149,14 @@ struct Run {
     /// Counted in [`RunCounts::runs_sampled`].
     counted_sampled: bool,
     /// Its launch stopped being followed at the page cap or reading a file through
-    /// ([`Self::pages_streamed`]): followed on for the files it opens only, like a sample.
+    /// ([`Self::pages_streamed`]), or it read a file through itself: followed on for the files it
+    /// opens only, like a sample.
     streamed: bool,
+    /// Its forward runs per file and the pages it used (page accesses only once any was seen:
+    /// an insertion of the same page then is no second use), for the read-through rule.
+    forward: ForwardRuns,
+    pages_used: u64,
+    accesses_seen: bool,
     /// Pages of the files asked for in this run (their mean size is what the loader must read
     /// per open).
     asked_pages: u64,
@@ -220,8 +227,9 @@ pub struct RunCounts {
     pub files_predicted: u64,
     /// Runs followed for the files they open only (their workload was settled).
     pub runs_sampled: u64,
-    /// Runs followed for the files they open only once their launch streamed a file or reached
-    /// the page cap ([`WorkloadRuns::pages_streamed`]).
+    /// Runs followed for the files they open only once they or their launch streamed a file, or
+    /// their launch reached the page cap ([`WorkloadRuns::pages_streamed`],
+    /// [`WorkloadRuns::set_read_through`]).
     pub runs_streamed: u64,
     /// Runs whose files the model did not foresee, that made their workload's next runs followed
     /// whole again.
@@ -249,6 +257,9 @@ pub struct WorkloadRuns {
     fetch_ns_per_page: Option<u64>,
     /// How long after the open they follow prefetches are handed to the loader, moving mean (ns).
     lag_ns: Option<u64>,
+    /// A run followed whole that reads one file through this far (pages, by the launches' rule:
+    /// [`ForwardRuns::reads_through`]) is streamed; 0: never.
+    read_through_pages: u64,
 }
 
 /// Paths whose files hold nothing to prefetch (no backing disk) or are throwaway (a compiler's
@@ -267,6 +278,15 @@ impl WorkloadRuns {
     /// Takes the model loaded from the state (at the start).
     pub fn set_model(&mut self, model: FileContextModel) {
         self.model = model;
+    }
+
+    /// A run followed whole whose reads of one file form a forward run of `pages` that is most of
+    /// what it used is followed on for the files it opens only, as when its launch stopped so
+    /// ([`Self::pages_streamed`]): the launch of a reader the daemon replays but does not follow
+    /// never stops, and its run sent a page record for each of a 1 GiB file's 262,144 pages.
+    /// 0: never.
+    pub fn set_read_through(&mut self, pages: u64) {
+        self.read_through_pages = pages;
     }
 
     /// Follows runs by `policy` (the launches'): whole until a workload's runs are stable (at most
@@ -389,6 +409,9 @@ impl WorkloadRuns {
             first_reads: false,
             counted_sampled: false,
             streamed: false,
+            forward: ForwardRuns::new(),
+            pages_used: 0,
+            accesses_seen: false,
             asked_pages: 0,
             first_open_ns: None,
             since_predict: 0,
@@ -559,6 +582,16 @@ impl WorkloadRuns {
         let run = &mut self.runs[i];
         if read && ts_ns <= run.disk_until_ns {
             run.disk_pages += pages.len;
+        }
+        run.accesses_seen |= !read;
+        if !run.streamed && !run.first_reads && self.read_through_pages > 0 && (!read || !run.accesses_seen) {
+            let forward = run.forward.on_use(inode, pages);
+            run.pages_used += pages.len;
+            if ForwardRuns::reads_through(forward, run.pages_used, self.read_through_pages) {
+                run.streamed = true;
+                run.forward = ForwardRuns::new();
+                self.counts.runs_streamed += 1;
+            }
         }
         if let Some(known) = run.named.get(&inode) {
             if let Some(path) = known {
@@ -1180,6 +1213,46 @@ mod tests {
         runs.pages_streamed(&[100]);
         assert_eq!(runs.counts().runs_streamed, 1, "counted once");
         assert_eq!(runs.counts().runs_sampled, 0, "not a sample");
+    }
+
+    #[test]
+    fn a_run_followed_whole_that_reads_a_file_through_is_followed_on_for_its_opens_only() {
+        let mut runs = WorkloadRuns::new();
+        runs.set_read_through(2048);
+        assert!(runs.start(100, "/usr/bin/reader", user(), 0));
+        let exe = InodeKey { dev: 1, ino: 1 };
+        let data = InodeKey { dev: 1, ino: 2 };
+        // The program's own pages, then 8 MiB of the data file in 4 KiB reads, each page
+        // inserted and accessed.
+        runs.on_page(100, 1, false, exe, PageRange::new(0, 300), 0);
+        for p in 0..2047 {
+            runs.on_page(100, 2 + p, true, data, PageRange::new(p, 1), 0);
+            runs.on_page(100, 2 + p, false, data, PageRange::new(p, 1), 0);
+        }
+        assert!(runs.reads_to_change(|_| false).is_empty(), "not 8 MiB yet");
+        runs.on_page(100, 3000, false, data, PageRange::new(2047, 1), 0);
+        let reads = runs.reads_to_change(|_| false);
+        assert_eq!(reads.len(), 1);
+        assert!(reads[0].first_reads && reads[0].tasks == vec![100], "{reads:?}");
+        assert_eq!(runs.counts().runs_streamed, 1);
+    }
+
+    #[test]
+    fn a_run_reading_many_files_is_no_stream_and_the_rule_can_be_off() {
+        for (pages, files) in [(2048, 64u64), (0, 1)] {
+            let mut runs = WorkloadRuns::new();
+            runs.set_read_through(pages);
+            assert!(runs.start(100, "/usr/bin/ld", user(), 0));
+            // 64 object files of 128 pages each read in order (a link), or one file (rule off).
+            for f in 0..files {
+                let inode = InodeKey { dev: 1, ino: 10 + f };
+                for p in 0..(8192 / files) {
+                    runs.on_page(100, p, false, inode, PageRange::new(p, 1), 0);
+                }
+            }
+            assert!(runs.reads_to_change(|_| false).is_empty(), "{pages} {files}");
+            assert_eq!(runs.counts().runs_streamed, 0);
+        }
     }
 
     #[test]

@@ -133,7 +133,7 @@ fn render(r: &StatusReport) -> String {
             r.lost_by_cause.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
         };
         out.push_str(&format!(
-            "eBPF: {} path lookups, {} launches stopped (not followed), {} of them read pages their profile lacked (followed again; {} more not, their last refollows having taught nothing); {} workload runs sampled (followed for their opens only), {} sampled runs opened files their model lacked (followed whole again); {} runs followed for their opens only once their launch streamed a file; records lost: {lost}\n",
+            "eBPF: {} path lookups, {} launches stopped (not followed), {} of them read pages their profile lacked (followed again; {} more not, their last refollows having taught nothing); {} workload runs sampled (followed for their opens only), {} sampled runs opened files their model lacked (followed whole again); {} runs followed for their opens only once they or their launch streamed a file; records lost: {lost}\n",
             e.lookup_events, e.launches_stopped, e.refollowed, e.refollows_held, e.runs_sampled, e.runs_unsettled, e.runs_streamed
         ));
     }

@@ -118,8 +118,8 @@ pub struct EventCounts {
     /// foreseen: their workload's next runs are followed whole again.
     #[serde(default)]
     pub runs_unsettled: u64,
-    /// Workload runs followed for the files they open only once their launch streamed a file or
-    /// reached the page cap (bpf mode).
+    /// Workload runs followed for the files they open only once they or their launch streamed a
+    /// file, or their launch reached the page cap (bpf mode).
     #[serde(default)]
     pub runs_streamed: u64,
 }
