@@ -16,7 +16,7 @@ use augur_core::model::launcher::{ExecStep, LaunchIdentity, Verdict};
 use augur_core::model::learn::LearningHistory;
 use augur_core::model::profile::{InodeKey, Lookup, LookupList, TraceMode, UsedRange, WorkingSetBuilder};
 use augur_core::model::range::PageRange;
-use augur_core::model::read_through::{ForwardRuns, Run};
+use augur_core::model::read_through::{ForwardRuns, Run, STREAM_HEAD_PAGES};
 
 /// Identifies a launch for the daemon's lifetime.
 pub type LaunchId = u64;
@@ -719,6 +719,8 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
     let stop = if l.used.page_count() >= settings.max_pages {
         Some(FollowStop::PageCap)
     } else if ForwardRuns::reads_through(run, l.used.page_count(), settings.read_through_pages) {
+        // What it learns of the stream is where the stream began, not the data it read.
+        l.used.keep_head(inode, run.span(), STREAM_HEAD_PAGES);
         Some(FollowStop::ReadThrough { after_ms: ts_ns.saturating_sub(l.started_ns) / 1_000_000 })
     } else if builds && l.span.count(ts_ns, l.used.page_count() > before) {
         Some(FollowStop::Settled { after_ms: ts_ns.saturating_sub(l.started_ns) / 1_000_000 })
@@ -1036,7 +1038,11 @@ mod tests {
         let pages = |k: InodeKey| -> u64 {
             done[0].working_set.iter().filter(|(i, _)| *i == k).flat_map(|(_, r)| r.iter().map(|u| u.range.len)).sum()
         };
-        assert_eq!((pages(F), pages(libc), pages(data)), (10, 300, 2048), "its start and the file's first pages");
+        assert_eq!(
+            (pages(F), pages(libc), pages(data)),
+            (10, 300, STREAM_HEAD_PAGES),
+            "its start, and of the stream only where it began"
+        );
     }
 
     #[test]
@@ -1063,6 +1069,13 @@ mod tests {
             t.on_page(80, MS + (8192 - i) * 1000, PageKind::Access, InodeKey { dev: 1, ino: 300 }, PageRange::new(i, 1));
         }
         assert_eq!(t.take_unfollowed(), vec![80]);
+        // Of its stream it keeps where it began: the file's end, read first.
+        let done = t.close_all(10_000 * MS);
+        let tac = done.iter().find(|d| d.launch.stopped.is_some()).expect("tac's launch");
+        let kept: Vec<PageRange> = tac.working_set.iter().flat_map(|(_, r)| r.iter().map(|u| u.range)).collect();
+        let mut set = augur_core::model::range::RangeSet::new();
+        kept.iter().for_each(|r| set.insert(*r));
+        assert_eq!(set.ranges(), &[PageRange::new(8192 - STREAM_HEAD_PAGES, STREAM_HEAD_PAGES)]);
     }
 
     #[test]

@@ -370,6 +370,44 @@ impl WorkingSetBuilder {
         }
     }
 
+    /// Forgets the pages of `inode` inside `span` but the first `head` of them in first-use order:
+    /// a file the launch was reading through, whose data is not its start. Returns the pages
+    /// forgotten.
+    pub fn keep_head(&mut self, inode: InodeKey, span: PageRange, head: u64) -> u64 {
+        let Some(entry) = self.inodes.get_mut(&inode) else { return 0 };
+        let mut kept = 0u64;
+        let mut order = Vec::with_capacity(entry.order.len());
+        let mut forgotten = RangeSet::new();
+        for used in entry.order.drain(..) {
+            let Some(inside) = used.range.intersect(&span) else {
+                order.push(used);
+                continue;
+            };
+            let keep = inside.len.min(head.saturating_sub(kept));
+            kept += keep;
+            // What lies before and after the span stays; of the part inside, its first `keep` pages.
+            let before = PageRange::new(used.range.start, inside.start - used.range.start);
+            let after = PageRange::new(inside.end(), used.range.end() - inside.end());
+            let front = PageRange::new(inside.start, keep);
+            let rest = PageRange::new(inside.start + keep, inside.len - keep);
+            if !rest.is_empty() {
+                forgotten.insert(rest);
+            }
+            for piece in [before, front, after] {
+                if !piece.is_empty() {
+                    order.push(UsedRange { range: piece, first_use_us: used.first_use_us });
+                }
+            }
+        }
+        entry.order = order;
+        let dropped = forgotten.page_count();
+        for r in forgotten.ranges().to_vec() {
+            entry.seen.remove(r);
+        }
+        self.pages -= dropped;
+        dropped
+    }
+
     /// Distinct pages seen so far, over all inodes.
     pub fn page_count(&self) -> u64 {
         self.pages
@@ -413,6 +451,32 @@ mod tests {
             unresolved: Unresolved::default(),
             lookups: Vec::new(),
         }
+    }
+
+    #[test]
+    fn keep_head_forgets_a_streamed_span_but_its_first_pages_and_keeps_the_rest_of_the_file() {
+        let f = InodeKey { dev: 1, ino: 7 };
+        let g = InodeKey { dev: 1, ino: 8 };
+        let mut b = WorkingSetBuilder::new();
+        b.touch(f, PageRange::new(0, 2), 1); // a header read first
+        b.touch(g, PageRange::new(0, 10), 2);
+        for p in 0..100 {
+            b.touch(f, PageRange::new(100 + p, 1), 10 + p);
+        }
+        assert_eq!(b.page_count(), 112);
+        assert_eq!(b.keep_head(f, PageRange::new(100, 100), 8), 92);
+        assert_eq!(b.page_count(), 20);
+        assert_eq!(b.pages_of(f), 10);
+        assert_eq!(b.keep_head(InodeKey { dev: 9, ino: 9 }, PageRange::new(0, 10), 0), 0);
+        let done = b.finish();
+        let fr: Vec<PageRange> = done.iter().find(|(k, _)| *k == f).unwrap().1.iter().map(|u| u.range).collect();
+        assert_eq!(fr, vec![PageRange::new(0, 2), PageRange::new(100, 8)]);
+        // A page touched again after the cut is new again (it was forgotten).
+        let mut b = WorkingSetBuilder::new();
+        b.touch(f, PageRange::new(0, 64), 0);
+        b.keep_head(f, PageRange::new(0, 64), 4);
+        b.touch(f, PageRange::new(60, 1), 5);
+        assert_eq!(b.pages_of(f), 5);
     }
 
     #[test]

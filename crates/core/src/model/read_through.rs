@@ -29,6 +29,12 @@ pub const RUN_GAP_PAGES: u64 = 32;
 /// later files are not tracked, and are never taken for a stream).
 pub const MAX_FILES: usize = 1_024;
 
+/// Pages of a stream kept in the launch's profile once the rule says it reads the file through
+/// (the first ones it read; the kernel's default read-ahead window): the data streamed is not
+/// the launch's start, and replaying 8 MiB of it at the next exec raced the reader for its own
+/// first reads and left its read-ahead to ramp up again where the replayed pages ended.
+pub const STREAM_HEAD_PAGES: u64 = 32;
+
 /// Fewest separate uses a run is read in for it to be a stream (a reader asks for its file
 /// piece by piece; a single use of many pages is one mapping touched or one request).
 pub const MIN_RUN_USES: u64 = 16;
@@ -44,6 +50,11 @@ pub struct Run {
 impl Run {
     /// No run.
     pub const NONE: Run = Run { start: 0, end: 0, uses: 0 };
+
+    /// The pages the run spans, as a range.
+    pub fn span(&self) -> PageRange {
+        PageRange::new(self.start, self.end - self.start)
+    }
 
     /// Pages the run spans.
     pub fn pages(&self) -> u64 {
