@@ -375,10 +375,9 @@ impl WorkingSetBuilder {
     /// forgotten.
     pub fn keep_head(&mut self, inode: InodeKey, span: PageRange, head: u64) -> u64 {
         let Some(entry) = self.inodes.get_mut(&inode) else { return 0 };
-        let mut kept = 0u64;
+        let (mut kept, mut dropped) = (0u64, 0u64);
         let mut order = Vec::with_capacity(entry.order.len());
-        let mut forgotten = RangeSet::new();
-        for used in entry.order.drain(..) {
+        for used in std::mem::take(&mut entry.order) {
             let Some(inside) = used.range.intersect(&span) else {
                 order.push(used);
                 continue;
@@ -391,7 +390,9 @@ impl WorkingSetBuilder {
             let front = PageRange::new(inside.start, keep);
             let rest = PageRange::new(inside.start + keep, inside.len - keep);
             if !rest.is_empty() {
-                forgotten.insert(rest);
+                // The used ranges of an inode are disjoint: nothing is counted twice.
+                entry.seen.remove(rest);
+                dropped += rest.len;
             }
             for piece in [before, front, after] {
                 if !piece.is_empty() {
@@ -400,10 +401,6 @@ impl WorkingSetBuilder {
             }
         }
         entry.order = order;
-        let dropped = forgotten.page_count();
-        for r in forgotten.ranges().to_vec() {
-            entry.seen.remove(r);
-        }
         self.pages -= dropped;
         dropped
     }

@@ -47,6 +47,8 @@ const LAUNCH_INSERTED_AT: usize = 40;
 const LAUNCH_WATCHED: u32 = 2;
 /// `LAUNCH_FIRST_READS` (records.h).
 const LAUNCH_FIRST_READS: u32 = 4;
+/// The slot of `follow_gate` the kernel writes: launches started (observe.bpf.c GATE_CREATED).
+const GATE_CREATED: u32 = 0;
 /// The slot of `follow_gate` user space writes: launches closed (observe.bpf.c GATE_CLOSED).
 const GATE_CLOSED: u32 = 1;
 /// How often the launches whose end record was lost are looked for.
@@ -453,7 +455,7 @@ impl BpfObserver {
             let v = map.lookup(&k.to_ne_bytes(), MapFlags::ANY).ok()??;
             Some(u64::from_ne_bytes(v.as_slice().try_into().ok()?))
         };
-        Some(slot(0)? != slot(GATE_CLOSED)?)
+        Some(slot(GATE_CREATED)? != slot(GATE_CLOSED)?)
     }
 
     /// Stops following `launch`: its tasks leave the followed set the next time they trigger an
