@@ -421,6 +421,60 @@ fn a_launch_followed_for_its_first_reads_counts_what_it_reads_from_disk_without_
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A file of `pages` whole pages and `tail` more bytes, written and dropped from the cache.
+fn sized_file(dir: &Path, name: &str, pages: usize, tail: usize) -> PathBuf {
+    let path = dir.join(name);
+    let bytes: Vec<u8> = (0..pages * PAGE as usize + tail).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, bytes).unwrap();
+    let f = File::open(&path).unwrap();
+    // SAFETY: the descriptor is open for the duration of the call.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    path
+}
+
+#[test]
+fn a_first_read_one_page_short_of_the_end_stands_for_the_whole_file() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    // stdio's fread of a whole file: the whole pages in one read, the partial last page in a
+    // second, which a launch followed for its first reads does not record.
+    let dir = test_dir("first-read-tail");
+    let whole = sized_file(&dir, "whole", 3, 2048); // pages 0..=3; its first read: 0..=2
+    let part = sized_file(&dir, "part", 5, 2048); // pages 0..=5; its first read: 0..=2 as well
+    let (iw, ip) = (inode_of(&whole), inode_of(&part));
+    let mut obs = open_observer();
+    let script = format!(
+        "read x; for f in {} {}; do dd if=$f of=/dev/null bs={} count=1 status=none; done",
+        whole.display(),
+        part.display(),
+        3 * PAGE
+    );
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let mut events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
+    let launch = launch_of(&events, pid).unwrap();
+    assert!(obs.first_reads_only(launch, true, 0).unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    events.extend(collect(&mut obs, |ev| ended(ev, launch)));
+    let mut set = PageSet::default();
+    for e in &events {
+        if let ObservedEvent::Pages { task, inode, source, chunk, bits } = e {
+            if task.launch == launch && source.is_access() {
+                set.insert(*inode, *chunk, *bits);
+            }
+        }
+    }
+    assert_eq!(set.pages(iw), vec![0, 1, 2, 3], "the whole file, its tail page included");
+    assert_eq!(set.pages(ip), vec![0, 1, 2], "a read two pages short of the end is what it read");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_cold_sequential_read_reports_every_page_it_inserted_large_folios_included() {
     if !is_root() {
