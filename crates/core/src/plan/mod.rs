@@ -20,7 +20,7 @@ pub use fill::{
 };
 pub use ledger::{LedgerTotals, PrefetchLedger};
 pub use planner::{AppFootprint, Plan, PlannedRange, PlannerConfig, PlannerWork, RangeUse, ResidentPages, plan, plan_within};
-pub use quiet_wait::QuietWait;
+pub use quiet_wait::{QuietWait, WaitingLooks};
 pub use round::{
     DEFAULT_EVICT_COST, DEFAULT_READ_COST, KEEP_GAP_MS, LearnedFootprint, MAX_CANDIDATES, PlanningRound, RoundConfig,
     RoundOutcome, RoundPlan,

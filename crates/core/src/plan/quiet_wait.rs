@@ -12,6 +12,15 @@
 //! looks between). A fetch therefore resumes at most [`MAX_POLL_MS`] + [`QUIET_MS`] after the
 //! reading ended: nothing for a prefetch of what is launched minutes later.
 //!
+//! Bytes alone miss a reader the disk holds back. On a disk limited in requests per second (a
+//! cgroup's `io.max`, a spinning disk), a reader of small files gets a few MiB/s and spends its
+//! time waiting; a fetch beside it takes requests from it and makes it slower still, so that it
+//! reads even less and looks quieter (ctags on the small slow machine: 4.5 MiB/s alone). So a
+//! look also says whether another task was waiting on the disks at that moment (`procs_blocked`:
+//! tasks in I/O wait, this thread never among them as it looks). A look that saw one waiting is
+//! not quiet, and [`WaitingLooks`] tells when most looks of a span saw one: the disks are busy
+//! then, whatever the bytes.
+//!
 //! Pure: the caller reads the counters and sleeps.
 
 /// The first interval, and the interval after a quiet look.
@@ -71,11 +80,12 @@ impl QuietWait {
         bytes < allowed
     }
 
-    /// Takes a look: others read `bytes` over the `elapsed_ms` since the last. Returns true when
-    /// the disks are quiet and the wait is over.
-    pub fn look(&mut self, bytes: u64, elapsed_ms: u64) -> bool {
+    /// Takes a look: others read `bytes` over the `elapsed_ms` since the last, and another task
+    /// was (`waiting`) or was not waiting on the disks at the look. Returns true when the disks
+    /// are quiet and the wait is over.
+    pub fn look(&mut self, bytes: u64, elapsed_ms: u64, waiting: bool) -> bool {
         self.looks = self.looks.saturating_add(1);
-        if QuietWait::is_quiet(bytes, elapsed_ms) {
+        if !waiting && QuietWait::is_quiet(bytes, elapsed_ms) {
             // A long look counts as one short one: its average may hide a burst, so the end of
             // the reading is confirmed by short looks.
             self.quiet_ms = self.quiet_ms.saturating_add(elapsed_ms.min(MIN_POLL_MS));
@@ -85,6 +95,31 @@ impl QuietWait {
             self.interval_ms = self.interval_ms.saturating_mul(2).min(MAX_POLL_MS);
         }
         self.quiet_ms >= QUIET_MS
+    }
+}
+
+/// A span's looks that saw another task waiting on the disks: most of at least
+/// [`WaitingLooks::MIN_LOOKS`] is a reader the disk holds back, busy whatever it reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitingLooks {
+    looks: u32,
+    waiting: u32,
+}
+
+impl WaitingLooks {
+    /// Looks a span needs before its share says anything: one task's brief wait (a page fault,
+    /// a journal commit) is not a reader.
+    pub const MIN_LOOKS: u32 = 4;
+
+    /// Counts a look.
+    pub fn look(&mut self, waiting: bool) {
+        self.looks = self.looks.saturating_add(1);
+        self.waiting = self.waiting.saturating_add(u32::from(waiting));
+    }
+
+    /// At least [`Self::MIN_LOOKS`] looks, half or more of them with another task waiting.
+    pub fn busy(&self) -> bool {
+        self.looks >= Self::MIN_LOOKS && self.waiting.saturating_mul(2) >= self.looks
     }
 }
 
@@ -100,7 +135,7 @@ mod tests {
         loop {
             let dt = w.next_sleep_ms();
             t += dt;
-            if w.look(reads(t), dt) {
+            if w.look(reads(t), dt, false) {
                 return (w.looks(), t);
             }
             assert!(t < 3_600_000, "never quiet");
@@ -127,10 +162,10 @@ mod tests {
         let mut seen = Vec::new();
         for _ in 0..6 {
             seen.push(w.next_sleep_ms());
-            assert!(!w.look(64 << 20, w.next_sleep_ms()));
+            assert!(!w.look(64 << 20, w.next_sleep_ms(), false));
         }
         assert_eq!(seen, vec![100, 200, 400, 800, 1600, 1600]);
-        assert!(!w.look(0, 1600), "one quiet look is not enough...");
+        assert!(!w.look(0, 1600, false), "one quiet look is not enough...");
         assert_eq!(w.next_sleep_ms(), MIN_POLL_MS, "...and the next comes soon");
     }
 
@@ -138,31 +173,31 @@ mod tests {
     fn a_resumed_wait_keeps_its_interval_but_not_its_quiet_time() {
         let mut w = QuietWait::new();
         for _ in 0..4 {
-            w.look(64 << 20, w.next_sleep_ms());
+            w.look(64 << 20, w.next_sleep_ms(), false);
         }
         assert_eq!(w.next_sleep_ms(), 1600);
         let r = w.resumed();
         assert_eq!(r.next_sleep_ms(), 1600);
         let mut q = QuietWait::new();
-        q.look(0, 100);
-        q.look(0, 100);
+        q.look(0, 100, false);
+        q.look(0, 100, false);
         let mut r = q.resumed();
         for _ in 0..4 {
-            assert!(!r.look(0, 100), "quiet looks before the gap counted");
+            assert!(!r.look(0, 100, false), "quiet looks before the gap counted");
         }
-        assert!(r.look(0, 100));
+        assert!(r.look(0, 100, false));
     }
 
     #[test]
     fn a_busy_look_resets_the_quiet_time() {
         let mut w = QuietWait::new();
-        assert!(!w.look(0, 100));
-        assert!(!w.look(0, 100));
-        assert!(!w.look(1 << 20, 100), "1 MiB in 100 ms is a reader of 10 MiB/s");
+        assert!(!w.look(0, 100, false));
+        assert!(!w.look(0, 100, false));
+        assert!(!w.look(1 << 20, 100, false), "1 MiB in 100 ms is a reader of 10 MiB/s");
         for _ in 0..4 {
-            assert!(!w.look(0, 100));
+            assert!(!w.look(0, 100, false));
         }
-        assert!(w.look(0, 100));
+        assert!(w.look(0, 100, false));
     }
 
     #[test]
@@ -185,7 +220,35 @@ mod tests {
             let before = t / 300;
             t += dt;
             let bursts = t / 300 - before;
-            assert!(!w.look(bursts << 20, dt), "quiet declared at {t} ms while the reader goes on");
+            assert!(!w.look(bursts << 20, dt, false), "quiet declared at {t} ms while the reader goes on");
         }
+    }
+
+    #[test]
+    fn a_look_with_another_task_waiting_is_never_quiet() {
+        let mut w = QuietWait::new();
+        for _ in 0..20 {
+            assert!(!w.look(0, 100, true), "a reader the disk holds back reads little and waits");
+        }
+        for _ in 0..4 {
+            assert!(!w.look(0, 100, false));
+        }
+        assert!(w.look(0, 100, false), "five quiet looks in a row end the wait");
+    }
+
+    #[test]
+    fn a_span_is_busy_when_most_of_its_looks_saw_a_task_waiting() {
+        let mut s = WaitingLooks::default();
+        for _ in 0..3 {
+            s.look(true);
+        }
+        assert!(!s.busy(), "three looks are too few to judge");
+        s.look(false);
+        assert!(s.busy(), "two of four is half");
+        let mut q = WaitingLooks::default();
+        for i in 0..40 {
+            q.look(i % 10 == 0);
+        }
+        assert!(!q.busy(), "a task waiting now and then (a journal commit) is not a reader");
     }
 }

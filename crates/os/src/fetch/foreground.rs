@@ -10,6 +10,14 @@
 //! the fetcher tells [`ForegroundReads::wait_turn`] (its window of advised, not yet completed
 //! chunks), so the bound it checks never mistakes the fetch's own reads for someone else's.
 //!
+//! Bytes miss a reader that a disk limited in requests per second holds back (a cgroup's `io.max`:
+//! ctags reads 4.5 MiB/s of small files there, less beside a fetch, and waits most of the time).
+//! So each look also reads `procs_blocked` of `/proc/stat`, the tasks in I/O wait at that moment
+//! (this thread, looking, is never one), at most every [`WAITING_EVERY`]: a span most of whose
+//! looks saw one waiting is busy (`augur_core::plan::WaitingLooks`), and a look that saw one is
+//! not quiet. The daemon's own exec-time replay counts as a task waiting too: a fetch for later
+//! gives way to it as well.
+//!
 //! While others read it looks again at the intervals `augur_core::plan::QuietWait` gives: they
 //! grow while the reading goes on (a minute of someone else's reading costs the fetch thread a
 //! few dozen wake-ups, not 600), and the disks are quiet once others read less than 2.5 MiB/s
@@ -21,7 +29,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use augur_core::plan::QuietWait;
+use augur_core::plan::{QuietWait, WaitingLooks};
 
 use super::prefetcher::CancelFlag;
 
@@ -39,6 +47,10 @@ pub const POLL: Duration = Duration::from_millis(augur_core::plan::quiet_wait::M
 /// The shortest wait that ends: half a second of quiet looks.
 pub const QUIET: Duration = Duration::from_millis(augur_core::plan::quiet_wait::QUIET_MS);
 
+/// `/proc/stat` is read for its `procs_blocked` at most this often (a fetch of a fast disk looks
+/// every few milliseconds; the file has a line per CPU and one of every interrupt's count).
+pub const WAITING_EVERY: Duration = Duration::from_millis(10);
+
 /// Sectors in `/sys/block/*/stat` are always 512 bytes.
 const SECTOR: u64 = 512;
 
@@ -51,6 +63,18 @@ pub fn others_read(disk_now: u64, disk_start: u64, own_now: u64, own_start: u64,
 /// Sectors read, the third field of a block device's `stat` file.
 pub fn parse_disk_stat_sectors_read(text: &str) -> Option<u64> {
     text.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// `procs_blocked` of `/proc/stat`: the tasks waiting on I/O at this moment.
+pub fn parse_procs_blocked(text: &str) -> Option<u32> {
+    text.lines().find_map(|l| l.strip_prefix("procs_blocked ")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether another task waits on I/O now (`procs_blocked` above 0; the calling thread, running,
+/// is not counted); `None` when `/proc/stat` cannot be read.
+fn others_waiting() -> Option<bool> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_procs_blocked(&text).map(|n| n > 0)
 }
 
 /// `read_bytes` of a `/proc/*/io` file.
@@ -92,6 +116,10 @@ pub struct ForegroundReads {
     /// What the fetch had in flight at its last look: a fetch that replaces it may find it
     /// still landing.
     last_in_flight: u64,
+    /// The span's looks at tasks waiting on I/O.
+    waiting: WaitingLooks,
+    /// When `/proc/stat` was last read.
+    waiting_at: Option<Instant>,
 }
 
 impl ForegroundReads {
@@ -113,6 +141,8 @@ impl ForegroundReads {
             still_busy: false,
             resume: None,
             last_in_flight: 0,
+            waiting: WaitingLooks::default(),
+            waiting_at: None,
         };
         reads.span.start = reads.sample()?;
         Some(reads)
@@ -131,6 +161,19 @@ impl ForegroundReads {
     fn begin_span(&mut self, start: Sample, in_flight: u64) {
         self.span = Span { start, at: Instant::now(), in_flight };
         self.trusted = false;
+        self.waiting = WaitingLooks::default();
+    }
+
+    /// Counts a look at the tasks waiting on I/O in the span, unless the last was less than
+    /// [`WAITING_EVERY`] ago.
+    fn look_at_waiting(&mut self) {
+        if self.waiting_at.is_some_and(|t| t.elapsed() < WAITING_EVERY) {
+            return;
+        }
+        self.waiting_at = Some(Instant::now());
+        if let Some(w) = others_waiting() {
+            self.waiting.look(w);
+        }
     }
 
     /// A new fetch begins on this thread (a newer plan replaced the last one, or one follows a
@@ -180,16 +223,22 @@ impl ForegroundReads {
             std::thread::sleep(POLL);
         }
         let Some(now) = self.sample() else { return Duration::ZERO };
+        self.look_at_waiting();
         let s = self.span;
         let others = others_read(now.disk, s.start.disk, now.own, s.start.own, s.in_flight);
-        if others < BUSY_BYTES && !self.still_busy {
+        if others < BUSY_BYTES && !self.waiting.busy() && !self.still_busy {
             if s.at.elapsed() >= SPAN {
                 self.begin_span(now, in_flight);
                 self.trusted = true;
             }
             return if stale { started.elapsed() } else { Duration::ZERO };
         }
-        tracing::debug!("others read {} KiB in the last {} ms: fetch waits", others >> 10, s.at.elapsed().as_millis());
+        tracing::debug!(
+            "others read {} KiB in the last {} ms{}: fetch waits",
+            others >> 10,
+            s.at.elapsed().as_millis(),
+            if self.waiting.busy() { ", waiting on the disks at most looks" } else { "" }
+        );
         let mut last = now;
         let mut last_at = Instant::now();
         // Each look's own completions come out of what was in flight when the wait began.
@@ -207,7 +256,7 @@ impl ForegroundReads {
             let raw = others_read(s.disk, last.disk, s.own, last.own, 0);
             let mine = raw.min(own_left);
             own_left -= mine;
-            quiet = wait.look(raw - mine, elapsed_ms);
+            quiet = wait.look(raw - mine, elapsed_ms, others_waiting().unwrap_or(false));
             last = s;
         }
         self.begin_span(last, own_left);
@@ -247,6 +296,11 @@ mod tests {
         assert_eq!(parse_io_read_bytes(io), Some(4096));
         assert_eq!(parse_io_read_bytes("read_bytes: -1\n"), None);
         assert_eq!(parse_io_read_bytes(""), None);
+        let stat = "cpu  1 2 3\nintr 5 6 7\nprocs_running 3\nprocs_blocked 2\nsoftirq 1 2\n";
+        assert_eq!(parse_procs_blocked(stat), Some(2));
+        assert_eq!(parse_procs_blocked("procs_blocked x\n"), None);
+        assert_eq!(parse_procs_blocked("procs_running 1\n"), None);
+        assert!(others_waiting().is_some(), "/proc/stat has procs_blocked");
     }
 
     #[test]
