@@ -6,66 +6,139 @@
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use augur_bench::throttle::{DiskThrottle, ThrottledCgroup, disk_of};
-use augur_os::fetch::foreground::{BUSY_BYTES, ForegroundReads, POLL};
-use augur_os::fetch::prefetcher::CancelFlag;
+use augur_core::model::profile::UsedRange;
+use augur_core::model::range::PageRange;
+use augur_os::fetch::foreground::{BUSY_BYTES, ForegroundReads, POLL, parse_io_read_bytes};
+use augur_os::fetch::open::current_identity;
+use augur_os::fetch::{CancelFlag, FetchOptions, FetchPlan, Prefetcher};
 
 /// `read_bytes` of a process, from `/proc/PID/io`.
 fn read_bytes(pid: u32) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
-    augur_os::fetch::foreground::parse_io_read_bytes(&text).unwrap()
+    parse_io_read_bytes(&std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap()).unwrap()
 }
 
-#[test]
-fn a_fetch_waits_while_a_throttled_reader_of_small_files_waits_on_the_disk() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let files: Vec<PathBuf> = (0..400)
+/// `n` files of 4 KiB under `dir`, out of the page cache.
+fn cold_files(dir: &std::path::Path, n: usize, tag: &str) -> Vec<PathBuf> {
+    let files: Vec<PathBuf> = (0..n)
         .map(|i| {
-            let path = dir.path().join(format!("f{i:03}"));
+            let path = dir.join(format!("{tag}{i:03}"));
             std::fs::write(&path, vec![(i % 251) as u8; 4096]).unwrap();
             path
         })
         .collect();
     for f in &files {
-        let file = std::fs::File::open(f).unwrap();
-        augur_os::fetch::evict_file(file.as_fd()).unwrap();
+        augur_os::fetch::evict_file(std::fs::File::open(f).unwrap().as_fd()).unwrap();
     }
-    let device = disk_of(dir.path()).unwrap();
-    // This process moves into the cgroup (it reads no file from disk from here on), and the
-    // reader it starts is born there.
-    let cgroup = ThrottledCgroup::enter_on(DiskThrottle { read_iops: 20, read_bps: 40_000_000 }, device).unwrap();
-    let mut reads = ForegroundReads::start().expect("a disk with a driver and stat");
-    let mut reader = Command::new("cat").args(&files).stdout(Stdio::null()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let start_bytes = read_bytes(reader.id());
-    let started = Instant::now();
+    files
+}
+
+/// A reader of `files` at 20 read requests a second (this process moves into the throttled
+/// cgroup first: it reads no file from disk afterwards, and the reader is born there).
+struct HeldBackReader {
+    child: Child,
+    cgroup: Option<ThrottledCgroup>,
+    start_bytes: u64,
+    started: Instant,
+}
+
+impl HeldBackReader {
+    fn start(dir: &std::path::Path, files: &[PathBuf]) -> HeldBackReader {
+        let device = disk_of(dir).unwrap();
+        let cgroup = ThrottledCgroup::enter_on(DiskThrottle { read_iops: 20, read_bps: 40_000_000 }, device).unwrap();
+        let child = Command::new("cat").args(files).stdout(Stdio::null()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let start_bytes = read_bytes(child.id());
+        HeldBackReader { child, cgroup: Some(cgroup), start_bytes, started: Instant::now() }
+    }
+
+    /// Stops it; the bytes per second it read.
+    fn stop(mut self) -> f64 {
+        let rate = (read_bytes(self.child.id()) - self.start_bytes) as f64 / self.started.elapsed().as_secs_f64();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        drop(self.cgroup.take());
+        rate
+    }
+}
+
+/// A flag raised `after` from now.
+fn cancel_after(after: Duration) -> (CancelFlag, std::thread::JoinHandle<()>) {
     let cancel = CancelFlag::new();
-    let canceller = {
-        let cancel = cancel.clone();
+    let raised = cancel.clone();
+    (
+        cancel,
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(2));
-            cancel.cancel();
-        })
-    };
-    // A fetch looks before each chunk: a few looks to judge the span, then it waits until
-    // cancelled, as the reader goes on for 20 s.
+            std::thread::sleep(after);
+            raised.cancel();
+        }),
+    )
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The tests move this process between cgroups: one at a time, whatever the test threads.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn a_fetch_waits_while_a_throttled_reader_of_small_files_waits_on_the_disk() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let files = cold_files(dir.path(), 400, "r");
+    let mut reads = ForegroundReads::start().expect("a disk with a driver and stat");
+    let reader = HeldBackReader::start(dir.path(), &files);
+    let (cancel, canceller) = cancel_after(Duration::from_secs(2));
+    // A fetch looks before each chunk: a few looks to judge, then it waits until cancelled, as
+    // the reader goes on for 20 s.
     let mut waited = Duration::ZERO;
     while !cancel.is_cancelled() && waited < POLL {
         waited += reads.wait_turn(&cancel, 0);
         std::thread::sleep(Duration::from_millis(20));
     }
     canceller.join().unwrap();
-    let rate = (read_bytes(reader.id()) - start_bytes) as f64 / started.elapsed().as_secs_f64();
-    let _ = reader.kill();
-    let _ = reader.wait();
-    drop(cgroup);
+    let rate = reader.stop();
     assert!(rate < BUSY_BYTES as f64, "the reader read {rate:.0} B/s: the bytes alone would tell");
     assert!(waited >= POLL, "the fetch did not wait for a reader held back by the disk ({waited:?})");
+}
+
+#[test]
+fn a_fetch_for_later_opens_no_file_while_a_throttled_reader_waits_on_the_disk() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Opening a plan's files after the page cache was dropped reads their inodes and
+    // directories, a request each: the survey waits as the loads do.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let files = cold_files(dir.path(), 400, "r");
+    let planned = cold_files(dir.path(), 64, "p");
+    let mut plan = FetchPlan::new(4096);
+    for p in &planned {
+        let used = [UsedRange { range: PageRange::new(0, 1), first_use_us: 0 }];
+        plan.add_file(p.clone(), current_identity(p).unwrap(), &used, 4096);
+    }
+    let reader = HeldBackReader::start(dir.path(), &files);
+    let prefetcher = Prefetcher::new(FetchOptions { yield_to_foreground: true, ..Default::default() });
+    // A first fetch finds the reader and waits; a newer plan replaces it while it waits.
+    let (cancel, canceller) = cancel_after(Duration::from_millis(1500));
+    let first = prefetcher.fetch(&plan, &cancel);
+    canceller.join().unwrap();
+    // The fetch that replaces it, on the same thread, knows the disks busy: it opens nothing.
+    let (cancel, canceller) = cancel_after(Duration::from_millis(1500));
+    let second = prefetcher.fetch(&plan, &cancel);
+    canceller.join().unwrap();
+    reader.stop();
+    assert!(first.foreground_wait_ms >= POLL.as_secs_f64() * 1000.0, "{first:?}");
+    assert!(second.foreground_wait_ms >= POLL.as_secs_f64() * 1000.0, "{second:?}");
+    assert_eq!(second.files.fetched, 0, "files opened beside the reader: {second:?}");
 }

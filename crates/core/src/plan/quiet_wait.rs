@@ -18,8 +18,8 @@
 //! reads even less and looks quieter (ctags on the small slow machine: 4.5 MiB/s alone). So a
 //! look also says whether another task was waiting on the disks at that moment (`procs_blocked`:
 //! tasks in I/O wait, this thread never among them as it looks). A look that saw one waiting is
-//! not quiet, and [`WaitingLooks`] tells when most looks of a span saw one: the disks are busy
-//! then, whatever the bytes.
+//! not quiet, and [`WaitingLooks`] tells when two of the last four looks saw one: the disks are
+//! busy then, whatever the bytes.
 //!
 //! Pure: the caller reads the counters and sleeps.
 
@@ -98,28 +98,37 @@ impl QuietWait {
     }
 }
 
-/// A span's looks that saw another task waiting on the disks: most of at least
-/// [`WaitingLooks::MIN_LOOKS`] is a reader the disk holds back, busy whatever it reads.
+/// The fetch's last [`WaitingLooks::WINDOW`] looks at whether another task was waiting on the
+/// disks: [`WaitingLooks::BUSY_LOOKS`] of them that saw one is a reader the disk holds back, busy
+/// whatever it reads. Looks, not a span's time: beside such a reader each of the fetch's chunks
+/// takes a few hundred milliseconds, so a span of a second holds two or three looks (ctags on
+/// the small slow machine), and a share judged per span never had enough of them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitingLooks {
-    looks: u32,
-    waiting: u32,
+    /// One bit per look, the latest lowest.
+    recent: u8,
 }
 
 impl WaitingLooks {
-    /// Looks a span needs before its share says anything: one task's brief wait (a page fault,
-    /// a journal commit) is not a reader.
-    pub const MIN_LOOKS: u32 = 4;
+    /// Looks remembered.
+    pub const WINDOW: u32 = 4;
+    /// Looks of the window that saw a task waiting, at least, for the disks to be busy: one
+    /// task's brief wait (a page fault, a journal commit) is not a reader.
+    pub const BUSY_LOOKS: u32 = 2;
 
-    /// Counts a look.
+    /// Counts a look, forgetting the oldest beyond the window.
     pub fn look(&mut self, waiting: bool) {
-        self.looks = self.looks.saturating_add(1);
-        self.waiting = self.waiting.saturating_add(u32::from(waiting));
+        self.recent = ((self.recent << 1) | u8::from(waiting)) & ((1 << Self::WINDOW) - 1);
     }
 
-    /// At least [`Self::MIN_LOOKS`] looks, half or more of them with another task waiting.
+    /// At least [`Self::BUSY_LOOKS`] of the last [`Self::WINDOW`] looks saw a task waiting.
     pub fn busy(&self) -> bool {
-        self.looks >= Self::MIN_LOOKS && self.waiting.saturating_mul(2) >= self.looks
+        self.recent.count_ones() >= Self::BUSY_LOOKS
+    }
+
+    /// Forgets every look (the disks were just seen quiet).
+    pub fn clear(&mut self) {
+        self.recent = 0;
     }
 }
 
@@ -237,18 +246,24 @@ mod tests {
     }
 
     #[test]
-    fn a_span_is_busy_when_most_of_its_looks_saw_a_task_waiting() {
+    fn two_of_the_last_four_looks_with_a_task_waiting_are_busy() {
         let mut s = WaitingLooks::default();
+        s.look(true);
+        assert!(!s.busy(), "one look with a task waiting is not enough");
+        s.look(true);
+        assert!(s.busy(), "two in a row: a span of a second beside a held-back reader has two or three looks");
         for _ in 0..3 {
-            s.look(true);
+            s.look(false);
         }
-        assert!(!s.busy(), "three looks are too few to judge");
-        s.look(false);
-        assert!(s.busy(), "two of four is half");
+        assert!(!s.busy(), "the older looks are forgotten");
         let mut q = WaitingLooks::default();
         for i in 0..40 {
-            q.look(i % 10 == 0);
+            q.look(i % 5 == 0);
+            assert!(!q.busy(), "a task waiting now and then (a journal commit) is not a reader");
         }
-        assert!(!q.busy(), "a task waiting now and then (a journal commit) is not a reader");
+        s.look(true);
+        s.look(true);
+        s.clear();
+        assert!(!s.busy());
     }
 }

@@ -13,9 +13,9 @@
 //! Bytes miss a reader that a disk limited in requests per second holds back (a cgroup's `io.max`:
 //! ctags reads 4.5 MiB/s of small files there, less beside a fetch, and waits most of the time).
 //! So each look also reads `procs_blocked` of `/proc/stat`, the tasks in I/O wait at that moment
-//! (this thread, looking, is never one), at most every [`WAITING_EVERY`]: a span most of whose
-//! looks saw one waiting is busy (`augur_core::plan::WaitingLooks`), and a look that saw one is
-//! not quiet. The daemon's own exec-time replay counts as a task waiting too: a fetch for later
+//! (this thread, looking, is never one), at most every [`WAITING_EVERY`]: two of the last four
+//! looks that saw one waiting make the disks busy (`augur_core::plan::WaitingLooks`), and a look
+//! that saw one is not quiet. The daemon's own exec-time replay counts as a task waiting too: a fetch for later
 //! gives way to it as well.
 //!
 //! While others read it looks again at the intervals `augur_core::plan::QuietWait` gives: they
@@ -116,7 +116,8 @@ pub struct ForegroundReads {
     /// What the fetch had in flight at its last look: a fetch that replaces it may find it
     /// still landing.
     last_in_flight: u64,
-    /// The span's looks at tasks waiting on I/O.
+    /// The last looks at tasks waiting on I/O (across spans: beside a reader the disk holds back,
+    /// a span holds few looks).
     waiting: WaitingLooks,
     /// When `/proc/stat` was last read.
     waiting_at: Option<Instant>,
@@ -161,11 +162,10 @@ impl ForegroundReads {
     fn begin_span(&mut self, start: Sample, in_flight: u64) {
         self.span = Span { start, at: Instant::now(), in_flight };
         self.trusted = false;
-        self.waiting = WaitingLooks::default();
     }
 
-    /// Counts a look at the tasks waiting on I/O in the span, unless the last was less than
-    /// [`WAITING_EVERY`] ago.
+    /// Counts a look at the tasks waiting on I/O, unless the last was less than [`WAITING_EVERY`]
+    /// ago.
     fn look_at_waiting(&mut self) {
         if self.waiting_at.is_some_and(|t| t.elapsed() < WAITING_EVERY) {
             return;
@@ -237,7 +237,7 @@ impl ForegroundReads {
             "others read {} KiB in the last {} ms{}: fetch waits",
             others >> 10,
             s.at.elapsed().as_millis(),
-            if self.waiting.busy() { ", waiting on the disks at most looks" } else { "" }
+            if self.waiting.busy() { ", a task waiting on the disks at two of the last four looks" } else { "" }
         );
         let mut last = now;
         let mut last_at = Instant::now();
@@ -261,6 +261,9 @@ impl ForegroundReads {
         }
         self.begin_span(last, own_left);
         self.still_busy = !quiet;
+        if quiet {
+            self.waiting.clear();
+        }
         if !quiet {
             self.resume = Some(wait);
         }

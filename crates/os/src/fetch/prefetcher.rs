@@ -24,6 +24,10 @@ use super::request::{FetchPlan, Order, OrderPolicy, Request, order_by_first_use,
 use super::residency::{ResidencyProbe, mincore_reports_page_cache, pages_in};
 use super::schedule::{Chunk, MAX_CHUNK_BYTES, Step, WindowSchedule, chunk_pages, split_requests};
 
+/// A fetch that yields to foreground reads looks at the disks before every this many files it
+/// opens to survey, and lookups it walks: each may read an inode or a directory from disk.
+const SURVEY_LOOK_EVERY: usize = 8;
+
 /// How a fetch runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FetchOptions {
@@ -323,15 +327,41 @@ impl Prefetcher {
             completion: CompletionMethod::Populate,
             scratch: Vec::new(),
         };
+        // The watch lives on the fetching thread, so a fetch that replaces another goes on from
+        // what the last one had in flight and its back-off instead of starting blind; it earns
+        // its full window again (`distrust`). It watches the survey and the walks too: after the
+        // page cache was dropped, opening a plan's files and walking its lookups read inodes and
+        // directories, a request each on the disk, and the free-memory tier's plan holds
+        // thousands of files (beside ctags on the small slow machine, the tier that loaded
+        // nothing still made it 17 % slower).
+        let mut foreground = if self.options.yield_to_foreground {
+            FOREGROUND
+                .with(|f| f.borrow_mut().take())
+                .map(|mut f| {
+                    f.distrust();
+                    f
+                })
+                .or_else(super::foreground::ForegroundReads::start)
+        } else {
+            None
+        };
         let mut devices = DeviceTable::new();
         let (mut requests, locations, any_rotational) =
-            run.survey(&mut devices, self.options.order, self.options.keep_resident, cancel);
+            run.survey(&mut devices, self.options.order, self.options.keep_resident, cancel, foreground.as_mut());
         // The walks before the loads, so that the program's failed probes find their negative
         // dentries; only when something was missing: a plan whose pages are all resident ran
         // recently (or was loaded), and its walks would only cost the daemon CPU (a warm exec's
         // replay spent a third of its time on them).
         if !requests.is_empty() {
-            run.report.lookups_replayed = super::lookup::replay_lookups(plan.lookups(), cancel).replayed;
+            for some in plan.lookups().chunks(SURVEY_LOOK_EVERY) {
+                if let Some(f) = foreground.as_mut() {
+                    run.report.foreground_wait_ms += f.wait_turn(cancel, 0).as_secs_f64() * 1000.0;
+                }
+                if cancel.is_cancelled() {
+                    break;
+                }
+                run.report.lookups_replayed += super::lookup::replay_lookups(some, cancel).replayed;
+            }
         }
         let order = match self.options.order {
             OrderPolicy::FirstUse => Order::FirstUse,
@@ -349,20 +379,6 @@ impl Prefetcher {
         for c in &chunks {
             run.states[c.file].remaining_chunks += 1;
         }
-        // The watch lives on the fetching thread, so a fetch that replaces another goes on from
-        // what the last one had in flight and its back-off instead of starting blind; it earns
-        // its full window again (`distrust`).
-        let mut foreground = if self.options.yield_to_foreground {
-            FOREGROUND
-                .with(|f| f.borrow_mut().take())
-                .map(|mut f| {
-                    f.distrust();
-                    f
-                })
-                .or_else(super::foreground::ForegroundReads::start)
-        } else {
-            None
-        };
         run.load(&chunks, self.options.window_bytes, self.options.keep_free_bytes, cancel, foreground.as_mut());
         if let Some(f) = foreground {
             FOREGROUND.with(|slot| *slot.borrow_mut() = Some(f));
@@ -417,11 +433,17 @@ impl Run<'_> {
         policy: OrderPolicy,
         keep: bool,
         cancel: &CancelFlag,
+        mut foreground: Option<&mut super::foreground::ForegroundReads>,
     ) -> (Vec<Request>, Locations, bool) {
         let mut requests = Vec::new();
         let mut locations = Locations::new();
         let mut any_rotational = false;
         for (i, pf) in self.plan.files().iter().enumerate() {
+            if i % SURVEY_LOOK_EVERY == 0 {
+                if let Some(f) = foreground.as_deref_mut() {
+                    self.report.foreground_wait_ms += f.wait_turn(cancel, 0).as_secs_f64() * 1000.0;
+                }
+            }
             let mut state = FileState {
                 opened: None,
                 usable: false,
