@@ -78,22 +78,25 @@ fn cancel_after(after: Duration) -> (CancelFlag, std::thread::JoinHandle<()>) {
     )
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 /// The tests move this process between cgroups: one at a time, whatever the test threads.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn a_fetch_waits_while_a_throttled_reader_of_small_files_waits_on_the_disk() {
-    if !is_root() {
+/// What each test needs: root, its turn, and 400 cold files for the held-back reader under a
+/// directory of its own; `None` (skipped) without root.
+fn held_back_setup() -> Option<(std::sync::MutexGuard<'static, ()>, tempfile::TempDir, Vec<PathBuf>)> {
+    if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: needs root");
-        return;
+        return None;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let files = cold_files(dir.path(), 400, "r");
+    Some((serial, dir, files))
+}
+
+#[test]
+fn a_fetch_waits_while_a_throttled_reader_of_small_files_waits_on_the_disk() {
+    let Some((_serial, dir, files)) = held_back_setup() else { return };
     let mut reads = ForegroundReads::start().expect("a disk with a driver and stat");
     let reader = HeldBackReader::start(dir.path(), &files);
     let (cancel, canceller) = cancel_after(Duration::from_secs(2));
@@ -112,15 +115,9 @@ fn a_fetch_waits_while_a_throttled_reader_of_small_files_waits_on_the_disk() {
 
 #[test]
 fn a_fetch_for_later_opens_no_file_while_a_throttled_reader_waits_on_the_disk() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Opening a plan's files after the page cache was dropped reads their inodes and
     // directories, a request each: the survey waits as the loads do.
-    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let files = cold_files(dir.path(), 400, "r");
+    let Some((_serial, dir, files)) = held_back_setup() else { return };
     let planned = cold_files(dir.path(), 64, "p");
     let mut plan = FetchPlan::new(4096);
     for p in &planned {
