@@ -15,8 +15,8 @@
 //! So each look also reads `procs_blocked` of `/proc/stat`, the tasks in I/O wait at that moment
 //! (this thread, looking, is never one), at most every [`WAITING_EVERY`]: two of the last four
 //! looks that saw one waiting make the disks busy (`augur_core::plan::WaitingLooks`), and a look
-//! that saw one is not quiet. The daemon's own exec-time replay counts as a task waiting too: a fetch for later
-//! gives way to it as well.
+//! that saw one is not quiet. The daemon's own exec-time replay counts as a task waiting too: a
+//! fetch for later gives way to it as well.
 //!
 //! While others read it looks again at the intervals `augur_core::plan::QuietWait` gives: they
 //! grow while the reading goes on (a minute of someone else's reading costs the fetch thread a
@@ -263,8 +263,7 @@ impl ForegroundReads {
         self.still_busy = !quiet;
         if quiet {
             self.waiting.clear();
-        }
-        if !quiet {
+        } else {
             self.resume = Some(wait);
         }
         let waited = started.elapsed();

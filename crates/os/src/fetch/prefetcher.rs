@@ -333,7 +333,7 @@ impl Prefetcher {
         // page cache was dropped, opening a plan's files and walking its lookups read inodes and
         // directories, a request each on the disk, and the free-memory tier's plan holds
         // thousands of files (beside ctags on the small slow machine, the tier that loaded
-        // nothing still made it 17 % slower).
+        // little still made it 17-22 % slower).
         let mut foreground = if self.options.yield_to_foreground {
             FOREGROUND
                 .with(|f| f.borrow_mut().take())
