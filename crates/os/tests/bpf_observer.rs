@@ -54,12 +54,18 @@ fn is_root() -> bool {
 /// A 64-page file on /var/tmp (ext4 here, not tmpfs: tmpfs has no filemap events), written,
 /// synced and dropped from the page cache so the child's reads are cold.
 fn cold_file(dir: &Path, name: &str) -> PathBuf {
+    sized_file(dir, name, 64, 0)
+}
+
+/// A file of `pages` whole pages and `tail` more bytes, written and dropped from the cache.
+fn sized_file(dir: &Path, name: &str, pages: usize, tail: usize) -> PathBuf {
     let path = dir.join(name);
     let mut f = File::create(&path).unwrap();
     let block: Vec<u8> = (0..PAGE).map(|i| (i % 251) as u8).collect();
-    for _ in 0..64 {
+    for _ in 0..pages {
         f.write_all(&block).unwrap();
     }
+    f.write_all(&block[..tail]).unwrap();
     f.sync_all().unwrap();
     // SAFETY: the descriptor is open for the duration of the call.
     let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -419,18 +425,6 @@ fn a_launch_followed_for_its_first_reads_counts_what_it_reads_from_disk_without_
     assert!(disk_pages >= 128, "a and b were read cold: {disk_pages} pages counted");
     assert_eq!(obs.first_reads_disk_pages(launch).unwrap(), None, "ended: the kernel forgot it");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A file of `pages` whole pages and `tail` more bytes, written and dropped from the cache.
-fn sized_file(dir: &Path, name: &str, pages: usize, tail: usize) -> PathBuf {
-    let path = dir.join(name);
-    let bytes: Vec<u8> = (0..pages * PAGE as usize + tail).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&path, bytes).unwrap();
-    let f = File::open(&path).unwrap();
-    // SAFETY: the descriptor is open for the duration of the call.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
-    path
 }
 
 #[test]
