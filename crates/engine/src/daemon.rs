@@ -353,7 +353,8 @@ pub trait DaemonWorld {
     /// not count them (or the launch ended: [`TraceEvent::RunDiskReads`] carried the count).
     fn run_disk_reads(&mut self, root: u32) -> Option<u64>;
 
-    /// MemAvailable now, bytes; `None` when it cannot be read.
+    /// MemAvailable now, bytes, no more than the room left in the daemon's memory cgroups (what
+    /// it loads is charged there); `None` when it cannot be read.
     fn memory_available(&mut self) -> Option<u64>;
 
     /// The file-access context models the state keeps (read at the start).

@@ -666,6 +666,9 @@ pub struct MemorySources {
     pub vmstat: PathBuf,
     /// /sys/class/power_supply (absent: mains power).
     pub power_supply: PathBuf,
+    /// The process whose memory cgroups bound the memory the daemon's loads may fill: the
+    /// daemon's own, to which the pages it loads are charged (`None`: no cgroup is read).
+    pub charged_to: Option<u32>,
 }
 
 impl Default for MemorySources {
@@ -675,6 +678,7 @@ impl Default for MemorySources {
             pressure: "/proc/pressure/memory".into(),
             vmstat: "/proc/vmstat".into(),
             power_supply: "/sys/class/power_supply".into(),
+            charged_to: Some(std::process::id()),
         }
     }
 }
@@ -688,8 +692,10 @@ impl MemorySources {
         std::fs::read_to_string(&self.pressure).ok().as_deref().and_then(MemoryPressure::from_psi)
     }
 
+    /// /proc/meminfo within the room of the daemon's memory cgroups ([`MemorySnapshot::within_room`]).
     fn memory(&self) -> Option<MemorySnapshot> {
-        std::fs::read_to_string(&self.meminfo).ok().as_deref().and_then(MemorySnapshot::from_meminfo)
+        let machine = std::fs::read_to_string(&self.meminfo).ok().as_deref().and_then(MemorySnapshot::from_meminfo)?;
+        Some(machine.within_room(self.charged_to.and_then(augur_os::sense::procfs::memory_cgroup_room)))
     }
 }
 
@@ -1071,6 +1077,35 @@ mod tests {
         }
     }
 
+    /// The memory the daemon's loads may fill is no more than its memory cgroup's room: a
+    /// process in a cgroup limited to 64 MiB sees at most that much free and available, on a
+    /// machine with gigabytes free (root: it makes a cgroup, v1 or v2 as mounted).
+    #[test]
+    fn a_memory_cgroup_limit_bounds_the_memory_the_loads_may_fill() {
+        const LIMIT: u64 = 64 << 20;
+        let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+        let (dir, limit_file) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1.join(format!("augur-test-room-{}", std::process::id())), "memory.limit_in_bytes")
+        } else {
+            let root = std::path::Path::new("/sys/fs/cgroup");
+            std::fs::write(root.join("cgroup.subtree_control"), "+memory").unwrap();
+            (root.join(format!("augur-test-room-{}", std::process::id())), "memory.max")
+        };
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(limit_file), LIMIT.to_string()).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+        let machine = MemorySources { charged_to: None, ..MemorySources::default() }.memory().unwrap();
+        let within = MemorySources { charged_to: Some(child.id()), ..MemorySources::default() }.memory();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        let within = within.unwrap();
+        assert!(machine.available > 4 * LIMIT && machine.free > 4 * LIMIT, "{machine:?}");
+        assert!(within.available <= LIMIT && within.free <= LIMIT && within.available > LIMIT / 2, "{within:?}");
+        assert_eq!((within.total, within.cached), (machine.total, machine.cached));
+    }
+
     /// A private directory with a meminfo (4 GB available) and a pressure file to inject, and an
     /// empty state in it.
     fn fixture() -> (tempfile::TempDir, MemorySources, augur_store::state::StateStore) {
@@ -1080,6 +1115,7 @@ mod tests {
             pressure: dir.path().join("psi"),
             vmstat: dir.path().join("vmstat"),
             power_supply: dir.path().join("power_supply"),
+            charged_to: None,
         };
         std::fs::write(
             &sources.meminfo,
@@ -1501,6 +1537,7 @@ mod tests {
             pressure: dir.path().join("p"),
             vmstat: dir.path().join("v"),
             power_supply: dir.path().join("ps"),
+            charged_to: None,
         });
         assert!(!step.trigger_watched, "polling until the loop says it watches the trigger");
         step.pressure_watched(true);

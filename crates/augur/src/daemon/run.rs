@@ -1463,12 +1463,15 @@ impl DaemonWorld for LoopIo {
 
     fn memory_available(&mut self) -> Option<u64> {
         // A burst of execs asks for every replay (twice): /proc/meminfo is read once per
-        // MEM_AVAILABLE_FRESH_NS.
+        // MEM_AVAILABLE_FRESH_NS. Within the room of the daemon's memory cgroups, to which
+        // what it loads is charged (MemorySnapshot::within_room).
         let now = loop_io::monotonic_ns();
         match self.mem_available {
             Some((at, value)) if now.saturating_sub(at) < MEM_AVAILABLE_FRESH_NS => value,
             _ => {
-                let value = procfs::meminfo("MemAvailable").ok();
+                let value = procfs::meminfo("MemAvailable")
+                    .ok()
+                    .map(|a| procfs::memory_cgroup_room(std::process::id()).map_or(a, |room| a.min(room)));
                 self.mem_available = Some((now, value));
                 value
             }

@@ -35,6 +35,17 @@ impl MemorySnapshot {
         let locked = field("Mlocked").unwrap_or(0);
         Some(MemorySnapshot { total, free, available, cached, locked })
     }
+
+    /// The memory as a process in a memory cgroup with `room` bytes left before it reclaims
+    /// sees it (`None`: no limit): free and available memory no larger than the room. Pages a
+    /// process loads are charged to its own cgroup; beyond the room the kernel takes them back
+    /// from that cgroup, the first ones loaded among them.
+    pub fn within_room(self, room: Option<u64>) -> Self {
+        match room {
+            Some(room) => MemorySnapshot { free: self.free.min(room), available: self.available.min(room), ..self },
+            None => self,
+        }
+    }
 }
 
 /// Memory pressure: the "some avg10" percentage of /proc/pressure/memory (0–100).
@@ -137,6 +148,18 @@ mod tests {
         assert_eq!(MemoryBudget::compute(&mem, None, &BudgetConfig::default()).bytes, 4 * GIB);
         let capped = BudgetConfig { cap_bytes: Some(GIB), ..BudgetConfig::default() };
         assert_eq!(MemoryBudget::compute(&mem, None, &capped).bytes, GIB);
+    }
+
+    #[test]
+    fn a_memory_cgroup_s_room_bounds_free_and_available_memory() {
+        let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 6 * GIB, locked: 0 };
+        assert_eq!(mem.within_room(None), mem);
+        let small = mem.within_room(Some(GIB / 4));
+        assert_eq!((small.free, small.available, small.total, small.cached), (GIB / 4, GIB / 4, 16 * GIB, 6 * GIB));
+        // Half of what the cgroup can still hold, not half of the machine's MemAvailable.
+        assert_eq!(MemoryBudget::compute(&small, None, &BudgetConfig::default()).bytes, GIB / 8);
+        let roomy = mem.within_room(Some(4 * GIB));
+        assert_eq!((roomy.free, roomy.available), (2 * GIB, 4 * GIB));
     }
 
     #[test]
