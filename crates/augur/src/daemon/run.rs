@@ -127,7 +127,9 @@ pub struct PlanContext<'a> {
     /// Local wall-clock milliseconds (`now_ms` shifted by the time zone's offset): time of day.
     pub local_ms: u64,
     /// An application augur replays is starting now (its exec-time replay is loading its pages,
-    /// or it started less than [`LAUNCH_SETTLE_NS`] ago): its own reads and CPU come first.
+    /// or it started less than [`LAUNCH_SETTLE_NS`] ago), or a followed run's files are being
+    /// prefetched (`augur_engine::daemon::RUN_PREFETCH_SETTLE_NS`): its own reads and CPU come
+    /// first.
     pub launching: bool,
 }
 
