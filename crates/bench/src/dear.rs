@@ -397,7 +397,9 @@ pub fn markdown(setup: &Setup, rows: &[(Case, CaseCosts)]) -> String {
          pages at exec and its loads ahead, in brackets) and read I/Os (requests the block layer was asked for; \
          readahead makes one of many blocks). Load-independent. Response time (mean) = I/O stall + system + user, \
          seconds, of the reader's reading loop; stall = elapsed − user − system (CPU times in 10 ms ticks); times are \
-         noisy on a loaded machine.\n\n",
+         noisy on a loaded machine. Each case's reader is a program of its own (a copy of augur-bench named after the \
+         case), as DEAR's applications were: one executable would be one application to augur, its profile mixing the \
+         data pages of all four cases.\n\n",
         setup.shape.file_bytes >> 20,
         BLOCK / 1024,
         setup.memory_bytes >> 20,

@@ -102,6 +102,11 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
     augur_bench::page_cache::ensure_file(&args.file, file_bytes)?;
     let shape = Shape::for_memory(file_bytes, memory_bytes);
     let me = std::env::current_exe().map_err(|e| BenchError::io("finding the augur-bench executable", e))?;
+    let readers_dir = args.daemon_dir.parent().unwrap_or(std::path::Path::new("/var/tmp")).join("readers");
+    let names: Vec<String> = cases.iter().map(|c| format!("dear-{}", c.arg())).collect();
+    let readers: Vec<(Case, PathBuf)> =
+        cases.iter().copied().zip(augur_bench::aasfp::reader_programs(&me, &readers_dir, &names)?).collect();
+    let reader = |case: Case| readers.iter().find(|(c, _)| *c == case).map_or(me.as_path(), |(_, p)| p.as_path());
     let files = DaemonFiles {
         dir: args.daemon_dir.clone(),
         augur_exe: prefetchers::augur_beside_me()?,
@@ -129,12 +134,12 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
     };
     for run in 1..=args.training_runs {
         for case in &cases {
-            let c = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
+            let c = dear::time_case(reader(*case), &args.file, *case, &shape, &cgroup)?;
             show(&format!("training {run}/{}, kernel alone (not counted)", args.training_runs), *case, &c);
         }
         let daemon = start_daemon_in(&files, &installed, &cgroup.dirs())?;
         for case in &cases {
-            let c = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
+            let c = dear::time_case(reader(*case), &args.file, *case, &shape, &cgroup)?;
             show(&format!("training {run}/{}, augur (not counted)", args.training_runs), *case, &c);
         }
         report_ahead(&files);
@@ -143,13 +148,13 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
     let mut costs: Vec<(Case, CaseCosts)> = cases.iter().map(|c| (*c, CaseCosts::default())).collect();
     for run in 1..=args.runs {
         for (case, c) in costs.iter_mut() {
-            let r = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
+            let r = dear::time_case(reader(*case), &args.file, *case, &shape, &cgroup)?;
             show(&format!("run {run}/{}, kernel alone", args.runs), *case, &r);
             c.kernel.push(r);
         }
         let daemon = start_daemon_in(&files, &installed, &cgroup.dirs())?;
         for (case, c) in costs.iter_mut() {
-            let r = dear::time_case(&me, &args.file, *case, &shape, &cgroup)?;
+            let r = dear::time_case(reader(*case), &args.file, *case, &shape, &cgroup)?;
             show(&format!("run {run}/{}, augur", args.runs), *case, &r);
             c.augur.push(r);
         }
