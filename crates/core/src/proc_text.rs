@@ -88,9 +88,26 @@ pub fn memory_limit_value(text: &str) -> Option<u64> {
     (v < 1 << 60).then_some(v)
 }
 
+/// The file pages (active and inactive) of a memory cgroup's `memory.stat`, bytes: cgroup v1's
+/// hierarchical `total_active_file` / `total_inactive_file` where present, else
+/// `active_file` / `inactive_file` (v2's, hierarchical). 0 when neither is there.
+pub fn cgroup_file_bytes(stat: &str) -> u64 {
+    let count = |name: &str| vmstat_value(stat, &format!("total_{name}")).or_else(|| vmstat_value(stat, name)).unwrap_or(0);
+    count("active_file").saturating_add(count("inactive_file"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_s_file_pages_are_read_from_its_memory_stat() {
+        let v1 = "cache 100\nactive_file 4096\ninactive_file 8192\ntotal_active_file 40960\ntotal_inactive_file 81920\n";
+        assert_eq!(cgroup_file_bytes(v1), 122_880);
+        let v2 = "anon 1\nfile 12288\nactive_file 4096\ninactive_file 8192\n";
+        assert_eq!(cgroup_file_bytes(v2), 12_288);
+        assert_eq!(cgroup_file_bytes("anon 5\n"), 0);
+    }
 
     #[test]
     fn memory_cgroups_and_limits_are_read() {

@@ -695,7 +695,7 @@ impl MemorySources {
     /// /proc/meminfo within the room of the daemon's memory cgroups ([`MemorySnapshot::within_room`]).
     fn memory(&self) -> Option<MemorySnapshot> {
         let machine = std::fs::read_to_string(&self.meminfo).ok().as_deref().and_then(MemorySnapshot::from_meminfo)?;
-        Some(machine.within_room(self.charged_to.and_then(augur_os::sense::procfs::memory_cgroup_room)))
+        Some(machine.within_room(self.charged_to.and_then(augur_os::sense::procfs::memory_cgroup_headroom)))
     }
 }
 
@@ -1077,11 +1077,13 @@ mod tests {
         }
     }
 
-    /// The memory the daemon's loads may fill is no more than its memory cgroup's room: a
-    /// process in a cgroup limited to 64 MiB sees at most that much free and available, on a
-    /// machine with gigabytes free (root: it makes a cgroup, v1 or v2 as mounted).
+    /// The memory the daemon's loads may fill is no more than its memory cgroup's: a process in
+    /// a cgroup limited to 64 MiB sees at most that much free and available, on a machine with
+    /// gigabytes free; once the cgroup is full of page cache, little is free but most is still
+    /// available (root: it makes a cgroup, v1 or v2 as mounted).
     #[test]
     fn a_memory_cgroup_limit_bounds_the_memory_the_loads_may_fill() {
+        use std::io::Write;
         const LIMIT: u64 = 64 << 20;
         let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
         let (dir, limit_file) = if v1.join("memory.limit_in_bytes").exists() {
@@ -1091,19 +1093,38 @@ mod tests {
             std::fs::write(root.join("cgroup.subtree_control"), "+memory").unwrap();
             (root.join(format!("augur-test-room-{}", std::process::id())), "memory.max")
         };
+        // 96 MiB on a disk (tmpfs pages are not file pages), written and then evicted, so that
+        // reading it charges its pages to the cgroup.
+        let mut data = tempfile::NamedTempFile::new_in("/var/tmp").unwrap();
+        let chunk = vec![7u8; 1 << 20];
+        for _ in 0..96 {
+            data.write_all(&chunk).unwrap();
+        }
+        data.as_file().sync_all().unwrap();
+        augur_os::fetch::evict_file(std::os::fd::AsFd::as_fd(data.as_file())).unwrap();
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join(limit_file), LIMIT.to_string()).unwrap();
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
         let machine = MemorySources { charged_to: None, ..MemorySources::default() }.memory().unwrap();
-        let within = MemorySources { charged_to: Some(child.id()), ..MemorySources::default() }.memory();
+        let in_cgroup = MemorySources { charged_to: Some(child.id()), ..MemorySources::default() };
+        let empty = in_cgroup.memory();
+        let procs = dir.join("cgroup.procs");
+        let read = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"echo $$ > "$1" && cat "$2" > /dev/null"#)
+            .args(["sh", &procs.to_string_lossy(), &data.path().to_string_lossy()])
+            .status();
+        let full = in_cgroup.memory();
         child.kill().unwrap();
         child.wait().unwrap();
         std::fs::remove_dir(&dir).unwrap();
-        let within = within.unwrap();
+        assert!(read.unwrap().success());
+        let (empty, full) = (empty.unwrap(), full.unwrap());
         assert!(machine.available > 4 * LIMIT && machine.free > 4 * LIMIT, "{machine:?}");
-        assert!(within.available <= LIMIT && within.free <= LIMIT && within.available > LIMIT / 2, "{within:?}");
-        assert_eq!((within.total, within.cached), (machine.total, machine.cached));
+        assert!(empty.available <= LIMIT && empty.free <= LIMIT && empty.free > LIMIT / 2, "{empty:?}");
+        assert_eq!((empty.total, empty.cached), (machine.total, machine.cached));
+        assert!(full.free < LIMIT / 4 && full.available > LIMIT / 2 && full.available <= LIMIT, "{full:?}");
     }
 
     /// A private directory with a meminfo (4 GB available) and a pressure file to inject, and an

@@ -1473,7 +1473,7 @@ impl DaemonWorld for LoopIo {
             _ => {
                 let value = procfs::meminfo("MemAvailable")
                     .ok()
-                    .map(|a| procfs::memory_cgroup_room(std::process::id()).map_or(a, |room| a.min(room)));
+                    .map(|a| procfs::memory_cgroup_headroom(std::process::id()).map_or(a, |room| a.min(room.available)));
                 self.mem_available = Some((now, value));
                 value
             }

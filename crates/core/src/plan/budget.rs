@@ -36,15 +36,42 @@ impl MemorySnapshot {
         Some(MemorySnapshot { total, free, available, cached, locked })
     }
 
-    /// The memory as a process in a memory cgroup with `room` bytes left before it reclaims
-    /// sees it (`None`: no limit): free and available memory no larger than the room. Pages a
-    /// process loads are charged to its own cgroup; beyond the room the kernel takes them back
-    /// from that cgroup, the first ones loaded among them.
-    pub fn within_room(self, room: Option<u64>) -> Self {
+    /// The memory as a process in a memory cgroup sees it (`None`: no limit): free and
+    /// available memory no larger than the cgroup's. Pages a process loads are charged to its
+    /// own cgroup; beyond its room the kernel takes pages back from that cgroup, the first ones
+    /// loaded among them.
+    pub fn within_room(self, room: Option<CgroupHeadroom>) -> Self {
         match room {
-            Some(room) => MemorySnapshot { free: self.free.min(room), available: self.available.min(room), ..self },
+            Some(room) => {
+                MemorySnapshot { free: self.free.min(room.free), available: self.available.min(room.available), ..self }
+            }
             None => self,
         }
+    }
+}
+
+/// What a memory cgroup, and every one above it that sets a limit, leaves a process in it, bytes
+/// (the least over them): the counterparts of MemFree and MemAvailable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupHeadroom {
+    /// The limit less the usage: what the process can fill before the cgroup reclaims.
+    pub free: u64,
+    /// That plus the cgroup's file pages, which its reclaim takes back first, at most the limit:
+    /// a cgroup full of page cache still has room for what is loaded next, as a machine whose
+    /// memory is all page cache has MemAvailable.
+    pub available: u64,
+}
+
+impl CgroupHeadroom {
+    /// One cgroup's: its `limit`, its `usage` (unreadable: no room) and its `file` pages.
+    pub fn of(limit: u64, usage: Option<u64>, file: u64) -> Self {
+        let free = limit.saturating_sub(usage.unwrap_or(limit));
+        CgroupHeadroom { free, available: free.saturating_add(file).min(limit) }
+    }
+
+    /// The least of two (a cgroup and one above it).
+    pub fn least(self, other: Self) -> Self {
+        CgroupHeadroom { free: self.free.min(other.free), available: self.available.min(other.available) }
     }
 }
 
@@ -154,12 +181,24 @@ mod tests {
     fn a_memory_cgroup_s_room_bounds_free_and_available_memory() {
         let mem = MemorySnapshot { total: 16 * GIB, free: 2 * GIB, available: 8 * GIB, cached: 6 * GIB, locked: 0 };
         assert_eq!(mem.within_room(None), mem);
-        let small = mem.within_room(Some(GIB / 4));
-        assert_eq!((small.free, small.available, small.total, small.cached), (GIB / 4, GIB / 4, 16 * GIB, 6 * GIB));
-        // Half of what the cgroup can still hold, not half of the machine's MemAvailable.
-        assert_eq!(MemoryBudget::compute(&small, None, &BudgetConfig::default()).bytes, GIB / 8);
-        let roomy = mem.within_room(Some(4 * GIB));
+        // A 256 MiB cgroup using 192 MiB, 128 MiB of it page cache.
+        let room = CgroupHeadroom::of(GIB / 4, Some(3 * GIB / 16), GIB / 8);
+        assert_eq!(room, CgroupHeadroom { free: GIB / 16, available: 3 * GIB / 16 });
+        let small = mem.within_room(Some(room));
+        assert_eq!((small.free, small.available, small.total, small.cached), (GIB / 16, 3 * GIB / 16, 16 * GIB, 6 * GIB));
+        // Half of what the cgroup has available, not half of the machine's MemAvailable.
+        assert_eq!(MemoryBudget::compute(&small, None, &BudgetConfig::default()).bytes, 3 * GIB / 32);
+        // Full of page cache: nothing free, all of it available; never more than the limit.
+        assert_eq!(CgroupHeadroom::of(GIB / 4, Some(GIB / 4), GIB / 4), CgroupHeadroom { free: 0, available: GIB / 4 });
+        assert_eq!(CgroupHeadroom::of(GIB / 4, Some(GIB / 8), GIB), CgroupHeadroom { free: GIB / 8, available: GIB / 4 });
+        // A usage that cannot be read leaves no room.
+        assert_eq!(CgroupHeadroom::of(GIB, None, 0), CgroupHeadroom { free: 0, available: 0 });
+        let roomy = mem.within_room(Some(CgroupHeadroom::of(8 * GIB, Some(4 * GIB), 0)));
         assert_eq!((roomy.free, roomy.available), (2 * GIB, 4 * GIB));
+        assert_eq!(
+            room.least(CgroupHeadroom { free: GIB, available: GIB / 8 }),
+            CgroupHeadroom { free: GIB / 16, available: GIB / 8 }
+        );
     }
 
     #[test]

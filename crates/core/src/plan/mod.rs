@@ -12,7 +12,7 @@ pub mod planner;
 pub mod quiet_wait;
 pub mod round;
 
-pub use budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
+pub use budget::{BudgetConfig, CgroupHeadroom, MemoryBudget, MemoryPressure, MemorySnapshot};
 pub use cost::{EvictionCounters, MemoryHeadroom, RefaultMeter};
 pub use fill::{
     FILL_REFRESH_MS, FREQUENCY_HALF_LIFE_MS, FillCandidate, FillConfig, FillPlanner, FillReason, FillRoom, LaunchFrequency,

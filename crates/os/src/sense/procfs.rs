@@ -230,24 +230,25 @@ pub fn page_cache_drops_in(text: &str) -> Option<u64> {
     Some(evicted + dropped)
 }
 
-/// The memory process `pid` can have under its memory cgroups: the least limit of its cgroup
-/// and every cgroup above it, in cgroup v1's memory hierarchy or the unified one (`None`: no
-/// limit, or it cannot be read).
-pub fn memory_cgroup_limit(pid: u32) -> Option<u64> {
-    memory_cgroup_limits(pid).into_iter().map(|(limit, _)| limit).min()
-}
-
 /// The memory process `pid` could still fill under its memory cgroups without any of them
 /// reclaiming: the least, over its cgroup and every cgroup above it that sets a limit, of the
 /// limit less the usage (a usage that cannot be read leaves no room). `None`: no limit, or it
 /// cannot be read.
 pub fn memory_cgroup_room(pid: u32) -> Option<u64> {
-    memory_cgroup_limits(pid).into_iter().map(|(limit, usage)| limit.saturating_sub(usage.unwrap_or(limit))).min()
+    memory_cgroup_headroom(pid).map(|h| h.free)
 }
 
-/// The limits of process `pid`'s memory cgroups that set one (its own and every one above it,
-/// in cgroup v1's memory hierarchy and the unified one), each with that cgroup's usage, bytes.
-fn memory_cgroup_limits(pid: u32) -> Vec<(u64, Option<u64>)> {
+/// What process `pid`'s memory cgroups leave it, free and available
+/// ([`CgroupHeadroom`](augur_core::plan::CgroupHeadroom)), the least over its cgroup and every
+/// cgroup above it that sets a limit. `None`: no limit, or it cannot be read.
+pub fn memory_cgroup_headroom(pid: u32) -> Option<augur_core::plan::CgroupHeadroom> {
+    memory_cgroup_limits(pid).into_iter().reduce(|a, b| a.least(b))
+}
+
+/// The headroom of each of process `pid`'s memory cgroups that sets a limit (its own and every
+/// one above it, in cgroup v1's memory hierarchy and the unified one): the limit, the usage and
+/// the file pages of its `memory.stat` (v1's hierarchical `total_` counts where present).
+fn memory_cgroup_limits(pid: u32) -> Vec<augur_core::plan::CgroupHeadroom> {
     let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return Vec::new() };
     let (v1, v2) = proc_text::memory_cgroup_paths(&text);
     let mut places: Vec<(PathBuf, &str, &str)> = Vec::new();
@@ -269,7 +270,8 @@ fn memory_cgroup_limits(pid: u32) -> Vec<(u64, Option<u64>)> {
         while let Some(d) = at {
             if let Some(v) = fs::read_to_string(d.join(limit_file)).ok().as_deref().and_then(proc_text::memory_limit_value) {
                 let usage = fs::read_to_string(d.join(usage_file)).ok().as_deref().and_then(proc_text::memory_limit_value);
-                limits.push((v, usage));
+                let file = fs::read_to_string(d.join("memory.stat")).ok().map_or(0, |stat| proc_text::cgroup_file_bytes(&stat));
+                limits.push(augur_core::plan::CgroupHeadroom::of(v, usage, file));
             }
             if d.as_os_str().len() <= "/sys/fs/cgroup".len() {
                 break;
