@@ -57,10 +57,11 @@ pub const LAUNCH_SETTLE_NS: u64 = 1_000_000_000;
 /// For this long after a followed run's predicted files were last handed out to be loaded,
 /// prediction neither plans nor fetches, as while an application starts: the run is reading, and
 /// a fetch for later would take its disk and the free memory its next files are loaded into.
-/// On the small slow machine, with the build, link and index benchmarks learned, the free-memory
-/// tier loaded their 480 MiB while Kroeger's reader ran: the daemon read 1,064 MiB for the
-/// reader's 765, and the reader waited 38 % longer for the disk than without augur. A run hands
-/// out its next files every few seconds while it reads, so the hold lasts the run.
+/// On the small slow machine, with the build, link and index benchmarks learned, the daemon read
+/// 1,064 MiB while Kroeger's reader read 765 (the prediction fetch and the free-memory tier
+/// loading the other benchmarks' applications beside its files); with this hold 656, the reader
+/// and it 768 together. A run hands out its next files every few seconds while it reads, so the
+/// hold lasts the run.
 pub const RUN_PREFETCH_SETTLE_NS: u64 = 5_000_000_000;
 
 /// After the memory-pressure trigger fires, no exec-time replay and no prediction fetch starts
