@@ -303,25 +303,25 @@ pub fn evict(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// A program of its own for each reader: a copy of `exe` (augur-bench) under each of `names` in
-/// `dir`, refreshed when `exe` changed; the paths in the order of `names`. AASFP's and DEAR's
+/// A program of its own for each case's reader: a copy of `exe` (augur-bench) named `name(case)`
+/// in `dir`, refreshed when `exe` changed. AASFP's and DEAR's
 /// micro-benchmarks were separate programs; run as one executable, the readers are one
 /// application to augur, whose profile mixes the data pages each case reads, and the exec-time
 /// replay of one case loads another's pages (scattered over the file a forward reader then reads,
 /// breaking its readahead; in DEAR's 256 MiB cgroup, the probabilistic reader's 256 MiB of
 /// learned pages loaded beside the sequential one).
-pub fn reader_programs(exe: &Path, dir: &Path, names: &[String]) -> Result<Vec<PathBuf>> {
+pub fn reader_programs<C: Copy>(exe: &Path, dir: &Path, cases: &[C], name: impl Fn(C) -> String) -> Result<Vec<(C, PathBuf)>> {
     fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
     let meta = fs::metadata(exe).context(|| format!("reading {}", exe.display()))?;
-    names
+    cases
         .iter()
-        .map(|name| {
-            let path = dir.join(name);
+        .map(|&case| {
+            let path = dir.join(name(case));
             let same = fs::metadata(&path).is_ok_and(|m| m.len() == meta.len() && m.modified().ok() >= meta.modified().ok());
             if !same {
                 fs::copy(exe, &path).context(|| format!("copying {} to {}", exe.display(), path.display()))?;
             }
-            Ok(path)
+            Ok((case, path))
         })
         .collect()
 }

@@ -143,8 +143,7 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     augur_bench::page_cache::ensure_file(&args.file, file_bytes)?;
     let me = std::env::current_exe().map_err(|e| BenchError::io("finding the augur-bench executable", e))?;
     let readers_dir = args.daemon_dir.parent().unwrap_or(Path::new("/var/tmp")).join("readers");
-    let names: Vec<String> = cases.iter().map(|c| format!("aasfp-{}", c.arg())).collect();
-    let readers: Vec<(Case, PathBuf)> = cases.iter().copied().zip(aasfp::reader_programs(&me, &readers_dir, &names)?).collect();
+    let readers = aasfp::reader_programs(&me, &readers_dir, &cases, |c| format!("aasfp-{}", c.arg()))?;
     let reader = |case: Case| readers.iter().find(|(c, _)| *c == case).map_or(me.as_path(), |(_, p)| p.as_path());
     let files = DaemonFiles {
         dir: args.daemon_dir.clone(),

@@ -103,9 +103,7 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
     let shape = Shape::for_memory(file_bytes, memory_bytes);
     let me = std::env::current_exe().map_err(|e| BenchError::io("finding the augur-bench executable", e))?;
     let readers_dir = args.daemon_dir.parent().unwrap_or(std::path::Path::new("/var/tmp")).join("readers");
-    let names: Vec<String> = cases.iter().map(|c| format!("dear-{}", c.arg())).collect();
-    let readers: Vec<(Case, PathBuf)> =
-        cases.iter().copied().zip(augur_bench::aasfp::reader_programs(&me, &readers_dir, &names)?).collect();
+    let readers = augur_bench::aasfp::reader_programs(&me, &readers_dir, &cases, |c| format!("dear-{}", c.arg()))?;
     let reader = |case: Case| readers.iter().find(|(c, _)| *c == case).map_or(me.as_path(), |(_, p)| p.as_path());
     let files = DaemonFiles {
         dir: args.daemon_dir.clone(),

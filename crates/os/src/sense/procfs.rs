@@ -242,13 +242,13 @@ pub fn memory_cgroup_room(pid: u32) -> Option<u64> {
 /// ([`CgroupHeadroom`](augur_core::plan::CgroupHeadroom)), the least over its cgroup and every
 /// cgroup above it that sets a limit. `None`: no limit, or it cannot be read.
 pub fn memory_cgroup_headroom(pid: u32) -> Option<augur_core::plan::CgroupHeadroom> {
-    memory_cgroup_limits(pid).into_iter().reduce(|a, b| a.least(b))
+    memory_cgroup_headrooms(pid).into_iter().reduce(|a, b| a.least(b))
 }
 
 /// The headroom of each of process `pid`'s memory cgroups that sets a limit (its own and every
 /// one above it, in cgroup v1's memory hierarchy and the unified one): the limit, the usage and
 /// the file pages of its `memory.stat` (v1's hierarchical `total_` counts where present).
-fn memory_cgroup_limits(pid: u32) -> Vec<augur_core::plan::CgroupHeadroom> {
+fn memory_cgroup_headrooms(pid: u32) -> Vec<augur_core::plan::CgroupHeadroom> {
     let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return Vec::new() };
     let (v1, v2) = proc_text::memory_cgroup_paths(&text);
     let mut places: Vec<(PathBuf, &str, &str)> = Vec::new();
@@ -264,14 +264,14 @@ fn memory_cgroup_limits(pid: u32) -> Vec<augur_core::plan::CgroupHeadroom> {
             places.push((Path::new(root).join(p.trim_start_matches('/')), "memory.max", "memory.current"));
         }
     }
-    let mut limits = Vec::new();
+    let mut headrooms = Vec::new();
     for (dir, limit_file, usage_file) in places {
         let mut at = Some(dir.as_path());
         while let Some(d) = at {
             if let Some(v) = fs::read_to_string(d.join(limit_file)).ok().as_deref().and_then(proc_text::memory_limit_value) {
                 let usage = fs::read_to_string(d.join(usage_file)).ok().as_deref().and_then(proc_text::memory_limit_value);
                 let file = fs::read_to_string(d.join("memory.stat")).ok().map_or(0, |stat| proc_text::cgroup_file_bytes(&stat));
-                limits.push(augur_core::plan::CgroupHeadroom::of(v, usage, file));
+                headrooms.push(augur_core::plan::CgroupHeadroom::of(v, usage, file));
             }
             if d.as_os_str().len() <= "/sys/fs/cgroup".len() {
                 break;
@@ -279,7 +279,7 @@ fn memory_cgroup_limits(pid: u32) -> Vec<augur_core::plan::CgroupHeadroom> {
             at = d.parent();
         }
     }
-    limits
+    headrooms
 }
 
 /// Clock ticks per second of `/proc` times. Linux fixes USER_HZ at 100 on every architecture
