@@ -430,8 +430,6 @@ pub struct DaemonEngine {
     next_replan_ns: Option<u64>,
     /// Monotonic time of the exec of the newest launch whose learned pages were replayed.
     last_launch_ns: Option<u64>,
-    /// Monotonic time a followed run's predicted files were last handed out to be loaded.
-    last_run_prefetch_ns: Option<u64>,
     /// Whether the trace pipe currently wakes the loop on any event (a launch is in progress).
     trace_eager: bool,
     /// Whether fanotify opens wake the loop.
@@ -603,7 +601,6 @@ impl DaemonEngine {
             step: false,
             next_replan_ns: None,
             last_launch_ns: None,
-            last_run_prefetch_ns: None,
             trace_eager: true,
             opens_watched: false,
             pressure_watched: false,
@@ -1331,6 +1328,13 @@ impl DaemonEngine {
             self.predicting().then(|| now.mono_ns + self.config.predict.replan_interval_secs.saturating_mul(1_000_000_000));
     }
 
+    /// When a followed run's predicted files were last handed out to be loaded: the replay
+    /// ledger's newest entry for them (it keeps [`REPLAY_BUDGET_SPAN_NS`] of entries, longer than
+    /// [`RUN_PREFETCH_SETTLE_NS`]).
+    fn last_run_prefetch_ns(&self) -> Option<u64> {
+        self.replay_spent.iter().rev().find(|&&(_, id, _)| id == FILE_PREFETCH_LEDGER_ID).map(|&(t, _, _)| t)
+    }
+
     /// Runs a planning round when prediction is on; a round the step puts off is owed.
     fn plan(&mut self, world: &mut impl DaemonWorld, now: Now, trigger: PlanTrigger) {
         if !self.predicting() {
@@ -1338,7 +1342,7 @@ impl DaemonEngine {
         }
         let launching = !self.replays_in_flight.is_empty()
             || self.last_launch_ns.is_some_and(|t| now.mono_ns < t.saturating_add(LAUNCH_SETTLE_NS))
-            || self.last_run_prefetch_ns.is_some_and(|t| now.mono_ns < t.saturating_add(RUN_PREFETCH_SETTLE_NS));
+            || self.last_run_prefetch_ns().is_some_and(|t| now.mono_ns < t.saturating_add(RUN_PREFETCH_SETTLE_NS));
         if let Outcome::Planned { owed_in_ms: Some(ms), at_ns } =
             world.carry_out(Action::Plan { trigger, launching }, &self.config)
         {
@@ -1593,7 +1597,6 @@ impl DaemonEngine {
             };
             if world.carry_out(action, &self.config) == Outcome::Done {
                 self.replay_spent.push_back((now.mono_ns, FILE_PREFETCH_LEDGER_ID, pages.saturating_mul(page_size)));
-                self.last_run_prefetch_ns = Some(now.mono_ns);
             } else {
                 // The prefetch queue was full: asked for again at the run's next prediction.
                 budget_pages = budget_pages.saturating_add(pages);
