@@ -355,7 +355,7 @@ impl Prefetcher {
         if !requests.is_empty() {
             for some in plan.lookups().chunks(SURVEY_LOOK_EVERY) {
                 if let Some(f) = foreground.as_mut() {
-                    run.report.foreground_wait_ms += f.wait_turn(cancel, 0).as_secs_f64() * 1000.0;
+                    run.wait_turn(f, cancel, 0);
                 }
                 if cancel.is_cancelled() {
                     break;
@@ -395,6 +395,12 @@ impl Prefetcher {
 type Locations = std::collections::HashMap<(usize, u64), Option<(u64, u64)>>;
 
 impl Run<'_> {
+    /// Waits while others read from the disks (`f`, the foreground watch; `own_in_flight`: what
+    /// this fetch has queued that may land meanwhile), the wait counted in the report.
+    fn wait_turn(&mut self, f: &mut super::foreground::ForegroundReads, cancel: &CancelFlag, own_in_flight: u64) {
+        self.report.foreground_wait_ms += f.wait_turn(cancel, own_in_flight).as_secs_f64() * 1000.0;
+    }
+
     fn problem(&mut self, file: usize, kind: ProblemKind, detail: String) {
         self.report.problems.push(FileProblem { path: self.plan.files()[file].path.clone(), kind, detail });
     }
@@ -441,7 +447,7 @@ impl Run<'_> {
         for (i, pf) in self.plan.files().iter().enumerate() {
             if i % SURVEY_LOOK_EVERY == 0 {
                 if let Some(f) = foreground.as_deref_mut() {
-                    self.report.foreground_wait_ms += f.wait_turn(cancel, 0).as_secs_f64() * 1000.0;
+                    self.wait_turn(f, cancel, 0);
                 }
             }
             let mut state = FileState {
@@ -622,8 +628,7 @@ impl Run<'_> {
                     }
                     if let Some(f) = foreground.as_deref_mut() {
                         // What is in flight besides this chunk may land while it watches.
-                        let waited = f.wait_turn(cancel, schedule.in_flight() - c.range.len * self.ps);
-                        self.report.foreground_wait_ms += waited.as_secs_f64() * 1000.0;
+                        self.wait_turn(f, cancel, schedule.in_flight() - c.range.len * self.ps);
                         if cancel.is_cancelled() {
                             self.report.cancelled = true;
                             return;
