@@ -6,6 +6,7 @@
 pub mod access_pattern;
 pub mod app;
 pub mod boot;
+pub mod early_load;
 pub mod file_context;
 pub mod launch_chain;
 pub mod launcher;
@@ -15,5 +16,6 @@ pub mod profile;
 pub mod range;
 pub mod read_through;
 pub mod record;
+pub mod tracepoints;
 pub mod usage_trace;
 pub mod user;
