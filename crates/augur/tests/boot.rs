@@ -41,7 +41,7 @@ fn the_boot_unit_verifies_and_is_ordered_before_sysinit_at_idle_priority() {
         ("Nice", "10"),
         ("WantedBy", "sysinit.target"),
         ("Conflicts", "shutdown.target"),
-        ("ExecStart", "/usr/bin/augur boot"),
+        ("ExecStart", "/usr/sbin/augur-init --early"),
     ] {
         assert_eq!(values(&unit, k), vec![v], "{k}");
     }
@@ -55,7 +55,7 @@ fn the_boot_unit_verifies_and_is_ordered_before_sysinit_at_idle_priority() {
     // verify checks that ExecStart= exists: the unit as installed, pointing at this build.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("augur-boot.service");
-    fs::write(&copy, unit.replace("ExecStart=/usr/bin/augur boot", &format!("ExecStart={BIN} boot"))).unwrap();
+    fs::write(&copy, unit.replace("ExecStart=/usr/sbin/augur-init --early", &format!("ExecStart={INIT_BIN} --early"))).unwrap();
     let out = Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&copy).output().unwrap();
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -103,12 +103,12 @@ impl Container {
             .arg(bind(config, "/etc/augur/config.toml"))
             .arg("--bind=/sys/kernel/tracing")
             .args(["--capability=CAP_BPF,CAP_PERFMON", "--system-call-filter=fanotify_init fanotify_mark bpf perf_event_open"])
+            // augur-init where the package installs it (the unit starts it too).
+            .arg(&init_bind)
             .args(match init {
                 Init::Systemd => vec!["-b", "--", "systemd.wants=augur-boot.service", "systemd.unit=multi-user.target"],
-                // augur-init where the package installs it; `-b`'s kill signal.
-                Init::AugurInit => {
-                    vec!["--kill-signal=SIGRTMIN+3", init_bind.as_str(), early_bind.as_str(), "--", "/usr/sbin/augur-init"]
-                }
+                // `-b`'s kill signal.
+                Init::AugurInit => vec!["--kill-signal=SIGRTMIN+3", early_bind.as_str(), "--", "/usr/sbin/augur-init"],
             })
             .stdin(Stdio::null())
             .stdout(fs::File::create(log).unwrap())
@@ -240,6 +240,9 @@ fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
     };
     assert!(phase_at("sysinit") < phase_at("multi-user"), "{journal}");
     assert!(journal.contains("boot: recorded"), "{journal}");
+    // The unit starts augur-init's copy, which records before augur boot takes its recording over.
+    assert!(journal.contains("boot: took over augur-init's recording"), "{journal}");
+    assert!(!journal.contains("augur-init loaded"), "no boot left an early load list here: {journal}");
 }
 
 #[test]
@@ -290,6 +293,10 @@ fn augur_init_records_from_before_systemd_which_it_hands_pid_1_to_and_the_unit_s
         "augur-init: loaded {systemd_pages} of the 65 pages the last boots used before their target (1 files changed since)"
     );
     assert!(text.contains(&loaded), "{text}");
+    // And augur boot says it again (in the journal once journald listens: systemd may have hung
+    // up the console by then).
+    let again = format!("boot: augur-init loaded {systemd_pages} of the 65 pages");
+    assert!(text.contains(&again) || journal.contains(&again), "{text}\n{journal}");
     assert!(text.contains("boot: took over augur-init's recording (tracefs instance augur-boot-"), "{text}");
     // Run as anything but the kernel's init, augur-init refuses.
     let out = Command::new(INIT_BIN).output().unwrap();

@@ -57,6 +57,10 @@ const RECORDER_WAIT: Duration = Duration::from_millis(1500);
 /// (larger ones are where readahead(2) and FADV_WILLNEED load only part of what was asked).
 const READ_PIECE: u64 = 2 << 20;
 
+/// Pieces of a file this many pages apart or closer are read as one (gaps included): on a disk
+/// limited in operations per second, fewer operations (`EarlyLoadList::coalesced`).
+const MERGE_GAP_PAGES: u64 = 64;
+
 /// The longest the copy loads before it hands over to `augur boot` (which then loads the phases
 /// the boot is in): the kernel buffers the trace meanwhile, and a buffer is finite.
 const LOAD_BOUND: Duration = Duration::from_secs(20);
@@ -136,19 +140,24 @@ fn early(args: &[OsString]) -> ExitCode {
         let _ = std::fs::write(INIT_STARTED_MARKER, format!("{}\n", std::process::id()));
     }
     let list_path = early_load::path_beside(Path::new(DEFAULT_STATE_PATH));
-    match read_list(&list_path) {
+    let summary = match read_list(&list_path) {
         Ok(Some(list)) => {
             let loaded = load(&list, Instant::now() + LOAD_BOUND);
+            // Said again by augur boot, in the journal: by now systemd may have hung up the console.
             eprintln!(
                 "augur-init: loaded {} of the {} pages the last boots used before their target ({} files changed since)",
                 loaded.pages,
                 list.page_count(),
                 loaded.changed_files
             );
+            Some(format!("{}/{}/{}", loaded.pages, list.page_count(), loaded.changed_files))
         }
-        Ok(None) => {}
-        Err(e) => eprintln!("augur-init: not loading early: {e}"),
-    }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("augur-init: not loading early: {e}");
+            None
+        }
+    };
     let mut recorder = Command::new(AUGUR);
     recorder.arg0("augur").arg("boot").env("NO_COLOR", "1").stdout(Stdio::null());
     if let Some(init) = &before_init {
@@ -156,6 +165,9 @@ fn early(args: &[OsString]) -> ExitCode {
     }
     if let Some(t) = &trace {
         recorder.arg("--adopt-trace").arg(&t.name).arg("--trace-origin-us").arg(t.started_at_us.to_string());
+    }
+    if let Some(summary) = summary {
+        recorder.arg("--early-loaded").arg(summary);
     }
     let err = recorder.exec();
     eprintln!("augur-init: cannot execute {AUGUR}: {err}");
@@ -256,11 +268,13 @@ struct Loaded {
     changed_files: u64,
 }
 
-/// Reads every piece of `list` in order, in reads of at most [`READ_PIECE`], so that its pages are
-/// in the page cache; a file whose size or modification time is not the one recorded is skipped
+/// Reads every piece of `list` in order (a file's pieces at most [`MERGE_GAP_PAGES`] apart as one,
+/// without read-ahead), in reads of at most [`READ_PIECE`], so that its pages are in the page
+/// cache; a file whose size or modification time is not the one recorded is skipped
 /// (it changed: the next recording relearns it), as is one that cannot be opened. Stops at
 /// `deadline`.
 fn load(list: &EarlyLoadList, deadline: Instant) -> Loaded {
+    let list = &list.coalesced(MERGE_GAP_PAGES);
     let mut done = Loaded::default();
     let mut buf = vec![0u8; READ_PIECE as usize];
     let mut open: Option<(PathBuf, Option<File>)> = None;
@@ -279,6 +293,10 @@ fn load(list: &EarlyLoadList, deadline: Instant) -> Loaded {
                 }
                 same
             });
+            // Exactly the pieces: no read-ahead around them (what lies beyond was not used).
+            if let Some(f) = &file {
+                let _ = rustix::fs::fadvise(f, 0, None, rustix::fs::Advice::Random);
+            }
             open = Some((piece.path.clone(), file));
         }
         let Some((_, Some(file))) = &open else { continue };
@@ -390,7 +408,8 @@ mod tests {
         ];
         let list = EarlyLoadList { page_size: 4096, pieces };
         let loaded = load(&list, Instant::now() + Duration::from_secs(60));
-        assert_eq!(loaded, Loaded { pages: 2 + 1027 - 10 + 1, changed_files: 1 });
+        // The gap of 8 pages between big's two pieces is read with them: all of big, 1,027 pages.
+        assert_eq!(loaded, Loaded { pages: 1027 + 1, changed_files: 1 });
         assert_eq!(load(&list, Instant::now()), Loaded::default(), "past its deadline it loads nothing");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -56,6 +56,11 @@ pub struct BootArgs {
     /// When the adopted recording started (`CLOCK_MONOTONIC` microseconds).
     #[arg(long, value_name = "US", hide = true, requires = "adopt_trace")]
     pub trace_origin_us: Option<u64>,
+    /// What `augur-init --early` loaded before it became this program (`PAGES/LISTED/CHANGED`:
+    /// pages loaded, pages its list held, files skipped as changed), for the log: its own
+    /// standard error is the console, which systemd may have hung up by then.
+    #[arg(long, value_name = "SUMMARY", hide = true)]
+    pub early_loaded: Option<String>,
 }
 
 /// Arguments of `augur mark`.
@@ -227,6 +232,15 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
         },
         _ => None,
     };
+    if let Some(summary) = &args.early_loaded {
+        let n: Vec<&str> = summary.split('/').collect();
+        match n[..] {
+            [pages, listed, changed] => tracing::info!(
+                "boot: augur-init loaded {pages} of the {listed} pages the last boots used before their default target ({changed} files changed since)"
+            ),
+            _ => tracing::warn!("boot: augur-init's summary {summary:?} is not PAGES/LISTED/CHANGED"),
+        }
+    }
     let mut recorder = if args.no_record {
         None
     } else if adopted.is_some() {

@@ -106,6 +106,30 @@ impl EarlyLoadList {
         EarlyLoadList { page_size: plan.page_size, pieces }
     }
 
+    /// The list with each run of consecutive pieces of one file whose gaps are at most `max_gap`
+    /// pages read as one piece (gaps included), so that a disk limited in operations per second
+    /// serves it in fewer: on the boot benchmark's (200 a second, 40 MB/s) an operation costs as
+    /// much time as about 50 more pages read with its neighbours.
+    pub fn coalesced(&self, max_gap: u64) -> EarlyLoadList {
+        let mut pieces: Vec<EarlyPiece> = Vec::with_capacity(self.pieces.len());
+        for p in &self.pieces {
+            if let Some(last) = pieces.last_mut()
+                && last.path == p.path
+                && last.size == p.size
+                && last.mtime_ns == p.mtime_ns
+            {
+                let end = last.first_page.saturating_add(last.pages);
+                let p_end = p.first_page.saturating_add(p.pages);
+                if p.first_page >= last.first_page && p.first_page <= end.saturating_add(max_gap) {
+                    last.pages = end.max(p_end) - last.first_page;
+                    continue;
+                }
+            }
+            pieces.push(p.clone());
+        }
+        EarlyLoadList { page_size: self.page_size, pieces }
+    }
+
     /// Pages over all pieces.
     pub fn page_count(&self) -> u64 {
         self.pieces.iter().map(|p| p.pages).sum()
@@ -226,6 +250,20 @@ mod tests {
         assert_eq!(EarlyLoadList::parse(&list.render()), Ok(list));
         // A boot to the graphical target or the session loads the session's pages too.
         assert_eq!(EarlyLoadList::from_plan(&plan(), BootPhase::Session).page_count(), 117);
+    }
+
+    #[test]
+    fn consecutive_pieces_of_a_file_with_small_gaps_are_read_as_one() {
+        let list = EarlyLoadList::from_plan(&plan(), BootPhase::Session);
+        let merged = list.coalesced(64);
+        let spans: Vec<(u64, u64)> = merged.pieces.iter().map(|p| (p.first_page, p.pages)).collect();
+        // systemd's 0..10 and 40..42 (a gap of 30 pages) become 0..42; other files stay apart.
+        assert_eq!(spans, [(0, 42), (0, 1), (3, 4), (0, 100)]);
+        // A gap wider than allowed, or a piece that goes backwards, starts a new read.
+        assert_eq!(list.coalesced(29).pieces.len(), 5);
+        let mut back = list.clone();
+        back.pieces.swap(0, 1);
+        assert_eq!(back.coalesced(64).pieces.len(), 5);
     }
 
     #[test]
