@@ -384,7 +384,7 @@ fn augur_boot_records_a_boot_in_the_phases_marked_and_loads_its_plan_the_next_ti
     let early = EarlyLoadList::parse(&early).unwrap();
     let written = augur_store::boot_plan_file::read(&dir.path().join("boot-plan.json")).unwrap().unwrap();
     let data_pages = |pieces: &[EarlyPiece]| pieces.iter().filter(|p| p.path == canonical).map(|p| p.pages).sum::<u64>();
-    let planned = EarlyLoadList::from_plan(&written, augur_core::model::boot::BootPhase::Basic);
+    let planned = EarlyLoadList::from_plan(&written, augur_core::model::boot::BootPhase::MultiUser);
     assert!(data_pages(&early.pieces) >= 256 && data_pages(&early.pieces) == data_pages(&planned.pieces), "{early:?}");
     // `augur mark` refuses what is no phase.
     let bad = Command::new(BIN).args(["mark", "lunch", "--marks"]).arg(&marks).output().unwrap();

@@ -375,7 +375,8 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
             if let Err(e) = boot_plan_file::write(&path, &next) {
                 tracing::warn!("boot: {e}; the next boot merges the stored boots itself");
             }
-            // And what `augur-init` loads before augur's executable runs: up to the default target.
+            // And what `augur-init` loads before augur's executable runs: what the boot used before
+            // its default target was reached.
             let early = EarlyLoadList::from_plan(&next, last_target);
             let early_path = boot_plan_file::early_list_path_beside(&config.daemon.state_path);
             if let Err(e) = boot_plan_file::write_early_list(&early_path, &early) {

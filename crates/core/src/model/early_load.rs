@@ -83,11 +83,13 @@ impl fmt::Display for EarlyListError {
 impl std::error::Error for EarlyListError {}
 
 impl EarlyLoadList {
-    /// The plan's phases up to and including `last` (the default target's), in phase order, each
-    /// phase's files and ranges in the plan's load order.
-    pub fn from_plan(plan: &BootPlan, last: BootPhase) -> EarlyLoadList {
+    /// The plan's phases before `target` (the phase the default target's being reached starts:
+    /// a phase holds the pages first used after its target was reached, so these are the pages
+    /// the boot used on its way to the default target), in phase order, each phase's files and
+    /// ranges in the plan's load order.
+    pub fn from_plan(plan: &BootPlan, target: BootPhase) -> EarlyLoadList {
         let mut pieces = Vec::new();
-        for phase in plan.phases.iter().filter(|p| p.phase <= last) {
+        for phase in plan.phases.iter().filter(|p| p.phase < target) {
             for file in &phase.files {
                 for r in &file.ranges {
                     if r.range.len == 0 {
@@ -234,8 +236,8 @@ mod tests {
     }
 
     #[test]
-    fn the_list_holds_the_phases_up_to_the_target_in_load_order_and_round_trips() {
-        let list = EarlyLoadList::from_plan(&plan(), BootPhase::MultiUser);
+    fn the_list_holds_the_phases_before_the_target_in_load_order_and_round_trips() {
+        let list = EarlyLoadList::from_plan(&plan(), BootPhase::Graphical);
         let order: Vec<(String, u64)> = list.pieces.iter().map(|p| (p.path.display().to_string(), p.first_page)).collect();
         assert_eq!(
             order,
@@ -248,8 +250,10 @@ mod tests {
         );
         assert_eq!(list.page_count(), 17);
         assert_eq!(EarlyLoadList::parse(&list.render()), Ok(list));
-        // A boot to the graphical target or the session loads the session's pages too.
-        assert_eq!(EarlyLoadList::from_plan(&plan(), BootPhase::Session).page_count(), 117);
+        // To multi-user.target: what was first used once it was reached (cron) is not in it.
+        assert_eq!(EarlyLoadList::from_plan(&plan(), BootPhase::MultiUser).page_count(), 13);
+        // Without systemd's targets (the session is the last phase) all but the session's pages.
+        assert_eq!(EarlyLoadList::from_plan(&plan(), BootPhase::Session).page_count(), 17);
     }
 
     #[test]
@@ -258,19 +262,19 @@ mod tests {
         let merged = list.coalesced(64);
         let spans: Vec<(u64, u64)> = merged.pieces.iter().map(|p| (p.first_page, p.pages)).collect();
         // systemd's 0..10 and 40..42 (a gap of 30 pages) become 0..42; other files stay apart.
-        assert_eq!(spans, [(0, 42), (0, 1), (3, 4), (0, 100)]);
+        assert_eq!(spans, [(0, 42), (0, 1), (3, 4)]);
         // A gap wider than allowed, or a piece that goes backwards, starts a new read.
-        assert_eq!(list.coalesced(29).pieces.len(), 5);
+        assert_eq!(list.coalesced(29).pieces.len(), 4);
         let mut back = list.clone();
         back.pieces.swap(0, 1);
-        assert_eq!(back.coalesced(64).pieces.len(), 5);
+        assert_eq!(back.coalesced(64).pieces.len(), 4);
     }
 
     #[test]
     fn a_path_the_format_cannot_carry_is_left_out() {
         let mut p = plan();
         p.phases[0].files[1].path = PathBuf::from("/etc/new\nline");
-        let list = EarlyLoadList::from_plan(&p, BootPhase::Early);
+        let list = EarlyLoadList::from_plan(&p, BootPhase::Sysinit);
         assert_eq!(EarlyLoadList::parse(&list.render()).unwrap().pieces.len(), 2);
     }
 
