@@ -4,14 +4,11 @@
 //! `augur mark`, records a boot into the state and loads the merged plan at the next.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-
-use augur_core::model::early_load::{EarlyLoadList, EarlyPiece};
 
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 const BIN: &str = env!("CARGO_BIN_EXE_augur");
@@ -41,7 +38,7 @@ fn the_boot_unit_verifies_and_is_ordered_before_sysinit_at_idle_priority() {
         ("Nice", "10"),
         ("WantedBy", "sysinit.target"),
         ("Conflicts", "shutdown.target"),
-        ("ExecStart", "/usr/sbin/augur-init --early"),
+        ("ExecStart", "/usr/bin/augur boot"),
     ] {
         assert_eq!(values(&unit, k), vec![v], "{k}");
     }
@@ -55,7 +52,7 @@ fn the_boot_unit_verifies_and_is_ordered_before_sysinit_at_idle_priority() {
     // verify checks that ExecStart= exists: the unit as installed, pointing at this build.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("augur-boot.service");
-    fs::write(&copy, unit.replace("ExecStart=/usr/sbin/augur-init --early", &format!("ExecStart={INIT_BIN} --early"))).unwrap();
+    fs::write(&copy, unit.replace("ExecStart=/usr/bin/augur boot", &format!("ExecStart={BIN} boot"))).unwrap();
     let out = Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&copy).output().unwrap();
     assert!(
         out.status.success() && out.stderr.is_empty(),
@@ -90,9 +87,6 @@ impl Container {
         assert!(Command::new("mount").args(["-o", "remount,bind,ro"]).arg(&root).status().unwrap().success());
         let bind = |from: &Path, to: &str| format!("--bind-ro={}:{to}", from.display());
         let init_bind = format!("--bind-ro={INIT_BIN}:/usr/sbin/augur-init");
-        // The early load list the last boots would have left, for augur-init to load.
-        let early_bind =
-            format!("--bind-ro={}:/var/lib/augur/boot-early.list", config.with_file_name("boot-early.list").display());
         let nspawn = Command::new("systemd-nspawn")
             .arg("-D")
             .arg(&root)
@@ -103,12 +97,10 @@ impl Container {
             .arg(bind(config, "/etc/augur/config.toml"))
             .arg("--bind=/sys/kernel/tracing")
             .args(["--capability=CAP_BPF,CAP_PERFMON", "--system-call-filter=fanotify_init fanotify_mark bpf perf_event_open"])
-            // augur-init where the package installs it (the unit starts it too).
-            .arg(&init_bind)
             .args(match init {
                 Init::Systemd => vec!["-b", "--", "systemd.wants=augur-boot.service", "systemd.unit=multi-user.target"],
-                // `-b`'s kill signal.
-                Init::AugurInit => vec!["--kill-signal=SIGRTMIN+3", early_bind.as_str(), "--", "/usr/sbin/augur-init"],
+                // augur-init where the package installs it; `-b`'s kill signal.
+                Init::AugurInit => vec!["--kill-signal=SIGRTMIN+3", init_bind.as_str(), "--", "/usr/sbin/augur-init"],
             })
             .stdin(Stdio::null())
             .stdout(fs::File::create(log).unwrap())
@@ -184,21 +176,6 @@ fn boot_container(init: Init) -> (tempfile::TempDir, Container) {
     fs::write(&config, "[boot]\nmax_secs = 10\nafter_session_secs = 2\n").unwrap();
     let unit = dir.path().join("augur-boot.service");
     fs::write(&unit, unit_text()).unwrap();
-    // systemd's first 64 pages (or fewer: all it has) as they are, and a file that changed since
-    // it was recorded.
-    let piece = |path: &str, pages: u64, stale: i64| {
-        let m = fs::metadata(path).unwrap();
-        EarlyPiece {
-            path: path.into(),
-            size: m.len(),
-            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec() + stale,
-            first_page: 0,
-            pages,
-        }
-    };
-    let list =
-        EarlyLoadList { page_size: 4096, pieces: vec![piece("/usr/lib/systemd/systemd", 64, 0), piece("/etc/hostname", 1, 1)] };
-    fs::write(dir.path().join("boot-early.list"), list.render()).unwrap();
     let c = Container::boot(&config, &unit, &dir.path().join("nspawn.log"), init);
     (dir, c)
 }
@@ -240,9 +217,6 @@ fn a_container_boot_starts_augur_boot_before_the_services_it_serves() {
     };
     assert!(phase_at("sysinit") < phase_at("multi-user"), "{journal}");
     assert!(journal.contains("boot: recorded"), "{journal}");
-    // The unit starts augur-init's copy, which records before augur boot takes its recording over.
-    assert!(journal.contains("boot: took over augur-init's recording"), "{journal}");
-    assert!(!journal.contains("augur-init loaded"), "no boot left an early load list here: {journal}");
 }
 
 #[test]
@@ -287,17 +261,6 @@ fn augur_init_records_from_before_systemd_which_it_hands_pid_1_to_and_the_unit_s
     drop(c);
     let text = fs::read_to_string(&log).unwrap_or_default();
     assert!(text.contains("INFO boot: started before the init; plan of 0 boots"), "{text}");
-    // augur-init recorded first and loaded the early list; augur boot took its recording over.
-    let systemd_pages = fs::metadata("/usr/lib/systemd/systemd").unwrap().len().div_ceil(4096).min(64);
-    let loaded = format!(
-        "augur-init: loaded {systemd_pages} of the 65 pages the last boots used before their target (1 files changed since)"
-    );
-    assert!(text.contains(&loaded), "{text}");
-    // And augur boot says it again (in the journal once journald listens: systemd may have hung
-    // up the console by then).
-    let again = format!("boot: augur-init loaded {systemd_pages} of the 65 pages");
-    assert!(text.contains(&again) || journal.contains(&again), "{text}\n{journal}");
-    assert!(text.contains("boot: took over augur-init's recording (tracefs instance augur-boot-"), "{text}");
     // Run as anything but the kernel's init, augur-init refuses.
     let out = Command::new(INIT_BIN).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
@@ -378,14 +341,6 @@ fn augur_boot_records_a_boot_in_the_phases_marked_and_loads_its_plan_the_next_ti
         .map(|t| (t.phases.clone(), t.files.iter().filter(|f| f.path == canonical).cloned().collect::<Vec<_>>()))
         .collect();
     assert!(basic.files.iter().any(|f| f.path == canonical), "{canonical:?} in the boots: {found:?}");
-    // Beside the state, the early load list augur-init loads: the basic phase comes before any
-    // default target, so the data file's pages are in it, as the plan file has them.
-    let early = fs::read_to_string(dir.path().join("boot-early.list")).unwrap();
-    let early = EarlyLoadList::parse(&early).unwrap();
-    let written = augur_store::boot_plan_file::read(&dir.path().join("boot-plan.json")).unwrap().unwrap();
-    let data_pages = |pieces: &[EarlyPiece]| pieces.iter().filter(|p| p.path == canonical).map(|p| p.pages).sum::<u64>();
-    let planned = EarlyLoadList::from_plan(&written, augur_core::model::boot::BootPhase::MultiUser);
-    assert!(data_pages(&early.pieces) >= 256 && data_pages(&early.pieces) == data_pages(&planned.pieces), "{early:?}");
     // `augur mark` refuses what is no phase.
     let bad = Command::new(BIN).args(["mark", "lunch", "--marks"]).arg(&marks).output().unwrap();
     assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));

@@ -13,7 +13,9 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::Path;
 
-pub use augur_core::model::early_load::INIT_STARTED_MARKER as STARTED_MARKER;
+/// Written by the child once it records (its pid): `augur-boot.service` is skipped when it exists
+/// (`ConditionPathExists=!`), so the unit costs the boot nothing then.
+pub const STARTED_MARKER: &str = "/run/augur-init.pid";
 
 /// The abstract socket name [`BootLock`] binds.
 const LOCK_NAME: &[u8] = b"augur-boot";

@@ -7,10 +7,8 @@
 //!
 //! The format: a header line `{"format":"augur-boot-plan","version":1,"boots":N}`, then one
 //! launch profile per phase in phase order, each on one line in the profile file format
-//! ([`crate::profile_file`], whose checks it reuses) and named `boot:PHASE` by its command. Beside
-//! it, the early load list (`augur_core::model::early_load`): the phases up to the default target
-//! as plain lines, which `augur-init` reads without augur's executable. It does not merge boots
-//! (`augur_core::model::boot` does) and decides nothing about loading.
+//! ([`crate::profile_file`], whose checks it reuses) and named `boot:PHASE` by its command. It
+//! does not merge boots (`augur_core::model::boot` does) and decides nothing about loading.
 
 use std::fs;
 use std::io;
@@ -20,7 +18,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, StoreError};
 use augur_core::model::boot::{BootPhase, BootPlan, PhasePlan};
-use augur_core::model::early_load::{self, EarlyLoadList};
 
 /// The `format` field of the header line.
 pub const FORMAT_NAME: &str = "augur-boot-plan";
@@ -100,18 +97,6 @@ pub fn read(path: &Path) -> Result<Option<BootPlan>> {
 pub fn write(path: &Path, plan: &BootPlan) -> Result<()> {
     crate::atomic_file::write_atomically(path, &to_bytes(plan), 0o600)
         .map_err(|e| StoreError::io_at(path, "writing the boot plan", e))
-}
-
-/// Where the early load list of the state at `state_path` is kept (beside the plan file).
-pub fn early_list_path_beside(state_path: &Path) -> PathBuf {
-    early_load::path_beside(state_path)
-}
-
-/// Writes the early load list (the plan's phases up to the default target, for `augur-init`) to
-/// `path` atomically, mode 0600.
-pub fn write_early_list(path: &Path, list: &EarlyLoadList) -> Result<()> {
-    crate::atomic_file::write_atomically(path, list.render().as_bytes(), 0o600)
-        .map_err(|e| StoreError::io_at(path, "writing the early load list", e))
 }
 
 #[cfg(test)]

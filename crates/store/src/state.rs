@@ -692,15 +692,13 @@ impl StateStore {
         tx.execute("DELETE FROM boot_traces", []).map_err(&e)?;
         tx.commit().map_err(&e)?;
         self.with_replays(ReplayCache::clear);
-        // The next boot's plan and early load list, kept beside the state, go with the boots they
-        // were merged from.
-        for file in [crate::boot_plan_file::path_beside(&self.path), crate::boot_plan_file::early_list_path_beside(&self.path)] {
-            match std::fs::remove_file(&file) {
-                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StoreError::io_at(&file, "removing the boot plan", err));
-                }
-                _ => {}
+        // The next boot's plan, kept beside the state, goes with the boots it was merged from.
+        let plan = crate::boot_plan_file::path_beside(&self.path);
+        match std::fs::remove_file(&plan) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::io_at(&plan, "removing the boot plan", err));
             }
+            _ => {}
         }
         Ok(n as u64)
     }
@@ -1446,16 +1444,9 @@ mod tests {
         // `augur forget --all` forgets the recorded boots too, and the plan merged from them.
         let plan = crate::boot_plan_file::path_beside(&path);
         crate::boot_plan_file::write(&plan, &h.plan(&Default::default())).unwrap();
-        let early = crate::boot_plan_file::early_list_path_beside(&path);
-        let list = augur_core::model::early_load::EarlyLoadList::from_plan(
-            &h.plan(&Default::default()),
-            augur_core::model::boot::BootPhase::MultiUser,
-        );
-        crate::boot_plan_file::write_early_list(&early, &list).unwrap();
         s.forget_all().unwrap();
         assert!(s.boot_history().unwrap().traces.is_empty());
         assert!(!plan.exists(), "the boot plan outlived the boots");
-        assert!(!early.exists(), "the early load list outlived the boots");
         s.forget_all().unwrap();
         s.add_boot_trace(&boot_trace(6), 3).unwrap();
         // A trace that does not decode is skipped, not fatal.

@@ -16,7 +16,6 @@ use clap::Args;
 
 use crate::error::{Error, Result};
 use augur_core::model::boot::{BootPhase, BootPlan, BootSettings, BootTrace, PhaseStart, session_apps};
-use augur_core::model::early_load::EarlyLoadList;
 use augur_core::model::user::{ProcessUser, key_uid};
 use augur_engine::boot::{BootAction, BootSequence};
 use augur_engine::config::Config;
@@ -49,18 +48,6 @@ pub struct BootArgs {
     /// standard output, which `augur-init` waits on) and follow that init's boot.
     #[arg(long, value_name = "INIT", hide = true)]
     pub before_init: Option<PathBuf>,
-    /// Started by `augur-init --early`, which recorded the boot before augur's executable could
-    /// run: go on with its tracefs instance NAME instead of starting one.
-    #[arg(long, value_name = "NAME", hide = true, requires = "trace_origin_us")]
-    pub adopt_trace: Option<String>,
-    /// When the adopted recording started (`CLOCK_MONOTONIC` microseconds).
-    #[arg(long, value_name = "US", hide = true, requires = "adopt_trace")]
-    pub trace_origin_us: Option<u64>,
-    /// What `augur-init --early` loaded before it became this program (`PAGES/LISTED/CHANGED`:
-    /// pages loaded, pages its list held, files skipped as changed), for the log: its own
-    /// standard error is the console, which systemd may have hung up by then.
-    #[arg(long, value_name = "SUMMARY", hide = true)]
-    pub early_loaded: Option<String>,
 }
 
 /// Arguments of `augur mark`.
@@ -216,35 +203,8 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
     };
     // Recording starts first, before the plan is read: every page the boot uses from here on
     // is in the trace.
-    let adopted = match (&args.adopt_trace, args.trace_origin_us) {
-        (Some(name), Some(origin)) if !args.no_record => match BootRecorder::adopt(name, origin) {
-            Ok(r) => {
-                tracing::info!(
-                    "boot: took over augur-init's recording (tracefs instance {name}, recording for {} ms)",
-                    r.now_us() / 1000
-                );
-                Some(r)
-            }
-            Err(e) => {
-                tracing::warn!("boot: cannot take over augur-init's recording ({e}); recording from now on");
-                None
-            }
-        },
-        _ => None,
-    };
-    if let Some(summary) = &args.early_loaded {
-        let n: Vec<&str> = summary.split('/').collect();
-        match n[..] {
-            [pages, listed, changed] => tracing::info!(
-                "boot: augur-init loaded {pages} of the {listed} pages the last boots used before their default target ({changed} files changed since)"
-            ),
-            _ => tracing::warn!("boot: augur-init's summary {summary:?} is not PAGES/LISTED/CHANGED"),
-        }
-    }
     let mut recorder = if args.no_record {
         None
-    } else if adopted.is_some() {
-        adopted
     } else {
         match BootRecorder::start() {
             Ok(r) => Some(r),
@@ -374,13 +334,6 @@ pub fn run(args: BootArgs) -> Result<ExitCode> {
             let path = boot_plan_file::path_beside(&config.daemon.state_path);
             if let Err(e) = boot_plan_file::write(&path, &next) {
                 tracing::warn!("boot: {e}; the next boot merges the stored boots itself");
-            }
-            // And what `augur-init` loads before augur's executable runs: what the boot used before
-            // its default target was reached.
-            let early = EarlyLoadList::from_plan(&next, last_target);
-            let early_path = boot_plan_file::early_list_path_beside(&config.daemon.state_path);
-            if let Err(e) = boot_plan_file::write_early_list(&early_path, &early) {
-                tracing::warn!("boot: {e}; augur-init will load nothing before this program starts");
             }
             tracing::info!(
                 "boot: recorded {} pages of {} files ({} page events, {} lost)",

@@ -6,7 +6,6 @@
 pub mod access_pattern;
 pub mod app;
 pub mod boot;
-pub mod early_load;
 pub mod file_context;
 pub mod launch_chain;
 pub mod launcher;
@@ -16,6 +15,5 @@ pub mod profile;
 pub mod range;
 pub mod read_through;
 pub mod record;
-pub mod tracepoints;
 pub mod usage_trace;
 pub mod user;

@@ -66,18 +66,6 @@ impl BootRecorder {
         let choice = ModeChoice { requested: None, degrade_to_file_only: false };
         // An empty pid filter records every task; this process's own events are dropped on read.
         let watch = PageWatch::open("boot", &WatchScope::Descendants(Vec::new()), choice, &InstanceOptions::default())?;
-        Self::recording(watch, super::monotonic_us())
-    }
-
-    /// Goes on with the recording `augur-init` started before augur's executable ran: its
-    /// tracefs instance `name`, recording every task since `started_at_us` (`CLOCK_MONOTONIC`
-    /// microseconds), whose buffered events are read from the first.
-    pub fn adopt(name: &str, started_at_us: u64) -> Result<Self> {
-        let watch = PageWatch::adopt(name)?;
-        Self::recording(watch, started_at_us.min(super::monotonic_us()))
-    }
-
-    fn recording(watch: PageWatch, start_us: u64) -> Result<Self> {
         let mode = watch.mode();
         let opens = OpenWatcher::new(true, OpenScope::Every)?;
         let mut resolver = PathResolver::new();
@@ -90,7 +78,7 @@ impl BootRecorder {
             resolver,
             builder: WorkingSetBuilder::new(),
             mode,
-            start_us,
+            start_us: super::monotonic_us(),
             mono,
             origin_us: None,
             page_events: 0,

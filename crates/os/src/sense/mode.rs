@@ -17,7 +17,15 @@ use augur_core::model::profile::TraceMode;
 /// exercised on a full kernel.
 pub const FORCE_MODE_ENV: &str = "AUGUR_FORCE_MODE";
 
-pub use augur_core::model::tracepoints::{ACCESS_EVENTS, INODE_LOAD_EVENT, INSERTION_EVENT, PROCESS_EVENTS};
+/// The page-cache insertion tracepoint, present on every kernel augur supports.
+pub const INSERTION_EVENT: &str = "filemap/mm_filemap_add_to_page_cache";
+/// The access tracepoints (Linux 6.11 and later), which fire on cache hits as well.
+pub const ACCESS_EVENTS: [&str; 3] = ["filemap/mm_filemap_get_pages", "filemap/mm_filemap_map_pages", "filemap/mm_filemap_fault"];
+/// ext4's inode reads: which inodes a launch needed from disk (metadata its page events do not
+/// show). Optional: other file systems, or kernels without it, only lose this.
+pub const INODE_LOAD_EVENT: &str = "ext4/ext4_load_inode";
+/// Process life-cycle tracepoints used to follow descendants and resolve paths.
+pub const PROCESS_EVENTS: [&str; 3] = ["sched/sched_process_exec", "sched/sched_process_fork", "sched/sched_process_exit"];
 
 /// What the kernel offers, as found in an `events` directory.
 #[derive(Clone, Debug, PartialEq, Eq)]

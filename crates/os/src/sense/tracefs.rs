@@ -210,43 +210,6 @@ impl TraceInstance {
         Ok(inst)
     }
 
-    /// Takes over `instances/NAME`, an augur instance another program set up and may have been
-    /// recording into already (`augur-init`, before augur's executable could run): its settings are
-    /// kept, its buffered events are read from the first, and it is removed like one this process
-    /// created.
-    pub fn adopt(tracefs: &Tracefs, name: &str) -> Result<Self> {
-        if !name.starts_with(INSTANCE_PREFIX) || name.contains('/') || name.contains("..") {
-            return Err(OsError::KernelFeature {
-                feature: format!("tracefs instance {name:?}"),
-                detail: format!("not an augur instance name ({INSTANCE_PREFIX}...)"),
-            });
-        }
-        let dir = tracefs.root.join("instances").join(name);
-        if !dir.join("trace_pipe").exists() {
-            return Err(OsError::KernelFeature { feature: format!("tracefs instance {name}"), detail: "not found".into() });
-        }
-        let clocks = fs::read_to_string(dir.join("trace_clock")).unwrap_or_default();
-        let mono_clock = clocks.split_whitespace().any(|c| c == "[mono]");
-        Ok(TraceInstance { name: name.to_string(), dir, pipe: None, removed: false, mono_clock })
-    }
-
-    /// Whether tracepoint `event` (`system/event`) is enabled in this instance.
-    pub fn event_enabled(&self, event: &str) -> bool {
-        fs::read_to_string(self.dir.join("events").join(event).join("enable")).is_ok_and(|v| v.trim() == "1")
-    }
-
-    /// Events the kernel dropped because a CPU's buffer was full and overwriting was off (the
-    /// `dropped events` of `per_cpu/cpu*/stats`; trace_pipe says nothing of those).
-    pub fn dropped_events(&self) -> u64 {
-        let Ok(cpus) = fs::read_dir(self.dir.join("per_cpu")) else { return 0 };
-        cpus.filter_map(|c| c.ok())
-            .filter_map(|c| fs::read_to_string(c.path().join("stats")).ok())
-            .flat_map(|stats| {
-                stats.lines().filter_map(|l| l.strip_prefix("dropped events:")?.trim().parse::<u64>().ok()).collect::<Vec<_>>()
-            })
-            .sum()
-    }
-
     fn configure(&mut self, options: &InstanceOptions) -> Result<()> {
         self.write("tracing_on", "0")?;
         if let Some(kb) = options.buffer_kb_per_cpu {

@@ -11,10 +11,7 @@ use crate::error::{OsError, Result};
 use augur_core::model::profile::TraceMode;
 
 use super::event::{LineStats, TraceEvent, TraceLine};
-use super::mode::{
-    ACCESS_EVENTS, INODE_LOAD_EVENT, INSERTION_EVENT, KernelEvents, ObservationMode, PROCESS_EVENTS, PassedOver, mode_name,
-    select_mode,
-};
+use super::mode::{KernelEvents, ObservationMode, PassedOver, mode_name, select_mode};
 use super::pid_filter::{FilterFiles, PidFilterWriter};
 use super::tracefs::{InstanceOptions, PipeState, TraceInstance, Tracefs};
 
@@ -140,35 +137,6 @@ impl PageWatch {
         Ok(PageWatch { filter, instance: Some(instance), mode, events, own_pid, passed_over })
     }
 
-    /// Takes over the augur instance `name` another program set up and started (`augur-init`,
-    /// for a boot's first seconds): its mode is what it has enabled (the access events, else the
-    /// insertions), its scope whatever it was given. Recording goes on; nothing is reconfigured.
-    pub fn adopt(name: &str) -> Result<Self> {
-        let tracefs = Tracefs::locate()?;
-        let instance = TraceInstance::adopt(&tracefs, name)?;
-        let known = ACCESS_EVENTS.iter().chain([&INSERTION_EVENT, &INODE_LOAD_EVENT]).chain(PROCESS_EVENTS.iter());
-        let events: Vec<&'static str> = known.copied().filter(|e| instance.event_enabled(e)).collect();
-        let mode = if ACCESS_EVENTS.iter().all(|e| events.contains(e)) {
-            TraceMode::Access
-        } else if events.contains(&INSERTION_EVENT) {
-            TraceMode::Insertion
-        } else {
-            return Err(OsError::KernelFeature {
-                feature: format!("tracefs instance {name}"),
-                detail: "records no page events".into(),
-            });
-        };
-        tracing::debug!("adopted tracefs instance {name} in {} mode: {}", mode_name(mode), events.join(", "));
-        Ok(PageWatch {
-            filter: None,
-            instance: Some(instance),
-            mode,
-            events,
-            own_pid: std::process::id(),
-            passed_over: PassedOver::default(),
-        })
-    }
-
     /// The better tracefs modes not used, and why (empty when this is the best).
     pub fn passed_over(&self) -> &PassedOver {
         &self.passed_over
@@ -274,12 +242,9 @@ impl PageWatch {
         Ok(())
     }
 
-    /// Counts of events, lost events and garbage lines so far (lost: the pipe's overrun notices
-    /// and the events a full buffer dropped).
+    /// Counts of events, lost events and garbage lines so far.
     pub fn stats(&self) -> LineStats {
-        let mut stats = self.instance.as_ref().and_then(TraceInstance::pipe_stats).unwrap_or_default();
-        stats.lost += self.instance.as_ref().map_or(0, TraceInstance::dropped_events);
-        stats
+        self.instance.as_ref().and_then(TraceInstance::pipe_stats).unwrap_or_default()
     }
 
     /// Removes the instance now (also done on drop).
