@@ -86,18 +86,25 @@ struct {
 } ends_lost SEC(".maps");
 
 /* Page dedup: (launch, dev, ino, chunk) -> accessed / inserted bitmaps. LRU: when full the least
- * recently used chunks are forgotten and their pages may be reported again (never lost). */
+ * recently used chunks are forgotten and their pages may be reported again (never lost).
+ *
+ * Sizes (this map, lookup_seen, the ring buffer, pattern.bpf.c's streams): an LRU map is
+ * allocated whole at load and charged to the daemon's memory cgroup, where it competes with the
+ * pages of whatever shares that cgroup (DEAR's benchmark readers: a 33 MiB process beside them
+ * made the kernel alone read 3-4 % more). 16,384 chunks cover 4 GiB of pages across the launches
+ * followed at once (Firefox ESR's start is about 800); 2.3 MiB instead of 7.3 at 65,536. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384);
 	__type(key, struct seen_key);
 	__type(value, struct seen_val);
 } seen SEC(".maps");
 
-/* Lookup dedup: (launch, path hash, syscall, result). LRU like `seen`. */
+/* Lookup dedup: (launch, path hash, syscall, result). LRU like `seen`; 8,192 lookups (a launch
+ * makes hundreds to a few thousand). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 32768);
+	__uint(max_entries, 8192);
 	__type(key, struct lookup_key);
 	__type(value, u8);
 } lookup_seen SEC(".maps");
@@ -123,9 +130,11 @@ struct {
 	__type(value, u64);
 } lost SEC(".maps");
 
+/* 4 MiB: about 58,000 page records (72 bytes with the ring's header) waiting for the daemon, which
+ * is woken at 256 KiB; a record that finds it full is counted lost. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 4 << 20);
 } events SEC(".maps");
 
 /* ---------------- helpers ---------------- */

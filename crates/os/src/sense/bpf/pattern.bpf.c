@@ -36,10 +36,11 @@ struct {
 
 /* (task, file) -> the rule's state, the file keyed by its address_space (its inode's device and
  * number are read only when a record is sent). LRU: streams of exited tasks and idle files age
- * out. */
+ * out. 4,096 streams (a file read whole at its first access makes none): allocated whole and
+ * charged to the daemon's memory cgroup, like observe.bpf.c's LRU maps. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 4096);
 	__type(key, struct stream_key);
 	__type(value, struct stream_val);
 } streams SEC(".maps");
