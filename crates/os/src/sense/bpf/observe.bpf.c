@@ -92,7 +92,7 @@ struct {
  * allocated whole at load and charged to the daemon's memory cgroup, where it competes with the
  * pages of whatever shares that cgroup (DEAR's benchmark readers: a 33 MiB process beside them
  * made the kernel alone read 3-4 % more). 16,384 chunks cover 4 GiB of pages across the launches
- * followed at once (Firefox ESR's start is about 800); 2.3 MiB instead of 7.3 at 65,536. */
+ * followed at once (Firefox ESR's start is about 800); 1.8 MiB instead of 7.3 at 65,536. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
