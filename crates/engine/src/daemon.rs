@@ -392,6 +392,9 @@ pub struct EngineDrops {
     pub usage_log_events: u64,
     /// Exec-time replays not started because the same application's replay was in flight.
     pub replays_coalesced: u64,
+    /// Exec-time replays not started because the profile fills a launch window and is larger
+    /// than the memory a replay may use ([`DaemonEngine`]'s `replay`).
+    pub replays_beyond_memory: u64,
     /// Execs the kernel follows dropped from the full list of those not yet claimed.
     pub observed_execs: u64,
 }
@@ -419,6 +422,8 @@ pub struct DaemonEngine {
     replaying_apps: HashMap<LaunchId, String>,
     /// Replays not started because the same application's was in flight.
     replays_coalesced: u64,
+    /// Replays not started: a window-filling profile larger than the memory a replay may use.
+    replays_beyond_memory: u64,
     /// Launches not learned because they were traced late in their window (tracefs only).
     launches_traced_late: u64,
     /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
@@ -595,6 +600,7 @@ impl DaemonEngine {
             replays_in_flight: HashMap::new(),
             replaying_apps: HashMap::new(),
             replays_coalesced: 0,
+            replays_beyond_memory: 0,
             launches_traced_late: 0,
             observed_execs_dropped: 0,
             refollows_held: 0,
@@ -723,6 +729,7 @@ impl DaemonEngine {
             backlog_events: self.tracker.backlog_dropped,
             usage_log_events: self.usage_log.dropped,
             replays_coalesced: self.replays_coalesced,
+            replays_beyond_memory: self.replays_beyond_memory,
             observed_execs: self.observed_execs_dropped,
         }
     }
@@ -850,7 +857,7 @@ impl DaemonEngine {
             // A workload whose whole learned sequence is small beside the budget gets it all at once.
             // A sampled run too: the sample changes what the kernel sends, not what is prefetched.
             if run && self.fetches_files(now) {
-                let max_pages = self.replay_budget_bytes(world, now) / self.page_size.max(1) / WHOLE_SEQUENCE_SHARE;
+                let max_pages = self.replay_budget_bytes(world, now).0 / self.page_size.max(1) / WHOLE_SEQUENCE_SHARE;
                 if self.runs.load_whole(root, max_pages) {
                     tracing::debug!("launch {id}: {key}'s whole learned file sequence handed out at its start");
                 }
@@ -974,8 +981,9 @@ impl DaemonEngine {
     /// within what is left of `replay_mib_per_minute`, and no more than the prediction budget's
     /// share (`[predict] budget_available_fraction`) of the memory available at the exec: where
     /// memory is short, a replay larger than that evicts its own first pages (or the program's)
-    /// before the program uses them, and the launch reads them twice.
-    fn replay_budget_bytes(&mut self, world: &mut impl DaemonWorld, now: Now) -> u64 {
+    /// before the program uses them, and the launch reads them twice. The second value is that
+    /// memory share alone (`None` when the memory available is unknown).
+    fn replay_budget_bytes(&mut self, world: &mut impl DaemonWorld, now: Now) -> (u64, Option<u64>) {
         while self.replay_spent.front().is_some_and(|&(t, _, _)| t.saturating_add(REPLAY_BUDGET_SPAN_NS) <= now.mono_ns) {
             self.replay_spent.pop_front();
         }
@@ -987,9 +995,10 @@ impl DaemonEngine {
             Some(available) => {
                 let fraction = self.config.predict.budget_available_fraction;
                 let fraction = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
-                budget.min((available as f64 * fraction) as u64)
+                let memory = (available as f64 * fraction) as u64;
+                (budget.min(memory), Some(memory))
             }
-            None => budget,
+            None => (budget, None),
         }
     }
 
@@ -1021,7 +1030,23 @@ impl DaemonEngine {
             l.pages_expected = expected;
             l.replayed = Some(key.to_string());
         }
-        let budget_pages = self.replay_budget_bytes(world, now) / profile.page_size.max(1);
+        let page_size = profile.page_size.max(1);
+        let (budget_bytes, memory_bytes) = self.replay_budget_bytes(world, now);
+        if let Some(memory_bytes) = memory_bytes {
+            if fills_a_window_beyond_memory(expected, page_size, self.config.launch.max_launch_mib, memory_bytes) {
+                // Not a start but a workload larger than its window (DEAR's random readers of a
+                // file larger than their memory): the program itself reads past what a replay
+                // would load in the memory left and pushes those pages out before it comes back
+                // to them, so a replay at its exec only adds reads.
+                tracing::debug!(
+                    "launch {id}: {key} not replayed: its {expected} pages fill a launch window and exceed the {} MiB a replay may use",
+                    memory_bytes >> 20
+                );
+                self.replays_beyond_memory += 1;
+                return false;
+            }
+        }
+        let budget_pages = budget_bytes / page_size;
         if budget_pages == 0 {
             tracing::info!("launch {id}: {key} not replayed: no replay budget left (this minute's, or memory)");
             return false;
@@ -1566,7 +1591,7 @@ impl DaemonEngine {
             return;
         }
         let page_size = self.page_size.max(1);
-        let mut budget_pages = self.replay_budget_bytes(world, now) / page_size;
+        let mut budget_pages = self.replay_budget_bytes(world, now).0 / page_size;
         for mut p in batch {
             let mut files = Vec::with_capacity(p.files.len());
             for f in std::mem::take(&mut p.files) {
@@ -1604,6 +1629,17 @@ impl DaemonEngine {
             }
         }
     }
+}
+
+/// Whether an exec-time replay of a profile of `pages` pages (of `page_size` bytes) is pointless:
+/// the profile fills at least nine tenths of a launch window (`max_launch_mib`: its launches went
+/// on reading past their window, a workload rather than a start) and is larger than
+/// `memory_bytes`, the memory a replay may use. A replay cut to that memory would load the
+/// window's first pages only for the program's own reads past them to push them out.
+fn fills_a_window_beyond_memory(pages: u64, page_size: u64, max_launch_mib: u64, memory_bytes: u64) -> bool {
+    let bytes = pages.saturating_mul(page_size.max(1));
+    let window = max_launch_mib.saturating_mul(1 << 20);
+    bytes.saturating_mul(10) >= window.saturating_mul(9) && bytes > memory_bytes
 }
 
 #[cfg(test)]
@@ -2899,6 +2935,40 @@ mod tests {
         // Unreadable: the other budgets alone.
         d.world.memory_available = None;
         assert_eq!(replays(&d.exec(20, 101, "/bin/b")), vec![1000]);
+    }
+
+    #[test]
+    fn a_profile_that_fills_a_launch_window_is_not_replayed_into_less_memory_than_it_holds() {
+        let mut c = Config::default();
+        c.launch.max_launch_mib = 1; // a window of 256 pages
+        let mut d = Daemon::new(c);
+        for app in ["/bin/a", "/bin/b", "/bin/c"] {
+            d.world.profiles.insert(app.into(), profile(if app == "/bin/c" { 200 } else { 240 }));
+        }
+        // 2 MiB available, 256 pages for a replay: the window-filling profile fits, replayed whole.
+        d.world.memory_available = Some(2 << 20);
+        assert_eq!(replays(&d.exec(10, 100, "/bin/a")), vec![240]);
+        // 1 MiB available, 128 pages: it does not fit; not replayed at all, and counted.
+        d.world.memory_available = Some(1 << 20);
+        assert_eq!(replays(&d.exec(20, 101, "/bin/b")), Vec::<u64>::new());
+        assert_eq!(d.engine.drops().replays_beyond_memory, 1);
+        // A start that does not fill its window is still replayed in part, its first pages.
+        assert_eq!(replays(&d.exec(30, 102, "/bin/c")), vec![128]);
+        // Memory unknown: the other budgets alone decide.
+        d.world.memory_available = None;
+        assert_eq!(replays(&d.exec(40, 103, "/bin/b")), vec![240]);
+    }
+
+    #[test]
+    fn a_window_beyond_memory_needs_both_a_full_window_and_too_little_memory() {
+        let mib = 1u64 << 20;
+        // 256 MiB windows of 4 KiB pages: 65,536 pages.
+        assert!(fills_a_window_beyond_memory(65_536, 4096, 256, 122 * mib), "DEAR's reader: a full window, 122 MiB");
+        assert!(fills_a_window_beyond_memory(60_000, 4096, 256, 122 * mib), "nine tenths of the window count as full");
+        assert!(!fills_a_window_beyond_memory(58_000, 4096, 256, 122 * mib), "under nine tenths: a start, replayed in part");
+        assert!(!fills_a_window_beyond_memory(65_536, 4096, 256, 256 * mib), "it fits");
+        assert!(!fills_a_window_beyond_memory(0, 4096, 256, 0), "an empty profile fills nothing");
+        assert!(fills_a_window_beyond_memory(u64::MAX, u64::MAX, u64::MAX, u64::MAX - 1), "saturates, no overflow");
     }
 
     #[test]

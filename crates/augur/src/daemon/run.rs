@@ -1094,6 +1094,7 @@ impl Daemon {
             ("execs not recorded (launch's exec list full)", d.execs_not_recorded),
             ("command lines cut", events.argv_cut),
             ("replays coalesced (same application replaying)", d.replays_coalesced),
+            ("replays not started (a window-filling profile beyond memory)", d.replays_beyond_memory),
             ("replays not started (replay queue full)", events.replay_queue_full),
             ("files predicted for runs not prefetched (replay budget)", self.engine.run_counts().1),
             ("events of no launch (look-behind full)", d.backlog_events),
