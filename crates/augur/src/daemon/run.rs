@@ -72,6 +72,11 @@ const RESOLVER_MAX: usize = 20_000;
 /// blocks): its lookups then find their blocks cached; a bigger one is only stat'ed.
 const LISTED_DIR_MAX_BYTES: u64 = 64 << 10;
 
+/// A learned launch of at least this many pages (64 MiB of 4 KiB pages) hands the heap its
+/// window used back to the kernel once it is saved (`loop_io::release_free_heap`): smaller ones
+/// are not worth the walk of the allocator's free lists.
+const HEAP_TRIM_MIN_PAGES: u64 = 16_384;
+
 /// How long a stopping daemon waits for its replay worker to finish the chunk it is reading.
 const REPLAY_WORKER_STOP_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
@@ -1669,6 +1674,14 @@ impl DaemonWorld for LoopIo {
                     return Outcome::Failed;
                 }
                 self.counts.launches_learned += 1;
+                // A large launch's window (its page sets, its records, its profile) is freed
+                // now; glibc would keep that heap resident, charged to the daemon's memory
+                // cgroup (the reader's own, in DEAR's benchmark) until the next burst.
+                let large = r.pages_used >= HEAP_TRIM_MIN_PAGES;
+                drop(l);
+                if large {
+                    loop_io::release_free_heap();
+                }
             }
             Action::SaveHint(hint) => {
                 if let Err(e) = self.state.save_launcher_hint(&hint, loop_io::unix_ms()) {
