@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::dear::RunCost;
 use crate::error::{BenchError, IoContext, Result};
 use crate::stats;
+use crate::throttle::DiskThrottle;
 
 /// One reading pattern of the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,15 +200,24 @@ impl ReaderCgroup {
     /// [`ReaderCgroup::create`], plus the counting of every disk read of what runs in it from the
     /// disk holding `file` ([`ReaderCgroup::disk_reads`]): cgroup v2's `io.stat` (the same
     /// cgroup), or a cgroup v1 blkio cgroup of the same name (`blkio.throttle.io_service_bytes`
-    /// and `io_serviced`; a limit of 0, which is none, is written so that the kernel's throttle
-    /// layer, which keeps those counters, is active on the disk).
-    pub fn create_counting(bytes: u64, file: &Path) -> Result<ReaderCgroup> {
+    /// and `io_serviced`; the kernel's throttle layer, which keeps those counters, is made active
+    /// on the disk by a limit of 0, which is none). With `throttle` (the small slow machine),
+    /// that cgroup carries the disk's limits instead: what runs in it (the reader and the daemon)
+    /// shares them, as the whole workload shares them in the suite.
+    pub fn create_counting(bytes: u64, file: &Path, throttle: Option<DiskThrottle>) -> Result<ReaderCgroup> {
         use crate::throttle::CgroupVersion;
         let mut cg = ReaderCgroup::create(bytes)?;
         let device = crate::throttle::disk_of(file)?;
         let (version, hierarchy) = crate::throttle::find_hierarchy()?;
         let dir = match version {
-            CgroupVersion::V2Io if cg.dir.starts_with(&hierarchy) => cg.dir.clone(),
+            CgroupVersion::V2Io if cg.dir.starts_with(&hierarchy) => {
+                if let Some(t) = throttle {
+                    let max = cg.dir.join("io.max");
+                    fs::write(&max, format!("{device} rbps={} riops={}", t.read_bps, t.read_iops))
+                        .context(|| format!("writing {}", max.display()))?;
+                }
+                cg.dir.clone()
+            }
             CgroupVersion::V2Io => {
                 return Err(BenchError::kernel(
                     "a block-I/O cgroup",
@@ -219,8 +229,13 @@ impl ReaderCgroup {
                 if !dir.exists() {
                     fs::create_dir(&dir).context(|| format!("creating cgroup {}", dir.display()))?;
                 }
+                let (bps, iops) = throttle.map_or((0, None), |t| (t.read_bps, Some(t.read_iops)));
                 let limit = dir.join("blkio.throttle.read_bps_device");
-                fs::write(&limit, format!("{device} 0")).context(|| format!("writing {}", limit.display()))?;
+                fs::write(&limit, format!("{device} {bps}")).context(|| format!("writing {}", limit.display()))?;
+                if let Some(iops) = iops {
+                    let limit = dir.join("blkio.throttle.read_iops_device");
+                    fs::write(&limit, format!("{device} {iops}")).context(|| format!("writing {}", limit.display()))?;
+                }
                 dir
             }
         };

@@ -13,7 +13,9 @@ use augur_bench::aasfp::{self, CASES, Case, CaseTimes, ReaderCgroup, Setup};
 use augur_bench::error::{BenchError, Result};
 use augur_bench::prefetchers::{self, DaemonFiles, Prefetcher, RunningDaemon};
 
-use super::prepare_as_is;
+use augur_bench::machine::MachineProfile;
+
+use super::prepare;
 
 /// Arguments of `augur-bench aasfp`.
 #[derive(Debug, Args)]
@@ -45,6 +47,12 @@ pub struct AasfpArgs {
     /// (its first launches of a program are followed by design).
     #[arg(long, default_value_t = 1)]
     pub training_runs: usize,
+    /// The machine profile: as-is, or the small slow machine (`small-memory+slow-disk`: a
+    /// balloon leaving 2 GiB and the disk throttled to 200 reads and 40 MB a second for the
+    /// reader and the daemon together). Give the small machine a smaller file and memory: every
+    /// 4 KiB read of Backward 1 is one of its 200 operations a second.
+    #[arg(long = "machine", value_name = "PROFILE", default_value = "as-is")]
+    pub machine: MachineProfile,
 }
 
 /// Arguments of `augur-bench aasfp-reader`.
@@ -157,7 +165,7 @@ pub fn run(args: AasfpArgs) -> Result<ExitCode> {
     };
     // A fresh state: what the daemon knows of the reader comes from this invocation's training.
     let _ = std::fs::remove_file(files.augur_state());
-    let machine = prepare_as_is()?;
+    let machine = prepare(args.machine)?;
     let cgroup = ReaderCgroup::create(memory_bytes)?;
     for run in 1..=args.training_runs {
         for case in &cases {

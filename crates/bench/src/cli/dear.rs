@@ -13,7 +13,9 @@ use augur_bench::error::{BenchError, Result};
 use augur_bench::prefetchers::{self, DaemonFiles};
 
 use super::aasfp::{report_ahead, start_daemon_in};
-use super::prepare_as_is;
+use augur_bench::machine::MachineProfile;
+
+use super::prepare;
 
 /// Arguments of `augur-bench dear`.
 #[derive(Debug, Args)]
@@ -43,6 +45,13 @@ pub struct DearArgs {
     /// Unmeasured runs of every case before the measured ones, under each condition.
     #[arg(long, default_value_t = 1)]
     pub training_runs: usize,
+    /// The machine profile: as-is, or the small slow machine (`small-memory+slow-disk`: a
+    /// balloon leaving 2 GiB and the disk throttled to 200 reads and 40 MB a second for the
+    /// reader and the daemon together, in the reader's cgroup). Give the small machine a smaller
+    /// file and memory: each 8 KiB read of the random readers is one of its 200 operations a
+    /// second.
+    #[arg(long = "machine", value_name = "PROFILE", default_value = "as-is")]
+    pub machine: MachineProfile,
 }
 
 /// Arguments of `augur-bench dear-reader`.
@@ -116,8 +125,8 @@ pub fn run(args: DearArgs) -> Result<ExitCode> {
         None => prefetchers::SHIPPED_AUGUR_CONFIG.to_string(),
     };
     let _ = std::fs::remove_file(files.augur_state());
-    let machine = prepare_as_is()?;
-    let cgroup = ReaderCgroup::create_counting(memory_bytes, &args.file)?;
+    let machine = prepare(args.machine)?;
+    let cgroup = ReaderCgroup::create_counting(memory_bytes, &args.file, machine.throttle)?;
     let show = |what: &str, case: Case, c: &dear::RunCost| {
         eprintln!(
             "{what}: {case}, {:.0} blocks of 8 KiB read ({:.0} by the reader) in {:.0} I/Os, {:.2} s (stall {:.2}, system {:.2}, user {:.2})",

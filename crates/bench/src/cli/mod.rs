@@ -116,28 +116,49 @@ fn exit_code(err: BenchError) -> u8 {
 /// made Forward 2 take 0.5 or 1.4 s, with augur or without. Reporting is paused and the free
 /// memory backed, as the suite does ([`ActiveMachine::apply`]).
 pub(crate) fn prepare_as_is() -> Result<PreparedMachine> {
+    prepare(MachineProfile::AsIs)
+}
+
+/// [`prepare_as_is`] for any machine profile: the small slow machine's balloon and disk throttle
+/// (entered by this process, so the reader and the daemon it starts are under it) too.
+pub(crate) fn prepare(profile: MachineProfile) -> Result<PreparedMachine> {
     if let Some(msg) = machine::clean_leftovers() {
         eprintln!("{msg}");
     }
-    let active = ActiveMachine::apply(MachineProfile::AsIs, &MachineSettings::default())?;
+    let active = ActiveMachine::apply(profile, &MachineSettings::default())?;
     let host_memory = active.record.host_memory_note();
     if !host_memory.is_empty() {
-        eprintln!("machine as-is: {host_memory}");
+        eprintln!("machine {profile}: {host_memory}");
     }
-    Ok(PreparedMachine { _active: active, host_memory })
+    let mut name = profile.name().to_string();
+    if let (Some(t), Some(dev)) = (active.record.throttle, active.record.throttled_device.as_ref()) {
+        name.push_str(&format!(
+            ", reads of {dev} throttled to {} operations and {} MB a second",
+            t.read_iops,
+            t.read_bps / 1_000_000
+        ));
+    }
+    if active.record.balloon_locked_bytes > 0 {
+        name.push_str(&format!(", {} MiB available", active.record.mem_available_after >> 20));
+    }
+    Ok(PreparedMachine { throttle: active.record.throttle, _active: active, host_memory, name })
 }
 
-/// The as-is machine prepared by [`prepare_as_is`]; dropping it undoes the preparation.
+/// The machine prepared by [`prepare`]; dropping it undoes the preparation.
 pub(crate) struct PreparedMachine {
     _active: ActiveMachine,
     /// What was done to the guest's free memory, empty if nothing.
     pub host_memory: String,
+    /// The disk throttle in force, if any.
+    pub throttle: Option<augur_bench::throttle::DiskThrottle>,
+    name: String,
 }
 
 impl PreparedMachine {
-    /// The profile's name for a table: "as-is", with what was done to it.
+    /// The profile's name for a table ("as-is", "small-memory+slow-disk, reads of 254:0
+    /// throttled ..."), with what was done to it.
     pub fn profile_name(&self) -> String {
-        if self.host_memory.is_empty() { "as-is".into() } else { format!("as-is ({})", self.host_memory) }
+        if self.host_memory.is_empty() { self.name.clone() } else { format!("{} ({})", self.name, self.host_memory) }
     }
 }
 
