@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use augur_core::model::access_pattern::PatternRule;
+use augur_core::model::access_pattern::{Pattern, PatternRule};
 use augur_core::model::range::PageRange;
 use augur_core::plan::budget::MemoryPressure;
 use augur_engine::ahead::{AheadAction, AheadStreams, Sighting, StreamKey};
@@ -26,6 +26,7 @@ use augur_engine::config::Config;
 use augur_engine::looping::{self, LoopAction, LoopStreams};
 use augur_engine::random_read::{AccessAdvice, RandomReaders};
 use augur_os::fetch::ahead::ReaderFile;
+use augur_os::fetch::residency::pages_in;
 use augur_os::loop_io::{Wakeup, WakeupHandle};
 use augur_os::sense::bpf::{PatternRecord, PatternWatch, PatternWatchOptions};
 
@@ -228,7 +229,11 @@ fn run(
             if let Some(streams) = streams.as_mut() {
                 actions.extend(streams.on_sighting(&sighting, now_ms));
             }
-            if let Some(behind) = behind.as_mut() {
+            // A forward reader of a file too small to be dropped behind is passed over without
+            // opening its file (each launch's libraries and headers are read forward).
+            if let Some(behind) = behind.as_mut()
+                && (r.pattern != Some(Pattern::Forward) || behind.wants(pages_in(r.size_bytes, page_size)))
+            {
                 behind_actions.extend(behind.on_sighting(&sighting, now_ms));
             }
             if let Some(loops) = loops.as_mut() {

@@ -287,9 +287,9 @@ pub fn mincore_reports_page_cache(owner_uid: u32) -> bool {
     euid.is_root() || euid.as_raw() == owner_uid
 }
 
-/// Number of whole or partial pages in a file of `size` bytes.
+/// Number of whole or partial `page_size` pages in a file of `size` bytes.
 pub fn pages_in(size: u64, page_size: u64) -> u64 {
-    size.div_ceil(page_size)
+    size.div_ceil(page_size.max(1))
 }
 
 /// Drops every clean page, dentry and inode from the caches after writing dirty data back:

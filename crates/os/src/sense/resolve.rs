@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::fetch::residency::pages_in;
 use augur_core::model::profile::{FileIdentity, FileProfile, InodeKey, Unresolved, UsedRange};
 use augur_core::model::range::PageRange;
 
@@ -132,11 +133,6 @@ impl PathResolver {
         }
         Resolution::Moved
     }
-}
-
-/// Number of `page_size` pages a file of `size` bytes has.
-pub fn pages_in(size: u64, page_size: u64) -> u64 {
-    size.div_ceil(page_size.max(1))
 }
 
 /// Trims ranges to the file's end (the access events report requested ranges, which may run

@@ -29,9 +29,10 @@ use super::fanotify::{OpenScope, OpenWatcher, OpenedFile};
 use super::lookups::LookupSource;
 use super::mode::{ObservationMode, PassedOver, forced_observation_mode_from_env, open_bpf_unless_degraded};
 use super::procfs;
-use super::resolve::{PathResolver, assemble_files, pages_in};
+use super::resolve::{PathResolver, assemble_files};
 use super::tracefs::InstanceOptions;
 use super::watch::{ModeChoice, PageWatch, WatchScope};
+use crate::fetch::residency::pages_in;
 
 /// Page size the profile's indices refer to (the tracepoints' unit).
 pub const PROFILE_PAGE_SIZE: u64 = 1 << TRACE_PAGE_SHIFT;

@@ -88,6 +88,7 @@ static __always_inline void emit(struct pattern_config *cfg, struct stream_val *
 	struct inode *host = BPF_CORE_READ(mapping, host);
 	u64 ino = BPF_CORE_READ(host, i_ino);
 	u32 dev = BPF_CORE_READ(host, i_sb, s_dev);
+	s64 size = BPF_CORE_READ(host, i_size);
 	struct rec_pattern *r = bpf_ringbuf_reserve(&pattern_events, sizeof(*r), 0);
 	if (!r) {
 		u32 zero = 0;
@@ -109,6 +110,7 @@ static __always_inline void emit(struct pattern_config *cfg, struct stream_val *
 	r->pattern = v->pattern;
 	r->prev = prev;
 	r->event = event;
+	r->size = size > 0 ? (u64)size : 0;
 	bpf_ringbuf_submit(r, wake_flags(cfg, v, start, event));
 }
 

@@ -26,7 +26,7 @@ use crate::sense::event::st_dev_from_kernel;
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pattern.bpf.o"));
 
 /// Size of one record (`struct rec_pattern`).
-const RECORD_SIZE: usize = 80;
+const RECORD_SIZE: usize = 88;
 
 /// How to open the watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +78,9 @@ pub struct PatternRecord {
     pub previous: Option<Pattern>,
     /// A progress record (the reader moved on) rather than a change.
     pub progress: bool,
+    /// The file's size in bytes when the record was sent: a rule that wants large files only
+    /// passes over a small one without opening it.
+    pub size_bytes: u64,
 }
 
 /// Why a record could not be decoded (a layout mismatch: never expected).
@@ -113,6 +116,7 @@ pub fn decode(b: &[u8]) -> Result<PatternRecord, ShortRecord> {
         pattern: pattern_from_raw(u32_at(b, 68), stride, loop_first, loop_end),
         previous: pattern_from_raw(u32_at(b, 72), stride, loop_first, loop_end),
         progress: u32_at(b, 76) == PEV_PROGRESS,
+        size_bytes: u64_at(b, 80),
     })
 }
 
@@ -290,6 +294,7 @@ mod tests {
         b.extend_from_slice(&kind.to_ne_bytes());
         b.extend_from_slice(&prev.to_ne_bytes());
         b.extend_from_slice(&event.to_ne_bytes());
+        b.extend_from_slice(&(1u64 << 30).to_ne_bytes());
         b
     }
 
@@ -302,8 +307,9 @@ mod tests {
         assert_eq!(r.pattern, Some(Pattern::Strided { stride: -16 }));
         assert_eq!(r.previous, Some(Pattern::Backward));
         assert!(!r.progress);
+        assert_eq!(r.size_bytes, 1 << 30);
         assert!(decode(&record(2, 2, 2)).unwrap().progress);
         assert_eq!(decode(&record(0, 0, 1)).unwrap().previous, None);
-        assert_eq!(decode(&[0u8; 79]), Err(ShortRecord(79)));
+        assert_eq!(decode(&[0u8; 87]), Err(ShortRecord(87)));
     }
 }

@@ -80,8 +80,9 @@ struct rec_pattern {
 	u32 pattern; /* enum pattern_kind, now */
 	u32 prev;    /* enum pattern_kind, before (PEV_CHANGE) */
 	u32 event;   /* enum pattern_event */
+	u64 size;    /* the file's size in bytes (i_size) when the record was sent */
 };
 
-_Static_assert(sizeof(struct rec_pattern) == 80, "rec_pattern");
+_Static_assert(sizeof(struct rec_pattern) == 88, "rec_pattern");
 
 #endif
