@@ -7,6 +7,7 @@
 //! aside (`state.db.corrupt-<unix time>`) with a warning and a fresh state starts; a file from a
 //! newer augur is refused with a typed error. It does not decide what is learned (`model::learn`).
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -177,7 +178,21 @@ pub struct StateStore {
     path: PathBuf,
     /// Replay profiles already computed, each checked against its row before use.
     replays: Mutex<ReplayCache>,
+    /// Learning histories already read (asked at every exec), valid while this connection has
+    /// changed no row since (the daemon is the only writer while it runs; `augur forget` asks it).
+    histories: Mutex<HistoryCache>,
 }
+
+/// See [`StateStore::learning_history`].
+#[derive(Default)]
+struct HistoryCache {
+    /// The connection's `total_changes` when the entries were read.
+    changes: u64,
+    entries: HashMap<String, Option<LearningHistory>>,
+}
+
+/// Histories kept at most (the cache starts afresh beyond).
+const MAX_CACHED_HISTORIES: usize = 4096;
 
 fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
@@ -268,7 +283,9 @@ impl StateStore {
         }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(bad_or_fatal)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(bad_or_fatal)?;
-        let mut store = StateStore { conn, path: path.to_path_buf(), replays: Mutex::default() };
+        // Every exec asks several of the same questions: their statements are prepared once.
+        conn.set_prepared_statement_cache_capacity(32);
+        let mut store = StateStore { conn, path: path.to_path_buf(), replays: Mutex::default(), histories: Mutex::default() };
         store.migrate(version).map_err(|e| match e {
             StoreError::Format(FormatError::Corrupt { detail, .. }) => Unusable::Bad(detail),
             other => Unusable::Fatal(other),
@@ -318,8 +335,8 @@ impl StateStore {
     pub fn load_app(&self, app: &str) -> Result<Option<AppModel>> {
         let text: Option<String> = self
             .conn
-            .query_row("SELECT model FROM apps WHERE key = ?1", [app], |r| r.get(0))
-            .optional()
+            .prepare_cached("SELECT model FROM apps WHERE key = ?1")
+            .and_then(|mut st| st.query_row([app], |r| r.get(0)).optional())
             .map_err(self.err("reading"))?;
         Ok(text.and_then(|t| match serde_json::from_str(&t) {
             Ok(m) => Some(m),
@@ -444,11 +461,28 @@ impl StateStore {
     /// How many launches of `app` were learned, when the latest started and whether the latest
     /// kept adding pages, if any was learned.
     pub fn learning_history(&self, app: &str) -> Result<Option<LearningHistory>> {
+        let changes = self.conn.total_changes();
+        if let Ok(mut cache) = self.histories.lock() {
+            if cache.changes != changes {
+                cache.entries.clear();
+                cache.changes = changes;
+            }
+            if let Some(found) = cache.entries.get(app) {
+                return Ok(*found);
+            }
+        }
         let mut st = self
             .conn
             .prepare_cached("SELECT launches, last_launch_ms, stable_streak, unstable_streak FROM apps WHERE key = ?1")
             .map_err(self.err("reading"))?;
-        st.query_row([app], |r| history_of(r, 0)).optional().map_err(self.err("reading"))
+        let found = st.query_row([app], |r| history_of(r, 0)).optional().map_err(self.err("reading"))?;
+        if let Ok(mut cache) = self.histories.lock() {
+            if cache.entries.len() >= MAX_CACHED_HISTORIES {
+                cache.entries.clear();
+            }
+            cache.entries.insert(app.to_string(), found);
+        }
+        Ok(found)
     }
 
     /// Marks `app`'s profile as not settled (a launch read pages it lacks): its stable launches in
@@ -470,10 +504,8 @@ impl StateStore {
     pub fn refollow_hold(&self, app: &str) -> Result<Option<RefollowHold>> {
         let row: Option<(Option<i64>, i64, i64)> = self
             .conn
-            .query_row("SELECT refollow_learned_at, refollow_fruitless, refollow_until_ms FROM apps WHERE key = ?1", [app], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .optional()
+            .prepare_cached("SELECT refollow_learned_at, refollow_fruitless, refollow_until_ms FROM apps WHERE key = ?1")
+            .and_then(|mut st| st.query_row([app], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
             .map_err(self.err("reading"))?;
         Ok(row.and_then(|(learned_at, fruitless, until_ms)| {
             learned_at.map(|l| RefollowHold {
@@ -634,12 +666,8 @@ impl StateStore {
     pub fn launcher_hint(&self, launcher_key: &str, launcher_argv: &[String]) -> Result<Option<String>> {
         let argv = serde_json::to_string(launcher_argv).unwrap_or_default();
         self.conn
-            .query_row(
-                "SELECT app_key FROM launcher_hints WHERE launcher_key = ?1 AND launcher_argv = ?2",
-                rusqlite::params![launcher_key, argv],
-                |r| r.get(0),
-            )
-            .optional()
+            .prepare_cached("SELECT app_key FROM launcher_hints WHERE launcher_key = ?1 AND launcher_argv = ?2")
+            .and_then(|mut st| st.query_row(rusqlite::params![launcher_key, argv], |r| r.get(0)).optional())
             .map_err(self.err("reading"))
     }
 
@@ -1175,6 +1203,24 @@ mod tests {
         assert_eq!(s.recent_activity(10).unwrap(), vec![a]);
         s.forget("/bin/x").unwrap();
         assert!(s.recent_activity(10).unwrap().is_empty(), "forgetting an application forgets its launches too");
+    }
+
+    #[test]
+    fn a_history_read_before_a_change_is_not_answered_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = StateStore::open(&dir.path().join("state.db")).unwrap();
+        let limits = StateLimits::default();
+        s.learn_launch("/a", "/a", &launch(1), &record("/a", 10), &limits).unwrap();
+        assert_eq!(s.learning_history("/a").unwrap().map(|h| h.learned), Some(1));
+        assert_eq!(s.learning_history("/a").unwrap().map(|h| h.learned), Some(1), "asked again: the same");
+        s.forget("/a").unwrap();
+        assert_eq!(s.learning_history("/a").unwrap(), None);
+        s.learn_launch("/a", "/a", &launch(1), &record("/a", 20), &limits).unwrap();
+        s.learn_launch("/b", "/b", &launch(1), &record("/b", 20), &limits).unwrap();
+        assert_eq!(s.learning_history("/a").unwrap().map(|h| h.learned), Some(1));
+        s.forget_all().unwrap();
+        assert_eq!(s.learning_history("/a").unwrap(), None);
+        assert_eq!(s.learning_history("/b").unwrap(), None);
     }
 
     #[test]
