@@ -227,13 +227,16 @@ fn proc_cmdline(tgid: u32) -> Option<Vec<u8>> {
 /// ([`app::bound_argv`]). `None` when neither says what ran or as whom (a process gone without
 /// a record: its user unknown, it is never taken for root).
 pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, now_ns: u64) -> Option<ExecRead> {
-    let cwd = std::fs::read_link(format!("/proc/{tgid}/cwd")).ok();
+    // The working directory is read only when something is relative to it (most execs name
+    // their program and arguments absolutely, or not as paths at all).
+    let mut cwd_read: Option<Option<PathBuf>> = None;
+    let mut cwd = || cwd_read.get_or_insert_with(|| std::fs::read_link(format!("/proc/{tgid}/cwd")).ok()).clone();
     let (exe, exe_inode, user, raw, read_cut) = match note {
         Some(note) => {
             // Remembered for a minute from when it was resolved, not from its last use.
             let known = names.get(&note.interp, note.exe, now_ns).map(str::to_string);
             let resolved = known.or_else(|| {
-                let exe = exe_from(note, cwd.as_deref())?;
+                let exe = exe_from(note, cwd().as_deref())?;
                 names.put(&note.interp, note.exe, exe.clone(), now_ns);
                 Some(exe)
             });
@@ -255,11 +258,20 @@ pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, no
     let raw = &raw[..raw.len().min(app::CMDLINE_READ_MAX)];
     let mut argv = app::split_cmdline(raw);
     let cut = app::bound_argv(&mut argv) || read_cut;
+    let cwd = if relative_words(&argv) { cwd() } else { cwd_read.flatten() };
     let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
         let program = app::absolute(&argv[i], cwd.as_deref());
         augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())
     });
     Some(ExecRead { step: ExecStep { pid: tgid, exe, argv, cwd, loader_target, user }, argv_cut: cut, exe_inode })
+}
+
+/// Whether a word of `argv` may be a path relative to the working directory (a program or a
+/// script named relatively, an option's relative file): any word but an absolute path, a bare
+/// program name in `argv[0]` and an option without a `/` in it.
+fn relative_words(argv: &[String]) -> bool {
+    let relative = |w: &String| !(w.starts_with('/') || (w.starts_with('-') && !w.contains('/')));
+    argv.first().is_some_and(|w| w.contains('/') && !w.starts_with('/')) || argv.iter().skip(1).any(relative)
 }
 
 /// What [`exec_step_of`] found.
@@ -396,5 +408,16 @@ mod tests {
         let empty = note(0, b"");
         let (args, _) = args_from(&empty, || Some(b"ls\0".to_vec()));
         assert_eq!(&*args, b"ls\0");
+    }
+    #[test]
+    fn the_working_directory_is_wanted_only_for_words_that_may_be_relative_paths() {
+        let argv = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert!(!relative_words(&argv(&["java", "-version"])));
+        assert!(!relative_words(&argv(&["gcc", "-c", "/w/hello.c", "-o", "/w/hello.o"])));
+        assert!(!relative_words(&argv(&["/usr/bin/env"])));
+        assert!(relative_words(&argv(&["python3", "script.py"])));
+        assert!(relative_words(&argv(&["./configure", "--prefix=/usr"])));
+        assert!(relative_words(&argv(&["tool", "--file=data/x"])));
+        assert!(relative_words(&argv(&["sh", "-c", "exec gedit"])));
     }
 }

@@ -23,6 +23,9 @@ use super::record::{LaunchId, ObservedEvent};
 /// written before the stop were read by then.
 const STOPPED_MEMORY: Duration = Duration::from_secs(10);
 
+/// How often launches stopped longer than [`STOPPED_MEMORY`] ago are forgotten.
+const STOPPED_PRUNE_EVERY: Duration = Duration::from_secs(1);
+
 /// Watched launches kept at most (each holds an entry of the kernel's launch map until read):
 /// beyond that the oldest is forgotten unread.
 const MAX_WATCHED: usize = 256;
@@ -45,6 +48,9 @@ pub struct LaunchFeed {
     paths: HashMap<LaunchId, LookupPaths>,
     /// Launches stopped, and when: their records still in the ring buffer are dropped.
     stopped: HashMap<LaunchId, Instant>,
+    /// When `stopped` was last pruned (once a second: a program run in a loop stops a launch
+    /// at every run, and pruning at every read walked them all).
+    stopped_pruned: Instant,
     /// Lookups whose path could not be made absolute.
     pub lookups_skipped: u64,
     /// Launches stopped because the daemon does not follow their processes.
@@ -77,6 +83,7 @@ impl LaunchFeed {
             launches: PendingLaunches::new(),
             paths: HashMap::new(),
             stopped: HashMap::new(),
+            stopped_pruned: Instant::now(),
             lookups_skipped: 0,
             launches_stopped: 0,
             watched: Vec::new(),
@@ -117,7 +124,10 @@ impl LaunchFeed {
     pub fn read(&mut self, max_rounds: usize, mut sink: impl FnMut(FedRecord)) -> Result<bool, BpfError> {
         let full = ObserverOptions::default().max_records_per_poll;
         let now = Instant::now();
-        self.stopped.retain(|_, at| now.duration_since(*at) < STOPPED_MEMORY);
+        if now.duration_since(self.stopped_pruned) >= STOPPED_PRUNE_EVERY {
+            self.stopped.retain(|_, at| now.duration_since(*at) < STOPPED_MEMORY);
+            self.stopped_pruned = now;
+        }
         for _ in 0..max_rounds {
             let mut events = Vec::new();
             let n = self.observer.poll(|e| events.push(e))?;
@@ -131,7 +141,10 @@ impl LaunchFeed {
                     let ended = matches!(event, ObservedEvent::LaunchEnd { .. });
                     let mut lookup = None;
                     if !ended {
-                        let p = paths.entry(launch).or_insert_with(|| LookupPaths::new(first_cwd(&event)));
+                        let p = paths.entry(launch).or_insert_with(|| match event.task() {
+                            Some(task) => LookupPaths::deferred(task.tgid, cwd_of),
+                            None => LookupPaths::new(None),
+                        });
                         let before = p.skipped;
                         p.on_event_each(&event, |path, kind| lookup = Some(Lookup { path, kind }));
                         *skipped += p.skipped - before;
@@ -308,9 +321,8 @@ impl LaunchFeed {
     }
 }
 
-/// The working directory a launch's first process started in, for its relative lookups: its
-/// `/proc` entry's, read when its first record is confirmed.
-fn first_cwd(event: &ObservedEvent) -> Option<PathBuf> {
-    let tgid = event.task()?.tgid;
+/// The working directory of a launch's first process `tgid`, for its relative lookups: its
+/// `/proc` entry's, read when the first such lookup is confirmed.
+fn cwd_of(tgid: u32) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/{tgid}/cwd")).ok()
 }

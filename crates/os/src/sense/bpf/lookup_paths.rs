@@ -14,6 +14,9 @@ use augur_core::model::profile::{LookupKind, LookupList};
 
 use super::record::{LookupSyscall, ObservedEvent};
 
+/// Reads the working directory of a process (by tgid), when it is still there.
+pub type CwdReader = fn(u32) -> Option<PathBuf>;
+
 /// The working directories and directory descriptors of the processes of one launch (or of all
 /// the launches fed to it: processes are told apart by tgid).
 #[derive(Debug, Default)]
@@ -21,6 +24,9 @@ pub struct LookupPaths {
     /// The working directory of a process not seen yet (the launch's first process inherits it
     /// from whoever started it); `None` when unknown.
     initial_cwd: Option<PathBuf>,
+    /// Where to read `initial_cwd` from when the first lookup needs it (most launches make
+    /// none relative to it: reading it at every exec cost the daemon a `readlink` each).
+    deferred: Option<(u32, CwdReader)>,
     cwd: HashMap<u32, PathBuf>,
     fds: HashMap<(u32, i32), PathBuf>,
     /// Lookups that could not be made absolute (relative to an unknown directory, truncated, or
@@ -36,6 +42,30 @@ impl LookupPaths {
     /// Follows processes whose first one starts in `initial_cwd`.
     pub fn new(initial_cwd: Option<PathBuf>) -> Self {
         LookupPaths { initial_cwd, ..Default::default() }
+    }
+
+    /// Follows processes whose first one, `tgid`, starts in the working directory `read` gives
+    /// for it, asked once, when a lookup first needs it.
+    pub fn deferred(tgid: u32, read: CwdReader) -> Self {
+        LookupPaths { deferred: Some((tgid, read)), ..Default::default() }
+    }
+
+    /// Whether `event` makes a path absolute from the working directory of a process that has
+    /// none of its own yet (so from the initial one).
+    fn needs_initial_cwd(&self, event: &ObservedEvent) -> bool {
+        let relative_to_cwd = |tgid: u32, dirfd: Option<i32>, path: &Path| {
+            !path.as_os_str().is_empty()
+                && !path.is_absolute()
+                && matches!(dirfd, None | Some(libc::AT_FDCWD))
+                && !self.cwd.contains_key(&tgid)
+        };
+        match event {
+            ObservedEvent::Exec { task, filename, .. } => relative_to_cwd(task.tgid, None, filename),
+            // A process leaving the initial directory: read it while it may still be there.
+            ObservedEvent::Lookup { task, syscall: LookupSyscall::Chdir, .. } => !self.cwd.contains_key(&task.tgid),
+            ObservedEvent::Lookup { task, dirfd, path, truncated: false, .. } => relative_to_cwd(task.tgid, *dirfd, path),
+            _ => false,
+        }
     }
 
     fn cwd_of(&self, tgid: u32) -> Option<&Path> {
@@ -62,9 +92,16 @@ impl LookupPaths {
     /// As [`on_event`](Self::on_event), but hands the record's lookup (at most one) to `record`
     /// instead of a list (the daemon gives each to the launch its process belongs to).
     pub fn on_event_each(&mut self, event: &ObservedEvent, mut record: impl FnMut(PathBuf, LookupKind)) {
+        if self.deferred.is_some()
+            && self.needs_initial_cwd(event)
+            && let Some((tgid, read)) = self.deferred.take()
+        {
+            self.initial_cwd = read(tgid);
+        }
         match event {
             ObservedEvent::Fork { task, child_tgid, .. } if *child_tgid != task.tgid => {
-                if let Some(cwd) = self.cwd_of(task.tgid).map(Path::to_path_buf) {
+                // A parent still in the initial directory leaves its child there too.
+                if let Some(cwd) = self.cwd.get(&task.tgid).cloned() {
                     self.cwd.insert(*child_tgid, cwd);
                 }
                 let inherited: Vec<_> =
@@ -212,5 +249,40 @@ mod tests {
         paths.on_event(&truncated, &mut list);
         assert!(list.is_empty());
         assert_eq!(paths.skipped, 2);
+    }
+
+    static CWD_READS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    fn home_of(tgid: u32) -> Option<PathBuf> {
+        assert_eq!(tgid, 5, "the launch's first process");
+        CWD_READS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some("/home/u".into())
+    }
+
+    #[test]
+    fn the_initial_directory_is_read_once_and_only_when_a_lookup_needs_it() {
+        let mut paths = LookupPaths::deferred(5, home_of);
+        let mut list = LookupList::new();
+        let at = Some(libc::AT_FDCWD);
+        paths.on_event(&lookup(5, LookupSyscall::Openat, 3, at, "/usr/share"), &mut list);
+        paths.on_event(&ObservedEvent::Fork { task: task(5), child_tid: 6, child_tgid: 6 }, &mut list);
+        paths.on_event(&lookup(6, LookupSyscall::Openat, 4, Some(3), "doc"), &mut list);
+        assert_eq!(CWD_READS.load(std::sync::atomic::Ordering::Relaxed), 0, "no lookup relative to it yet");
+        paths.on_event(&lookup(6, LookupSyscall::Stat, 0, at, "notes"), &mut list);
+        paths.on_event(&lookup(5, LookupSyscall::Stat, 0, None, "data"), &mut list);
+        assert_eq!(CWD_READS.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(
+            list.finish(),
+            vec![
+                l("/usr/share", LookupKind::Stat),
+                l("/usr/share/doc", LookupKind::Stat),
+                l("/home/u/notes", LookupKind::Stat),
+                l("/home/u/data", LookupKind::Stat),
+            ]
+        );
+        // A chdir reads it first: the process may be about to leave it.
+        let mut paths = LookupPaths::deferred(5, home_of);
+        paths.on_event(&lookup(5, LookupSyscall::Chdir, 0, None, "/srv"), &mut LookupList::new());
+        assert_eq!(CWD_READS.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 }
