@@ -72,8 +72,17 @@ pub const PRESSURE_HOLD_NS: u64 = 10_000_000_000;
 pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
 
 /// What the prefetches of followed workload runs count as in the replay budget's ledger (they
-/// share `[launch] replay_mib_per_minute` with exec-time replays; no launch has this id).
+/// share `[launch] replay_mib_per_minute` with exec-time replays): the n-th prefetch handed out
+/// is `FILE_PREFETCH_LEDGER_ID - n % FILE_PREFETCH_LEDGER_IDS`; no launch has such an id.
 const FILE_PREFETCH_LEDGER_ID: LaunchId = LaunchId::MAX;
+
+/// Ids the file prefetches' ledger entries cycle through.
+const FILE_PREFETCH_LEDGER_IDS: u64 = 1 << 40;
+
+/// Whether ledger entry `id` is a file prefetch's.
+fn is_file_prefetch_entry(id: LaunchId) -> bool {
+    id > FILE_PREFETCH_LEDGER_ID - FILE_PREFETCH_LEDGER_IDS
+}
 
 /// A run's whole learned file sequence is handed out at its start when it takes at most this
 /// fraction (1/n) of the replay budget left then (see [`WorkloadRuns::load_whole`]).
@@ -313,6 +322,9 @@ pub enum Action {
 pub enum Outcome {
     /// Carried out.
     Done,
+    /// A replay or file prefetch carried out from what the loop knew, without reading: the last
+    /// one of the same pages found them all resident and nothing left the page cache since.
+    AllResident,
     /// Not carried out (the loop logs why).
     Failed,
     /// A planning round ran and returned at monotonic `at_ns`; the step put a round off and wants
@@ -395,6 +407,9 @@ pub struct EngineDrops {
     /// Exec-time replays not started because the profile fills a launch window and is larger
     /// than the memory a replay may use ([`DaemonEngine`]'s `replay`).
     pub replays_beyond_memory: u64,
+    /// Exec-time replays not started because the replay budget (this minute's, or memory's)
+    /// was spent: counted, not logged one by one (a program run in a loop would flood the log).
+    pub replays_out_of_budget: u64,
     /// Execs the kernel follows dropped from the full list of those not yet claimed.
     pub observed_execs: u64,
 }
@@ -424,6 +439,8 @@ pub struct DaemonEngine {
     replays_coalesced: u64,
     /// Replays not started: a window-filling profile larger than the memory a replay may use.
     replays_beyond_memory: u64,
+    /// See [`EngineDrops::replays_out_of_budget`].
+    replays_out_of_budget: u64,
     /// Launches not learned because they were traced late in their window (tracefs only).
     launches_traced_late: u64,
     /// Execs observed by the kernel dropped from the full unclaimed list ([`UNCLAIMED_MAX`]).
@@ -443,8 +460,8 @@ pub struct DaemonEngine {
     pressure_watched: bool,
     /// No exec-time replay starts before this monotonic time (ns): memory pressure rose.
     replay_held_until_ns: Option<u64>,
-    /// Exec-time replays of the last [`REPLAY_BUDGET_SPAN_NS`]: (start, launch, bytes: asked,
-    /// then read once it reported), oldest first.
+    /// Exec-time replays and file prefetches of the last [`REPLAY_BUDGET_SPAN_NS`]: (start,
+    /// launch or file prefetch, bytes: asked, then read once it reported), oldest first.
     replay_spent: std::collections::VecDeque<(u64, LaunchId, u64)>,
     /// Launches and exits not yet written to the state.
     pending_activity: Vec<ActivityRecord>,
@@ -465,6 +482,10 @@ pub struct DaemonEngine {
     contexts_save_owed: bool,
     /// Files predicted for runs not prefetched: the replay budget was spent.
     files_over_budget: u64,
+    /// File prefetches handed out, and reported done, since the start: the worker does them in
+    /// order, so the next to report is `file_prefetches_settled`'s ledger entry.
+    file_prefetches_handed: u64,
+    file_prefetches_settled: u64,
 }
 
 /// The window settings `c` gives in trace `mode`, profiles recorded in pages of `page_size`.
@@ -522,6 +543,16 @@ fn fetches(c: &Config) -> bool {
 /// Whether a launch of `app` (process `pid`) is followed now: by the follow `policy`, and not
 /// while the pid filter is being written unless the process is `traced` already (a process of a
 /// followed launch re-keyed to its application needs no filter write).
+/// Whether launch `l` of a learned workload is not followed as a run: not followed to learn its
+/// start, its workload settled (its run would be a sample), and its replay answered as all
+/// resident. Nothing has left the page cache since every page of its profile was found there, so
+/// the files its workload's earlier runs read are there too: following this run would only cost
+/// the daemon a record per file and a prefetch of what is resident (a program run in a loop, a
+/// build's compiler: a millisecond of the daemon's time each). A cold launch is followed.
+fn skips_run(runs: &WorkloadRuns, l: &ActiveLaunch, now: Now) -> bool {
+    !l.followed && l.replay_all_resident && runs.is_settled(&l.app.key, now.unix_ms)
+}
+
 fn decide_follow(
     policy: FollowPolicy,
     world: &mut impl DaemonWorld,
@@ -601,6 +632,7 @@ impl DaemonEngine {
             replaying_apps: HashMap::new(),
             replays_coalesced: 0,
             replays_beyond_memory: 0,
+            replays_out_of_budget: 0,
             launches_traced_late: 0,
             observed_execs_dropped: 0,
             refollows_held: 0,
@@ -620,6 +652,8 @@ impl DaemonEngine {
             contexts_saved_ns: None,
             contexts_save_owed: false,
             files_over_budget: 0,
+            file_prefetches_handed: 0,
+            file_prefetches_settled: 0,
         }
     }
 
@@ -730,6 +764,7 @@ impl DaemonEngine {
             usage_log_events: self.usage_log.dropped,
             replays_coalesced: self.replays_coalesced,
             replays_beyond_memory: self.replays_beyond_memory,
+            replays_out_of_budget: self.replays_out_of_budget,
             observed_execs: self.observed_execs_dropped,
         }
     }
@@ -785,6 +820,14 @@ impl DaemonEngine {
             }
             Event::ReplayFinished { launch, report } => self.on_replay_finished(world, now, launch, report),
             Event::FilePrefetched { pages_loaded, busy_ns, after_open_ns } => {
+                // What it read counts against the budget, not what it asked for, as for replays
+                // (a program run in a loop found its files resident and spent the budget anyway,
+                // so that its exec-time replays, answered from memory, were no longer asked for).
+                let id = FILE_PREFETCH_LEDGER_ID - self.file_prefetches_settled % FILE_PREFETCH_LEDGER_IDS;
+                self.file_prefetches_settled += 1;
+                if let Some(spent) = self.replay_spent.iter_mut().find(|(_, l, _)| *l == id) {
+                    spent.2 = pages_loaded.saturating_mul(self.page_size.max(1));
+                }
                 self.runs.prefetch_done(pages_loaded, busy_ns);
                 if let Some(t) = after_open_ns {
                     self.runs.prefetch_lag(now.mono_ns.saturating_sub(t).saturating_sub(busy_ns));
@@ -834,6 +877,7 @@ impl DaemonEngine {
         // files it opens (observing every exec only: the kernel follows it from its exec): a
         // launch followed to learn its start, and every launch of a workload whose files were
         // learned (to prefetch them; such a launch is not watched: its run sees what it reads).
+        let mut skipped_run = false;
         if self.observation == Observation::EveryExec
             && !joins_run
             && let ExecOutcome::Started(id) | ExecOutcome::Relabelled(id) = &outcome
@@ -841,6 +885,10 @@ impl DaemonEngine {
             && l.identity.app_stable()
             && !l.identity.provisional()
             && (l.followed || self.runs.model().app(&l.app.key).is_some())
+            && {
+                skipped_run = skips_run(&self.runs, l, now);
+                !skipped_run
+            }
         {
             let (root, key, user) = (l.root, l.app.key.clone(), l.identity.app_user().clone());
             // A launch replayed only is judged by what it reads from disk, as a watched one is.
@@ -871,6 +919,10 @@ impl DaemonEngine {
             if run && self.runs.sample(root, now.unix_ms) {
                 tracing::debug!("launch {id}: {key}'s run is a sample, followed for the files it opens");
             }
+        }
+        if skipped_run {
+            tracing::debug!("pid {tgid}: its workload is settled and its pages resident: not followed as a run");
+            self.runs.skipped_resident();
         }
         // The kernel follows every exec from its start: one the daemon does not follow (an
         // application replayed only, a helper of a launch not followed) is taken off at once. A
@@ -1048,7 +1100,8 @@ impl DaemonEngine {
         }
         let budget_pages = budget_bytes / page_size;
         if budget_pages == 0 {
-            tracing::info!("launch {id}: {key} not replayed: no replay budget left (this minute's, or memory)");
+            tracing::debug!("launch {id}: {key} not replayed: no replay budget left (this minute's, or memory)");
+            self.replays_out_of_budget += 1;
             return false;
         }
         // Padded where memory is plentiful and the padding fits the budget; exact pages otherwise.
@@ -1072,9 +1125,12 @@ impl DaemonEngine {
             Some(u) if u.uid == key_uid(key) => u.clone(),
             _ => ProcessUser::without_groups(key_uid(key)),
         };
-        if world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority, user }, &self.config)
-            == Outcome::Done
-        {
+        let outcome =
+            world.carry_out(Action::StartReplay { launch: id, app: key.to_string(), profile, priority, user }, &self.config);
+        if matches!(outcome, Outcome::Done | Outcome::AllResident) {
+            if let Some(l) = self.tracker.get_mut(id) {
+                l.replay_all_resident = outcome == Outcome::AllResident;
+            }
             self.replays_in_flight.insert(id, None);
             self.replay_spent.push_back((now.mono_ns, id, bytes));
             self.replaying_apps.insert(id, key.to_string());
@@ -1357,7 +1413,7 @@ impl DaemonEngine {
     /// ledger's newest entry for them (it keeps [`REPLAY_BUDGET_SPAN_NS`] of entries, longer than
     /// [`RUN_PREFETCH_SETTLE_NS`]).
     fn last_run_prefetch_ns(&self) -> Option<u64> {
-        self.replay_spent.iter().rev().find(|&&(_, id, _)| id == FILE_PREFETCH_LEDGER_ID).map(|&(t, _, _)| t)
+        self.replay_spent.iter().rev().find(|&&(_, id, _)| is_file_prefetch_entry(id)).map(|&(t, _, _)| t)
     }
 
     /// Runs a planning round when prediction is on; a round the step puts off is owed.
@@ -1620,8 +1676,10 @@ impl DaemonEngine {
                 user: p.user.clone(),
                 after_open_ns: p.after_open_ns,
             };
-            if world.carry_out(action, &self.config) == Outcome::Done {
-                self.replay_spent.push_back((now.mono_ns, FILE_PREFETCH_LEDGER_ID, pages.saturating_mul(page_size)));
+            if matches!(world.carry_out(action, &self.config), Outcome::Done | Outcome::AllResident) {
+                let id = FILE_PREFETCH_LEDGER_ID - self.file_prefetches_handed % FILE_PREFETCH_LEDGER_IDS;
+                self.file_prefetches_handed += 1;
+                self.replay_spent.push_back((now.mono_ns, id, pages.saturating_mul(page_size)));
             } else {
                 // The prefetch queue was full: asked for again at the run's next prediction.
                 budget_pages = budget_pages.saturating_add(pages);
@@ -2282,6 +2340,35 @@ mod tests {
         build(&mut d, 0, 100, 20, 4);
         assert!(prefetched(&build(&mut d, 100_000, 200, 20, 4)).is_empty());
         assert_eq!(d.engine.run_counts().0.files_learned, 40);
+    }
+
+    #[test]
+    fn run_prefetches_count_against_the_budget_by_what_they_read() {
+        let mut c = replay_only();
+        c.launch.replay_mib_per_minute = 1;
+        let mut d = Daemon::every_exec(c);
+        build(&mut d, 0, 100, 20, 64);
+        let out = build(&mut d, 100_000, 200, 20, 64);
+        assert_eq!(prefetched(&out).len(), 4);
+        // Each prefetch reports, in order, that it read nothing (the files were resident).
+        let handed = out.iter().filter(|a| matches!(a, Action::PrefetchFiles { .. })).count();
+        for _ in 0..handed {
+            d.event(121_500, Event::FilePrefetched { pages_loaded: 0, busy_ns: 0, after_open_ns: None });
+        }
+        assert_eq!(prefetched(&build(&mut d, 125_000, 300, 20, 64)).len(), 4, "the minute's budget is whole again");
+        // A prefetch that read what it asked for keeps it spent.
+        let mut c = replay_only();
+        c.launch.replay_mib_per_minute = 1;
+        let mut d = Daemon::every_exec(c);
+        build(&mut d, 0, 100, 20, 64);
+        let out = build(&mut d, 100_000, 200, 20, 64);
+        for a in &out {
+            if let Action::PrefetchFiles { files, .. } = a {
+                let pages = files.iter().map(|f| f.pages).sum();
+                d.event(121_500, Event::FilePrefetched { pages_loaded: pages, busy_ns: 0, after_open_ns: None });
+            }
+        }
+        assert!(prefetched(&build(&mut d, 125_000, 300, 20, 64)).is_empty(), "spent");
     }
 
     #[test]

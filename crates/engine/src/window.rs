@@ -113,6 +113,9 @@ pub struct ActiveLaunch {
     /// The application whose profile was replayed for this launch last, if any (a launcher's
     /// expected application is replayed at the launcher's exec, and not again at its own).
     pub replayed: Option<String>,
+    /// That replay was answered from what the daemon knew: its application's last replay found
+    /// every page resident and nothing left the page cache since ([`crate::daemon::Outcome::AllResident`]).
+    pub replay_all_resident: bool,
     /// Of those, pages resident when the replay checked.
     pub pages_resident_at_exec: u64,
     /// Pages the replay loaded.
@@ -401,6 +404,7 @@ impl LaunchTracker {
             pages_read_from_disk: 0,
             pages_expected: 0,
             replayed: None,
+            replay_all_resident: false,
             pages_resident_at_exec: 0,
             pages_prefetched: 0,
             bytes_prefetched: 0,

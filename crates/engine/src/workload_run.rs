@@ -238,6 +238,9 @@ pub struct RunCounts {
     pub runs_whole: u64,
     /// Learned opens of a file asked for before (predicted ahead) in their run.
     pub opens_predicted: u64,
+    /// Launches of a settled workload not followed as runs: everything their replay wanted was
+    /// resident, and nothing had left the page cache since (`DaemonEngine`'s `skips_run`).
+    pub runs_skipped_resident: u64,
 }
 
 /// The runs followed and the model they feed. See the module documentation.
@@ -293,6 +296,19 @@ impl WorkloadRuns {
     /// `stable_new_share` of the files they opened not foreseen by the model), then sampled.
     pub fn set_follow(&mut self, policy: FollowPolicy, stable_new_share: f64) {
         self.follow = Some((policy, stable_new_share));
+    }
+
+    /// Whether a run of `app` starting at `now_ms` would be a sample ([`Self::sample`]): its
+    /// workload is settled. False without a follow policy (every run is followed whole).
+    pub fn is_settled(&self, app: &str, now_ms: u64) -> bool {
+        let Some((policy, _)) = self.follow else { return false };
+        let history = self.model.app(app).map(|m| m.learning()).unwrap_or_default();
+        self.model.app(app).is_some() && !policy.follows(&history, now_ms)
+    }
+
+    /// A launch of a settled workload was not followed as a run ([`RunCounts::runs_skipped_resident`]).
+    pub fn skipped_resident(&mut self) {
+        self.counts.runs_skipped_resident += 1;
     }
 
     /// Decides whether the run rooted at `root`, started (or re-keyed to its application) at

@@ -116,7 +116,7 @@ fn render(r: &StatusReport) -> String {
     }
     let e = &r.events;
     out.push_str(&format!(
-        "events: {} process, {} page ({} lost), {} launches learned ({} traced late, not learned), {} replays ({} known resident), {} wakeups\n",
+        "events: {} process, {} page ({} lost), {} launches learned ({} traced late, not learned), {} replays ({} known resident), {} file prefetches ({} known resident), {} wakeups\n",
         e.process_events,
         e.page_events,
         e.page_events_lost,
@@ -124,6 +124,8 @@ fn render(r: &StatusReport) -> String {
         e.launches_traced_late,
         e.replays,
         e.replays_known_resident,
+        e.file_prefetches,
+        e.file_prefetches_known_resident,
         e.wakeups
     ));
     if r.mode == "bpf" {
@@ -133,8 +135,8 @@ fn render(r: &StatusReport) -> String {
             r.lost_by_cause.iter().map(|(why, n)| format!("{n} {why}")).collect::<Vec<_>>().join(", ")
         };
         out.push_str(&format!(
-            "eBPF: {} path lookups, {} launches stopped (not followed), {} of them read pages their profile lacked (followed again; {} more not, their last refollows having taught nothing); {} workload runs sampled (followed for their opens only), {} sampled runs opened files their model lacked (followed whole again); {} runs followed for their opens only once they or their launch streamed a file; records lost: {lost}\n",
-            e.lookup_events, e.launches_stopped, e.refollowed, e.refollows_held, e.runs_sampled, e.runs_unsettled, e.runs_streamed
+            "eBPF: {} path lookups, {} launches stopped (not followed), {} of them read pages their profile lacked (followed again; {} more not, their last refollows having taught nothing); {} workload runs sampled (followed for their opens only), {} sampled runs opened files their model lacked (followed whole again); {} runs followed for their opens only once they or their launch streamed a file; {} runs of settled workloads not followed (their pages resident); records lost: {lost}\n",
+            e.lookup_events, e.launches_stopped, e.refollowed, e.refollows_held, e.runs_sampled, e.runs_unsettled, e.runs_streamed, e.runs_skipped_resident
         ));
     }
     let drops = if r.drops.is_empty() {

@@ -107,6 +107,9 @@ pub struct EventCounts {
     /// few files; issue 22's file-access context model).
     #[serde(default)]
     pub file_prefetches: u64,
+    /// Of them, answered without reading, as replays are ([`Self::replays_known_resident`]).
+    #[serde(default)]
+    pub file_prefetches_known_resident: u64,
     /// Pages those prefetches loaded.
     #[serde(default)]
     pub file_prefetch_pages: u64,
@@ -114,6 +117,10 @@ pub struct EventCounts {
     /// pages (bpf mode).
     #[serde(default)]
     pub runs_sampled: u64,
+    /// Launches of settled workloads not followed as runs at all: their replay was answered as
+    /// all resident (bpf mode).
+    #[serde(default)]
+    pub runs_skipped_resident: u64,
     /// Of them, those that opened more files than a settled workload may that its model had not
     /// foreseen: their workload's next runs are followed whole again.
     #[serde(default)]

@@ -1,5 +1,5 @@
 //! Exec-time replays known to load nothing: when an application's last replay found every page
-//! of its profile resident, and nothing has left the page cache wholesale since (no file page
+//! of its profile resident (or beyond loading: past a file's end, in a file refused), and nothing has left the page cache wholesale since (no file page
 //! reclaimed, no `drop_caches`, nothing dropped behind a reader by the daemon: the count
 //! [`augur_os::sense::procfs::page_cache_drops`] gives), its next replay would find them resident
 //! again. The loop then answers that replay at once with the same report instead of opening and
@@ -14,6 +14,10 @@ use std::collections::HashMap;
 /// How long a replay that found everything resident is trusted: pages a program drops on purpose
 /// (`POSIX_FADV_DONTNEED`, truncation) show in no counter, so the knowledge is kept short.
 pub const MAX_AGE_NS: u64 = 60_000_000_000;
+
+/// Between an application and the digest of its files in the key of a file prefetch
+/// (`run::file_prefetch_memo_key`): forgetting the application forgets its prefetches too.
+pub const FILES_KEY_SEPARATOR: char = '\u{0}';
 
 /// Applications (per user) remembered at most; beyond that the memory starts over.
 const MAX_KNOWN: usize = 512;
@@ -36,6 +40,9 @@ pub struct ResidentReport {
     pub wanted: u64,
     /// Of them, resident already.
     pub resident: u64,
+    /// Of them, pages no replay can load: past the end of their file (a file the program
+    /// rewrites, such as a compiler's output), or in a file refused (stale, missing).
+    pub unloadable: u64,
 }
 
 /// A replay as it started: what it was asked for, for whom, when, and the page-cache drop count
@@ -89,11 +96,12 @@ impl ResidentReplays {
     }
 
     /// A replay of `app` finished: remembered when it ran to its end (`loaded_nothing`: not
-    /// stopped, nothing read) and found everything it wanted resident, forgotten otherwise.
+    /// stopped, nothing read) and found everything it wanted resident or beyond loading,
+    /// forgotten otherwise.
     pub fn finished(&mut self, app: &str, replay: ReplayStart, report: ResidentReport, loaded_nothing: bool) {
         let ReplayStart { shape, drops, started_ns, uid } = replay;
         let key = (app.to_string(), uid);
-        match drops.filter(|_| loaded_nothing && report.wanted > 0 && report.resident == report.wanted) {
+        match drops.filter(|_| loaded_nothing && report.resident > 0 && report.resident + report.unloadable == report.wanted) {
             Some(drops) => {
                 if self.known.len() >= MAX_KNOWN && !self.known.contains_key(&key) {
                     self.known.clear();
@@ -108,7 +116,7 @@ impl ResidentReplays {
 
     /// `app` was learned again or forgotten: its profile may differ (every user's).
     pub fn forget_app(&mut self, app: &str) {
-        self.known.retain(|(a, _), _| a != app);
+        self.known.retain(|(a, _), _| a.split(FILES_KEY_SEPARATOR).next() != Some(app));
     }
 
     /// Everything was forgotten.
@@ -122,7 +130,7 @@ mod tests {
     use super::*;
 
     const SHAPE: ProfileShape = ProfileShape { pages: 10, files: 2, bytes: 40960 };
-    const ALL: ResidentReport = ResidentReport { wanted: 10, resident: 10 };
+    const ALL: ResidentReport = ResidentReport { wanted: 10, resident: 10, unloadable: 0 };
 
     fn start(started_ns: u64) -> ReplayStart {
         ReplayStart { shape: SHAPE, drops: Some(5), started_ns, uid: 0 }
@@ -143,19 +151,34 @@ mod tests {
     }
 
     #[test]
+    fn pages_past_a_files_end_do_not_keep_a_replay_from_being_remembered() {
+        // gcc's replay: 7,596 pages wanted, 7,595 resident, one past the end of the object file
+        // the last run rewrote; every replay in a build loop would open all its files again.
+        let mut r = ResidentReplays::new();
+        let found = ResidentReport { wanted: 10, resident: 9, unloadable: 1 };
+        r.finished("/usr/bin/gcc", start(100), found, true);
+        assert_eq!(r.still_resident("/usr/bin/gcc", 0, SHAPE, Some(5), 200), Some(found));
+    }
+
+    #[test]
     fn a_replay_that_loaded_anything_or_was_stopped_is_not_remembered_and_forgets() {
         let mut r = ResidentReplays::new();
-        r.finished("a", start(0), ResidentReport { wanted: 10, resident: 9 }, true);
+        r.finished("a", start(0), ResidentReport { wanted: 10, resident: 9, unloadable: 0 }, true);
         assert_eq!(r.still_resident("a", 0, SHAPE, Some(5), 1), None);
+        r.finished("a", start(0), ResidentReport { wanted: 10, resident: 0, unloadable: 10 }, true);
+        assert_eq!(r.still_resident("a", 0, SHAPE, Some(5), 1), None, "nothing resident: nothing known of the cache");
         r.finished("a", start(0), ALL, false);
         assert_eq!(r.still_resident("a", 0, SHAPE, Some(5), 1), None);
         r.finished("a", start(0), ALL, true);
-        r.finished("a", start(2), ResidentReport { wanted: 10, resident: 3 }, true);
+        r.finished("a", start(2), ResidentReport { wanted: 10, resident: 3, unloadable: 0 }, true);
         assert_eq!(r.still_resident("a", 0, SHAPE, Some(5), 3), None, "the later replay loaded pages");
         r.finished("a", start(0), ALL, true);
         r.finished("b", start(0), ALL, true);
+        let files = format!("a{FILES_KEY_SEPARATOR}00ff");
+        r.finished(&files, start(0), ALL, true);
         r.forget_app("a");
         assert_eq!(r.still_resident("a", 0, SHAPE, Some(5), 1), None, "relearned");
+        assert_eq!(r.still_resident(&files, 0, SHAPE, Some(5), 1), None, "its file prefetches too");
         assert_eq!(r.still_resident("b", 0, SHAPE, Some(5), 1), Some(ALL));
         r.clear();
         assert_eq!(r.still_resident("b", 0, SHAPE, Some(5), 1), None);

@@ -240,8 +240,10 @@ struct ReplayJob {
     /// The user the launch is learned for: only files they may read are loaded.
     user: ProcessUser,
     stop: ReplayStop,
-    /// What [`ResidentReplays`] remembers of it.
+    /// What [`ResidentReplays`] remembers of it, and under which key (the application's for an
+    /// exec-time replay; for a file prefetch, the application's and its files').
     memo: ReplayStart,
+    memo_key: String,
     /// The profile's files carry only a device and inode (a file prefetch): each is loaded only
     /// while its path still names that inode, with the identity it has now.
     check_inodes: bool,
@@ -264,8 +266,11 @@ struct ReplayDone {
     report: ReplayReport,
     page_size: u64,
     memo: ReplayStart,
+    memo_key: String,
     /// It ran to its end (not stopped) and loaded nothing.
     loaded_nothing: bool,
+    /// Pages it wanted that no replay can load (past a file's end, in a refused file).
+    unloadable: u64,
     /// The worker's time on it (inode checks and loading), ns.
     busy_ns: u64,
     /// The job's [`ReplayJob::after_open_ns`].
@@ -286,7 +291,9 @@ impl ReplayDone {
             },
             page_size: r.page_size,
             memo: job.memo,
+            memo_key: job.memo_key.clone(),
             loaded_nothing: !r.cancelled && r.pages.loaded == 0 && r.bytes_read == 0,
+            unloadable: r.pages.failed + r.pages.skipped,
             busy_ns,
             after_open_ns: job.after_open_ns,
         }
@@ -348,6 +355,22 @@ fn spawn_replay_worker(
         })
         .map_err(|e| Error::io("starting the replay worker", e))?;
     Ok((job_tx, done_rx, handle))
+}
+
+/// The key a file prefetch is remembered under in [`ResidentReplays`]: its application's, with
+/// a digest of the files and ranges it asks for (the same run's pieces differ).
+fn file_prefetch_memo_key(app: &str, profile: &LaunchProfile) -> String {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same files give the same key for the daemon's lifetime.
+    let mut h = std::hash::DefaultHasher::new();
+    for f in &profile.files {
+        f.path.hash(&mut h);
+        (f.identity.dev, f.identity.ino).hash(&mut h);
+        for r in &f.ranges {
+            (r.range.start, r.range.len).hash(&mut h);
+        }
+    }
+    format!("{app}{}{:016x}", crate::daemon::resident::FILES_KEY_SEPARATOR, h.finish())
 }
 
 fn io_priority(p: ReplayPriority) -> IoPriority {
@@ -478,6 +501,10 @@ struct LoopIo {
     utc_offset_minute: u64,
     /// MemAvailable as last read, and when (monotonic ns).
     mem_available: Option<(u64, Option<u64>)>,
+    /// The page-cache drop count as last read, and when (monotonic ns): see
+    /// [`LoopIo::page_cache_drops`].
+    drops_read: Option<(u64, Option<u64>)>,
+    vmstat: procfs::VmstatReader,
     /// The loop is starting: a prediction step that cannot be built stops the daemon.
     starting: bool,
     /// The stream worker loading ahead of backward and strided readers (`[pattern]`).
@@ -505,6 +532,9 @@ struct LoopIo {
 /// How long a reading of MemAvailable is used for (100 ms: what sizes the replays of a burst of
 /// execs; memory pressure itself is watched by its trigger, not by this).
 const MEM_AVAILABLE_FRESH_NS: u64 = 100_000_000;
+
+/// How long a reading of the page-cache drop count serves (ns): the actions of one wake-up.
+const DROPS_FRESH_NS: u64 = 2_000_000;
 
 fn utc_offset_ms() -> i64 {
     i64::from(loop_io::utc_offset_s((loop_io::unix_ms() / 1000) as i64)) * 1000
@@ -605,6 +635,8 @@ impl Daemon {
             utc_offset_ms: utc_offset_ms(),
             utc_offset_minute: loop_io::unix_ms() / 60_000,
             mem_available: None,
+            drops_read: None,
+            vmstat: procfs::VmstatReader::new(),
             starting: true,
             ahead: super::ahead::AheadWorker::start(&config, loop_io::page_size()),
             opens_read: false,
@@ -839,10 +871,12 @@ impl Daemon {
                 Some(done) => done,
                 None => match self.io.replay_rx.try_recv() {
                     Ok(done) => {
-                        if done.launch != FILE_PREFETCH_LAUNCH {
-                            let found = ResidentReport { wanted: done.report.pages_wanted, resident: done.report.pages_resident };
-                            self.io.resident.finished(&done.app, done.memo, found, done.loaded_nothing);
-                        }
+                        let found = ResidentReport {
+                            wanted: done.report.pages_wanted,
+                            resident: done.report.pages_resident,
+                            unloadable: done.unloadable,
+                        };
+                        self.io.resident.finished(&done.memo_key, done.memo, found, done.loaded_nothing);
                         done
                     }
                     Err(_) => break,
@@ -1080,8 +1114,8 @@ impl Daemon {
         events.prediction_fetches += io.plan_step.as_ref().map_or(0, |s| s.fetches_sent());
         events.launches_traced_late = self.engine.launches_traced_late();
         let (runs, _) = self.engine.run_counts();
-        (events.runs_sampled, events.runs_unsettled, events.runs_streamed) =
-            (runs.runs_sampled, runs.runs_unsettled, runs.runs_streamed);
+        (events.runs_sampled, events.runs_unsettled, events.runs_streamed, events.runs_skipped_resident) =
+            (runs.runs_sampled, runs.runs_unsettled, runs.runs_streamed, runs.runs_skipped_resident);
         events.refollows_held = self.engine.refollows_held();
         let (tracepoints, lost_by_cause) = match &io.observer {
             Observer::Bpf(Some(feed)) => {
@@ -1100,6 +1134,7 @@ impl Daemon {
             ("command lines cut", events.argv_cut),
             ("replays coalesced (same application replaying)", d.replays_coalesced),
             ("replays not started (a window-filling profile beyond memory)", d.replays_beyond_memory),
+            ("replays not started (replay budget spent)", d.replays_out_of_budget),
             ("replays not started (replay queue full)", events.replay_queue_full),
             ("files predicted for runs not prefetched (replay budget)", self.engine.run_counts().1),
             ("events of no launch (look-behind full)", d.backlog_events),
@@ -1227,9 +1262,61 @@ impl LoopIo {
 
     /// The page-cache drop count ([`procfs::page_cache_drops`]) plus the pages the stream worker
     /// dropped behind readers: while it stays the same, resident pages stayed resident.
-    fn page_cache_drops(&self) -> Option<u64> {
+    /// What [`ResidentReplays`] needs of a replay or file prefetch of `profile` for `uid`
+    /// starting now.
+    fn replay_start(&mut self, profile: &LaunchProfile, uid: u32) -> ReplayStart {
+        ReplayStart {
+            shape: ProfileShape { pages: profile.page_count(), files: profile.files.len(), bytes: profile.byte_count() },
+            drops: self.page_cache_drops(),
+            started_ns: loop_io::monotonic_ns(),
+            uid,
+        }
+    }
+
+    /// When the last replay under `memo_key` found all its pages resident and nothing left the
+    /// page cache since, answers this one (of `launch`, for `app`) with the report it would give,
+    /// without opening its files; true when it did.
+    fn answer_from_memory(
+        &mut self,
+        launch: LaunchId,
+        app: &str,
+        memo_key: &str,
+        memo: ReplayStart,
+        after_open_ns: Option<u64>,
+    ) -> bool {
+        let Some(found) = self.resident.still_resident(memo_key, memo.uid, memo.shape, memo.drops, memo.started_ns) else {
+            return false;
+        };
+        self.replays_answered.push(ReplayDone {
+            launch,
+            app: app.to_string(),
+            report: ReplayReport { pages_wanted: found.wanted, pages_resident: found.resident, pages_loaded: 0, bytes_read: 0 },
+            page_size: augur_os::fetch::page_size(),
+            memo,
+            memo_key: memo_key.to_string(),
+            loaded_nothing: true,
+            unloadable: found.unloadable,
+            busy_ns: 0,
+            after_open_ns,
+        });
+        true
+    }
+
+    fn page_cache_drops(&mut self) -> Option<u64> {
+        // The replay and the file prefetches one wake-up starts share a reading of
+        // /proc/vmstat (some 30 us, a fifth of the daemon's time on a program run in a loop):
+        // taken within DROPS_FRESH_NS, it is as recent as one taken for each.
+        let now = loop_io::monotonic_ns();
+        let vmstat = match self.drops_read {
+            Some((at, value)) if now.saturating_sub(at) < DROPS_FRESH_NS => value,
+            _ => {
+                let value = self.vmstat.page_cache_drops();
+                self.drops_read = Some((now, value));
+                value
+            }
+        };
         let behind = self.ahead.as_ref().map_or(0, |a| a.status().bytes_dropped_behind);
-        procfs::page_cache_drops().map(|d| d.wrapping_add(behind))
+        vmstat.map(|d| d.wrapping_add(behind))
     }
 
     /// Reads fanotify opens, at most [`OPEN_READS_PER_WAKE`] buffers; true when more may wait.
@@ -1542,39 +1629,16 @@ impl DaemonWorld for LoopIo {
                 }
             }
             Action::StartReplay { launch, app, profile, priority, user } => {
-                let memo = ReplayStart {
-                    shape: ProfileShape { pages: profile.page_count(), files: profile.files.len(), bytes: profile.byte_count() },
-                    drops: self.page_cache_drops(),
-                    started_ns: loop_io::monotonic_ns(),
-                    uid: user.uid,
-                };
-                if let Some(found) = self.resident.still_resident(&app, memo.uid, memo.shape, memo.drops, memo.started_ns) {
-                    // Its pages were all resident at its last replay and nothing left the page
-                    // cache since: the report that replay would give, without opening its files.
-                    let report = ReplayReport {
-                        pages_wanted: found.wanted,
-                        pages_resident: found.resident,
-                        pages_loaded: 0,
-                        bytes_read: 0,
-                    };
-                    let page_size = augur_os::fetch::page_size();
-                    self.replays_answered.push(ReplayDone {
-                        launch,
-                        app,
-                        report,
-                        page_size,
-                        memo,
-                        loaded_nothing: true,
-                        busy_ns: 0,
-                        after_open_ns: None,
-                    });
+                let memo = self.replay_start(&profile, user.uid);
+                if self.answer_from_memory(launch, &app, &app, memo, None) {
                     self.counts.replays += 1;
                     self.counts.replays_known_resident += 1;
-                    return Outcome::Done;
+                    return Outcome::AllResident;
                 }
                 let stop = ReplayStop::default();
                 let job = ReplayJob {
                     launch,
+                    memo_key: app.clone(),
                     app,
                     profile,
                     priority: io_priority(priority),
@@ -1617,17 +1681,20 @@ impl DaemonWorld for LoopIo {
                     unresolved: Unresolved::default(),
                     lookups: Vec::new(),
                 };
+                // Remembered as resident like an exec-time replay, under the files it names: a
+                // workload run in a loop asks for the same files at every run.
+                let memo_key = file_prefetch_memo_key(&app, &profile);
+                let memo = self.replay_start(&profile, user.uid);
+                if self.answer_from_memory(FILE_PREFETCH_LAUNCH, &app, &memo_key, memo, after_open_ns) {
+                    self.counts.file_prefetches += 1;
+                    self.counts.file_prefetches_known_resident += 1;
+                    return Outcome::AllResident;
+                }
                 let stop = ReplayStop::default();
-                // Never remembered as resident (collect_replays skips file prefetches).
-                let memo = ReplayStart {
-                    shape: ProfileShape { pages: profile.page_count(), files: profile.files.len(), bytes: profile.byte_count() },
-                    drops: None,
-                    started_ns: loop_io::monotonic_ns(),
-                    uid: user.uid,
-                };
                 let job = ReplayJob {
                     launch: FILE_PREFETCH_LAUNCH,
                     app,
+                    memo_key,
                     profile: Arc::new(profile),
                     priority: io_priority(priority),
                     user,

@@ -222,6 +222,44 @@ pub fn page_cache_drops() -> Option<u64> {
     page_cache_drops_in(&text)
 }
 
+/// [`page_cache_drops`] read again and again through one open `/proc/vmstat` (the kernel writes
+/// the whole file at each read from its start; opening it anew each time cost as much again).
+#[derive(Debug, Default)]
+pub struct VmstatReader {
+    file: Option<fs::File>,
+    text: Vec<u8>,
+}
+
+impl VmstatReader {
+    /// Nothing opened yet (at the first reading).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// [`page_cache_drops`] now.
+    pub fn page_cache_drops(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        if self.file.is_none() {
+            self.file = fs::File::open("/proc/vmstat").ok();
+        }
+        let file = self.file.as_ref()?;
+        self.text.clear();
+        let mut chunk = [0u8; 8192];
+        loop {
+            match file.read_at(&mut chunk, self.text.len() as u64) {
+                Ok(0) => break,
+                Ok(n) => self.text.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.file = None;
+                    return None;
+                }
+            }
+        }
+        page_cache_drops_in(std::str::from_utf8(&self.text).ok()?)
+    }
+}
+
 /// [`page_cache_drops`] from the text of `/proc/vmstat`.
 pub fn page_cache_drops_in(text: &str) -> Option<u64> {
     let evicted = augur_core::plan::cost::EvictionCounters::from_vmstat(text)?.evicted;
@@ -351,6 +389,16 @@ mod tests {
         assert_eq!(page_cache_drops_in(old), Some(10));
         assert_eq!(page_cache_drops_in("nr_free_pages 5\n"), None);
         assert!(page_cache_drops().is_some());
+    }
+
+    #[test]
+    fn the_reader_reads_vmstat_whole_each_time_through_one_descriptor() {
+        let mut r = VmstatReader::new();
+        let first = r.page_cache_drops().expect("/proc/vmstat");
+        let again = r.page_cache_drops().expect("read again from its start");
+        assert!(again >= first);
+        assert!(page_cache_drops().is_some_and(|d| d >= again));
+        assert!(r.text.len() > 1000, "the whole file, {} bytes", r.text.len());
     }
 
     #[test]
