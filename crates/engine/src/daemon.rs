@@ -1763,6 +1763,8 @@ mod tests {
         fail_save: bool,
         /// The prefetch queue is full.
         fail_prefetch: bool,
+        /// Replays are answered as all resident (the loop knew their pages were).
+        replays_all_resident: bool,
         /// The time of the event being handled (monotonic ns).
         clock_ns: u64,
         /// Questions asked.
@@ -1852,6 +1854,7 @@ mod tests {
                 Action::BuildPredictionStep if self.fail_build => Outcome::Failed,
                 Action::SaveLaunch(_) if self.fail_save => Outcome::Failed,
                 Action::PrefetchFiles { .. } if self.fail_prefetch => Outcome::Failed,
+                Action::StartReplay { .. } if self.replays_all_resident => Outcome::AllResident,
                 Action::SaveHint(h) => {
                     self.hints.insert((h.launcher_key.clone(), h.launcher_argv.clone()), h.app_key.clone());
                     Outcome::Done
@@ -2521,6 +2524,29 @@ mod tests {
         let mut out = d.exec(400_000, 500, "/usr/bin/make");
         out.extend(d.event(400_000, Event::AboutToSleep));
         assert_eq!(first_reads(&out), vec![(vec![500], 15_000_000_000)], "{out:?}");
+    }
+
+    #[test]
+    fn a_settled_workload_whose_replay_found_everything_resident_is_not_followed_as_a_run() {
+        let mut d = Daemon::every_exec(replay_only());
+        for (t0, root) in [(0, 100), (100_000, 200), (200_000, 300), (300_000, 400)] {
+            build(&mut d, t0, root, 40, 4);
+        }
+        d.world.learned.insert("/usr/bin/make".into(), settled(3, WALL_MS + 350_000));
+        d.world.profiles.insert("/usr/bin/make".into(), profile(1000));
+        d.world.replays_all_resident = true;
+        let mut out = d.exec(400_000, 500, "/usr/bin/make");
+        out.extend(d.event(400_000, Event::AboutToSleep));
+        assert!(first_reads(&out).is_empty(), "not followed: {out:?}");
+        assert!(prefetched(&out).is_empty(), "nothing to prefetch: {out:?}");
+        assert!(out.iter().any(|a| matches!(a, Action::Watch { pids, .. } if pids == &vec![500])), "still watched: {out:?}");
+        assert_eq!(d.engine.run_counts().0.runs_skipped_resident, 1);
+        // A replay that had to look (or load) leaves the run followed, a sample.
+        d.world.replays_all_resident = false;
+        let mut out = d.exec(500_000, 600, "/usr/bin/make");
+        out.extend(d.event(500_000, Event::AboutToSleep));
+        assert_eq!(first_reads(&out).len(), 1, "{out:?}");
+        assert_eq!(d.engine.run_counts().0.runs_skipped_resident, 1);
     }
 
     #[test]
