@@ -76,6 +76,9 @@ pub const REPLAY_BUDGET_SPAN_NS: u64 = 60_000_000_000;
 /// is `FILE_PREFETCH_LEDGER_ID - n % FILE_PREFETCH_LEDGER_IDS`; no launch has such an id.
 const FILE_PREFETCH_LEDGER_ID: LaunchId = LaunchId::MAX;
 
+/// Padded profiles kept at most (see `DaemonEngine::padded`); beyond that the memory starts over.
+const MAX_PADDED_PROFILES: usize = 64;
+
 /// Ids the file prefetches' ledger entries cycle through.
 const FILE_PREFETCH_LEDGER_IDS: u64 = 1 << 40;
 
@@ -435,6 +438,10 @@ pub struct DaemonEngine {
     /// The application each replay in flight loads: a launch of one of them is not replayed
     /// again (the replay in flight loads its pages already).
     replaying_apps: HashMap<LaunchId, String>,
+    /// Each application's profile as last padded for a replay: (the profile padded, the padding,
+    /// the result), reused while the state hands out the same profile (a program run in a loop
+    /// padded a copy of its profile at every exec).
+    padded: HashMap<String, (Arc<LaunchProfile>, u64, Arc<LaunchProfile>)>,
     /// Replays not started because the same application's was in flight.
     replays_coalesced: u64,
     /// Replays not started: a window-filling profile larger than the memory a replay may use.
@@ -630,6 +637,7 @@ impl DaemonEngine {
             usage_log: UsageLog::new(now.unix_ms, usage_log::MAX_EVENTS),
             replays_in_flight: HashMap::new(),
             replaying_apps: HashMap::new(),
+            padded: HashMap::new(),
             replays_coalesced: 0,
             replays_beyond_memory: 0,
             replays_out_of_budget: 0,
@@ -1106,8 +1114,8 @@ impl DaemonEngine {
         }
         // Padded where memory is plentiful and the padding fits the budget; exact pages otherwise.
         let pad = self.config.launch.replay_pad_for(world.memory_available());
-        let profile = match (pad > 0).then(|| profile.padded(pad)) {
-            Some(padded) if padded.page_count() <= budget_pages => Arc::new(padded),
+        let profile = match (pad > 0).then(|| self.padded_profile(key, &profile, pad)) {
+            Some(padded) if padded.page_count() <= budget_pages => padded,
             _ => profile,
         };
         let expected_padded = profile.page_count();
@@ -1137,6 +1145,23 @@ impl DaemonEngine {
             return true;
         }
         false
+    }
+
+    /// `profile` of application `key` padded by `pad` pages ([`LaunchProfile::padded`]), as
+    /// padded last time when it is the same profile.
+    fn padded_profile(&mut self, key: &str, profile: &Arc<LaunchProfile>, pad: u64) -> Arc<LaunchProfile> {
+        if let Some((base, p, padded)) = self.padded.get(key)
+            && Arc::ptr_eq(base, profile)
+            && *p == pad
+        {
+            return Arc::clone(padded);
+        }
+        if self.padded.len() >= MAX_PADDED_PROFILES {
+            self.padded.clear();
+        }
+        let padded = Arc::new(profile.padded(pad));
+        self.padded.insert(key.to_string(), (Arc::clone(profile), pad, Arc::clone(&padded)));
+        padded
     }
 
     fn on_replay_finished(&mut self, world: &mut impl DaemonWorld, now: Now, launch: LaunchId, r: ReplayReport) {
@@ -1390,6 +1415,8 @@ impl DaemonEngine {
         let r = l.record.clone();
         let (files, unresolved, page_size) = (l.profile.files.len(), l.profile.unresolved.inodes, l.profile.page_size);
         let app_key = r.app.clone();
+        // Its profile changes: the padded copy of the old one is not kept.
+        self.padded.remove(&app_key);
         if world.carry_out(Action::SaveLaunch(Box::new(l)), &self.config) == Outcome::Done {
             self.usage_log.working_set(now.unix_ms, &app_key, r.pages_used.saturating_mul(page_size));
             tracing::info!(

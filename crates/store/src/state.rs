@@ -178,21 +178,45 @@ pub struct StateStore {
     path: PathBuf,
     /// Replay profiles already computed, each checked against its row before use.
     replays: Mutex<ReplayCache>,
-    /// Learning histories already read (asked at every exec), valid while this connection has
-    /// changed no row since (the daemon is the only writer while it runs; `augur forget` asks it).
-    histories: Mutex<HistoryCache>,
+    /// Learning histories and launcher hints already read (both asked at every exec).
+    histories: Mutex<ReadCache<String, Option<LearningHistory>>>,
+    hints: Mutex<ReadCache<(String, String), Option<String>>>,
 }
 
-/// See [`StateStore::learning_history`].
-#[derive(Default)]
-struct HistoryCache {
+/// Answers already read from the state, valid while this connection has changed no row since
+/// (the daemon is the only writer while it runs; `augur forget` asks it).
+struct ReadCache<K, V> {
     /// The connection's `total_changes` when the entries were read.
     changes: u64,
-    entries: HashMap<String, Option<LearningHistory>>,
+    entries: HashMap<K, V>,
 }
 
-/// Histories kept at most (the cache starts afresh beyond).
-const MAX_CACHED_HISTORIES: usize = 4096;
+impl<K, V> Default for ReadCache<K, V> {
+    fn default() -> Self {
+        ReadCache { changes: 0, entries: HashMap::new() }
+    }
+}
+
+/// Answers kept at most per cache (it starts afresh beyond).
+const MAX_CACHED_ANSWERS: usize = 4096;
+
+impl<K: std::hash::Hash + Eq, V: Clone> ReadCache<K, V> {
+    /// The answer to `key` read since the connection's last change (`changes` now), if any.
+    fn get(&mut self, key: &K, changes: u64) -> Option<V> {
+        if self.changes != changes {
+            self.entries.clear();
+            self.changes = changes;
+        }
+        self.entries.get(key).cloned()
+    }
+
+    fn put(&mut self, key: K, value: V) {
+        if self.entries.len() >= MAX_CACHED_ANSWERS {
+            self.entries.clear();
+        }
+        self.entries.insert(key, value);
+    }
+}
 
 fn db_error(path: &Path, doing: &str, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
@@ -285,7 +309,13 @@ impl StateStore {
         conn.pragma_update(None, "synchronous", "FULL").map_err(bad_or_fatal)?;
         // Every exec asks several of the same questions: their statements are prepared once.
         conn.set_prepared_statement_cache_capacity(32);
-        let mut store = StateStore { conn, path: path.to_path_buf(), replays: Mutex::default(), histories: Mutex::default() };
+        let mut store = StateStore {
+            conn,
+            path: path.to_path_buf(),
+            replays: Mutex::default(),
+            histories: Mutex::default(),
+            hints: Mutex::default(),
+        };
         store.migrate(version).map_err(|e| match e {
             StoreError::Format(FormatError::Corrupt { detail, .. }) => Unusable::Bad(detail),
             other => Unusable::Fatal(other),
@@ -462,14 +492,8 @@ impl StateStore {
     /// kept adding pages, if any was learned.
     pub fn learning_history(&self, app: &str) -> Result<Option<LearningHistory>> {
         let changes = self.conn.total_changes();
-        if let Ok(mut cache) = self.histories.lock() {
-            if cache.changes != changes {
-                cache.entries.clear();
-                cache.changes = changes;
-            }
-            if let Some(found) = cache.entries.get(app) {
-                return Ok(*found);
-            }
+        if let Some(found) = self.histories.lock().ok().and_then(|mut c| c.get(&app.to_string(), changes)) {
+            return Ok(found);
         }
         let mut st = self
             .conn
@@ -477,10 +501,7 @@ impl StateStore {
             .map_err(self.err("reading"))?;
         let found = st.query_row([app], |r| history_of(r, 0)).optional().map_err(self.err("reading"))?;
         if let Ok(mut cache) = self.histories.lock() {
-            if cache.entries.len() >= MAX_CACHED_HISTORIES {
-                cache.entries.clear();
-            }
-            cache.entries.insert(app.to_string(), found);
+            cache.put(app.to_string(), found);
         }
         Ok(found)
     }
@@ -665,10 +686,20 @@ impl StateStore {
     /// found to start (see `augur_core::model::launcher::Hint`).
     pub fn launcher_hint(&self, launcher_key: &str, launcher_argv: &[String]) -> Result<Option<String>> {
         let argv = serde_json::to_string(launcher_argv).unwrap_or_default();
-        self.conn
+        let key = (launcher_key.to_string(), argv);
+        let changes = self.conn.total_changes();
+        if let Some(found) = self.hints.lock().ok().and_then(|mut c| c.get(&key, changes)) {
+            return Ok(found);
+        }
+        let found: Option<String> = self
+            .conn
             .prepare_cached("SELECT app_key FROM launcher_hints WHERE launcher_key = ?1 AND launcher_argv = ?2")
-            .and_then(|mut st| st.query_row(rusqlite::params![launcher_key, argv], |r| r.get(0)).optional())
-            .map_err(self.err("reading"))
+            .and_then(|mut st| st.query_row(rusqlite::params![key.0, key.1], |r| r.get(0)).optional())
+            .map_err(self.err("reading"))?;
+        if let Ok(mut cache) = self.hints.lock() {
+            cache.put(key, found.clone());
+        }
+        Ok(found)
     }
 
     /// Keeps `hint` (replacing the launcher's earlier one) at `now_ms`; at most [`MAX_HINTS`].
