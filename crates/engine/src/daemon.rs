@@ -490,7 +490,9 @@ pub struct DaemonEngine {
     /// Files predicted for runs not prefetched: the replay budget was spent.
     files_over_budget: u64,
     /// File prefetches handed out, and reported done, since the start: the worker does them in
-    /// order, so the next to report is `file_prefetches_settled`'s ledger entry.
+    /// order, so the next to report is `file_prefetches_settled`'s ledger entry. (Those the loop
+    /// answers from memory may report out of that order; each report still settles one entry, so
+    /// what the ledger sums is right, only an entry's time may be a neighbour's.)
     file_prefetches_handed: u64,
     file_prefetches_settled: u64,
 }

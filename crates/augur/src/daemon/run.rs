@@ -1260,8 +1260,6 @@ impl LoopIo {
         Now { mono_ns: loop_io::monotonic_ns(), unix_ms, local_ms: unix_ms.saturating_add_signed(self.utc_offset_ms) }
     }
 
-    /// The page-cache drop count ([`procfs::page_cache_drops`]) plus the pages the stream worker
-    /// dropped behind readers: while it stays the same, resident pages stayed resident.
     /// What [`ResidentReplays`] needs of a replay or file prefetch of `profile` for `uid`
     /// starting now.
     fn replay_start(&mut self, profile: &LaunchProfile, uid: u32) -> ReplayStart {
@@ -1302,6 +1300,8 @@ impl LoopIo {
         true
     }
 
+    /// The page-cache drop count ([`procfs::page_cache_drops`]) plus the pages the stream worker
+    /// dropped behind readers: while it stays the same, resident pages stayed resident.
     fn page_cache_drops(&mut self) -> Option<u64> {
         // The replay and the file prefetches one wake-up starts share a reading of
         // /proc/vmstat (some 30 us, a fifth of the daemon's time on a program run in a loop):
