@@ -303,7 +303,7 @@ impl WorkloadRuns {
     pub fn is_settled(&self, app: &str, now_ms: u64) -> bool {
         let Some((policy, _)) = self.follow else { return false };
         let history = self.model.app(app).map(|m| m.learning()).unwrap_or_default();
-        self.model.app(app).is_some() && !policy.follows(&history, now_ms)
+        !policy.follows(&history, now_ms)
     }
 
     /// A launch of a settled workload was not followed as a run ([`RunCounts::runs_skipped_resident`]).
@@ -316,13 +316,14 @@ impl WorkloadRuns {
     /// opens only ([`Self::reads_to_change`]): by the follow policy over its workload's runs,
     /// until it learned its first file. True when it is a sample.
     pub fn sample(&mut self, root: u32, now_ms: u64) -> bool {
-        let Some((policy, _)) = self.follow else { return false };
-        let Some(run) = self.runs.iter_mut().find(|r| r.root == root) else { return false };
-        if run.files == 0 {
-            let history = self.model.app(run.cursor.app()).map(|m| m.learning()).unwrap_or_default();
-            run.sampled = !policy.follows(&history, now_ms);
+        if self.follow.is_none() {
+            return false;
         }
-        run.sampled
+        let Some(i) = self.runs.iter().position(|r| r.root == root) else { return false };
+        if self.runs[i].files == 0 {
+            self.runs[i].sampled = self.is_settled(self.runs[i].cursor.app(), now_ms);
+        }
+        self.runs[i].sampled
     }
 
     /// The runs whose pages the kernel must send otherwise from now: a sampled run is followed

@@ -230,7 +230,7 @@ pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, no
     // The working directory is read only when something is relative to it (most execs name
     // their program and arguments absolutely, or not as paths at all).
     let mut cwd_read: Option<Option<PathBuf>> = None;
-    let mut cwd = || cwd_read.get_or_insert_with(|| std::fs::read_link(format!("/proc/{tgid}/cwd")).ok()).clone();
+    let mut cwd = || cwd_read.get_or_insert_with(|| procfs::cwd_of(tgid)).clone();
     let (exe, exe_inode, user, raw, read_cut) = match note {
         Some(note) => {
             // Remembered for a minute from when it was resolved, not from its last use.

@@ -1,8 +1,9 @@
-//! Exec-time replays known to load nothing: when an application's last replay found every page
-//! of its profile resident (or beyond loading: past a file's end, in a file refused), and nothing has left the page cache wholesale since (no file page
-//! reclaimed, no `drop_caches`, nothing dropped behind a reader by the daemon: the count
-//! [`augur_os::sense::procfs::page_cache_drops`] gives), its next replay would find them resident
-//! again. The loop then answers that replay at once with the same report instead of opening and
+//! Exec-time replays (and workload runs' file prefetches) known to load nothing: when the last
+//! replay of the same pages found every one resident (or beyond loading: past a file's end, in a
+//! file refused), and nothing has left the page cache wholesale since (no file page reclaimed, no
+//! `drop_caches`, nothing dropped behind a reader by the daemon: the count
+//! [`augur_os::sense::procfs::VmstatReader::page_cache_drops`] gives), the next one would find them
+//! resident again. The loop then answers it at once with the same report instead of opening and
 //! probing every file of the profile: a build that execs the compiler hundreds of times a minute
 //! costs one replay, not hundreds.
 //!
@@ -51,7 +52,8 @@ pub struct ResidentReport {
 pub struct ReplayStart {
     /// The profile's shape.
     pub shape: ProfileShape,
-    /// [`augur_os::sense::procfs::page_cache_drops`] (with what the daemon dropped) at its start.
+    /// [`augur_os::sense::procfs::VmstatReader::page_cache_drops`] (with what the daemon dropped)
+    /// at its start.
     pub drops: Option<u64>,
     /// Monotonic time of its start.
     pub started_ns: u64,

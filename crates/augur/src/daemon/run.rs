@@ -1300,8 +1300,9 @@ impl LoopIo {
         true
     }
 
-    /// The page-cache drop count ([`procfs::page_cache_drops`]) plus the pages the stream worker
-    /// dropped behind readers: while it stays the same, resident pages stayed resident.
+    /// The page-cache drop count ([`procfs::VmstatReader::page_cache_drops`]) plus the pages the
+    /// stream worker dropped behind readers: while it stays the same, resident pages stayed
+    /// resident.
     fn page_cache_drops(&mut self) -> Option<u64> {
         // The replay and the file prefetches one wake-up starts share a reading of
         // /proc/vmstat (some 30 us, a fifth of the daemon's time on a program run in a loop):

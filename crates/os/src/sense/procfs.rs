@@ -205,6 +205,11 @@ pub fn is_alive(pid: u32) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !proc_text::stat_has_exited(&stat))
 }
 
+/// The working directory of process `pid` now (`None`: it exited, or may not be read).
+pub fn cwd_of(pid: u32) -> Option<std::path::PathBuf> {
+    fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
 /// One field of `/proc/meminfo` (e.g. `MemAvailable`), in bytes.
 pub fn meminfo(field: &str) -> Result<u64> {
     let text = fs::read_to_string("/proc/meminfo").context(|| "reading /proc/meminfo".into())?;
@@ -212,18 +217,9 @@ pub fn meminfo(field: &str) -> Result<u64> {
         .ok_or_else(|| OsError::KernelFeature { feature: format!("/proc/meminfo field {field}"), detail: "absent".into() })
 }
 
-/// A count that grows whenever the kernel may have dropped pages from the page cache wholesale:
-/// file pages reclaimed (`pgsteal_file`, or `pgsteal_kswapd + pgsteal_direct` before 5.8) plus
-/// the `drop_caches` writes (`drop_pagecache`, `drop_slab`) of `/proc/vmstat`. While it stays the
-/// same, pages found resident are still resident, except those a program dropped on purpose
-/// (`POSIX_FADV_DONTNEED`, truncation), which no counter shows. `None` without `/proc/vmstat`.
-pub fn page_cache_drops() -> Option<u64> {
-    let text = fs::read_to_string("/proc/vmstat").ok()?;
-    page_cache_drops_in(&text)
-}
-
-/// [`page_cache_drops`] read again and again through one open `/proc/vmstat` (the kernel writes
-/// the whole file at each read from its start; opening it anew each time cost as much again).
+/// Reads the page-cache drop count ([`VmstatReader::page_cache_drops`]) again and again through
+/// one open `/proc/vmstat` (the kernel writes the whole file at each read from its start;
+/// opening it anew each time cost as much again).
 #[derive(Debug, Default)]
 pub struct VmstatReader {
     file: Option<fs::File>,
@@ -236,7 +232,12 @@ impl VmstatReader {
         Self::default()
     }
 
-    /// [`page_cache_drops`] now.
+    /// A count that grows whenever the kernel may have dropped pages from the page cache
+    /// wholesale: file pages reclaimed (`pgsteal_file`, or `pgsteal_kswapd + pgsteal_direct`
+    /// before 5.8) plus the `drop_caches` writes (`drop_pagecache`, `drop_slab`) of
+    /// `/proc/vmstat`. While it stays the same, pages found resident are still resident, except
+    /// those a program dropped on purpose (`POSIX_FADV_DONTNEED`, truncation), which no counter
+    /// shows. `None` without `/proc/vmstat`.
     pub fn page_cache_drops(&mut self) -> Option<u64> {
         use std::os::unix::fs::FileExt;
         if self.file.is_none() {
@@ -260,7 +261,7 @@ impl VmstatReader {
     }
 }
 
-/// [`page_cache_drops`] from the text of `/proc/vmstat`.
+/// [`VmstatReader::page_cache_drops`] from the text of `/proc/vmstat`.
 pub fn page_cache_drops_in(text: &str) -> Option<u64> {
     let evicted = augur_core::plan::cost::EvictionCounters::from_vmstat(text)?.evicted;
     let dropped =
@@ -388,7 +389,7 @@ mod tests {
         let old = "pgsteal_kswapd 7\npgsteal_direct 3\nworkingset_refault 2\n";
         assert_eq!(page_cache_drops_in(old), Some(10));
         assert_eq!(page_cache_drops_in("nr_free_pages 5\n"), None);
-        assert!(page_cache_drops().is_some());
+        assert!(VmstatReader::new().page_cache_drops().is_some());
     }
 
     #[test]
@@ -397,7 +398,7 @@ mod tests {
         let first = r.page_cache_drops().expect("/proc/vmstat");
         let again = r.page_cache_drops().expect("read again from its start");
         assert!(again >= first);
-        assert!(page_cache_drops().is_some_and(|d| d >= again));
+        assert!(VmstatReader::new().page_cache_drops().is_some_and(|d| d >= again), "a fresh open reads the same count");
         assert!(r.text.len() > 1000, "the whole file, {} bytes", r.text.len());
     }
 

@@ -8,7 +8,6 @@
 //! not decide which launch is followed or learned (the daemon's engine does, by process id).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use augur_core::model::profile::{Lookup, TraceMode};
@@ -142,7 +141,7 @@ impl LaunchFeed {
                     let mut lookup = None;
                     if !ended {
                         let p = paths.entry(launch).or_insert_with(|| match event.task() {
-                            Some(task) => LookupPaths::deferred(task.tgid, cwd_of),
+                            Some(task) => LookupPaths::deferred(task.tgid, crate::sense::procfs::cwd_of),
                             None => LookupPaths::new(None),
                         });
                         let before = p.skipped;
@@ -319,10 +318,4 @@ impl LaunchFeed {
     pub fn close(self) {
         self.observer.close();
     }
-}
-
-/// The working directory of a launch's first process `tgid`, for its relative lookups: its
-/// `/proc` entry's, read when the first such lookup is confirmed.
-fn cwd_of(tgid: u32) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/{tgid}/cwd")).ok()
 }
