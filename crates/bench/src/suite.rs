@@ -578,6 +578,7 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
     }
     let start = Instant::now();
     let mut peak = vec![0u64; daemons.len()];
+    let mut cpu_before = daemons.iter().map(|d| d.at_start.cpu_secs).collect::<Vec<_>>();
     for w in &s.suite.workloads {
         interrupt::check()?;
         (s.progress)(&format!(
@@ -595,10 +596,16 @@ fn train(s: &mut Session<'_>, report: &mut ProfileReport) -> Result<Vec<DaemonCo
                 0
             }
         };
+        // Each daemon's CPU over this workload, in the log: where the learning cost comes from.
+        let mut spent = Vec::with_capacity(daemons.len());
         for (i, d) in daemons.iter_mut().enumerate() {
             d.check_alive()?;
-            peak[i] = peak[i].max(d.sample()?.rss_bytes);
+            let now = d.sample()?;
+            peak[i] = peak[i].max(now.rss_bytes);
+            spent.push(format!("{} {:.2} s", d.kind.program(), now.cpu_secs - cpu_before[i]));
+            cpu_before[i] = now.cpu_secs;
         }
+        (s.progress)(&format!("training: {}: {launches} launches, daemon CPU: {}", w.name, spent.join(", ")));
         report.training.push(TrainingRecord {
             workload: w.name.clone(),
             launches,
@@ -642,8 +649,10 @@ fn idle_cost(s: &mut Session<'_>, idle_secs: u64) -> Result<Vec<DaemonCost>> {
     for k in &kinds {
         let mut d = RunningDaemon::start(*k, &s.files)?;
         d.wait_ready(Duration::from_secs(30))?;
-        let at_start = d.sample()?;
-        daemons.push((d, at_start, Instant::now(), StartupEnd::new()));
+        // From the daemon's spawn: what it does before it says it is ready (augur loads and
+        // verifies its eBPF programs) is start-up too.
+        let (at_start, started) = (d.at_start, d.started);
+        daemons.push((d, at_start, started, StartupEnd::new()));
     }
     if daemons.is_empty() {
         return Ok(Vec::new());

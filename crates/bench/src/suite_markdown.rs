@@ -203,7 +203,7 @@ fn render_profile(out: &mut String, p: &ProfileReport) {
         if !cost.daemons.is_empty() {
             let _ = writeln!(
                 out,
-                "| daemon | start-up (until its first cycle is done) | idle CPU | wake-ups per idle minute | idle RSS | CPU while learning | peak RSS while learning | read while learning |\n|---|---|---:|---:|---:|---:|---:|---:|"
+                "| daemon | start-up (from its spawn until its first cycle is done) | idle CPU | wake-ups per idle minute | idle RSS | CPU while learning | peak RSS while learning | read while learning |\n|---|---|---:|---:|---:|---:|---:|---:|"
             );
             for d in &cost.daemons {
                 let _ = writeln!(

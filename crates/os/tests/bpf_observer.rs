@@ -531,3 +531,35 @@ fn the_classic_insertion_program_reports_the_same_pages() {
     assert_eq!(inserted, (0..64).collect::<Vec<u64>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Lookups are deduplicated per launch by a hash of the path: a path looked up again is reported
+/// once, and paths that share all but their last bytes (prefixes of one another, paths one word
+/// or one byte apart, looked up in either order) are each reported once.
+#[test]
+fn each_distinct_lookup_is_reported_once() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("lookups");
+    let names = ["abcdefghijklmnopq", "abcdefgh", "abcdefghi", "abc", "zyxwvutsrqponmlk", "abd"];
+    let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).collect();
+    let mut obs = open_observer();
+    // Each path tested twice, in one order then the other, so that a path's second lookup follows
+    // another path than its first did (`[ -e P ]` is one stat of P in sh, failing).
+    let script: String =
+        paths.iter().chain(paths.iter().rev()).map(|p| format!("[ -e '{}' ]; ", p.display())).collect::<String>() + "true";
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).spawn().unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some_and(|l| ended(ev, l)));
+    let launch = launch_of(&events, pid).unwrap();
+    for p in &paths {
+        let n = events
+            .iter()
+            .filter(|e| matches!(e, ObservedEvent::Lookup { task, path, .. } if task.launch == launch && path == p))
+            .count();
+        assert_eq!(n, 1, "{} reported {n} times", p.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
