@@ -368,8 +368,10 @@ pub trait DaemonWorld {
     /// once (the answer is taken).
     fn take_in_force_since(&mut self, root: u32) -> Option<u64>;
 
-    /// Learns the paths the processes `pids` map and hold open (a launch closed while they run).
-    fn learn_paths_of(&mut self, pids: &[u32]);
+    /// Learns the paths the processes `pids` map and hold open (a launch closed while they run),
+    /// as far as `inodes` (the files the launch used) need them: not at all when each is named
+    /// already, and no further than the process that names the last.
+    fn learn_paths_of(&mut self, pids: &[u32], inodes: &[InodeKey]);
 
     /// The pages the processes watched for a launch ([`Action::Watch`]) read from disk, and
     /// forgets them; `None` when the kernel did not count them.
@@ -816,7 +818,7 @@ impl DaemonEngine {
                 self.close_untimed(world, now);
                 let creator = creator_of(parent_tgid, child_pid, child_tgid);
                 self.runs.on_fork(creator, child_pid);
-                self.tracker.on_fork(creator, child_pid)
+                self.tracker.on_fork(creator, child_pid, child_pid != child_tgid)
             }
             Event::Exit { pid, tgid, ts_ns } => {
                 self.runs.on_exit(pid, ts_ns);
@@ -1244,9 +1246,15 @@ impl DaemonEngine {
             tracing::debug!("launch {}: {} started {}: expected next time", finished.launch.id, hint.launcher_key, hint.app_key);
             world.carry_out(Action::SaveHint(hint), &self.config);
         }
-        let live: Vec<u32> = finished.launch.live.iter().copied().collect();
-        if !live.is_empty() {
-            world.learn_paths_of(&live);
+        // A launch learned from (followed, or stopped with what it used until then) whose files
+        // are not all named yet: what its live processes map and hold open may name them. Its
+        // threads are read through their process.
+        let learned_from = finished.launch.followed || finished.launch.stopped.is_some();
+        let processes: Vec<u32> =
+            finished.launch.live.iter().filter(|t| !finished.launch.threads.contains(*t)).copied().collect();
+        if learned_from && !processes.is_empty() {
+            let inodes: Vec<InodeKey> = finished.working_set.iter().map(|(inode, _)| *inode).collect();
+            world.learn_paths_of(&processes, &inodes);
         }
         if !finished.launch.followed && !finished.launch.watched.is_empty() {
             if let Some(read) = world.disk_reads(&finished.launch.watched) {
@@ -1842,7 +1850,7 @@ mod tests {
             self.in_force.remove(&root)
         }
 
-        fn learn_paths_of(&mut self, pids: &[u32]) {
+        fn learn_paths_of(&mut self, pids: &[u32], _inodes: &[InodeKey]) {
             self.paths_of.extend_from_slice(pids);
         }
 
@@ -2125,6 +2133,29 @@ mod tests {
         assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "{out:?}");
         let out = d.wake(10 + RUN_QUIET_NS / MS);
         assert!(out.contains(&Action::Unfollow(vec![100, 101])), "{out:?}");
+    }
+
+    #[test]
+    fn only_a_learned_launch_s_live_processes_not_their_threads_name_its_files() {
+        let mut d = Daemon::new(no_replay());
+        d.exec(0, 100, "/bin/a");
+        // A thread of 100 (its own tid, 100's thread group) and a child process.
+        d.event(1, Event::Fork { parent_tgid: 1, child_pid: 102, child_tgid: 100 });
+        d.fork(2, 100, 101);
+        d.pages(10, 100, 5, 0, 8);
+        let out = d.wake(1300);
+        assert_eq!(saved(&out).len(), 1, "{out:?}");
+        let mut read = d.world.paths_of.clone();
+        read.sort_unstable();
+        assert_eq!(read, vec![100, 101], "the thread is read through its process");
+        // A launch replayed only, not followed, learns nothing: no process of it is read.
+        d.world.paths_of.clear();
+        d.world.learned.insert("/bin/b".into(), settled(3, WALL_MS - 60_000));
+        d.exec(2000, 200, "/bin/b");
+        d.pages(2010, 200, 6, 0, 8);
+        let out = d.wake(5000);
+        assert!(saved(&out).is_empty(), "{out:?}");
+        assert!(d.world.paths_of.is_empty(), "{:?}", d.world.paths_of);
     }
 
     #[test]

@@ -96,8 +96,12 @@ pub struct ActiveLaunch {
     pub identity: LaunchIdentity,
     /// Page events made the identity re-key the launch; not yet taken by the daemon.
     rekeyed_by_pages: bool,
-    /// Processes (tgids) of the launch still alive.
+    /// Tasks of the launch still alive: its processes and their threads (the kernel follows
+    /// each by its own id).
     pub live: HashSet<u32>,
+    /// Those of `live` that are threads of another of its processes: they share that process's
+    /// memory and open files, so its maps and descriptors name their files too.
+    pub threads: HashSet<u32>,
     /// Exec time, monotonic ns.
     pub started_ns: u64,
     /// Last page event, monotonic ns.
@@ -397,6 +401,7 @@ impl LaunchTracker {
             identity,
             rekeyed_by_pages: false,
             live: HashSet::from([tgid]),
+            threads: HashSet::new(),
             started_ns: now_ns,
             last_event_ns: now_ns,
             all_exited_ns: None,
@@ -439,12 +444,15 @@ impl LaunchTracker {
         ids
     }
 
-    /// Process `parent` created process `child`.
-    pub fn on_fork(&mut self, parent: u32, child: u32) {
+    /// Process `parent` created task `child`, a thread of its own when `thread`.
+    pub fn on_fork(&mut self, parent: u32, child: u32, thread: bool) {
         if let Some(&id) = self.owner.get(&parent)
             && let Some(l) = self.active.iter_mut().find(|l| l.id == id)
         {
             l.live.insert(child);
+            if thread {
+                l.threads.insert(child);
+            }
             l.identity.on_fork(parent, child);
             self.owner.insert(child, id);
             // The child may have run (and its events been read) before its fork was reported.
@@ -460,6 +468,7 @@ impl LaunchTracker {
             && l.live.contains(&tgid)
         {
             l.live.remove(&tgid);
+            l.threads.remove(&tgid);
             l.identity.on_exit(tgid);
             if l.live.is_empty() {
                 l.all_exited_ns = Some(now_ns);
@@ -773,7 +782,7 @@ mod tests {
         let mut t = tracker();
         let base = 10_000 * MS;
         assert_eq!(t.on_exec(step(100, "/bin/app"), base, |_| true), ExecOutcome::Started(1));
-        t.on_fork(100, 101);
+        t.on_fork(100, 101, false);
         assert_eq!(t.on_exec(step(101, "/bin/helper"), base + MS, |_| true), ExecOutcome::Joined(1));
         t.on_page(101, base + 2 * MS, PageKind::Access, F, PageRange::new(0, 4));
         t.on_page(101, base + 2 * MS, PageKind::Insertion, F, PageRange::new(0, 4));
@@ -795,7 +804,7 @@ mod tests {
         // One launch whose shell loop execs thousands of helpers: a bounded number is recorded.
         assert_eq!(t.on_exec(step(100, "/bin/sh"), base, |_| true), ExecOutcome::Started(1));
         for i in 0..1_000u32 {
-            t.on_fork(100, 1_000 + i);
+            t.on_fork(100, 1_000 + i, false);
             assert_eq!(t.on_exec(step(1_000 + i, "/bin/true"), base + MS, |_| true), ExecOutcome::Joined(1));
         }
         assert_eq!(t.get(1).unwrap().identity.exec_count(), MAX_EXECS_PER_LAUNCH);
@@ -899,7 +908,7 @@ mod tests {
         t.on_exec(step(20, "/bin/sh"), 0, |_| true);
         t.on_page(21, 5 * MS, PageKind::Access, F, PageRange::new(0, 3));
         t.on_inode_load(21, 6 * MS, lib);
-        t.on_fork(20, 21);
+        t.on_fork(20, 21, false);
         let done = t.close_all(10 * MS);
         assert_eq!(done[0].launch.inodes_loaded, vec![lib]);
         assert_eq!(done[0].working_set[0].1[0].range, PageRange::new(0, 3));
@@ -920,7 +929,7 @@ mod tests {
     fn an_unfollowed_launch_groups_its_processes_learns_nothing_and_lasts_until_they_exit() {
         let mut t = tracker();
         assert_eq!(t.on_exec(step(40, "/usr/bin/make"), 0, |_| false), ExecOutcome::Started(1));
-        t.on_fork(40, 41);
+        t.on_fork(40, 41, false);
         assert_eq!(
             t.on_exec(step(41, "/usr/bin/gcc"), MS, |_| unreachable!("a helper joining a launch is not asked about")),
             ExecOutcome::Joined(1)
@@ -972,7 +981,7 @@ mod tests {
         assert!(t.expire_untimed(14_000 * MS).is_empty());
         let done = t.expire_untimed(15_000 * MS);
         assert_eq!(done.len(), 1);
-        t.on_fork(90, 91);
+        t.on_fork(90, 91, false);
         assert_eq!(t.on_exec(step(91, "/bin/ls"), 15_001 * MS, |_| false), ExecOutcome::Started(2));
         // A followed launch is closed by its own deadline (the timer), never here.
         t.on_exec(step(95, "/bin/new"), 15_002 * MS, |_| true);
@@ -990,7 +999,7 @@ mod tests {
             read_through_pages: 0,
         });
         t.on_exec(step(50, "/usr/bin/cat"), 0, |_| true);
-        t.on_fork(50, 51);
+        t.on_fork(50, 51, false);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
         assert!(t.take_unfollowed().is_empty());
         t.on_page(50, 2 * MS, PageKind::Access, F, PageRange::new(60, 60));
@@ -1087,7 +1096,7 @@ mod tests {
         // A build: every compile maps the same compiler pages again; one new source page each.
         let mut t = tracker();
         t.on_exec(step(80, "/usr/bin/make"), 0, |_| true);
-        t.on_fork(80, 81);
+        t.on_fork(80, 81, false);
         let mut ts = 0;
         let mut stopped_at = None;
         for compile in 0..200u64 {
@@ -1135,7 +1144,7 @@ mod tests {
     fn the_live_processes_of_a_launch_no_longer_followed_are_handed_back() {
         let mut t = tracker();
         t.on_exec(step(60, "/bin/a"), 0, |_| true);
-        t.on_fork(60, 61);
+        t.on_fork(60, 61, false);
         t.on_exec(step(70, "/bin/b"), 0, |_| true);
         // 61 exited; 60 keeps running after its window went quiet; 70 is still busy.
         t.on_exit(61, MS);

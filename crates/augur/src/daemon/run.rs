@@ -1574,15 +1574,27 @@ impl DaemonWorld for LoopIo {
         }
     }
 
-    fn learn_paths_of(&mut self, pids: &[u32]) {
+    fn learn_paths_of(&mut self, pids: &[u32], inodes: &[InodeKey]) {
+        // Reading a process's maps costs the kernel a line per mapping (Firefox: hundreds of
+        // threads and processes, a few named nothing new): only while a file still needs a name.
+        let mut unnamed: std::collections::HashSet<InodeKey> =
+            inodes.iter().filter(|k| !self.resolver.knows(**k)).copied().collect();
+        let mut read = 0;
         for &pid in pids {
+            if unnamed.is_empty() {
+                break;
+            }
+            read += 1;
             for f in procfs::mapped_files(pid) {
+                unnamed.remove(&f.key);
                 self.resolver.learn(f.key, f.path);
             }
             for (f, _) in procfs::open_files(pid) {
+                unnamed.remove(&f.key);
                 self.resolver.learn(f.key, f.path);
             }
         }
+        tracing::debug!("maps and descriptors of {read} of {} processes read; {} files still unnamed", pids.len(), unnamed.len());
     }
 
     fn file_contexts(&mut self) -> Result<FileContextModel, WorldError> {
@@ -1591,6 +1603,15 @@ impl DaemonWorld for LoopIo {
 
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
         let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
+        if !assembly.unresolved_inodes.is_empty() {
+            let first: Vec<String> = assembly
+                .unresolved_inodes
+                .iter()
+                .take(8)
+                .map(|(k, pages)| format!("{}:{} ({pages} pages)", k.dev, k.ino))
+                .collect();
+            tracing::debug!("{} inodes left without a path, first {}", assembly.unresolved_inodes.len(), first.join(", "));
+        }
         ResolvedLaunch { files: assembly.files, unresolved: assembly.unresolved, lookups: self.lookups_of(inodes_loaded) }
     }
 
