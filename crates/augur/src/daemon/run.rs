@@ -529,9 +529,13 @@ struct LoopIo {
     fatal: Option<Error>,
 }
 
-/// How long a reading of MemAvailable is used for (100 ms: what sizes the replays of a burst of
-/// execs; memory pressure itself is watched by its trigger, not by this).
-const MEM_AVAILABLE_FRESH_NS: u64 = 100_000_000;
+/// How long a reading of MemAvailable (and of the room in the daemon's memory cgroups) is used
+/// for: one second, what sizes the replays of a burst of execs. A program run in a loop execs
+/// every few tens of milliseconds, and reading /proc/meminfo and the cgroup files at every other
+/// exec was a tenth of the daemon's CPU in `java -version` run back to back. A replay may take
+/// only a fraction of what is available (`budget_available_fraction`), and memory pressure itself
+/// is watched by its trigger, not by this.
+const MEM_AVAILABLE_FRESH_NS: u64 = 1_000_000_000;
 
 /// How long a reading of the page-cache drop count serves (ns): the actions of one wake-up.
 const DROPS_FRESH_NS: u64 = 2_000_000;
