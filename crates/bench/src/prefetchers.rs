@@ -288,18 +288,50 @@ pub fn installed_config_text(shipped: &str, state: &Path, socket: &Path) -> Stri
 /// `cmd` run through a shell that first moves itself into each of `cgroups` (their
 /// `cgroup.procs`) and then execs it: the same process, born in those cgroups.
 fn born_in_cgroups(cmd: &Command, cgroups: &[PathBuf]) -> Command {
-    let mut sh = Command::new("/bin/sh");
-    sh.arg("-c").arg(r#"for d in $AUGUR_BENCH_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@""#);
-    sh.arg("augur-bench-daemon").arg(cmd.get_program()).args(cmd.get_args());
-    for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => sh.env(k, v),
-            None => sh.env_remove(k),
-        };
-    }
+    let script = r#"for d in $AUGUR_BENCH_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 97; done; exec "$@""#;
+    let first = ["-c", script, "augur-bench-daemon"].map(std::ffi::OsStr::new);
+    let mut sh = rebuilt(cmd, std::ffi::OsStr::new("/bin/sh"), &[&first[..], &[cmd.get_program()]].concat());
     let dirs: Vec<String> = cgroups.iter().map(|d| d.display().to_string()).collect();
     sh.env("AUGUR_BENCH_CGROUPS", dirs.join(" "));
     sh
+}
+
+/// The CPU and I/O priorities each daemon runs at as its package installs it, as wrappers that
+/// set them and exec it: augur's unit (`packaging/augur.service`: `Nice=5`,
+/// `IOSchedulingClass=best-effort`, `IOSchedulingPriority=7`), Debian's preload init script
+/// (`start-stop-daemon --iosched idle`, from `/etc/default/preload`). preload-ng sets its own
+/// (nice 19) and is started as it is.
+pub const INSTALLED_PRIORITY: [(Prefetcher, &[&str]); 4] = [
+    (Prefetcher::Preload, &["ionice", "-c", "3"]),
+    (Prefetcher::Augur, AUGUR_UNIT_PRIORITY),
+    (Prefetcher::AugurReplay, AUGUR_UNIT_PRIORITY),
+    (Prefetcher::AugurPredict, AUGUR_UNIT_PRIORITY),
+];
+
+const AUGUR_UNIT_PRIORITY: &[&str] = &["nice", "-n", "5", "ionice", "-c", "2", "-n", "7"];
+
+/// `cmd` under the priority wrappers of `kind` as installed ([`INSTALLED_PRIORITY`]); the
+/// daemon keeps the child's pid (each wrapper execs the next).
+fn at_installed_priority(kind: Prefetcher, cmd: &Command) -> Command {
+    let Some((_, wrapper)) = INSTALLED_PRIORITY.iter().find(|(k, _)| *k == kind) else {
+        return rebuilt(cmd, cmd.get_program(), &[]);
+    };
+    let mut args: Vec<&std::ffi::OsStr> = wrapper[1..].iter().map(std::ffi::OsStr::new).collect();
+    args.push(cmd.get_program());
+    rebuilt(cmd, std::ffi::OsStr::new(wrapper[0]), &args)
+}
+
+/// A command running `program` with `first` then `cmd`'s arguments, and `cmd`'s environment.
+fn rebuilt(cmd: &Command, program: &std::ffi::OsStr, first: &[&std::ffi::OsStr]) -> Command {
+    let mut c = Command::new(program);
+    c.args(first).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
 }
 
 /// A prefetch daemon started by the suite. Dropping it stops it.
@@ -371,6 +403,7 @@ impl RunningDaemon {
                 (c, files.augur_log())
             }
         };
+        cmd = at_installed_priority(kind, &cmd);
         if !cgroups.is_empty() {
             cmd = born_in_cgroups(&cmd, cgroups);
         }
@@ -731,6 +764,19 @@ pub fn resolve_exe(program: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn augur_runs_at_the_priorities_its_unit_sets() {
+        let unit = include_str!("../../../packaging/augur.service");
+        for line in ["Nice=5", "IOSchedulingClass=best-effort", "IOSchedulingPriority=7"] {
+            assert!(unit.lines().any(|l| l == line), "packaging/augur.service no longer says {line}: update AUGUR_UNIT_PRIORITY");
+        }
+        let cmd = at_installed_priority(Prefetcher::Augur, Command::new("/x/augur").arg("daemon"));
+        let argv: Vec<&std::ffi::OsStr> = std::iter::once(cmd.get_program()).chain(cmd.get_args()).collect();
+        assert_eq!(argv, ["nice", "-n", "5", "ionice", "-c", "2", "-n", "7", "/x/augur", "daemon"]);
+        let plain = at_installed_priority(Prefetcher::PreloadNg, Command::new("/x/cli").arg("--config"));
+        assert_eq!(plain.get_program(), "/x/cli");
+    }
 
     #[test]
     fn a_daemon_born_in_cgroups_joins_them_then_runs_as_itself() {

@@ -391,6 +391,11 @@ impl PredictionStep {
         let worker = std::thread::Builder::new()
             .name("augur-predict".into())
             .spawn(move || {
+                // Fetching for later must not take CPU from what runs now (a build on every
+                // core): this thread does nothing else.
+                if let Err(e) = augur_os::fetch::priority::lowest_cpu_priority_for_this_thread() {
+                    tracing::debug!("prediction fetches keep the daemon's CPU priority: {e}");
+                }
                 while let Ok(mut job) = rx.recv() {
                     // Only the newest plan matters.
                     while let Ok(newer) = rx.try_recv() {

@@ -1,4 +1,5 @@
-//! The I/O priority prefetching runs at (`ioprio_set(2)` on the calling thread).
+//! The I/O priority prefetching runs at (`ioprio_set(2)` on the calling thread), and the CPU
+//! priority of a thread that only fetches for later (`setpriority(2)` on that thread alone).
 //!
 //! Owns setting and restoring the thread's I/O class. Idle by default, so a prefetch never
 //! competes with the I/O of anything that is actually running; best-effort when the pages are
@@ -63,6 +64,21 @@ fn ioprio_set_thread(raw: u32) -> io::Result<()> {
     if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
 }
 
+/// Nice 19 for the calling thread alone: a thread that fetches for later (the prediction and
+/// free-memory tiers) then takes CPU time nothing else of normal priority wants. Reading a GiB
+/// into the page cache costs the reader CPU (faults, copies, page-cache insertions) that a
+/// CPU-bound build on every core would otherwise have had; its idle I/O class does not help there.
+/// For good: the daemon holds no CAP_SYS_NICE to raise it back, so only a thread that does nothing
+/// else may call this.
+pub fn lowest_cpu_priority_for_this_thread() -> io::Result<()> {
+    // SAFETY: gettid takes no argument and cannot fail.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    // SAFETY: setpriority takes three integers; with PRIO_PROCESS and a thread id Linux changes
+    // that thread alone. No memory is passed.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
 /// Holds the calling thread at an I/O priority and restores the previous one when dropped.
 #[derive(Debug)]
 pub struct PriorityGuard {
@@ -92,6 +108,19 @@ impl Drop for PriorityGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lowest_cpu_priority_is_the_calling_thread_s_alone() {
+        let other = std::thread::spawn(|| {
+            lowest_cpu_priority_for_this_thread().unwrap();
+            // SAFETY: getpriority takes two integers; 0 is the calling thread.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+        });
+        assert_eq!(other.join().unwrap(), 19);
+        // SAFETY: as above.
+        let mine = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        assert_ne!(mine, 19, "the test thread kept its own priority");
+    }
 
     #[test]
     fn sets_and_restores() {
