@@ -1608,13 +1608,19 @@ impl DaemonWorld for LoopIo {
     fn resolve(&mut self, working_set: Vec<(InodeKey, Vec<UsedRange>)>, inodes_loaded: &[InodeKey]) -> ResolvedLaunch {
         let assembly = assemble_files(working_set, &self.resolver, PROFILE_PAGE_SIZE, procfs::identity_of);
         if !assembly.unresolved_inodes.is_empty() {
-            let first: Vec<String> = assembly
-                .unresolved_inodes
-                .iter()
-                .take(8)
-                .map(|(k, pages)| format!("{}:{} ({pages} pages)", k.dev, k.ino))
-                .collect();
-            tracing::debug!("{} inodes left without a path, first {}", assembly.unresolved_inodes.len(), first.join(", "));
+            // The list is formatted only when the debug level is on (tracing evaluates the
+            // arguments then).
+            tracing::debug!(
+                "{} inodes left without a path, first {}",
+                assembly.unresolved_inodes.len(),
+                assembly
+                    .unresolved_inodes
+                    .iter()
+                    .take(8)
+                    .map(|(k, pages)| format!("{}:{} ({pages} pages)", k.dev, k.ino))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
         ResolvedLaunch { files: assembly.files, unresolved: assembly.unresolved, lookups: self.lookups_of(inodes_loaded) }
     }
