@@ -296,29 +296,28 @@ fn born_in_cgroups(cmd: &Command, cgroups: &[PathBuf]) -> Command {
     sh
 }
 
-/// The CPU and I/O priorities each daemon runs at as its package installs it, as wrappers that
-/// set them and exec it: augur's unit (`packaging/augur.service`: `Nice=5`,
+/// The CPU and I/O priorities `kind` runs at as its package installs it, as wrappers that set
+/// them and exec it: augur's unit (`packaging/augur.service`: `Nice=5`,
 /// `IOSchedulingClass=best-effort`, `IOSchedulingPriority=7`), Debian's preload init script
 /// (`start-stop-daemon --iosched idle`, from `/etc/default/preload`). preload-ng sets its own
 /// (nice 19) and is started as it is.
-pub const INSTALLED_PRIORITY: [(Prefetcher, &[&str]); 4] = [
-    (Prefetcher::Preload, &["ionice", "-c", "3"]),
-    (Prefetcher::Augur, AUGUR_UNIT_PRIORITY),
-    (Prefetcher::AugurReplay, AUGUR_UNIT_PRIORITY),
-    (Prefetcher::AugurPredict, AUGUR_UNIT_PRIORITY),
-];
+fn installed_priority(kind: Prefetcher) -> &'static [&'static str] {
+    match kind {
+        Prefetcher::Preload => &["ionice", "-c", "3"],
+        k if k.is_augur() => &["nice", "-n", "5", "ionice", "-c", "2", "-n", "7"],
+        _ => &[],
+    }
+}
 
-const AUGUR_UNIT_PRIORITY: &[&str] = &["nice", "-n", "5", "ionice", "-c", "2", "-n", "7"];
-
-/// `cmd` under the priority wrappers of `kind` as installed ([`INSTALLED_PRIORITY`]); the
+/// `cmd` under the priority wrappers of `kind` as installed ([`installed_priority`]); the
 /// daemon keeps the child's pid (each wrapper execs the next).
 fn at_installed_priority(kind: Prefetcher, cmd: &Command) -> Command {
-    let Some((_, wrapper)) = INSTALLED_PRIORITY.iter().find(|(k, _)| *k == kind) else {
+    let Some((first, rest)) = installed_priority(kind).split_first() else {
         return rebuilt(cmd, cmd.get_program(), &[]);
     };
-    let mut args: Vec<&std::ffi::OsStr> = wrapper[1..].iter().map(std::ffi::OsStr::new).collect();
+    let mut args: Vec<&std::ffi::OsStr> = rest.iter().map(std::ffi::OsStr::new).collect();
     args.push(cmd.get_program());
-    rebuilt(cmd, std::ffi::OsStr::new(wrapper[0]), &args)
+    rebuilt(cmd, std::ffi::OsStr::new(first), &args)
 }
 
 /// A command running `program` with `first` then `cmd`'s arguments, and `cmd`'s environment.
@@ -769,7 +768,7 @@ mod tests {
     fn augur_runs_at_the_priorities_its_unit_sets() {
         let unit = include_str!("../../../packaging/augur.service");
         for line in ["Nice=5", "IOSchedulingClass=best-effort", "IOSchedulingPriority=7"] {
-            assert!(unit.lines().any(|l| l == line), "packaging/augur.service no longer says {line}: update AUGUR_UNIT_PRIORITY");
+            assert!(unit.lines().any(|l| l == line), "packaging/augur.service no longer says {line}: update installed_priority");
         }
         let cmd = at_installed_priority(Prefetcher::Augur, Command::new("/x/augur").arg("daemon"));
         let argv: Vec<&std::ffi::OsStr> = std::iter::once(cmd.get_program()).chain(cmd.get_args()).collect();

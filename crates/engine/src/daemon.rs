@@ -1249,12 +1249,13 @@ impl DaemonEngine {
         // A launch learned from (followed, or stopped with what it used until then) whose files
         // are not all named yet: what its live processes map and hold open may name them. Its
         // threads are read through their process.
-        let learned_from = finished.launch.followed || finished.launch.stopped.is_some();
-        let processes: Vec<u32> =
-            finished.launch.live.iter().filter(|t| !finished.launch.threads.contains(*t)).copied().collect();
-        if learned_from && !processes.is_empty() {
-            let inodes: Vec<InodeKey> = finished.working_set.iter().map(|(inode, _)| *inode).collect();
-            world.learn_paths_of(&processes, &inodes);
+        if finished.launch.is_learned_from() {
+            let processes: Vec<u32> =
+                finished.launch.live.iter().filter(|t| !finished.launch.threads.contains(*t)).copied().collect();
+            if !processes.is_empty() {
+                let inodes: Vec<InodeKey> = finished.working_set.iter().map(|(inode, _)| *inode).collect();
+                world.learn_paths_of(&processes, &inodes);
+            }
         }
         if !finished.launch.followed && !finished.launch.watched.is_empty() {
             if let Some(read) = world.disk_reads(&finished.launch.watched) {
@@ -1342,7 +1343,7 @@ impl DaemonEngine {
     /// What a closed launch teaches, if anything: not a launch that was never followed, traced
     /// from its middle, or that used fewer than `min_pages` pages.
     fn prepare(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) -> Option<LearnedLaunch> {
-        if !finished.launch.followed && finished.launch.stopped.is_none() {
+        if !finished.launch.is_learned_from() {
             return None;
         }
         if let Some(why) = finished.launch.identity.finish().not_learnable {

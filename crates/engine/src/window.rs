@@ -154,6 +154,14 @@ pub struct ActiveLaunch {
     runs: ForwardRuns,
 }
 
+impl ActiveLaunch {
+    /// Whether what it used is learned when it closes: it was followed, or stopped being
+    /// followed with what it used until then kept.
+    pub fn is_learned_from(&self) -> bool {
+        self.followed || self.stopped.is_some()
+    }
+}
+
 /// Why a launch stopped being followed before its window closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FollowStop {
