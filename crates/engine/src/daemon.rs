@@ -20,7 +20,7 @@
 //! ask nothing and act on nothing: they go in through [`DaemonEngine::on_trace`], without a world,
 //! from inside the trace pipe's reader.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use augur_core::model::app::AppIdentity;
@@ -254,8 +254,10 @@ pub enum Action {
     Unfollow(Vec<u32>),
     /// Stop tracing these processes like [`Action::Unfollow`], but have the kernel count the pages
     /// they read from disk over the next `window_ns` (under [`Observation::EveryExec`] only), for
-    /// [`DaemonWorld::disk_reads`].
-    Watch { pids: Vec<u32>, window_ns: u64 },
+    /// [`DaemonWorld::disk_reads`], up to `count_limit` pages ([`watch_count_limit`]: the
+    /// verdict is known there, and a reader of gigabytes costs the kernel a count per insertion
+    /// no longer).
+    Watch { pids: Vec<u32>, window_ns: u64, count_limit: u64 },
     /// Keep following the tasks `pids` of a workload run (under [`Observation::EveryExec`] only)
     /// for the files they open, not for their pages (`first_reads_only`), or again for every
     /// page: with first reads only, the kernel records the first page access of each file they
@@ -537,6 +539,16 @@ pub fn profile_lacks_pages(read: u64, expected: u64, unloaded: u64, share: f64) 
     let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
     let beyond = read.saturating_sub(unloaded.min(expected));
     beyond >= REFOLLOW_MIN_PAGES && beyond as f64 > share * expected as f64
+}
+
+/// The count of pages read from disk past which a launch replayed with a profile of `expected`
+/// pages is known to lack pages, whatever its replay left unloaded ([`profile_lacks_pages`] with
+/// `share`): a watched launch's count stops there.
+pub fn watch_count_limit(expected: u64, share: f64) -> u64 {
+    let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
+    // Saturating: a float beyond u64 converts to u64::MAX.
+    let beyond = REFOLLOW_MIN_PAGES.max((share * expected as f64).ceil() as u64);
+    expected.saturating_add(beyond).saturating_add(1)
 }
 
 /// True when the prediction step must be built again for `new`: it reads its predictor only
@@ -952,7 +964,8 @@ impl DaemonEngine {
                 Some(l) => {
                     l.watched.push(tgid);
                     let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
-                    world.carry_out(Action::Watch { pids: vec![tgid], window_ns }, &self.config);
+                    let count_limit = watch_count_limit(l.pages_expected, self.config.launch.refollow_read_share);
+                    world.carry_out(Action::Watch { pids: vec![tgid], window_ns, count_limit }, &self.config);
                 }
                 None => {
                     world.carry_out(Action::Unfollow(vec![tgid]), &self.config);
@@ -1372,8 +1385,13 @@ impl DaemonEngine {
         }
         let FinishedLaunch { mut launch, window_ms, working_set } = finished;
         match launch.stopped {
-            Some(FollowStop::PageCap) => tracing::info!(
+            Some(FollowStop::PageCap { files_read_through: 0 }) => tracing::info!(
                 "launch of {} stopped being followed at {} MiB (max_launch_mib): its first pages are learned",
+                launch.app.key,
+                self.config.launch.max_launch_mib
+            ),
+            Some(FollowStop::PageCap { files_read_through }) => tracing::info!(
+                "launch of {} stopped being followed at {} MiB (max_launch_mib): it was reading files through; what else it used is learned, not the {files_read_through} files it read",
                 launch.app.key,
                 self.config.launch.max_launch_mib
             ),
@@ -1559,23 +1577,25 @@ impl DaemonEngine {
             }
         }
         // A known application's launch re-keyed to it and not followed is watched (see on_exec).
-        let mut watch = Vec::new();
+        // Grouped by the count each needs (its launch's profile size).
+        let mut watch: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
         if self.observation == Observation::EveryExec {
+            let share = self.config.launch.refollow_read_share;
             gone.retain(|&pid| {
                 let l = self.tracker.active_mut().iter_mut().find(|l| l.live.contains(&pid));
                 match l.filter(|l| !l.followed && l.replayed.is_some() && l.stopped.is_none()) {
                     Some(l) => {
                         l.watched.push(pid);
-                        watch.push(pid);
+                        watch.entry(watch_count_limit(l.pages_expected, share)).or_default().push(pid);
                         false
                     }
                     None => true,
                 }
             });
         }
-        if !watch.is_empty() {
-            let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
-            world.carry_out(Action::Watch { pids: watch, window_ns }, &self.config);
+        let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+        for (count_limit, pids) in watch {
+            world.carry_out(Action::Watch { pids, window_ns, count_limit }, &self.config);
         }
         if !gone.is_empty() {
             world.carry_out(Action::Unfollow(gone), &self.config);
@@ -2190,11 +2210,14 @@ mod tests {
     fn observing_every_exec_a_replayed_launch_is_watched_and_one_that_read_beyond_its_profile_is_followed_next() {
         let mut d = Daemon::every_exec(Config::default());
         let window_ns = Config::default().window_max().as_nanos() as u64;
+        // A 1000-page profile is known to lack pages once 1,257 were read (1000, then at least
+        // 256 beyond it and more than a quarter of it, plus one).
+        let count_limit = 1257;
         for (app, pid) in [("/bin/a", 100), ("/bin/b", 200)] {
             d.world.learned.insert(app.into(), settled(3, WALL_MS - 60_000));
             d.world.profiles.insert(app.into(), profile(1000));
             let out = d.exec(0, pid, app);
-            assert!(out.contains(&Action::Watch { pids: vec![pid], window_ns }), "{out:?}");
+            assert!(out.contains(&Action::Watch { pids: vec![pid], window_ns, count_limit }), "{out:?}");
             assert!(!out.iter().any(|a| matches!(a, Action::Unfollow(_))), "{out:?}");
         }
         // Both replays loaded the whole profile.
@@ -2202,7 +2225,7 @@ mod tests {
         d.event(5, Event::ReplayFinished { launch: 2, report: read(1000) });
         // A helper /bin/a execs is watched with it.
         d.fork(10, 100, 101);
-        assert_eq!(d.exec(11, 101, "/bin/helper"), vec![Action::Watch { pids: vec![101], window_ns }]);
+        assert_eq!(d.exec(11, 101, "/bin/helper"), vec![Action::Watch { pids: vec![101], window_ns, count_limit }]);
         // /bin/a and its helper read 600 pages from disk, past a quarter of its 1000-page profile;
         // /bin/b read 200 (its profile held what it needed).
         d.world.disk_reads.extend([(100, 500), (101, 100), (200, 200)]);
@@ -2673,6 +2696,21 @@ mod tests {
         assert_eq!(saves(&d.event(92_000, Event::Stop)), 1);
     }
 
+    proptest::proptest! {
+        /// Once a watched launch's count reaches its limit the verdict is known: its profile
+        /// lacks pages whatever its replay left unloaded; below the limit the count is exact.
+        #[test]
+        fn a_count_at_the_watch_limit_always_says_the_profile_lacks_pages(
+            expected in 0u64..1_000_000_000,
+            unloaded in 0u64..2_000_000_000,
+            share in 0.0f64..4.0,
+            extra in 0u64..1_000_000,
+        ) {
+            let limit = watch_count_limit(expected, share);
+            proptest::prop_assert!(profile_lacks_pages(limit + extra, expected, unloaded, share));
+        }
+    }
+
     #[test]
     fn a_profile_lacks_pages_when_its_launch_read_more_than_its_share_and_a_mebibyte() {
         assert!(profile_lacks_pages(300, 1000, 0, 0.25));
@@ -2979,6 +3017,25 @@ mod tests {
         d.exit(6000, 100);
         let l = &saved(&d.wake(6100))[0];
         assert_eq!(l.record.pages_used, 300);
+    }
+
+    #[test]
+    fn a_tree_reader_at_the_page_cap_learns_its_programs_not_the_files_it_read_through() {
+        let mut c = no_replay();
+        c.launch.max_launch_mib = 1; // 256 pages of 4 KiB
+        let mut d = Daemon::new(c);
+        d.exec(0, 100, "/usr/bin/find");
+        d.pages(5, 100, 2, 0, 30); // its program and libraries
+        // Files of 40 pages, each read in four uses: the seventh crosses the cap.
+        for (i, ino) in (10..17u64).enumerate() {
+            for part in 0..4 {
+                d.pages(10 + i as u64, 100, ino, part * 10, 10);
+            }
+        }
+        assert!(d.event(20, Event::AboutToSleep).contains(&Action::Unfollow(vec![100])));
+        d.exit(6000, 100);
+        let l = &saved(&d.wake(6100))[0];
+        assert_eq!(l.record.pages_used, 30);
     }
 
     #[test]

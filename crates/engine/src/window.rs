@@ -165,8 +165,9 @@ impl ActiveLaunch {
 /// Why a launch stopped being followed before its window closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FollowStop {
-    /// It used `max_pages` pages (a bulk reader).
-    PageCap,
+    /// It used `max_pages` pages (a bulk reader); of the files it was reading through, when they
+    /// were most of what it used (a tree read), nothing is learned.
+    PageCap { files_read_through: u64 },
     /// Its page events stopped using new pages (see [`SETTLE_EVENTS_PER_NOVEL`]), this long (ms)
     /// after its start.
     Settled { after_ms: u64 },
@@ -509,7 +510,7 @@ impl LaunchTracker {
             Some(l) if e.ts_ns + EXEC_LOOKBEHIND_NS >= l.started_ns => {
                 if attribute(l, settings, e.tgid, e.ts_ns, e.event) {
                     self.unfollowed.extend(l.live.iter().copied());
-                    if matches!(l.stopped, Some(FollowStop::PageCap | FollowStop::ReadThrough { .. })) {
+                    if matches!(l.stopped, Some(FollowStop::PageCap { .. } | FollowStop::ReadThrough { .. })) {
                         self.streamed.extend(l.live.iter().copied());
                     }
                 }
@@ -738,7 +739,12 @@ fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: 
     l.last_event_ns = l.last_event_ns.max(ts_ns);
     l.page_events += 1;
     let stop = if l.used.page_count() >= settings.max_pages {
-        Some(FollowStop::PageCap)
+        // A tree reader's files are its data, not its start ([`ForwardRuns::files_read_through`]).
+        let through = l.runs.files_read_through(l.used.page_count(), |inode| l.used.pages_of(inode));
+        for (inode, span) in &through {
+            l.used.keep_head(*inode, *span, 0);
+        }
+        Some(FollowStop::PageCap { files_read_through: through.len() as u64 })
     } else if ForwardRuns::reads_through(run, l.used.page_count(), settings.read_through_pages) {
         // What it learns of the stream is where the stream began, not the data it read.
         l.used.keep_head(inode, run.span(), STREAM_HEAD_PAGES);
@@ -1019,7 +1025,7 @@ mod tests {
         t.on_exit(51, 4 * MS);
         t.on_exit(50, 4 * MS);
         let done = t.expire(4 * MS + EXIT_GRACE_NS);
-        assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap));
+        assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap { files_read_through: 0 }));
         // The first 120 pages (the event that crossed the cap counts), nothing after it.
         assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
     }

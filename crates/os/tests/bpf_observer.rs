@@ -298,7 +298,7 @@ fn the_follow_gate_is_open_only_while_a_launch_is_followed_and_counts_each_end_o
     let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
     let watched = launch_of(&events, pid).unwrap();
     assert_eq!(obs.gate_open(), Some(true), "a launch is followed");
-    assert!(obs.watch(watched, augur_os::sense::monotonic_ns() + 10_000_000_000).unwrap());
+    assert!(obs.watch(watched, augur_os::sense::monotonic_ns() + 10_000_000_000, 0).unwrap());
     assert_eq!(obs.gate_open(), Some(false), "a watched launch needs no read program");
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(child.wait().unwrap().success());
@@ -311,6 +311,36 @@ fn the_follow_gate_is_open_only_while_a_launch_is_followed_and_counts_each_end_o
     // Reading the watched launch's count forgets it, once more a way its end is heard of.
     obs.take_watched(watched).unwrap();
     assert_eq!(obs.gate_open(), Some(false), "every launch closed once");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_watched_launch_counts_its_disk_reads_until_its_limit_and_then_no_more() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("watch-limit");
+    let mut obs = open_observer();
+    // Two readers of 8 MiB each, cold: one watched without a limit, one with a limit of 16 pages.
+    let mut counts = Vec::new();
+    for (name, limit) in [("unlimited", 0u64), ("limited", 16)] {
+        let file = sized_file(&dir, name, 2048, 0);
+        // `true` last, so that the shell forks `cat` rather than becoming it.
+        let script = format!("read x; cat {} >/dev/null; true", file.display());
+        let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+        let pid = child.id();
+        let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
+        let watched = launch_of(&events, pid).unwrap();
+        assert!(obs.watch(watched, augur_os::sense::monotonic_ns() + 10_000_000_000, limit).unwrap());
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(child.wait().unwrap().success());
+        counts.push(obs.take_watched(watched).unwrap().expect("still known"));
+    }
+    // `cat`, forked by the watched shell, read the whole file from disk: all of it is counted.
+    assert!(counts[0] >= 2048, "unlimited: {counts:?}");
+    // Counting stopped at the first insertion at or past the limit (a folio holds at most 2 MiB).
+    assert!(counts[1] >= 16 && counts[1] < 16 + 512, "limited: {counts:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

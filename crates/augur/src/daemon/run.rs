@@ -1637,9 +1637,9 @@ impl DaemonWorld for LoopIo {
                 Observer::Bpf(Some(feed)) => feed.stop_following(&pids),
                 Observer::Bpf(None) => {}
             },
-            Action::Watch { pids, window_ns } => match &mut self.observer {
+            Action::Watch { pids, window_ns, count_limit } => match &mut self.observer {
                 Observer::Tracefs(watch) => watch.unfollow(&pids),
-                Observer::Bpf(Some(feed)) => feed.watch(&pids, std::time::Duration::from_nanos(window_ns)),
+                Observer::Bpf(Some(feed)) => feed.watch(&pids, std::time::Duration::from_nanos(window_ns), count_limit),
                 Observer::Bpf(None) => {}
             },
             Action::RunReads { pids, first_reads_only, disk_reads_ns } => {

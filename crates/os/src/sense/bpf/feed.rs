@@ -174,12 +174,13 @@ impl LaunchFeed {
     }
 
     /// Stops observing the launches of processes `pids` like [`stop_following`](Self::stop_following),
-    /// but has the kernel count the pages they read from disk for `window` from now: read (once)
-    /// by [`take_disk_reads`](Self::take_disk_reads).
-    pub fn watch(&mut self, pids: &[u32], window: Duration) {
+    /// but has the kernel count the pages they read from disk for `window` from now, or until
+    /// the count reaches `count_limit` (0: no limit): read (once) by
+    /// [`take_disk_reads`](Self::take_disk_reads).
+    pub fn watch(&mut self, pids: &[u32], window: Duration, count_limit: u64) {
         let until_ns = crate::sense::monotonic_ns().saturating_add(window.as_nanos().min(u128::from(u64::MAX)) as u64);
         for (pid, launch) in self.launches_of(pids) {
-            match self.observer.watch(launch, until_ns) {
+            match self.observer.watch(launch, until_ns, count_limit) {
                 Ok(true) => {
                     self.launches_stopped += 1;
                     if self.watched.len() >= MAX_WATCHED {

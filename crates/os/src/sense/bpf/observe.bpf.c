@@ -227,18 +227,13 @@ static __always_inline u64 current_launch(u32 tid)
 	return followed_launch(tid, &lv);
 }
 
-/* The watched launch task `tid` belongs to (its id in *launch), or NULL. */
-static __always_inline struct launch_val *watched_launch(u32 tid, u64 *launch)
+/* Whether watched launch `lv` still counts its insertions: within its window and below the count
+ * user space needs for its verdict (0: no limit). Past either, its tasks leave the followed set as
+ * they next insert or fork, so a long reader costs one failed lookup per insertion, not two. */
+static __always_inline bool watch_counting(struct launch_val *lv)
 {
-	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
-	if (!t)
-		return NULL;
-	u64 id = t->launch;
-	struct launch_val *lv = bpf_map_lookup_elem(&launches, &id);
-	if (!lv || !(lv->flags & LAUNCH_WATCHED))
-		return NULL;
-	*launch = id;
-	return lv;
+	u64 limit = lv->count_limit;
+	return (limit == 0 || lv->inserted < limit) && bpf_ktime_get_ns() < lv->watch_until_ns;
 }
 
 /* ---------------- process life cycle (BTF tracepoints) ---------------- */
@@ -429,27 +424,30 @@ int handle_fork(u64 *ctx)
 {
 	struct task_struct *child = (struct task_struct *)ctx[1];
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	u64 launch = current_launch(tid);
-	if (!launch) {
-		/* A watched launch's child joins it silently, so its disk reads are counted too. */
-		struct task_val wtv = {};
-		if (watched_launch(tid, &wtv.launch)) {
-			u32 wchild = BPF_CORE_READ(child, pid);
-			if (bpf_map_update_elem(&tasks, &wchild, &wtv, BPF_ANY))
-				count_lost(LOST_TASKS_FULL);
-		}
+	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t)
+		return 0;
+	u64 launch = t->launch;
+	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
+	if (!lv) {
+		bpf_map_delete_elem(&tasks, &tid);
 		return 0;
 	}
 	u32 child_tid = BPF_CORE_READ(child, pid);
-	u32 child_tgid = BPF_CORE_READ(child, tgid);
 	struct task_val tv = { .launch = launch };
+	if (lv->flags & LAUNCH_WATCHED) {
+		/* A watched launch's child joins it silently while it is counted, so its disk
+		 * reads are counted too. */
+		if (watch_counting(lv) && bpf_map_update_elem(&tasks, &child_tid, &tv, BPF_ANY))
+			count_lost(LOST_TASKS_FULL);
+		return 0;
+	}
+	u32 child_tgid = BPF_CORE_READ(child, tgid);
 	if (bpf_map_update_elem(&tasks, &child_tid, &tv, BPF_ANY)) {
 		count_lost(LOST_TASKS_FULL);
 		return 0;
 	}
-	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
-	if (lv)
-		__sync_fetch_and_add(&lv->live, 1);
+	__sync_fetch_and_add(&lv->live, 1);
 	if (child_tid != child_tgid)
 		return 0; /* a thread: followed, not reported */
 	struct rec_fork *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -556,26 +554,38 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
 
 /* An insertion into the page cache by the current task: what a followed launch's tasks insert
  * is recorded (or, under LAUNCH_FIRST_READS, counted), what a watched launch's insert counted.
- * `pages_of` is asked only then: it says the file (ino, dev), the first page and how many. */
-#define ON_INSERT(pages_of)                                                                       \
+ * One lookup in each map says which: the insertion programs run at every insertion of the
+ * machine (a cold read of a 2 GiB tree is 330,000 of them), and a task of no launch costs one
+ * failed lookup. `nr_of` sets nr, the pages inserted, which is all a count needs; `pages_of`
+ * sets the file (ino, dev), the first page and nr, asked only for a followed launch. */
+#define ON_INSERT(nr_of, pages_of)                                                                \
 	do {                                                                                      \
 		u32 tid = (u32)bpf_get_current_pid_tgid();                                        \
-		struct launch_val *flv = NULL;                                                    \
+		struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);                           \
+		if (!t)                                                                           \
+			return 0;                                                                 \
+		u64 launch = t->launch;                                                           \
+		struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);                  \
+		if (!lv) {                                                                        \
+			bpf_map_delete_elem(&tasks, &tid);                                        \
+			return 0;                                                                 \
+		}                                                                                 \
 		u64 ino, index, nr;                                                               \
 		u32 dev;                                                                          \
-		u64 launch = followed_launch(tid, &flv);                                          \
-		/* A watched launch's insertions are counted, and so are those of a launch        \
-		 * followed for its first reads: user space wants how much they read from disk,   \
-		 * not which pages (the map, or the end record, tells). */                        \
-		struct launch_val *counted = NULL;                                                \
-		if (!launch)                                                                      \
-			counted = watched_launch(tid, &launch);                                   \
-		else if (flv && (flv->flags & LAUNCH_FIRST_READS))                                \
-			counted = flv;                                                            \
-		if (!launch || counted) {                                                         \
-			if (counted && bpf_ktime_get_ns() < counted->watch_until_ns) {            \
-				pages_of;                                                         \
-				__sync_fetch_and_add(&counted->inserted, nr);                     \
+		if (lv->flags & LAUNCH_WATCHED) {                                                 \
+			if (!watch_counting(lv)) {                                                \
+				bpf_map_delete_elem(&tasks, &tid);                                \
+				return 0;                                                         \
+			}                                                                         \
+			nr_of;                                                                    \
+			__sync_fetch_and_add(&lv->inserted, nr);                                  \
+			return 0;                                                                 \
+		}                                                                                 \
+		if (lv->flags & LAUNCH_FIRST_READS) {                                             \
+			/* user space wants how much it read from disk, not which pages */        \
+			if (bpf_ktime_get_ns() < lv->watch_until_ns) {                            \
+				nr_of;                                                            \
+				__sync_fetch_and_add(&lv->inserted, nr);                          \
 			}                                                                         \
 			return 0;                                                                 \
 		}                                                                                 \
@@ -610,7 +620,7 @@ SEC("tp_btf/mm_filemap_add_to_page_cache")
 int handle_insert_folio(u64 *ctx)
 {
 	struct folio *folio = (struct folio *)ctx[0];
-	ON_INSERT({
+	ON_INSERT(nr = folio_pages(folio), {
 		struct inode *host = BPF_CORE_READ(folio, mapping, host);
 		struct super_block *sb = BPF_CORE_READ(host, i_sb);
 		ino = BPF_CORE_READ(host, i_ino);
@@ -625,7 +635,7 @@ int handle_insert_folio(u64 *ctx)
 SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
 int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 {
-	ON_INSERT({
+	ON_INSERT(nr = 1ULL << (ctx->order > 20 ? 20 : ctx->order), {
 		u32 order = ctx->order;
 		ino = ctx->i_ino;
 		dev = ctx->s_dev;

@@ -39,10 +39,12 @@ const ACCESS: [&str; 3] = ["handle_get_pages", "handle_map_pages", "handle_fault
 
 /// Size of `struct launch_val` (records.h), the `launches` map's value.
 const LAUNCH_VAL_SIZE: usize = 56;
-/// Offsets in `struct launch_val` of `flags` (u32), `watch_until_ns` and `inserted` (u64).
+/// Offsets in `struct launch_val` of `flags` (u32), `watch_until_ns`, `inserted` and
+/// `count_limit` (u64).
 const LAUNCH_FLAGS_AT: usize = 24;
 const LAUNCH_WATCH_UNTIL_AT: usize = 32;
 const LAUNCH_INSERTED_AT: usize = 40;
+const LAUNCH_COUNT_LIMIT_AT: usize = 48;
 /// `LAUNCH_WATCHED` (records.h).
 const LAUNCH_WATCHED: u32 = 2;
 /// `LAUNCH_FIRST_READS` (records.h).
@@ -497,15 +499,17 @@ impl BpfObserver {
 
     /// Stops following `launch` but has the kernel count the pages its tasks (and the children
     /// they fork) insert into the page cache — read from disk — until `until_ns`
-    /// (CLOCK_MONOTONIC): no record is sent for it any more. Returns false when the kernel no
-    /// longer knew the launch. The count is read, and the launch forgotten, by
+    /// (CLOCK_MONOTONIC) or until the count reaches `count_limit` (0: no limit), whichever comes
+    /// first: no record is sent for it any more. Returns false when the kernel no longer knew
+    /// the launch. The count is read, and the launch forgotten, by
     /// [`take_watched`](Self::take_watched).
-    pub fn watch(&self, launch: LaunchId, until_ns: u64) -> Result<bool, BpfError> {
+    pub fn watch(&self, launch: LaunchId, until_ns: u64, count_limit: u64) -> Result<bool, BpfError> {
         let watched = self.update_launch(launch, |value| {
             let flags = record::u32_at(value, LAUNCH_FLAGS_AT) | LAUNCH_WATCHED;
             value[LAUNCH_FLAGS_AT..LAUNCH_FLAGS_AT + 4].copy_from_slice(&flags.to_ne_bytes());
             value[LAUNCH_WATCH_UNTIL_AT..LAUNCH_WATCH_UNTIL_AT + 8].copy_from_slice(&until_ns.to_ne_bytes());
-            value[40..48].copy_from_slice(&0u64.to_ne_bytes());
+            value[LAUNCH_INSERTED_AT..LAUNCH_INSERTED_AT + 8].copy_from_slice(&0u64.to_ne_bytes());
+            value[LAUNCH_COUNT_LIMIT_AT..LAUNCH_COUNT_LIMIT_AT + 8].copy_from_slice(&count_limit.to_ne_bytes());
             true
         })?;
         if watched {

@@ -236,8 +236,12 @@ struct launch_val {
 			     LAUNCH_FIRST_READS: recorded until then */
 	u64 inserted;       /* LAUNCH_WATCHED, LAUNCH_FIRST_READS: pages its tasks inserted into
 			     * the page cache until watch_until_ns */
-	u64 last_mapping;   /* LAUNCH_FIRST_READS: the address_space its tasks read last, whose
-			     * first read is recorded (a reader of one file skips the seen map) */
+	union {
+		u64 last_mapping; /* LAUNCH_FIRST_READS: the address_space its tasks read last, whose
+				   * first read is recorded (a reader of one file skips the seen map) */
+		u64 count_limit;  /* LAUNCH_WATCHED: counting stops once `inserted` reaches it (the
+				   * verdict user space wants is known by then) */
+	};
 };
 /* Allocated at sys_enter_execve so the exec's own reads (ELF headers, interpreter, bss page)
  * are seen; confirmed at sched_process_exec, dropped (LAUNCH_END without EXEC) otherwise. */
