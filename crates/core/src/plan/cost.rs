@@ -8,7 +8,7 @@
 //! `docs/predictors.md`, "Cost model"). Pure: the daemon reads /proc/meminfo and /proc/vmstat and
 //! hands the text in; the simulator fills the same structs from its simulated cache.
 
-use crate::proc_text::vmstat_value;
+use crate::proc_text::vmstat_values;
 
 /// The memory a prefetch would fill, as measured by the caller.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,9 +49,18 @@ pub struct EvictionCounters {
 impl EvictionCounters {
     /// Reads the counters from `/proc/vmstat` text; None when the kernel has none of them.
     pub fn from_vmstat(text: &str) -> Option<Self> {
-        let v = |name: &str| vmstat_value(text, name);
-        let evicted = v("pgsteal_file").or_else(|| Some(v("pgsteal_kswapd")? + v("pgsteal_direct").unwrap_or(0)))?;
-        let refaulted = v("workingset_refault_file").or_else(|| v("workingset_refault"))?;
+        Self::from_values(vmstat_values(text, Self::VMSTAT_NAMES))
+    }
+
+    /// The `/proc/vmstat` counters [`from_values`](Self::from_values) takes, in its order.
+    pub const VMSTAT_NAMES: [&'static str; 5] =
+        ["pgsteal_file", "pgsteal_kswapd", "pgsteal_direct", "workingset_refault_file", "workingset_refault"];
+
+    /// The counters from the values of [`VMSTAT_NAMES`](Self::VMSTAT_NAMES), in its order (to
+    /// read them in the same pass as others); None when the kernel has none of them.
+    pub fn from_values([file, kswapd, direct, refault_file, refault]: [Option<u64>; 5]) -> Option<Self> {
+        let evicted = file.or_else(|| Some(kswapd? + direct.unwrap_or(0)))?;
+        let refaulted = refault_file.or(refault)?;
         Some(EvictionCounters { evicted, refaulted })
     }
 }

@@ -263,10 +263,21 @@ impl VmstatReader {
 
 /// [`VmstatReader::page_cache_drops`] from the text of `/proc/vmstat`.
 pub fn page_cache_drops_in(text: &str) -> Option<u64> {
-    let evicted = augur_core::plan::cost::EvictionCounters::from_vmstat(text)?.evicted;
-    let dropped =
-        proc_text::vmstat_value(text, "drop_pagecache").unwrap_or(0) + proc_text::vmstat_value(text, "drop_slab").unwrap_or(0);
-    Some(evicted + dropped)
+    use augur_core::plan::cost::EvictionCounters;
+    let [file, kswapd, direct, refault_file, refault, drop_pagecache, drop_slab] = proc_text::vmstat_values(
+        text,
+        [
+            EvictionCounters::VMSTAT_NAMES[0],
+            EvictionCounters::VMSTAT_NAMES[1],
+            EvictionCounters::VMSTAT_NAMES[2],
+            EvictionCounters::VMSTAT_NAMES[3],
+            EvictionCounters::VMSTAT_NAMES[4],
+            "drop_pagecache",
+            "drop_slab",
+        ],
+    );
+    let evicted = EvictionCounters::from_values([file, kswapd, direct, refault_file, refault])?.evicted;
+    Some(evicted + drop_pagecache.unwrap_or(0) + drop_slab.unwrap_or(0))
 }
 
 /// The memory process `pid` could still fill under its memory cgroups without any of them
