@@ -29,6 +29,10 @@ const STOPPED_PRUNE_EVERY: Duration = Duration::from_secs(1);
 /// beyond that the oldest is forgotten unread.
 const MAX_WATCHED: usize = 256;
 
+/// Processes whose launch the last exec record told, kept at most (then all are forgotten:
+/// the kernel's map answers for them).
+const MAX_EXEC_LAUNCHES: usize = 4096;
+
 /// One confirmed record, with the path lookup it stands for (a lookup record made absolute, the
 /// file name of an exec); `None` when it stands for none or the path could not be made absolute.
 #[derive(Debug)]
@@ -61,6 +65,10 @@ pub struct LaunchFeed {
     pub watched_dropped: u64,
     /// Launches observed for the first read of each file only ([`LaunchFeed::first_reads_only`]).
     pub launches_first_reads: u64,
+    /// The launch of each process as its last exec record told it: the daemon stops or watches
+    /// a launch in answer to its exec, and asking the kernel's task map (a system call, the
+    /// value copied in and out) for each was a twentieth of its CPU in a loop of short programs.
+    exec_launches: HashMap<u32, LaunchId>,
 }
 
 impl std::fmt::Debug for LaunchFeed {
@@ -88,6 +96,7 @@ impl LaunchFeed {
             watched: Vec::new(),
             watched_dropped: 0,
             launches_first_reads: 0,
+            exec_launches: HashMap::new(),
         })
     }
 
@@ -134,10 +143,22 @@ impl LaunchFeed {
                 if self.stopped.contains_key(&e.launch()) {
                     continue;
                 }
-                let (paths, skipped) = (&mut self.paths, &mut self.lookups_skipped);
+                let (paths, skipped, exec_launches) = (&mut self.paths, &mut self.lookups_skipped, &mut self.exec_launches);
                 self.launches.push(e, |event| {
                     let launch = event.launch();
                     let ended = matches!(event, ObservedEvent::LaunchEnd { .. });
+                    match &event {
+                        ObservedEvent::Exec { task, .. } => {
+                            if exec_launches.len() >= MAX_EXEC_LAUNCHES {
+                                exec_launches.clear();
+                            }
+                            exec_launches.insert(task.tgid, launch);
+                        }
+                        ObservedEvent::LaunchEnd { root_tgid, .. } if exec_launches.get(root_tgid) == Some(&launch) => {
+                            exec_launches.remove(root_tgid);
+                        }
+                        _ => {}
+                    }
                     let mut lookup = None;
                     if !ended {
                         let p = paths.entry(launch).or_insert_with(|| match event.task() {
@@ -284,9 +305,15 @@ impl LaunchFeed {
         }
     }
 
-    /// The launch process `pid` follows: its main thread's, else (the main thread exited) one of
-    /// its threads'.
+    /// The launch process `pid` follows: the one its last exec record told (unless that launch
+    /// was stopped since), else its main thread's in the kernel's map, else (the main thread
+    /// exited) one of its threads'.
     fn launch_of_process(&self, pid: u32) -> Result<Option<LaunchId>, BpfError> {
+        if let Some(&l) = self.exec_launches.get(&pid)
+            && !self.stopped.contains_key(&l)
+        {
+            return Ok(Some(l));
+        }
         if let Some(l) = self.observer.launch_of(pid)? {
             return Ok(Some(l));
         }
