@@ -187,23 +187,33 @@ static __always_inline void fill_hdr(struct rec_hdr *h, u32 kind, u32 size, u64 
 	h->launch = launch;
 }
 
-/* The launch the current task follows (its value in *lvp, the task's entry in *tp), or 0 (also
- * for a watched launch: nothing is recorded for it). A task whose launch was stopped by user
- * space is dropped from the followed set here, lazily. */
-static __always_inline u64 followed_task(u32 tid, struct task_val **tp, struct launch_val **lvp)
+/* The launch task `tid` belongs to, whatever its flags (its id in *launch, its task entry in *tp),
+ * or NULL. A task whose launch was stopped by user space is dropped from the followed set here,
+ * lazily. */
+static __always_inline struct launch_val *task_launch(u32 tid, u64 *launch, struct task_val **tp)
 {
 	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
 	if (!t)
-		return 0;
-	u64 launch = t->launch;
-	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
+		return NULL;
+	u64 id = t->launch;
+	struct launch_val *lv = bpf_map_lookup_elem(&launches, &id);
 	if (!lv) {
 		bpf_map_delete_elem(&tasks, &tid);
-		return 0;
+		return NULL;
 	}
-	if (lv->flags & LAUNCH_WATCHED)
-		return 0;
+	*launch = id;
 	*tp = t;
+	return lv;
+}
+
+/* The launch the current task follows (its value in *lvp, the task's entry in *tp), or 0 (also
+ * for a watched launch: nothing is recorded for it). */
+static __always_inline u64 followed_task(u32 tid, struct task_val **tp, struct launch_val **lvp)
+{
+	u64 launch = 0;
+	struct launch_val *lv = task_launch(tid, &launch, tp);
+	if (!lv || (lv->flags & LAUNCH_WATCHED))
+		return 0;
 	*lvp = lv;
 	return launch;
 }
@@ -424,15 +434,11 @@ int handle_fork(u64 *ctx)
 {
 	struct task_struct *child = (struct task_struct *)ctx[1];
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);
-	if (!t)
+	u64 launch = 0;
+	struct task_val *t;
+	struct launch_val *lv = task_launch(tid, &launch, &t);
+	if (!lv)
 		return 0;
-	u64 launch = t->launch;
-	struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);
-	if (!lv) {
-		bpf_map_delete_elem(&tasks, &tid);
-		return 0;
-	}
 	u32 child_tid = BPF_CORE_READ(child, pid);
 	struct task_val tv = { .launch = launch };
 	if (lv->flags & LAUNCH_WATCHED) {
@@ -561,15 +567,11 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
 #define ON_INSERT(nr_of, pages_of)                                                                \
 	do {                                                                                      \
 		u32 tid = (u32)bpf_get_current_pid_tgid();                                        \
-		struct task_val *t = bpf_map_lookup_elem(&tasks, &tid);                           \
-		if (!t)                                                                           \
+		u64 launch = 0;                                                                   \
+		struct task_val *t;                                                               \
+		struct launch_val *lv = task_launch(tid, &launch, &t);                            \
+		if (!lv)                                                                          \
 			return 0;                                                                 \
-		u64 launch = t->launch;                                                           \
-		struct launch_val *lv = bpf_map_lookup_elem(&launches, &launch);                  \
-		if (!lv) {                                                                        \
-			bpf_map_delete_elem(&tasks, &tid);                                        \
-			return 0;                                                                 \
-		}                                                                                 \
 		u64 ino, index, nr;                                                               \
 		u32 dev;                                                                          \
 		if (lv->flags & LAUNCH_WATCHED) {                                                 \
