@@ -672,6 +672,11 @@ impl Config {
         Duration::from_secs_f64(self.launch.window_max_secs)
     }
 
+    /// [`window_max`](Self::window_max) in nanoseconds (saturating).
+    pub fn window_max_ns(&self) -> u64 {
+        self.window_max().as_nanos().min(u128::from(u64::MAX)) as u64
+    }
+
     /// The settings of prefetching ahead of readers, for pages of `page_size` bytes.
     pub fn ahead_settings(&self, page_size: u64) -> crate::ahead::AheadSettings {
         let pages = |kib: u64| (kib * 1024 / page_size.max(1)).max(1);

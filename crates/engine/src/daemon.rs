@@ -504,7 +504,7 @@ pub struct DaemonEngine {
 /// The window settings `c` gives in trace `mode`, profiles recorded in pages of `page_size`.
 pub fn window_settings(c: &Config, mode: TraceMode, page_size: u64) -> WindowSettings {
     WindowSettings {
-        max_ns: c.window_max().as_nanos() as u64,
+        max_ns: c.window_max_ns(),
         quiet_ns: c.quiet().as_nanos() as u64,
         mode,
         max_pages: c.launch.max_launch_mib.saturating_mul(1 << 20) / page_size.max(1),
@@ -536,16 +536,21 @@ pub const REFOLLOW_MIN_PAGES: u64 = 256;
 /// count of what it read from disk cannot tell them from pages its profile lacks. Taking them
 /// for lacking pages followed such an application again after nearly every cold start.
 pub fn profile_lacks_pages(read: u64, expected: u64, unloaded: u64, share: f64) -> bool {
-    let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
+    let share = refollow_share(share);
     let beyond = read.saturating_sub(unloaded.min(expected));
     beyond >= REFOLLOW_MIN_PAGES && beyond as f64 > share * expected as f64
+}
+
+/// `refollow_read_share` as the refollow rule takes it: never negative, and 1 when not a number.
+fn refollow_share(share: f64) -> f64 {
+    if share.is_nan() { 1.0 } else { share.max(0.0) }
 }
 
 /// The count of pages read from disk past which a launch replayed with a profile of `expected`
 /// pages is known to lack pages, whatever its replay left unloaded ([`profile_lacks_pages`] with
 /// `share`): a watched launch's count stops there.
 pub fn watch_count_limit(expected: u64, share: f64) -> u64 {
-    let share = if share.is_nan() { 1.0 } else { share.max(0.0) };
+    let share = refollow_share(share);
     // Saturating: a float beyond u64 converts to u64::MAX.
     let beyond = REFOLLOW_MIN_PAGES.max((share * expected as f64).ceil() as u64);
     expected.saturating_add(beyond).saturating_add(1)
@@ -935,7 +940,7 @@ impl DaemonEngine {
                 }
             }
             if judged {
-                let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+                let window_ns = self.config.window_max_ns();
                 self.runs.count_disk_reads(root, ts_ns.saturating_add(window_ns));
             }
             // A run of a settled workload is a sample, followed for the files it opens only (see
@@ -963,7 +968,7 @@ impl DaemonEngine {
             match watch {
                 Some(l) => {
                     l.watched.push(tgid);
-                    let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+                    let window_ns = self.config.window_max_ns();
                     let count_limit = watch_count_limit(l.pages_expected, self.config.launch.refollow_read_share);
                     world.carry_out(Action::Watch { pids: vec![tgid], window_ns, count_limit }, &self.config);
                 }
@@ -1593,7 +1598,7 @@ impl DaemonEngine {
                 }
             });
         }
-        let window_ns = self.config.window_max().as_nanos().min(u128::from(u64::MAX)) as u64;
+        let window_ns = self.config.window_max_ns();
         for (count_limit, pids) in watch {
             world.carry_out(Action::Watch { pids, window_ns, count_limit }, &self.config);
         }

@@ -133,10 +133,10 @@ impl ForwardRuns {
 
     /// The files a launch that used `launch_pages` pages in all was reading through, each with
     /// its run's span, when there are at least [`MIN_FILES_THROUGH`] of them and they hold more
-    /// than half of those pages; none otherwise. A file is
-    /// read through when its run only ever grew forward, in at least [`MIN_FILE_THROUGH_USES`]
-    /// uses, and the launch used at least nine tenths of the run's pages and none beyond it
-    /// (`pages_of`: the pages the launch used of a file).
+    /// than half of those pages; none otherwise. A file is read through when its run only ever
+    /// grew forward, in at least [`MIN_FILE_THROUGH_USES`] uses, and the launch used at least
+    /// nine tenths of the run's pages and none beyond it (`pages_of`: the pages the launch used
+    /// of a file).
     pub fn files_read_through(&self, launch_pages: u64, pages_of: impl Fn(InodeKey) -> u64) -> Vec<(InodeKey, PageRange)> {
         let mut through: Vec<(InodeKey, PageRange)> = Vec::new();
         let mut pages = 0u64;
