@@ -227,8 +227,8 @@ fn proc_cmdline(tgid: u32) -> Option<Vec<u8>> {
 /// ([`app::bound_argv`]). `None` when neither says what ran or as whom (a process gone without
 /// a record: its user unknown, it is never taken for root).
 pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, now_ns: u64) -> Option<ExecRead> {
-    // The working directory is read only when something is relative to it (most execs name
-    // their program and arguments absolutely, or not as paths at all).
+    // The working directory is read only when something identity uses is relative to it (most
+    // execs name their program and arguments absolutely, or not as paths at all).
     let mut cwd_read: Option<Option<PathBuf>> = None;
     let mut cwd = || cwd_read.get_or_insert_with(|| procfs::cwd_of(tgid)).clone();
     let (exe, exe_inode, user, raw, read_cut) = match note {
@@ -258,7 +258,9 @@ pub fn exec_step_of(tgid: u32, note: Option<&ExecNote>, names: &mut ExeNames, no
     let raw = &raw[..raw.len().min(app::CMDLINE_READ_MAX)];
     let mut argv = app::split_cmdline(raw);
     let cut = app::bound_argv(&mut argv) || read_cut;
-    let cwd = if relative_words(&argv) { cwd() } else { cwd_read.flatten() };
+    // Identity reads it for an interpreter's script and the loader's program only: a compiler
+    // run on relative files in a loop (`gcc -c a.c`) costs no readlink per exec.
+    let cwd = if relative_words(&argv) && launcher::program_uses_cwd(&exe, &argv) { cwd() } else { cwd_read.flatten() };
     let loader_target = launcher::loader_program(&exe, &argv).and_then(|i| {
         let program = app::absolute(&argv[i], cwd.as_deref());
         augur_os::untrusted_path::canonical(&program).map(|p| p.to_string_lossy().into_owned())

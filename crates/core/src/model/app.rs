@@ -80,6 +80,12 @@ fn interpreter_of(exe: &Path) -> Option<Interpreter> {
     }
 }
 
+/// Whether [`identify`] reads its `cwd` for `exe`: only an interpreter's script or jar is made
+/// absolute against it.
+pub fn identity_uses_cwd(exe: &str) -> bool {
+    interpreter_of(&strip_deleted(exe).0).is_some()
+}
+
 /// Strips the " (deleted)" suffix `/proc/PID/exe` adds; returns the path and whether it was there.
 pub fn strip_deleted(exe: &str) -> (PathBuf, bool) {
     match exe.strip_suffix(DELETED_SUFFIX) {

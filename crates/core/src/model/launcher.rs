@@ -48,7 +48,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::app::AppIdentity;
 use crate::model::user::ProcessUser;
 use command::carries;
-pub use program::{ExecStep, KnownRole, Program, Stability, loader_program, program_of, starts_only_its_application};
+pub use program::{
+    ExecStep, KnownRole, Program, Stability, loader_program, program_of, program_uses_cwd, starts_only_its_application,
+};
 
 /// Fewest new pages (16 MiB) a forked program must use to be taken for the application by
 /// dominance: below that it is a helper (`file`, `xprop`, `dbus-daemon`).

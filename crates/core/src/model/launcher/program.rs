@@ -223,6 +223,13 @@ pub fn program_of(step: &ExecStep) -> Program {
     Program { carried: carried_commands(&argv), identity, stability, invocations, role, argv, args }
 }
 
+/// Whether [`program_of`] uses [`ExecStep::cwd`] for an exec of `exe` with `argv`: for an
+/// interpreter (its script or jar) and the loader run as a program (its program), never for
+/// another program, whose working directory the daemon then need not read.
+pub fn program_uses_cwd(exe: &str, argv: &[String]) -> bool {
+    app::identity_uses_cwd(exe) || loader_program(exe, argv).is_some()
+}
+
 /// For the dynamic loader run as a program (`/lib64/ld-linux-x86-64.so.2 [OPTIONS] PROGRAM ARGS`):
 /// the index in `argv` of PROGRAM. None when `exe` is not the loader or it runs no program
 /// (`--list`, `--verify`, `--help`). The daemon resolves `argv[i]` and hands it back in
@@ -347,6 +354,35 @@ mod tests {
             loader_target: None,
             user: ProcessUser::ROOT,
         }
+    }
+
+    #[test]
+    fn only_an_interpreter_or_the_loader_is_identified_by_its_working_directory() {
+        let execs: &[(&str, &[&str])] = &[
+            ("/usr/bin/gcc", &["gcc", "-c", "a.c", "-o", "a.o"]),
+            ("/usr/libexec/gcc/x86_64-linux-gnu/12/cc1", &["cc1", "-quiet", "a.c", "-o", "x.s"]),
+            ("/usr/bin/env", &["env", "FOO=1", "./run"]),
+            ("/usr/bin/timeout", &["timeout", "5", "bin/tool", "x"]),
+            ("/usr/bin/python3", &["python3", "tool.py"]),
+            ("/usr/bin/java", &["java", "-jar", "app.jar"]),
+            ("/usr/bin/bash", &["bash", "script.sh"]),
+            ("/lib64/ld-linux-x86-64.so.2", &["ld.so", "bin/tool"]),
+        ];
+        for (exe, argv) in execs {
+            let with = program_of(&step(exe, argv));
+            let without = program_of(&ExecStep { cwd: None, ..step(exe, argv) });
+            let argv: Vec<String> = argv.iter().map(|w| w.to_string()).collect();
+            if program_uses_cwd(exe, &argv) {
+                assert_ne!(with, without, "{exe} {argv:?} names a relative script or program");
+            } else {
+                assert_eq!(with, without, "{exe} {argv:?}: its working directory need not be read");
+            }
+        }
+        let uses: Vec<bool> = execs
+            .iter()
+            .map(|(exe, argv)| program_uses_cwd(exe, &argv.iter().map(|w| w.to_string()).collect::<Vec<_>>()))
+            .collect();
+        assert_eq!(uses, [false, false, false, false, true, true, true, true]);
     }
 
     #[test]
