@@ -7,7 +7,7 @@
 //! It reports what the kernel said, record by record, with the lookup each stands for; it must
 //! not decide which launch is followed or learned (the daemon's engine does, by process id).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use augur_core::model::profile::{Lookup, TraceMode};
@@ -68,7 +68,12 @@ pub struct LaunchFeed {
     /// The launch of each process as its last exec record told it: the daemon stops or watches
     /// a launch in answer to its exec, and asking the kernel's task map (a system call, the
     /// value copied in and out) for each was a twentieth of its CPU in a loop of short programs.
+    /// The children a launch's processes fork are entered too (their pids may be ended ones').
     exec_launches: HashMap<u32, LaunchId>,
+    /// The launches in `exec_launches` whose end record was read: a short program (`as`) often
+    /// ends before the daemon answers its exec, and the kernel then knows it no more, which the
+    /// task map and `/proc/PID/task` took two failed lookups to say.
+    ended_launches: HashSet<LaunchId>,
 }
 
 impl std::fmt::Debug for LaunchFeed {
@@ -97,6 +102,7 @@ impl LaunchFeed {
             watched_dropped: 0,
             launches_first_reads: 0,
             exec_launches: HashMap::new(),
+            ended_launches: HashSet::new(),
         })
     }
 
@@ -143,21 +149,24 @@ impl LaunchFeed {
                 if self.stopped.contains_key(&e.launch()) {
                     continue;
                 }
-                let (paths, skipped, exec_launches) = (&mut self.paths, &mut self.lookups_skipped, &mut self.exec_launches);
+                let (paths, skipped) = (&mut self.paths, &mut self.lookups_skipped);
+                let (exec_launches, ended_launches) = (&mut self.exec_launches, &mut self.ended_launches);
                 self.launches.push(e, |event| {
                     let launch = event.launch();
                     let ended = matches!(event, ObservedEvent::LaunchEnd { .. });
-                    match &event {
-                        ObservedEvent::Exec { task, .. } => {
-                            if exec_launches.len() >= MAX_EXEC_LAUNCHES {
-                                exec_launches.clear();
-                            }
-                            exec_launches.insert(task.tgid, launch);
-                        }
-                        ObservedEvent::LaunchEnd { root_tgid, .. } if exec_launches.get(root_tgid) == Some(&launch) => {
-                            exec_launches.remove(root_tgid);
-                        }
-                        _ => {}
+                    let new_process = match &event {
+                        ObservedEvent::Exec { task, .. } => Some(task.tgid),
+                        ObservedEvent::Fork { child_tid, child_tgid, .. } if child_tid == child_tgid => Some(*child_tgid),
+                        _ => None,
+                    };
+                    if exec_launches.len() >= MAX_EXEC_LAUNCHES || ended_launches.len() >= MAX_EXEC_LAUNCHES {
+                        exec_launches.clear();
+                        ended_launches.clear();
+                    }
+                    if let Some(pid) = new_process {
+                        exec_launches.insert(pid, launch);
+                    } else if ended {
+                        ended_launches.insert(launch);
                     }
                     let mut lookup = None;
                     if !ended {
@@ -305,14 +314,18 @@ impl LaunchFeed {
         }
     }
 
-    /// The launch process `pid` follows: the one its last exec record told (unless that launch
-    /// was stopped since), else its main thread's in the kernel's map, else (the main thread
-    /// exited) one of its threads'.
+    /// The launch process `pid` follows: the one its last exec or fork record told (none when
+    /// that launch was stopped or ended since), else its main thread's in the kernel's map,
+    /// else (the main thread exited) one of its threads'.
     fn launch_of_process(&self, pid: u32) -> Result<Option<LaunchId>, BpfError> {
-        if let Some(&l) = self.exec_launches.get(&pid)
-            && !self.stopped.contains_key(&l)
-        {
-            return Ok(Some(l));
+        if let Some(&l) = self.exec_launches.get(&pid) {
+            // Stopped or ended, the kernel follows the process no more: a later exec, or a fork
+            // of a followed launch reusing its pid, would have entered it again. (A launch is
+            // stopped once watched, and the processes of a watched launch are taken off again
+            // when its window closes, mostly long gone: asking the kernel's task map, then
+            // `/proc/PID/task`, to hear that cost two failed lookups each.)
+            let gone = self.stopped.contains_key(&l) || self.ended_launches.contains(&l);
+            return Ok((!gone).then_some(l));
         }
         if let Some(l) = self.observer.launch_of(pid)? {
             return Ok(Some(l));
