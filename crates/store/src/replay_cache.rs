@@ -5,8 +5,12 @@
 //! time cost the daemon milliseconds of CPU at the very moment an application starts on a
 //! two-core machine. An entry is used only while the row it came from is unchanged (same rowid,
 //! launch count and last launch: every learned launch changes the count, a forgotten or evicted
-//! application has no row) and the learning settings asked are the ones it was computed with. It
-//! owns no SQL and decides nothing about what is learned.
+//! application has no row) and the learning settings asked are the ones it was computed with.
+//! Reading the row for that costs a query per exec (a twentieth of the daemon's CPU for a
+//! program run in a loop), so an entry also keeps the connection's change count when its row was
+//! last seen: while the count is the same, nothing was written and the row is as it was (the
+//! daemon is the only writer while it runs, as for the state's other read caches). It owns no
+//! SQL and decides nothing about what is learned.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +38,8 @@ struct Entry {
     settings: LearnSettings,
     profile: Arc<LaunchProfile>,
     used: u64,
+    /// The connection's change count when the row was last seen at `version`.
+    checked: u64,
 }
 
 /// The cached profiles, by application key.
@@ -46,13 +52,27 @@ pub struct ReplayCache {
 }
 
 impl ReplayCache {
-    /// The profile of `app` computed from row `version` with `settings`, if kept.
-    pub fn get(&mut self, app: &str, version: RowVersion, settings: &LearnSettings) -> Option<Arc<LaunchProfile>> {
+    /// The profile of `app` with `settings`, if kept and its row was last seen while the
+    /// connection's change count was `changes` (nothing written since: the row is unread).
+    /// `None` is no miss: the row is read, then [`get`](Self::get) asked.
+    pub fn get_unchanged(&mut self, app: &str, changes: u64, settings: &LearnSettings) -> Option<Arc<LaunchProfile>> {
+        self.clock += 1;
+        let clock = self.clock;
+        let e = self.entries.get_mut(app).filter(|e| e.checked == changes && e.settings == *settings)?;
+        e.used = clock;
+        self.hits += 1;
+        Some(Arc::clone(&e.profile))
+    }
+
+    /// The profile of `app` computed from row `version` with `settings`, if kept; the row was
+    /// read while the connection's change count was `changes`.
+    pub fn get(&mut self, app: &str, version: RowVersion, settings: &LearnSettings, changes: u64) -> Option<Arc<LaunchProfile>> {
         self.clock += 1;
         let clock = self.clock;
         match self.entries.get_mut(app) {
             Some(e) if e.version == version && e.settings == *settings => {
                 e.used = clock;
+                e.checked = changes;
                 self.hits += 1;
                 Some(Arc::clone(&e.profile))
             }
@@ -63,15 +83,16 @@ impl ReplayCache {
         }
     }
 
-    /// Keeps `profile`, computed from row `version` of `app` with `settings`.
-    pub fn put(&mut self, app: &str, version: RowVersion, settings: LearnSettings, profile: Arc<LaunchProfile>) {
+    /// Keeps `profile`, computed from row `version` of `app` (read while the connection's change
+    /// count was `changes`) with `settings`.
+    pub fn put(&mut self, app: &str, version: RowVersion, settings: LearnSettings, profile: Arc<LaunchProfile>, changes: u64) {
         self.clock += 1;
         if !self.entries.contains_key(app) && self.entries.len() >= MAX_ENTRIES {
             if let Some(oldest) = self.entries.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) {
                 self.entries.remove(&oldest);
             }
         }
-        self.entries.insert(app.to_string(), Entry { version, settings, profile, used: self.clock });
+        self.entries.insert(app.to_string(), Entry { version, settings, profile, used: self.clock, checked: changes });
     }
 
     /// Forgets `app`'s entry.
@@ -117,30 +138,46 @@ mod tests {
     #[test]
     fn an_entry_is_used_only_for_the_same_row_version_and_settings() {
         let mut c = ReplayCache::default();
-        c.put("/bin/a", V1, settings(), profile(4096));
-        assert_eq!(c.get("/bin/a", V1, &settings()).map(|p| p.page_size), Some(4096));
-        assert!(c.get("/bin/a", RowVersion { launches: 4, ..V1 }, &settings()).is_none());
-        assert!(c.get("/bin/a", RowVersion { rowid: 2, ..V1 }, &settings()).is_none());
-        assert!(c.get("/bin/a", RowVersion { last_launch_ms: 101, ..V1 }, &settings()).is_none());
+        c.put("/bin/a", V1, settings(), profile(4096), 0);
+        assert_eq!(c.get("/bin/a", V1, &settings(), 0).map(|p| p.page_size), Some(4096));
+        assert!(c.get("/bin/a", RowVersion { launches: 4, ..V1 }, &settings(), 0).is_none());
+        assert!(c.get("/bin/a", RowVersion { rowid: 2, ..V1 }, &settings(), 0).is_none());
+        assert!(c.get("/bin/a", RowVersion { last_launch_ms: 101, ..V1 }, &settings(), 0).is_none());
         let other = LearnSettings { replay_threshold: 0.9, ..settings() };
-        assert!(c.get("/bin/a", V1, &other).is_none());
-        assert!(c.get("/bin/b", V1, &settings()).is_none());
+        assert!(c.get("/bin/a", V1, &other, 0).is_none());
+        assert!(c.get("/bin/b", V1, &settings(), 0).is_none());
         assert_eq!(c.counts(), (1, 5));
+    }
+
+    #[test]
+    fn an_entry_is_used_unread_only_while_nothing_was_written_since_its_row_was_seen() {
+        let mut c = ReplayCache::default();
+        c.put("/bin/a", V1, settings(), profile(4096), 7);
+        assert!(c.get_unchanged("/bin/a", 7, &settings()).is_some());
+        assert!(c.get_unchanged("/bin/a", 8, &settings()).is_none(), "a write since: the row is read");
+        let other = LearnSettings { replay_threshold: 0.9, ..settings() };
+        assert!(c.get_unchanged("/bin/a", 7, &other).is_none());
+        assert!(c.get_unchanged("/bin/b", 7, &settings()).is_none());
+        // The row read again, unchanged, at count 8: used unread from then on.
+        assert!(c.get("/bin/a", V1, &settings(), 8).is_some());
+        assert!(c.get_unchanged("/bin/a", 8, &settings()).is_some());
+        assert!(c.get_unchanged("/bin/a", 7, &settings()).is_none());
+        assert_eq!(c.counts(), (3, 0));
     }
 
     #[test]
     fn the_least_recently_used_entry_goes_first() {
         let mut c = ReplayCache::default();
         for i in 0..MAX_ENTRIES {
-            c.put(&format!("/bin/{i}"), V1, settings(), profile(4096));
+            c.put(&format!("/bin/{i}"), V1, settings(), profile(4096), 0);
         }
-        assert!(c.get("/bin/0", V1, &settings()).is_some());
-        c.put("/bin/new", V1, settings(), profile(4096));
+        assert!(c.get("/bin/0", V1, &settings(), 0).is_some());
+        c.put("/bin/new", V1, settings(), profile(4096), 0);
         assert_eq!(c.len(), MAX_ENTRIES);
-        assert!(c.get("/bin/0", V1, &settings()).is_some(), "used just now: kept");
-        assert!(c.get("/bin/1", V1, &settings()).is_none(), "the least recently used: gone");
+        assert!(c.get("/bin/0", V1, &settings(), 0).is_some(), "used just now: kept");
+        assert!(c.get("/bin/1", V1, &settings(), 0).is_none(), "the least recently used: gone");
         c.remove("/bin/0");
-        assert!(c.get("/bin/0", V1, &settings()).is_none());
+        assert!(c.get("/bin/0", V1, &settings(), 0).is_none());
         c.clear();
         assert!(c.is_empty());
     }

@@ -392,6 +392,10 @@ impl StateStore {
     }
 
     fn replay_profile_keeping(&self, app: &str, settings: &LearnSettings, keep: bool) -> Result<Option<Arc<LaunchProfile>>> {
+        let changes = self.conn.total_changes();
+        if let Some(found) = self.with_replays(|c| c.get_unchanged(app, changes, settings)).flatten() {
+            return Ok(Some(found));
+        }
         let version = {
             let mut st = self
                 .conn
@@ -405,13 +409,13 @@ impl StateStore {
             self.with_replays(|c| c.remove(app));
             return Ok(None);
         };
-        if let Some(found) = self.with_replays(|c| c.get(app, version, settings)).flatten() {
+        if let Some(found) = self.with_replays(|c| c.get(app, version, settings, changes)).flatten() {
             return Ok(Some(found));
         }
         let Some(model) = self.load_app(app)? else { return Ok(None) };
         let profile = Arc::new(model.replay_profile(settings));
         if keep {
-            self.with_replays(|c| c.put(app, version, *settings, Arc::clone(&profile)));
+            self.with_replays(|c| c.put(app, version, *settings, Arc::clone(&profile), changes));
         }
         Ok(Some(profile))
     }
