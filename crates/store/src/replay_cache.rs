@@ -56,31 +56,36 @@ impl ReplayCache {
     /// connection's change count was `changes` (nothing written since: the row is unread).
     /// `None` is no miss: the row is read, then [`get`](Self::get) asked.
     pub fn get_unchanged(&mut self, app: &str, changes: u64, settings: &LearnSettings) -> Option<Arc<LaunchProfile>> {
-        self.clock += 1;
-        let clock = self.clock;
-        let e = self.entries.get_mut(app).filter(|e| e.checked == changes && e.settings == *settings)?;
-        e.used = clock;
-        self.hits += 1;
-        Some(Arc::clone(&e.profile))
+        self.used_if(app, |e| e.checked == changes && e.settings == *settings)
     }
 
     /// The profile of `app` computed from row `version` with `settings`, if kept; the row was
     /// read while the connection's change count was `changes`.
     pub fn get(&mut self, app: &str, version: RowVersion, settings: &LearnSettings, changes: u64) -> Option<Arc<LaunchProfile>> {
-        self.clock += 1;
-        let clock = self.clock;
-        match self.entries.get_mut(app) {
-            Some(e) if e.version == version && e.settings == *settings => {
-                e.used = clock;
+        let found = self.used_if(app, |e| {
+            let fits = e.version == version && e.settings == *settings;
+            if fits {
                 e.checked = changes;
-                self.hits += 1;
-                Some(Arc::clone(&e.profile))
             }
-            _ => {
-                self.misses += 1;
-                None
-            }
+            fits
+        });
+        if found.is_none() {
+            self.misses += 1;
         }
+        found
+    }
+
+    /// The profile kept for `app`, marked used and counted a hit, when `fits` (which may note
+    /// what it checked in the entry) says its entry answers.
+    fn used_if(&mut self, app: &str, fits: impl FnOnce(&mut Entry) -> bool) -> Option<Arc<LaunchProfile>> {
+        self.clock += 1;
+        let e = self.entries.get_mut(app)?;
+        if !fits(e) {
+            return None;
+        }
+        e.used = self.clock;
+        self.hits += 1;
+        Some(Arc::clone(&e.profile))
     }
 
     /// Keeps `profile`, computed from row `version` of `app` (read while the connection's change
