@@ -188,6 +188,10 @@ pub enum TraceEvent {
     /// Thread `tid` looked up a path at `ts_ns` (monotonic): an open, stat, exec..., failed ones
     /// included (only the eBPF observer sees them).
     Lookup { tid: u32, ts_ns: u64, lookup: Lookup },
+    /// Thread `tid` emptied or created `inode` for writing at `ts_ns` (monotonic; an open with
+    /// `O_TRUNC`, `O_CREAT | O_EXCL`, `O_TMPFILE`, or `creat`: only the eBPF observer sees them):
+    /// what its launch uses of the file from then on is its own output.
+    Output { tid: u32, ts_ns: u64, inode: InodeKey },
     /// The kernel started following process `pid` at its exec at `ts_ns` (monotonic), under
     /// [`Observation::EveryExec`]: if no exec or fork of it reaches the daemon (the process
     /// events connector overran), it is taken off after [`UNCLAIMED_EXEC_NS`].
@@ -760,6 +764,10 @@ impl DaemonEngine {
             TraceEvent::Lookup { tid, ts_ns, lookup } => {
                 self.runs.on_lookup(tid, &lookup);
                 self.tracker.on_lookup(tid, ts_ns, lookup)
+            }
+            TraceEvent::Output { tid, ts_ns, inode } => {
+                self.runs.on_output(tid, inode);
+                self.tracker.on_output(tid, ts_ns, inode)
             }
             TraceEvent::ExecObserved { pid, ts_ns } => {
                 if self.observed_execs.len() >= UNCLAIMED_MAX {

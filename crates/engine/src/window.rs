@@ -145,6 +145,12 @@ pub struct ActiveLaunch {
     /// The path lookups its processes made while it was followed (opens, stats, execs, failed
     /// ones included), as the kernel observed them, in first-use order.
     pub lookups: LookupList,
+    /// Files its processes emptied or created for writing while it was followed (its outputs):
+    /// what it uses of them from then on is what it wrote, never learned, never counted toward
+    /// the page cap (a linker reading back its 90 MB output filled a fifth of its window).
+    pub outputs: HashSet<InodeKey>,
+    /// Page events of its outputs, not learned.
+    pub output_page_events: u64,
     /// Processes the kernel was asked to watch for this launch, not followed: it counts the pages
     /// they read from disk in the launch's window ([`crate::daemon::Action::Watch`]).
     pub watched: Vec<u32>,
@@ -261,6 +267,7 @@ enum LaunchEvent {
     Page { kind: PageKind, inode: InodeKey, pages: PageRange },
     InodeLoad(InodeKey),
     Lookup(Lookup),
+    Output(InodeKey),
 }
 
 /// All launches in progress.
@@ -429,6 +436,8 @@ impl LaunchTracker {
             stopped: None,
             exec_lookups: Vec::new(),
             inodes_loaded: Vec::new(),
+            outputs: HashSet::new(),
+            output_page_events: 0,
             lookups: LookupList::new(),
             span: NoveltySpan::default(),
             runs: ForwardRuns::new(),
@@ -501,6 +510,12 @@ impl LaunchTracker {
     /// followed. Backlogged like page events (the loader's lookups come right after the exec).
     pub fn on_lookup(&mut self, tgid: u32, ts_ns: u64, lookup: Lookup) {
         self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::Lookup(lookup) });
+    }
+
+    /// A file process `tgid` emptied or created for writing at `ts_ns` (an open with `O_TRUNC`,
+    /// ...): its launch's outputs from then on, while the launch is followed.
+    pub fn on_output(&mut self, tgid: u32, ts_ns: u64, inode: InodeKey) {
+        self.on_event(TaskEvent { tgid, ts_ns, event: LaunchEvent::Output(inode) });
     }
 
     /// Gives an event to its process's launch, or backlogs it while the process has none.
@@ -703,6 +718,12 @@ fn attribute(l: &mut ActiveLaunch, settings: WindowSettings, tid: u32, ts_ns: u6
             }
             false
         }
+        LaunchEvent::Output(inode) => {
+            if l.followed && l.stopped.is_none() {
+                l.outputs.insert(inode);
+            }
+            false
+        }
     }
 }
 
@@ -718,6 +739,10 @@ fn keep_inode_load(l: &mut ActiveLaunch, inode: InodeKey) {
 fn apply(l: &mut ActiveLaunch, settings: WindowSettings, kind: PageKind, inode: InodeKey, pages: PageRange, ts_ns: u64) -> bool {
     if !l.followed {
         l.page_events_not_followed += 1;
+        return false;
+    }
+    if l.outputs.contains(&inode) {
+        l.output_page_events += 1;
         return false;
     }
     let at_us = ts_ns.saturating_sub(l.started_ns) / 1000;
@@ -1028,6 +1053,36 @@ mod tests {
         assert_eq!(done[0].launch.stopped, Some(FollowStop::PageCap { files_read_through: 0 }));
         // The first 120 pages (the event that crossed the cap counts), nothing after it.
         assert_eq!(done[0].working_set[0].1.iter().map(|u| u.range.len).sum::<u64>(), 120);
+    }
+
+    #[test]
+    fn what_a_launch_uses_of_a_file_it_emptied_for_writing_is_its_output_not_learned_nor_counted() {
+        let mut t = LaunchTracker::new(WindowSettings {
+            max_ns: 15_000 * MS,
+            quiet_ns: 1000 * MS,
+            mode: TraceMode::Access,
+            max_pages: 100,
+            read_through_pages: 0,
+        });
+        let (input, output) = (InodeKey { dev: 1, ino: 7 }, InodeKey { dev: 1, ino: 8 });
+        t.on_exec(step(50, "/usr/bin/ld"), 0, |_| true);
+        // It reads the old contents first (a program that reads its settings, then rewrites
+        // them): that is learned.
+        t.on_page(50, MS, PageKind::Access, output, PageRange::new(0, 2));
+        t.on_output(50, 2 * MS, output);
+        t.on_page(50, 3 * MS, PageKind::Access, input, PageRange::new(0, 60));
+        // Then it reads back what it wrote, far more than the cap: no stop, nothing learned.
+        t.on_page(50, 4 * MS, PageKind::Access, output, PageRange::new(0, 500));
+        assert!(t.is_following());
+        t.on_page(50, 5 * MS, PageKind::Access, input, PageRange::new(60, 30));
+        t.on_exit(50, 6 * MS);
+        let done = t.expire(6 * MS + EXIT_GRACE_NS);
+        assert_eq!(done[0].launch.stopped, None);
+        assert_eq!(done[0].launch.output_page_events, 1);
+        let pages = |inode| {
+            done[0].working_set.iter().filter(|(k, _)| *k == inode).flat_map(|(_, u)| u.iter().map(|u| u.range.len)).sum::<u64>()
+        };
+        assert_eq!((pages(input), pages(output)), (90, 2));
     }
 
     fn read_through_tracker() -> LaunchTracker {

@@ -567,6 +567,17 @@ impl WorkloadRuns {
         }
     }
 
+    /// Task `tid` emptied or created `inode` for writing: what the run reads of it from then on
+    /// is its own output (a linker reading back what it wrote, an assembler's object read by
+    /// the archiver), not a file of its sequence to prefetch.
+    pub fn on_output(&mut self, tid: u32, inode: InodeKey) {
+        let Some(run) = self.run_of(tid) else { return };
+        if run.named.len() >= MAX_NAMED {
+            run.named.clear();
+        }
+        run.named.insert(inode, None);
+    }
+
     /// Counts the pages the run rooted at `root` reads from disk until `until_ns` (its launch
     /// was replayed only: what it reads beyond its profile says whether the profile lacks pages,
     /// as the kernel's count of a watched launch would).
@@ -1049,6 +1060,23 @@ mod tests {
         assert_eq!(changed[0].0, "/usr/bin/cc");
         assert_eq!(changed[0].1.as_ref().unwrap().files.len(), 2);
         assert!(runs.take_changed().is_empty());
+    }
+
+    #[test]
+    fn a_file_a_run_emptied_for_writing_is_not_learned_from_its_reads() {
+        let mut runs = WorkloadRuns::new();
+        assert!(runs.start(1, "/usr/bin/ld", user(), 0));
+        open(&mut runs, 1, "/src/main.o", 7, 1);
+        // The output is opened with O_TRUNC, then read back: not a file of the sequence.
+        runs.on_lookup(1, &lookup("/src/out/big"));
+        runs.on_output(1, InodeKey { dev: 8, ino: 8 });
+        runs.on_page(1, 3, false, InodeKey { dev: 8, ino: 8 }, PageRange::new(0, 2), 0);
+        runs.on_page(1, 4, false, InodeKey { dev: 8, ino: 8 }, PageRange::new(2, 200), 0);
+        open(&mut runs, 1, "/usr/lib/libc.a", 9, 5);
+        assert_eq!(runs.counts().files_learned, 2);
+        let changed = runs.take_changed();
+        let files = &changed[0].1.as_ref().unwrap().files;
+        assert!(files.iter().all(|f| f.path != "/src/out/big"), "{files:?}");
     }
 
     #[test]

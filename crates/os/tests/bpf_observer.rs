@@ -345,6 +345,46 @@ fn a_watched_launch_counts_its_disk_reads_until_its_limit_and_then_no_more() {
 }
 
 #[test]
+fn a_watched_launch_does_not_count_the_pages_it_writes_as_read_from_disk() {
+    if !is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = test_dir("watch-written");
+    let mut obs = open_observer();
+    let (new, holed) = (dir.join("new"), dir.join("holed"));
+    // 8 MiB appended to a new file, then a file made 8 MiB long by its last page and written
+    // into below its end (a linker writes its output at the sections' offsets): 4,096 pages
+    // inserted by writes, none read from disk.
+    let script = format!(
+        "read x; head -c 8388608 /dev/zero > {new}; dd if=/dev/zero of={holed} bs=4096 seek=2047 count=1 status=none; \
+         dd if=/dev/zero of={holed} bs=4096 count=2047 conv=notrunc status=none; true",
+        new = new.display(),
+        holed = holed.display()
+    );
+    let run = |obs: &mut BpfObserver, watch: bool| {
+        let _ = std::fs::remove_file(&new);
+        let _ = std::fs::remove_file(&holed);
+        let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+        let pid = child.id();
+        let events = collect(obs, |ev| launch_of(ev, pid).is_some());
+        let launch = launch_of(&events, pid).unwrap();
+        if watch {
+            assert!(obs.watch(launch, augur_os::sense::monotonic_ns() + 10_000_000_000, 0).unwrap());
+        }
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        assert!(child.wait().unwrap().success());
+        watch.then(|| obs.take_watched(launch).unwrap().expect("still known"))
+    };
+    // Once not watched, so that the programs it runs are in the page cache.
+    run(&mut obs, false);
+    let count = run(&mut obs, true).unwrap();
+    assert_eq!(std::fs::metadata(&holed).unwrap().len(), 8 << 20);
+    assert!(count < 64, "{count} pages counted as read from disk");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn not_followed_executables_start_no_launch() {
     if !is_root() {
         eprintln!("skipped: needs root");

@@ -942,6 +942,11 @@ impl Daemon {
                 counts.lookup_events += 1;
                 engine.on_trace(TraceEvent::Lookup { tid: task.tid, ts_ns: task.ts_ns, lookup });
             }
+            if let Some(task) = event.task()
+                && let Some(inode) = event.output_opened()
+            {
+                engine.on_trace(TraceEvent::Output { tid: task.tid, ts_ns: task.ts_ns, inode });
+            }
             match event {
                 ObservedEvent::Pages { task, inode, source, chunk, bits } => {
                     counts.page_events += 1;

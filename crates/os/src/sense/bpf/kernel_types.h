@@ -153,6 +153,12 @@ struct task_struct {
 	char comm[16];
 } __attribute__((preserve_access_index));
 
+/* x86-64's saved user registers: orig_ax holds the number of the system call the task is in
+ * (negative outside one). */
+struct pt_regs {
+	unsigned long orig_ax;
+} __attribute__((preserve_access_index));
+
 /* ---- classic tracepoint records ---- */
 
 struct trace_entry {

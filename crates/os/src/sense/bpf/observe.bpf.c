@@ -19,6 +19,8 @@
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define AT_EMPTY_PATH 0x1000
+/* O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC: how an open uses the file it returns. */
+#define OPEN_MODE_FLAGS (0x3 | 0x40 | 0x80 | 0x200)
 
 /* ---------------- maps ---------------- */
 
@@ -563,14 +565,18 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
  * One lookup in each map says which: the insertion programs run at every insertion of the
  * machine (a cold read of a 2 GiB tree is 330,000 of them), and a task of no launch costs one
  * failed lookup. `nr_of` sets nr, the pages inserted, which is all a count needs; `pages_of`
- * sets the file (ino, dev), the first page and nr, asked only for a followed launch. */
-#define ON_INSERT(nr_of, pages_of)                                                                \
+ * sets the file (ino, dev), the first page and nr, asked only for a followed launch. `written`
+ * is true for a folio that cannot have come from disk (see `folio_beyond_eof`): neither counted
+ * nor recorded. */
+#define ON_INSERT(nr_of, pages_of, written)                                                       \
 	do {                                                                                      \
 		u32 tid = (u32)bpf_get_current_pid_tgid();                                        \
 		u64 launch = 0;                                                                   \
 		struct task_val *t;                                                               \
 		struct launch_val *lv = task_launch(tid, &launch, &t);                            \
 		if (!lv)                                                                          \
+			return 0;                                                                 \
+		if (written)                                                                      \
 			return 0;                                                                 \
 		u64 ino, index, nr;                                                               \
 		u32 dev;                                                                          \
@@ -614,6 +620,40 @@ static __always_inline u64 folio_pages(struct folio *folio)
 	return nr > 0 && nr <= (1ULL << 20) ? nr : 1;
 }
 
+/* True for a folio that starts at or beyond its file's end: a read never inserts one (readahead
+ * stops at the end), a write that extends the file does (an output written from empty: a
+ * linker's 90 MB executable). Counted as read from disk, such pages made a watched launch look
+ * as if its profile lacked them, and it was followed again at every other launch. Pages of 4 KiB
+ * are assumed: with larger ones a written folio is only less often recognised (counted, as
+ * before), never a read one taken for written. */
+static __always_inline bool folio_beyond_eof(struct folio *folio)
+{
+	struct inode *host = BPF_CORE_READ(folio, mapping, host);
+	if (!host)
+		return false;
+	s64 size = BPF_CORE_READ(host, i_size);
+	u64 index = BPF_CORE_READ(folio, index);
+	return size >= 0 && (index << 12) >= (u64)size;
+}
+
+/* True while the current task is in a system call that writes a file's pages (write, pwrite64,
+ * writev, pwritev, pwritev2, sendfile, splice, copy_file_range): what it inserts into the page
+ * cache it fills itself (a partial page's old bytes excepted, read first), not pages a launch
+ * needs from disk. x86-64's numbers; elsewhere never (every insertion counts, as before). */
+static __always_inline bool in_write_syscall(void)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return false;
+	long nr = (long)BPF_CORE_READ(regs, orig_ax);
+	return nr == 1 || nr == 18 || nr == 20 || nr == 296 || nr == 328 || nr == 40 || nr == 275 || nr == 326;
+#else
+	return false;
+#endif
+}
+
 /* mm_filemap_add_to_page_cache(struct folio *), BTF-typed: unlike the classic tracepoint below,
  * the kernel builds no trace record at each insertion of the machine, and the folio is read only
  * for a followed or watched task. Kernels whose tracepoint takes a struct page (before 5.16)
@@ -629,7 +669,7 @@ int handle_insert_folio(u64 *ctx)
 		dev = sb ? BPF_CORE_READ(sb, s_dev) : BPF_CORE_READ(host, i_rdev);
 		index = BPF_CORE_READ(folio, index);
 		nr = folio_pages(folio);
-	});
+	}, folio_beyond_eof(folio) || in_write_syscall());
 	return 0;
 }
 
@@ -643,7 +683,7 @@ int handle_insert(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 		dev = ctx->s_dev;
 		index = ctx->index;
 		nr = 1ULL << (order > 20 ? 20 : order);
-	});
+	}, false);
 	return 0;
 }
 
@@ -898,9 +938,13 @@ dedup:;
 
 	struct config *cfg = get_config();
 	if (cfg && cfg->dedup_lookups) {
+		/* An open that writes is told apart from one that reads the same path: user space
+		 * learns from the first that empties or creates the file that the launch's later use of
+		 * it is its own output. */
+		bool open = p.call.sys >= LK_OPEN && p.call.sys <= LK_CREAT;
 		struct lookup_key k = {
 			.launch = p.launch, .hash = hash, .sys = p.call.sys,
-			.result = ret < 0 ? (s32)ret : 0,
+			.result = ret < 0 ? (s32)ret : open ? (s32)(p.call.flags & OPEN_MODE_FLAGS) : 0,
 		};
 		/* Looked up first: an LRU map's update takes a free node before it finds the key. */
 		if (bpf_map_lookup_elem(&lookup_seen, &k))

@@ -255,6 +255,28 @@ pub enum ObservedEvent {
 }
 
 impl ObservedEvent {
+    /// The file a successful open emptied or made for writing (`O_TRUNC`, `O_CREAT | O_EXCL`,
+    /// `O_TMPFILE`, `creat`): whatever the launch reads of it afterwards is what it wrote itself
+    /// (a linker reads its output back to relocate it), pages no later launch needs from disk,
+    /// since that one empties the file again. `None` for any other event or open (`openat2`'s
+    /// flags are in a structure the record does not carry).
+    pub fn output_opened(&self) -> Option<InodeKey> {
+        let ObservedEvent::Lookup { syscall, ret, flags, opened: Some(inode), .. } = self else { return None };
+        if *ret < 0 {
+            return None;
+        }
+        let flags = *flags as i32;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let empties = flags & libc::O_TRUNC != 0
+            || flags & (libc::O_CREAT | libc::O_EXCL) == libc::O_CREAT | libc::O_EXCL
+            || flags & libc::O_TMPFILE == libc::O_TMPFILE;
+        match syscall {
+            LookupSyscall::Creat => Some(*inode),
+            LookupSyscall::Open | LookupSyscall::Openat if writes && empties => Some(*inode),
+            _ => None,
+        }
+    }
+
     /// The task the event happened in (`None` for a launch's end, which has none).
     pub fn task(&self) -> Option<&TaskContext> {
         match self {
@@ -513,6 +535,36 @@ mod tests {
         let ObservedEvent::Lookup { opened, path, ret, .. } = ev else { panic!("{ev:?}") };
         assert_eq!((path, ret), (PathBuf::from("/etc/x"), 3));
         assert_eq!(opened, Some(InodeKey { dev: libc::makedev(254, 1), ino: 4321 }));
+    }
+
+    #[test]
+    fn an_open_that_empties_or_creates_a_file_for_writing_names_an_output() {
+        let file = InodeKey { dev: libc::makedev(254, 1), ino: 4321 };
+        let open = |syscall, ret, flags: i32| ObservedEvent::Lookup {
+            task: TaskContext { tid: 101, tgid: 100, ts_ns: 5_000, launch: 7 },
+            syscall,
+            ret,
+            dirfd: None,
+            flags: flags as u32,
+            path: PathBuf::from("/out/big"),
+            truncated: false,
+            opened: (ret >= 0).then_some(file),
+        };
+        use LookupSyscall::*;
+        // What `ld` does with its output, what `fopen(path, "w")` does, a new file, an unnamed one.
+        assert_eq!(open(Openat, 3, libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC).output_opened(), Some(file));
+        assert_eq!(open(Open, 3, libc::O_WRONLY | libc::O_TRUNC).output_opened(), Some(file));
+        assert_eq!(open(Openat, 3, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL).output_opened(), Some(file));
+        assert_eq!(open(Openat, 3, libc::O_RDWR | libc::O_TMPFILE).output_opened(), Some(file));
+        assert_eq!(open(Creat, 3, 0).output_opened(), Some(file));
+        // Reading, appending, updating in place (a database), a directory, a failed open.
+        assert_eq!(open(Openat, 3, libc::O_RDONLY).output_opened(), None);
+        assert_eq!(open(Openat, 3, libc::O_RDONLY | libc::O_TRUNC).output_opened(), None);
+        assert_eq!(open(Openat, 3, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND).output_opened(), None);
+        assert_eq!(open(Openat, 3, libc::O_RDWR | libc::O_CREAT).output_opened(), None);
+        assert_eq!(open(Openat, 3, libc::O_RDONLY | libc::O_DIRECTORY).output_opened(), None);
+        assert_eq!(open(Openat, -13, libc::O_WRONLY | libc::O_TRUNC).output_opened(), None);
+        assert_eq!(open(Newfstatat, 0, libc::O_TRUNC | libc::O_WRONLY).output_opened(), None);
     }
 
     /// An exec record of `/bin/cat` (interpreter `interp`, arguments `args` of `args_total`
