@@ -171,6 +171,33 @@ fn cold_and_warm_traces_hold_every_page_and_leave_no_instance_in_access_mode() {
 }
 
 #[test]
+fn a_file_the_command_writes_and_reads_back_is_not_in_its_profile() {
+    let fx = fixture();
+    let out_path = fx.dir.join("writer.profile.json");
+    let output = fx.dir.join("writer-output.bin");
+    let _ = fs::remove_file(&out_path);
+    let _ = fs::remove_file(&output);
+    evict(&fx.data);
+    // Reads its input, writes 1 MiB of output and reads it back (a linker relocating its output).
+    let script = format!(
+        "cat {data} > /dev/null; head -c 1048576 /dev/zero > {out}; cat {out} > /dev/null",
+        data = fx.data.display(),
+        out = output.display()
+    );
+    let out = augur(&["trace", "--output", out_path.to_str().unwrap(), "--", "/bin/sh", "-c", &script], &[]);
+    assert!(out.status.success(), "augur trace failed: {}", String::from_utf8_lossy(&out.stderr));
+    let p = profile_file::load(&out_path).unwrap();
+    assert_eq!(p.mode, TraceMode::Access);
+    assert_eq!(pages_of(&p, &fx.data), DATA_PAGES);
+    assert!(
+        p.files.iter().all(|f| f.path != output),
+        "its output was learned: {:?}",
+        p.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+    );
+    let _ = fs::remove_file(&output);
+}
+
+#[test]
 fn insertion_mode_records_a_cold_start() {
     let fx = fixture();
     evict(&fx.data);

@@ -1259,11 +1259,12 @@ impl DaemonEngine {
 
     fn finish_launch(&mut self, world: &mut impl DaemonWorld, now: Now, finished: FinishedLaunch) {
         tracing::debug!(
-            "launch {} of {} closed: {} page events ({} while not followed), pids {:?} still live, {} backlog drops so far",
+            "launch {} of {} closed: {} page events ({} while not followed, {} of its own output), pids {:?} still live, {} backlog drops so far",
             finished.launch.id,
             finished.launch.app.key,
             finished.launch.page_events,
             finished.launch.page_events_not_followed,
+            finished.launch.output_page_events,
             finished.launch.live,
             self.tracker.backlog_dropped
         );

@@ -108,6 +108,9 @@ struct Collector {
     opened: Vec<(InodeKey, u64)>,
     ancestry: HashMap<u32, bool>,
     page_events: u64,
+    /// Files the command emptied or created for writing ([`ObservedEvent::output_opened`]):
+    /// what it uses of them from then on is its own output, left out of the profile.
+    outputs: HashSet<InodeKey>,
     /// The lookup recorder (strace) the command runs under, whose own pages are not the
     /// command's.
     wrapper_pid: Option<u32>,
@@ -165,6 +168,7 @@ impl Collector {
     /// One record of the command's launch (confirmed by [`PendingLaunches`]).
     fn on_bpf_event(&mut self, e: &ObservedEvent) {
         match e {
+            ObservedEvent::Pages { inode, .. } if self.outputs.contains(inode) => self.page_events += 1,
             ObservedEvent::Pages { task, inode, source, chunk, bits } => {
                 let at = self.relative(task.ts_ns / 1000);
                 self.page_events += 1;
@@ -189,7 +193,12 @@ impl Collector {
                 }
                 self.exited.insert(task.tgid);
             }
-            ObservedEvent::LaunchEnd { .. } | ObservedEvent::InodeLoad { .. } | ObservedEvent::Lookup { .. } => {}
+            ObservedEvent::Lookup { .. } => {
+                if let Some(inode) = e.output_opened() {
+                    self.outputs.insert(inode);
+                }
+            }
+            ObservedEvent::LaunchEnd { .. } | ObservedEvent::InodeLoad { .. } => {}
         }
     }
 
@@ -351,6 +360,7 @@ pub fn trace_command(req: &TraceRequest) -> Result<TraceReport> {
         opened: Vec::new(),
         ancestry: HashMap::new(),
         page_events: 0,
+        outputs: HashSet::new(),
         wrapper_pid: lookup_source.wraps().then_some(child_pid),
     };
 
