@@ -381,6 +381,19 @@ fn a_watched_launch_does_not_count_the_pages_it_writes_as_read_from_disk() {
     let count = run(&mut obs, true).unwrap();
     assert_eq!(std::fs::metadata(&holed).unwrap().len(), 8 << 20);
     assert!(count < 64, "{count} pages counted as read from disk");
+
+    // A copy reads its source from disk (`cp` uses copy_file_range): those pages count.
+    let source = sized_file(&dir, "source", 2048, 0);
+    let script = format!("read x; cp {} {}/copy; true", source.display(), dir.display());
+    let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
+    let launch = launch_of(&events, pid).unwrap();
+    assert!(obs.watch(launch, augur_os::sense::monotonic_ns() + 10_000_000_000, 0).unwrap());
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    let count = obs.take_watched(launch).unwrap().expect("still known");
+    assert!(count >= 2048, "a copy's source: {count} pages counted");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -636,10 +636,11 @@ static __always_inline bool folio_beyond_eof(struct folio *folio)
 	return size >= 0 && (index << 12) >= (u64)size;
 }
 
-/* True while the current task is in a system call that writes a file's pages (write, pwrite64,
- * writev, pwritev, pwritev2, sendfile, splice, copy_file_range): what it inserts into the page
- * cache it fills itself (a partial page's old bytes excepted, read first), not pages a launch
- * needs from disk. x86-64's numbers; elsewhere never (every insertion counts, as before). */
+/* True while the current task is in a system call that writes a file's pages from memory
+ * (write, pwrite64, writev, pwritev, pwritev2): what it inserts into the page cache it fills
+ * itself (a partial page's old bytes excepted, read first), not pages a launch needs from disk.
+ * Not sendfile, splice or copy_file_range: the pages they insert are mostly their source's,
+ * read from disk. x86-64's numbers; elsewhere never (every insertion counts, as before). */
 static __always_inline bool in_write_syscall(void)
 {
 #if defined(__TARGET_ARCH_x86)
@@ -648,7 +649,7 @@ static __always_inline bool in_write_syscall(void)
 	if (!regs)
 		return false;
 	long nr = (long)BPF_CORE_READ(regs, orig_ax);
-	return nr == 1 || nr == 18 || nr == 20 || nr == 296 || nr == 328 || nr == 40 || nr == 275 || nr == 326;
+	return nr == 1 || nr == 18 || nr == 20 || nr == 296 || nr == 328;
 #else
 	return false;
 #endif
