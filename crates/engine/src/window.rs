@@ -1028,15 +1028,20 @@ mod tests {
         assert!(t.get(3).is_some());
     }
 
-    #[test]
-    fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
-        let mut t = LaunchTracker::new(WindowSettings {
+    /// A tracker whose launches are followed to 100 pages at most.
+    fn capped_tracker() -> LaunchTracker {
+        LaunchTracker::new(WindowSettings {
             max_ns: 15_000 * MS,
             quiet_ns: 1000 * MS,
             mode: TraceMode::Access,
             max_pages: 100,
             read_through_pages: 0,
-        });
+        })
+    }
+
+    #[test]
+    fn a_bulk_reader_stops_being_followed_at_the_page_cap() {
+        let mut t = capped_tracker();
         t.on_exec(step(50, "/usr/bin/cat"), 0, |_| true);
         t.on_fork(50, 51, false);
         t.on_page(50, MS, PageKind::Access, F, PageRange::new(0, 60));
@@ -1057,13 +1062,7 @@ mod tests {
 
     #[test]
     fn what_a_launch_uses_of_a_file_it_emptied_for_writing_is_its_output_not_learned_nor_counted() {
-        let mut t = LaunchTracker::new(WindowSettings {
-            max_ns: 15_000 * MS,
-            quiet_ns: 1000 * MS,
-            mode: TraceMode::Access,
-            max_pages: 100,
-            read_through_pages: 0,
-        });
+        let mut t = capped_tracker();
         let (input, output) = (InodeKey { dev: 1, ino: 7 }, InodeKey { dev: 1, ino: 8 });
         t.on_exec(step(50, "/usr/bin/ld"), 0, |_| true);
         // It reads the old contents first (a program that reads its settings, then rewrites

@@ -314,6 +314,22 @@ fn the_follow_gate_is_open_only_while_a_launch_is_followed_and_counts_each_end_o
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Runs `sh -c SCRIPT` (which starts with `read x`, so that it waits until its launch is known)
+/// and, when `limit` is given, watches its launch with that limit: the pages it counted as read
+/// from disk.
+fn watched_count(obs: &mut BpfObserver, script: &str, limit: Option<u64>) -> Option<u64> {
+    let mut child = Command::new("/bin/sh").args(["-c", script]).stdin(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let events = collect(obs, |ev| launch_of(ev, pid).is_some());
+    let launch = launch_of(&events, pid).unwrap();
+    if let Some(limit) = limit {
+        assert!(obs.watch(launch, augur_os::sense::monotonic_ns() + 10_000_000_000, limit).unwrap());
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    limit.map(|_| obs.take_watched(launch).unwrap().expect("still known"))
+}
+
 #[test]
 fn a_watched_launch_counts_its_disk_reads_until_its_limit_and_then_no_more() {
     if !is_root() {
@@ -328,14 +344,7 @@ fn a_watched_launch_counts_its_disk_reads_until_its_limit_and_then_no_more() {
         let file = sized_file(&dir, name, 2048, 0);
         // `true` last, so that the shell forks `cat` rather than becoming it.
         let script = format!("read x; cat {} >/dev/null; true", file.display());
-        let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
-        let pid = child.id();
-        let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
-        let watched = launch_of(&events, pid).unwrap();
-        assert!(obs.watch(watched, augur_os::sense::monotonic_ns() + 10_000_000_000, limit).unwrap());
-        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-        assert!(child.wait().unwrap().success());
-        counts.push(obs.take_watched(watched).unwrap().expect("still known"));
+        counts.push(watched_count(&mut obs, &script, Some(limit)).unwrap());
     }
     // `cat`, forked by the watched shell, read the whole file from disk: all of it is counted.
     assert!(counts[0] >= 2048, "unlimited: {counts:?}");
@@ -362,37 +371,18 @@ fn a_watched_launch_does_not_count_the_pages_it_writes_as_read_from_disk() {
         new = new.display(),
         holed = holed.display()
     );
-    let run = |obs: &mut BpfObserver, watch: bool| {
-        let _ = std::fs::remove_file(&new);
-        let _ = std::fs::remove_file(&holed);
-        let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
-        let pid = child.id();
-        let events = collect(obs, |ev| launch_of(ev, pid).is_some());
-        let launch = launch_of(&events, pid).unwrap();
-        if watch {
-            assert!(obs.watch(launch, augur_os::sense::monotonic_ns() + 10_000_000_000, 0).unwrap());
-        }
-        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-        assert!(child.wait().unwrap().success());
-        watch.then(|| obs.take_watched(launch).unwrap().expect("still known"))
-    };
     // Once not watched, so that the programs it runs are in the page cache.
-    run(&mut obs, false);
-    let count = run(&mut obs, true).unwrap();
+    watched_count(&mut obs, &script, None);
+    let _ = std::fs::remove_file(&new);
+    let _ = std::fs::remove_file(&holed);
+    let count = watched_count(&mut obs, &script, Some(0)).unwrap();
     assert_eq!(std::fs::metadata(&holed).unwrap().len(), 8 << 20);
     assert!(count < 64, "{count} pages counted as read from disk");
 
     // A copy reads its source from disk (`cp` uses copy_file_range): those pages count.
     let source = sized_file(&dir, "source", 2048, 0);
     let script = format!("read x; cp {} {}/copy; true", source.display(), dir.display());
-    let mut child = Command::new("/bin/sh").args(["-c", &script]).stdin(Stdio::piped()).spawn().unwrap();
-    let pid = child.id();
-    let events = collect(&mut obs, |ev| launch_of(ev, pid).is_some());
-    let launch = launch_of(&events, pid).unwrap();
-    assert!(obs.watch(launch, augur_os::sense::monotonic_ns() + 10_000_000_000, 0).unwrap());
-    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
-    assert!(child.wait().unwrap().success());
-    let count = obs.take_watched(launch).unwrap().expect("still known");
+    let count = watched_count(&mut obs, &script, Some(0)).unwrap();
     assert!(count >= 2048, "a copy's source: {count} pages counted");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -566,8 +566,8 @@ static __always_inline void record_pages(u64 launch, u64 ino, u32 dev, u64 first
  * machine (a cold read of a 2 GiB tree is 330,000 of them), and a task of no launch costs one
  * failed lookup. `nr_of` sets nr, the pages inserted, which is all a count needs; `pages_of`
  * sets the file (ino, dev), the first page and nr, asked only for a followed launch. `written`
- * is true for a folio that cannot have come from disk (see `folio_beyond_eof`): neither counted
- * nor recorded. */
+ * is true for a folio the task filled itself rather than read from disk (`folio_beyond_eof`,
+ * `in_write_syscall`): neither counted nor recorded. */
 #define ON_INSERT(nr_of, pages_of, written)                                                       \
 	do {                                                                                      \
 		u32 tid = (u32)bpf_get_current_pid_tgid();                                        \
