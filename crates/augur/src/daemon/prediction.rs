@@ -729,11 +729,10 @@ pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecor
 pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
     for f in &profile.files {
+        let file: Arc<str> = Arc::from(f.path.to_string_lossy());
         for r in &f.ranges {
-            ranges.push((
-                r.first_use_us,
-                RangeUse { file: f.path.to_string_lossy().into_owned(), range: r.range, use_share: 1.0, resident_pages: 0 },
-            ));
+            ranges
+                .push((r.first_use_us, RangeUse { file: Arc::clone(&file), range: r.range, use_share: 1.0, resident_pages: 0 }));
         }
     }
     ranges.sort_by_key(|(t, _)| *t);
@@ -1646,7 +1645,7 @@ mod tests {
     fn footprints_follow_first_use_and_plans_become_fetches() {
         let b = profile(&[("/usr/lib/libb.so", &[(0, 10, 5)]), ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)])]);
         let fp = footprint_of("b", &b);
-        let order: Vec<(&str, u64)> = fp.ranges.iter().map(|r| (r.file.as_str(), r.range.start)).collect();
+        let order: Vec<(&str, u64)> = fp.ranges.iter().map(|r| (&*r.file, r.range.start)).collect();
         assert_eq!(order, vec![("/usr/bin/b", 100), ("/usr/lib/libb.so", 0), ("/usr/bin/b", 0)]);
         let probs = vec![AppProbability { app: "b".into(), probability: 0.9 }];
         let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());

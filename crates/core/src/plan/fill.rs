@@ -275,9 +275,9 @@ impl FillPlanner {
             if self.pages_left == 0 {
                 break;
             }
-            let done = match self.held.get_mut(r.file.as_str()) {
+            let done = match self.held.get_mut(&*r.file) {
                 Some(d) => d,
-                None => self.held.entry(r.file.clone()).or_default(),
+                None => self.held.entry(r.file.to_string()).or_default(),
             };
             for gap in done.missing_from(r.range) {
                 if self.pages_left == 0 {
@@ -287,7 +287,7 @@ impl FillPlanner {
                 done.insert(piece);
                 self.pages_left -= piece.len;
                 ranges.push(PlannedRange {
-                    file: r.file.clone(),
+                    file: r.file.to_string(),
                     range: piece,
                     app: fp.app.clone(),
                     probability: 0.0,
@@ -467,7 +467,7 @@ mod tests {
             let fps: Vec<AppFootprint> = apps.iter().enumerate().map(|(i, rs)| AppFootprint {
                 app: format!("app{i}"),
                 ranges: rs.iter().map(|&(f, s, l)| RangeUse {
-                    file: format!("/f{f}"), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0,
+                    file: format!("/f{f}").into(), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0,
                 }).collect(),
             }).collect();
             let plan = plan_fill(&fps, &Plan::default(), room * 4096, 4096);

@@ -13,7 +13,8 @@
 //! application first, in first-use order within an application. Pure: no system calls;
 //! `docs/predictors.md` ("Planner", "Cost model") states the rules.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::budget::MemoryBudget;
 use super::cost::MemoryHeadroom;
@@ -23,8 +24,9 @@ use crate::model::range::{PageRange, RangeSet};
 /// One range an application's launch uses, with how often it used it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RangeUse {
-    /// The file (its path, or any key naming it consistently across applications).
-    pub file: String,
+    /// The file (its path, or any key naming it consistently across applications), shared by
+    /// the ranges of one file: a round copies tens of thousands of ranges.
+    pub file: Arc<str>,
     /// The pages.
     pub range: PageRange,
     /// Share of the application's recent launches that used the range, in `[0, 1]`.
@@ -128,7 +130,7 @@ impl Plan {
         let mut out = Vec::new();
         for r in &self.ranges {
             let have = resident.get(&r.file);
-            let done = seen.entry(r.file.as_str()).or_default();
+            let done = seen.entry(&*r.file).or_default();
             let gaps = match have {
                 Some(set) => set.missing_from(r.range),
                 None => vec![r.range],
@@ -151,12 +153,74 @@ impl Plan {
 
 struct Candidate<'a> {
     file: &'a str,
+    /// The file's index in the round's [`FileTable`].
+    file_id: u32,
     range: PageRange,
     p_not: f64,
     owner: &'a str,
+    /// The owner's rank among the footprints' applications by name.
+    owner_rank: u32,
     owner_p: f64,
     first_use: usize,
     resident: u64,
+}
+
+/// The files a round's footprints name: an index for each, per footprint range, and whether a
+/// range of it can be named twice (only then are its ranges merged).
+struct FileTable<'a> {
+    /// Per footprint, per range: the file's index.
+    ids: Vec<Vec<u32>>,
+    /// Per file index: its name.
+    names: Vec<&'a str>,
+    /// Per file index: met in more than one run of ranges (of one footprint or of several).
+    shared: Vec<bool>,
+}
+
+impl<'a> FileTable<'a> {
+    fn of(footprints: &'a [AppFootprint]) -> Self {
+        let mut index: HashMap<&'a str, u32> = HashMap::new();
+        let mut table = FileTable { ids: Vec::with_capacity(footprints.len()), names: Vec::new(), shared: Vec::new() };
+        for fp in footprints {
+            let mut ids = Vec::with_capacity(fp.ranges.len());
+            // Ranges come in runs of one file: look a name up only when it changes. A file met
+            // in a second run (of this footprint or another) may repeat a range: it counts as
+            // shared, and its ranges are merged.
+            let mut last: Option<(&str, u32)> = None;
+            for r in &fp.ranges {
+                let id = match last {
+                    Some((name, id)) if name == &*r.file => id,
+                    _ => {
+                        let next = table.names.len() as u32;
+                        let id = *index.entry(&*r.file).or_insert(next);
+                        if id == next {
+                            table.names.push(&*r.file);
+                            table.shared.push(false);
+                        } else {
+                            table.shared[id as usize] = true;
+                        }
+                        last = Some((&*r.file, id));
+                        id
+                    }
+                };
+                ids.push(id);
+            }
+            table.ids.push(ids);
+        }
+        table
+    }
+
+    /// Per file index, a rank that orders the files `used` names as their names do (others 0).
+    fn ranks_of(&self, used: impl Iterator<Item = u32>) -> Vec<u32> {
+        let mut ids: Vec<u32> = used.collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.sort_by(|&a, &b| self.names[a as usize].cmp(self.names[b as usize]));
+        let mut rank = vec![0u32; self.names.len()];
+        for (r, id) in ids.into_iter().enumerate() {
+            rank[id as usize] = r as u32;
+        }
+        rank
+    }
 }
 
 /// Takes `s` into `chosen`, cut to `pages_fit` pages, counting its bytes against the budget left
@@ -222,30 +286,48 @@ pub fn plan_within(
         .iter()
         .map(|a| (a.app.as_str(), if a.probability.is_finite() { a.probability.clamp(0.0, 1.0) } else { 0.0 }))
         .collect();
+    // Applications and files are ranked by name once, so that ties are broken as by their names
+    // without comparing strings in the sorts (a round reads tens of thousands of ranges).
+    let mut app_names: Vec<&str> = footprints.iter().map(|f| f.app.as_str()).collect();
+    app_names.sort_unstable();
+    app_names.dedup();
+    let files = FileTable::of(footprints);
     // One candidate per distinct (file, range); applications sharing it combine as preload's
-    // maps do: P(needed) = 1 − Π (1 − P(app) · use share).
-    let mut by_key: BTreeMap<(&str, u64, u64), Candidate<'_>> = BTreeMap::new();
-    for fp in footprints {
+    // maps do: P(needed) = 1 − Π (1 − P(app) · use share). Only ranges of files more than one
+    // footprint names can be shared: the others become candidates without a lookup.
+    let mut alone: Vec<Candidate<'_>> = Vec::new();
+    let mut shared: BTreeMap<(u32, u64, u64), Candidate<'_>> = BTreeMap::new();
+    for (fp, file_ids) in footprints.iter().zip(&files.ids) {
         let p_app = p_of.get(fp.app.as_str()).copied().unwrap_or(0.0);
-        for (i, r) in fp.ranges.iter().enumerate() {
+        let owner_rank = app_names.binary_search(&fp.app.as_str()).unwrap_or(0) as u32;
+        for (i, (r, &file)) in fp.ranges.iter().zip(file_ids).enumerate() {
             work.ranges_read += 1;
             if r.range.is_empty() {
                 continue;
             }
             let share = if r.use_share.is_finite() { r.use_share.clamp(0.0, 1.0) } else { 0.0 };
-            let c = by_key.entry((r.file.as_str(), r.range.start, r.range.len)).or_insert(Candidate {
+            let fresh = Candidate {
                 file: &r.file,
+                file_id: file,
                 range: r.range,
                 p_not: 1.0,
                 owner: &fp.app,
+                owner_rank,
                 owner_p: -1.0,
                 first_use: i,
                 resident: 0,
-            });
+            };
+            let c = if files.shared[file as usize] {
+                shared.entry((file, r.range.start, r.range.len)).or_insert(fresh)
+            } else {
+                alone.push(fresh);
+                alone.last_mut().expect("just pushed")
+            };
             c.resident = c.resident.max(r.resident_pages.min(r.range.len));
             c.p_not *= 1.0 - p_app * share;
-            if p_app > c.owner_p || (p_app == c.owner_p && fp.app.as_str() < c.owner) {
+            if p_app > c.owner_p || (p_app == c.owner_p && owner_rank < c.owner_rank) {
                 c.owner = &fp.app;
+                c.owner_rank = owner_rank;
                 c.owner_p = p_app;
                 c.first_use = i;
             }
@@ -254,11 +336,14 @@ pub fn plan_within(
     // Net value per byte: the benefit, less the cost model's price of the missing share — at
     // the price of pushing something out (`net_pushed`) and of reading into free memory only
     // (`net_read`). Resident pages are kept for nothing, so a missing range displaces a resident
-    // one only when it is worth more than that one after paying for its read.
+    // one only when it is worth more than that one after paying for its read. A range worth
+    // neither is dropped before any sorting.
     let read_cost = cost(config.read_cost);
     let pushed_cost = read_cost + cost(config.evict_cost).max(headroom.refault_share()).max(cost(config.displaced_probability));
-    let mut scored: Vec<Scored<'_>> = by_key
-        .into_values()
+    work.candidates_scored = alone.len() + shared.len();
+    let mut scored: Vec<Scored<'_>> = alone
+        .into_iter()
+        .chain(shared.into_values())
         .filter_map(|c| {
             let p = (1.0 - c.p_not).clamp(0.0, 1.0);
             if p <= config.min_probability || p <= 0.0 {
@@ -275,16 +360,15 @@ pub fn plan_within(
             let keep = cost(config.displaced_probability);
             let net_pushed = (p - keep - missing * (pushed_cost - keep)) * per_byte;
             let net_read = (p - (1.0 - missing) * keep - missing * read_cost) * per_byte;
-            Some(Scored { benefit, net_pushed, net_read, missing, p, c })
+            (net_pushed > 0.0 || net_read > 0.0).then_some(Scored { benefit, net_pushed, net_read, missing, p, c })
         })
         .collect();
-    work.candidates_scored = scored.len();
+    let file_rank = files.ranks_of(scored.iter().map(|s| s.c.file_id));
+    let place = |c: &Candidate<'_>| (file_rank[c.file_id as usize], c.range.start, c.range.len);
     let owner_order = |a: &Candidate<'_>, b: &Candidate<'_>| {
-        b.owner_p.total_cmp(&a.owner_p).then_with(|| a.owner.cmp(b.owner)).then(a.first_use.cmp(&b.first_use))
+        b.owner_p.total_cmp(&a.owner_p).then(a.owner_rank.cmp(&b.owner_rank)).then(a.first_use.cmp(&b.first_use))
     };
-    let tie = |x: &Scored<'_>, y: &Scored<'_>| {
-        owner_order(&x.c, &y.c).then_with(|| (x.c.file, x.c.range.start).cmp(&(y.c.file, y.c.range.start)))
-    };
+    let tie = |x: &Scored<'_>, y: &Scored<'_>| owner_order(&x.c, &y.c).then_with(|| place(&x.c).cmp(&place(&y.c)));
     scored.sort_by(|x, y| y.net_pushed.total_cmp(&x.net_pushed).then_with(|| tie(x, y)));
     // First pass: best net value first, while it is positive, until the budget is full (the last
     // range cut to fit). Second pass: what is worth its read but not pushing anything out, best
@@ -319,7 +403,7 @@ pub fn plan_within(
         }
         take(s, pages_fit, page, &mut left, &mut free_left, &mut chosen);
     }
-    chosen.sort_by(|x, y| owner_order(&x.2, &y.2).then_with(|| (x.2.file, x.2.range.start).cmp(&(y.2.file, y.2.range.start))));
+    chosen.sort_by(|x, y| owner_order(&x.2, &y.2).then_with(|| place(&x.2).cmp(&place(&y.2))));
     let ranges: Vec<PlannedRange> = chosen
         .into_iter()
         .map(|(benefit, p, c)| PlannedRange {
@@ -378,7 +462,7 @@ mod tests {
         let fps = [fp("a", &[("/a", 10, 5), ("/lib", 0, 5), ("/a", 0, 5)]), fp("b", &[("/b", 0, 10)])];
         let p = plan(&probs(&[("a", 0.3), ("b", 0.6)]), &fps, MemoryBudget::of(1 << 30), &CFG);
         assert_eq!(app_order(&p), vec!["b", "a"]);
-        let a: Vec<_> = p.ranges.iter().filter(|r| r.app == "a").map(|r| (r.file.as_str(), r.range.start)).collect();
+        let a: Vec<_> = p.ranges.iter().filter(|r| r.app == "a").map(|r| (&*r.file, r.range.start)).collect();
         assert_eq!(a, vec![("/a", 10), ("/lib", 0), ("/a", 0)]);
         assert_eq!(p.bytes, 25 * 4096);
     }
@@ -470,7 +554,7 @@ mod tests {
                     ranges: ranges
                         .into_iter()
                         .map(|(f, s, l, u)| RangeUse {
-                            file: format!("/f{f}"),
+                            file: format!("/f{f}").into(),
                             range: PageRange::new(s, l),
                             use_share: u,
                             resident_pages: 0,

@@ -226,7 +226,7 @@ mod tests {
         apps.iter()
             .map(|&(app, pages)| {
                 let ranges = vec![RangeUse {
-                    file: format!("/{app}"),
+                    file: format!("/{app}").into(),
                     range: PageRange::new(0, pages),
                     use_share: 1.0,
                     resident_pages: 0,
@@ -377,7 +377,7 @@ mod tests {
                 let app = format!("app{i:04}");
                 let ranges = (0..40)
                     .map(|k| RangeUse {
-                        file: format!("/{app}/{}", k % 5),
+                        file: format!("/{app}/{}", k % 5).into(),
                         range: PageRange::new(k * 100, 50),
                         use_share: 1.0,
                         resident_pages: 0,

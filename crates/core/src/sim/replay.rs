@@ -307,9 +307,9 @@ impl BlockTable {
                             }
                             blocks.push(block_id(&file, k, &mut block_bytes));
                             match footprint.last_mut() {
-                                Some(last) if last.file == file && last.range.end() == k => last.range.len += 1,
+                                Some(last) if *last.file == *file && last.range.end() == k => last.range.len += 1,
                                 _ => footprint.push(RangeUse {
-                                    file: file.clone(),
+                                    file: file.as_str().into(),
                                     range: PageRange::new(k, 1),
                                     use_share: 1.0,
                                     resident_pages: 0,
