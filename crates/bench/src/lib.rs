@@ -15,6 +15,9 @@
 //! daemon, [`usage_day`] and [`cost`] the day and the costs, [`suite_report`] holds the results
 //! and [`suite_markdown`] / [`suite_chart`] render them.
 //!
+//! [`round_cost`] times the daemon's prediction round with many learned applications
+//! (`augur-bench round-cost`).
+//!
 //! [`boot`] boots a Debian system in a container on a throttled disk image under four setups
 //! (`augur-bench boot`).
 
@@ -39,6 +42,7 @@ pub mod machine;
 pub mod page_cache;
 pub mod page_reporting;
 pub mod prefetchers;
+pub mod round_cost;
 pub mod suite;
 pub mod suite_chart;
 pub mod suite_estimate;

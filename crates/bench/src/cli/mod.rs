@@ -14,6 +14,7 @@ pub mod boot;
 pub mod command;
 pub mod dear;
 pub mod kroeger;
+pub mod round_cost;
 pub mod suite;
 
 /// augur-bench: time a command's start-up cold, warm and prefetched, or run the benchmark suite
@@ -64,6 +65,9 @@ pub enum Internal {
     /// The reading process `augur-bench dear` runs (started by it).
     #[command(hide = true, name = "dear-reader")]
     DearReader(dear::ReaderArgs),
+    /// The CPU time of one prediction round with many learned applications: the predictor's
+    /// answer, the planning round over the likeliest ones' replay profiles, the fetch plans.
+    RoundCost(round_cost::RoundCostArgs),
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -76,6 +80,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Some(Internal::KroegerReader(a)) => kroeger::run_reader(a),
         Some(Internal::Dear(a)) => dear::run(a),
         Some(Internal::DearReader(a)) => dear::run_reader(a),
+        Some(Internal::RoundCost(a)) => round_cost::run(a),
         None => command::run(cli.bench),
     }
 }
