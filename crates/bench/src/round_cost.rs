@@ -6,14 +6,14 @@
 //! configured one, believed as far as its recent predictions came true) trained on a seeded
 //! history of launches, and the round the daemon's prediction step runs, timed on the thread's
 //! CPU clock: the predictor's answer, the planning round over the likeliest applications' replay
-//! profiles (read through the state's cache, as the daemon reads them), and the fetch plans made
-//! of it. What the round reads from `/proc` (meminfo, vmstat, pressure) is not in it: the same
+//! profiles (read through the state's cache, their footprints through the daemon's
+//! [`FootprintCache`]), and the fetch plans made of it. What the round reads from `/proc` (meminfo, vmstat, pressure) is not in it: the same
 //! three small reads whatever the number of applications. It must not decide anything itself: it
 //! calls the daemon's own functions.
 
 use std::path::{Path, PathBuf};
 
-use augur::daemon::prediction::{fetch_plans_of, footprint_of};
+use augur::daemon::prediction::{FootprintCache, fetch_plans_of};
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, LocalTime, Observation, Predictor, Transition};
 use augur_core::model::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
@@ -155,6 +155,7 @@ pub fn measure(setup: &RoundCostSetup) -> Result<RoundCost> {
     let config = RoundConfig::default();
     let memory = MemorySnapshot { total: 24 << 30, free: 16 << 30, available: 20 << 30, cached: 4 << 30, locked: 0 };
     let settings = LearnSettings::default();
+    let mut footprints = FootprintCache::default();
     let mut cost = RoundCost {
         apps: setup.apps,
         known,
@@ -189,11 +190,12 @@ pub fn measure(setup: &RoundCostSetup) -> Result<RoundCost> {
             || probs,
             |app| -> Result<Option<LearnedFootprint>> {
                 let Some(profile) = store.replay_profile(app, &settings)? else { return Ok(None) };
-                let learned = LearnedFootprint { footprint: footprint_of(app, &profile), page_size: profile.page_size };
+                let learned = LearnedFootprint { footprint: footprints.footprint(app, &profile), page_size: profile.page_size };
                 profiles.insert(app.to_string(), profile);
                 Ok(Some(learned))
             },
         )?;
+        footprints.round_done();
         let RoundOutcome::Planned(planned) = outcome else {
             return Err(BenchError::Usage("the round planned nothing: no memory figures or under pressure".into()));
         };

@@ -327,6 +327,8 @@ pub struct PredictionStep {
     sent: Option<SentJob>,
     /// When each planned application's resident pages were last kept.
     keeps: KeepSchedule,
+    /// The footprints of the last round's candidates.
+    footprints: FootprintCache,
 }
 
 /// When the prediction's plans keep their resident pages ([`FetchOptions::keep_resident`]): once
@@ -496,6 +498,7 @@ impl PredictionStep {
             rule: None,
             fill: FillTier::default(),
             chains: LaunchChains::new(),
+            footprints: FootprintCache::default(),
             sent: None,
             keeps: KeepSchedule::default(),
         })
@@ -725,6 +728,57 @@ pub fn restore_predictor(predictor: &mut dyn Predictor, history: &[ActivityRecor
     }
 }
 
+/// The footprints of the applications a round planned over, each kept for the next round while
+/// the replay profile it was made from is still the one the state answers (its replay cache
+/// hands out the same profile while the application's row is unchanged). A round asks for up
+/// to 32 footprints of hundreds of ranges each; making them again every round cost a third of
+/// a round's CPU with 1,000 learned applications (`augur-bench round-cost`). Only the last
+/// round's are kept, so it holds at most 32.
+#[derive(Debug, Default)]
+pub struct FootprintCache {
+    kept: HashMap<String, KeptFootprint>,
+    round: u64,
+}
+
+#[derive(Debug)]
+struct KeptFootprint {
+    profile: Arc<LaunchProfile>,
+    footprint: Arc<AppFootprint>,
+    round: u64,
+}
+
+impl FootprintCache {
+    /// `app`'s footprint made from `profile`: the kept one if it was made from this very profile.
+    pub fn footprint(&mut self, app: &str, profile: &Arc<LaunchProfile>) -> Arc<AppFootprint> {
+        let round = self.round;
+        if let Some(k) = self.kept.get_mut(app).filter(|k| Arc::ptr_eq(&k.profile, profile)) {
+            k.round = round;
+            return Arc::clone(&k.footprint);
+        }
+        let footprint = Arc::new(footprint_of(app, profile));
+        self.kept
+            .insert(app.to_string(), KeptFootprint { profile: Arc::clone(profile), footprint: Arc::clone(&footprint), round });
+        footprint
+    }
+
+    /// The round is over: what it did not ask for is dropped.
+    pub fn round_done(&mut self) {
+        let round = self.round;
+        self.kept.retain(|_, k| k.round == round);
+        self.round += 1;
+    }
+
+    /// Footprints kept.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// True when none is kept.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+}
+
 /// The planner's view of a learned profile: its ranges in first-use order, keyed by path.
 pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     let mut ranges: Vec<(u64, RangeUse)> = Vec::new();
@@ -947,6 +1001,7 @@ impl PlanStep for PredictionStep {
         let mut profiles = BTreeMap::new();
         let predictor = &mut self.predictor;
         let chains = &self.chains;
+        let footprints = &mut self.footprints;
         let outcome = round.run(
             || predictor.predict(now),
             |app| -> Result<Option<LearnedFootprint>> {
@@ -964,11 +1019,12 @@ impl PlanStep for PredictionStep {
                     }
                 }
                 let Some(profile) = found else { return Ok(None) };
-                let learned = LearnedFootprint { footprint: footprint_of(app, &profile), page_size: profile.page_size };
+                let learned = LearnedFootprint { footprint: footprints.footprint(app, &profile), page_size: profile.page_size };
                 profiles.insert(app.to_string(), profile);
                 Ok(Some(learned))
             },
         )?;
+        self.footprints.round_done();
         let RoundPlan { budget, candidates: probs, plan: planned, .. } = match outcome {
             RoundOutcome::Planned(p) => p,
             RoundOutcome::PressureStop => {
@@ -1639,6 +1695,27 @@ mod tests {
         assert_eq!(fetch[0].0, "a");
         assert_eq!(fetch[0].1.lookups(), a.lookups.as_slice());
         assert!(fetch[1].1.lookups().is_empty());
+    }
+
+    #[test]
+    fn a_footprint_is_kept_while_its_profile_is_and_only_for_the_next_round() {
+        let mut cache = FootprintCache::default();
+        let a = Arc::new(profile(&[("/usr/bin/a", &[(0, 4, 0)])]));
+        let b = Arc::new(profile(&[("/usr/bin/b", &[(0, 4, 0)])]));
+        let first = cache.footprint("a", &a);
+        cache.footprint("b", &b);
+        cache.round_done();
+        assert!(Arc::ptr_eq(&first, &cache.footprint("a", &a)), "same profile: the footprint is kept");
+        cache.round_done();
+        assert_eq!(cache.len(), 1, "b was not asked for in the last round: dropped");
+        // A new profile (the application learned a launch): a new footprint.
+        let relearned = Arc::new(profile(&[("/usr/bin/a", &[(0, 8, 0)])]));
+        let second = cache.footprint("a", &relearned);
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(second.ranges[0].range.len, 8);
+        cache.round_done();
+        cache.round_done();
+        assert!(cache.is_empty());
     }
 
     #[test]

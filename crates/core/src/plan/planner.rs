@@ -13,6 +13,7 @@
 //! application first, in first-use order within an application. Pure: no system calls;
 //! `docs/predictors.md` ("Planner", "Cost model") states the rules.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -177,10 +178,11 @@ struct FileTable<'a> {
 }
 
 impl<'a> FileTable<'a> {
-    fn of(footprints: &'a [AppFootprint]) -> Self {
+    fn of<F: Borrow<AppFootprint>>(footprints: &'a [F]) -> Self {
         let mut index: HashMap<&'a str, u32> = HashMap::new();
         let mut table = FileTable { ids: Vec::with_capacity(footprints.len()), names: Vec::new(), shared: Vec::new() };
         for fp in footprints {
+            let fp = fp.borrow();
             let mut ids = Vec::with_capacity(fp.ranges.len());
             // Ranges come in runs of one file: look a name up only when it changes. A file met
             // in a second run (of this footprint or another) may repeat a range: it counts as
@@ -188,7 +190,8 @@ impl<'a> FileTable<'a> {
             let mut last: Option<(&str, u32)> = None;
             for r in &fp.ranges {
                 let id = match last {
-                    Some((name, id)) if name == &*r.file => id,
+                    // The ranges of one file share its name: compare the pointers first.
+                    Some((name, id)) if std::ptr::eq(name, &*r.file) || name == &*r.file => id,
                     _ => {
                         let next = table.names.len() as u32;
                         let id = *index.entry(&*r.file).or_insert(next);
@@ -255,7 +258,12 @@ struct Scored<'a> {
 }
 
 /// Chooses what to keep resident, with all memory counted as free ([`MemoryHeadroom::UNMEASURED`]).
-pub fn plan(probabilities: &[AppProbability], footprints: &[AppFootprint], budget: MemoryBudget, config: &PlannerConfig) -> Plan {
+pub fn plan<F: Borrow<AppFootprint>>(
+    probabilities: &[AppProbability],
+    footprints: &[F],
+    budget: MemoryBudget,
+    config: &PlannerConfig,
+) -> Plan {
     plan_within(probabilities, footprints, budget, &MemoryHeadroom::UNMEASURED, config)
 }
 
@@ -273,9 +281,9 @@ fn cost(c: f64) -> f64 {
 /// are taken best net value first while that is positive, until the budget is full (the last
 /// cut to fit); then those whose missing share pays for its read alone
 /// (`(p − (1 − m)·d − m·read_cost) > 0`) fill what is left of the free memory, cut at its end.
-pub fn plan_within(
+pub fn plan_within<F: Borrow<AppFootprint>>(
     probabilities: &[AppProbability],
-    footprints: &[AppFootprint],
+    footprints: &[F],
     budget: MemoryBudget,
     headroom: &MemoryHeadroom,
     config: &PlannerConfig,
@@ -288,7 +296,7 @@ pub fn plan_within(
         .collect();
     // Applications and files are ranked by name once, so that ties are broken as by their names
     // without comparing strings in the sorts (a round reads tens of thousands of ranges).
-    let mut app_names: Vec<&str> = footprints.iter().map(|f| f.app.as_str()).collect();
+    let mut app_names: Vec<&str> = footprints.iter().map(|f| f.borrow().app.as_str()).collect();
     app_names.sort_unstable();
     app_names.dedup();
     let files = FileTable::of(footprints);
@@ -297,7 +305,14 @@ pub fn plan_within(
     // footprint names can be shared: the others become candidates without a lookup.
     let mut alone: Vec<Candidate<'_>> = Vec::new();
     let mut shared: BTreeMap<(u32, u64, u64), Candidate<'_>> = BTreeMap::new();
+    // A range no one else can name, with nothing of it resident, is worth taking only when its
+    // probability beats its read (the scoring below says the same of it): the rest are counted
+    // and left out here, so a round over many unlikely applications builds almost nothing.
+    let read_cost = cost(config.read_cost);
+    let floor = read_cost.max(config.min_probability).max(0.0);
+    let mut passed_over = 0usize;
     for (fp, file_ids) in footprints.iter().zip(&files.ids) {
+        let fp: &AppFootprint = fp.borrow();
         let p_app = p_of.get(fp.app.as_str()).copied().unwrap_or(0.0);
         let owner_rank = app_names.binary_search(&fp.app.as_str()).unwrap_or(0) as u32;
         for (i, (r, &file)) in fp.ranges.iter().zip(file_ids).enumerate() {
@@ -306,6 +321,10 @@ pub fn plan_within(
                 continue;
             }
             let share = if r.use_share.is_finite() { r.use_share.clamp(0.0, 1.0) } else { 0.0 };
+            if !files.shared[file as usize] && r.resident_pages == 0 && (1.0 - (1.0 - p_app * share)).clamp(0.0, 1.0) <= floor {
+                passed_over += 1;
+                continue;
+            }
             let fresh = Candidate {
                 file: &r.file,
                 file_id: file,
@@ -338,9 +357,8 @@ pub fn plan_within(
     // (`net_read`). Resident pages are kept for nothing, so a missing range displaces a resident
     // one only when it is worth more than that one after paying for its read. A range worth
     // neither is dropped before any sorting.
-    let read_cost = cost(config.read_cost);
     let pushed_cost = read_cost + cost(config.evict_cost).max(headroom.refault_share()).max(cost(config.displaced_probability));
-    work.candidates_scored = alone.len() + shared.len();
+    work.candidates_scored = alone.len() + shared.len() + passed_over;
     let mut scored: Vec<Scored<'_>> = alone
         .into_iter()
         .chain(shared.into_values())

@@ -13,6 +13,8 @@
 //! closures, called only when the round gets that far (the daemon reads footprints from its
 //! state, and some predictors advance their state when asked).
 
+use std::sync::Arc;
+
 use super::budget::{BudgetConfig, MemoryBudget, MemoryPressure, MemorySnapshot};
 use super::cost::MemoryHeadroom;
 use super::planner::{AppFootprint, Plan, PlannerConfig, plan_within};
@@ -78,8 +80,9 @@ impl Default for RoundConfig {
 /// A footprint learned for a candidate, with the page size of the profile it came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LearnedFootprint {
-    /// The ranges, in first-use order.
-    pub footprint: AppFootprint,
+    /// The ranges, in first-use order (shared: the daemon keeps a planned application's
+    /// footprint from round to round while its profile is unchanged).
+    pub footprint: Arc<AppFootprint>,
     /// Bytes per page (per planning unit) of `footprint`'s ranges.
     pub page_size: u64,
 }
@@ -194,7 +197,7 @@ impl PlanningRound<'_> {
         learned.sort_by(|a, b| a.footprint.app.cmp(&b.footprint.app));
         let page_size = learned.first().map_or(self.default_page_size, |f| f.page_size);
         let planned_apps: Vec<String> = learned.iter().map(|f| f.footprint.app.clone()).collect();
-        let footprints: Vec<AppFootprint> = learned.into_iter().map(|f| f.footprint).collect();
+        let footprints: Vec<Arc<AppFootprint>> = learned.into_iter().map(|f| f.footprint).collect();
         let config = PlannerConfig {
             page_size,
             seek_cost_bytes: self.config.seek_cost_bytes,
@@ -231,7 +234,10 @@ mod tests {
                     use_share: 1.0,
                     resident_pages: 0,
                 }];
-                (app.to_string(), LearnedFootprint { footprint: AppFootprint { app: app.into(), ranges }, page_size: 4096 })
+                (
+                    app.to_string(),
+                    LearnedFootprint { footprint: Arc::new(AppFootprint { app: app.into(), ranges }), page_size: 4096 },
+                )
             })
             .collect()
     }
@@ -383,7 +389,7 @@ mod tests {
                         resident_pages: 0,
                     })
                     .collect();
-                (app.clone(), LearnedFootprint { footprint: AppFootprint { app, ranges }, page_size: 4096 })
+                (app.clone(), LearnedFootprint { footprint: Arc::new(AppFootprint { app, ranges }), page_size: 4096 })
             })
             .collect();
         let p: Vec<AppProbability> = (0..n)

@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -561,7 +562,7 @@ fn replay(
             // as missing.
             let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.1.clone());
             Ok(ranges.map(|ranges| LearnedFootprint {
-                footprint: AppFootprint { app: app.to_string(), ranges },
+                footprint: Arc::new(AppFootprint { app: app.to_string(), ranges }),
                 page_size: block_unit,
             }))
         };
@@ -962,7 +963,7 @@ mod tests {
                     let k = apps.iter().position(|a| a == app).unwrap();
                     let ranges = table.declarations[&k].1.clone();
                     Ok::<_, Infallible>(Some(LearnedFootprint {
-                        footprint: AppFootprint { app: app.into(), ranges },
+                        footprint: Arc::new(AppFootprint { app: app.into(), ranges }),
                         page_size: block,
                     }))
                 },
