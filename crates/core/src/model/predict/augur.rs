@@ -140,24 +140,39 @@ impl Memory {
         *bucket.counts.entry(s).or_default() += 1.0;
     }
 
-    /// P(app | bucket) / P(app), smoothed over the neighbouring hours and towards 1.
-    fn time_of_day_factor(&self, s: Symbol, now: LocalTime, base: f64, weight: f64) -> f64 {
+    /// P(app | bucket) / P(app) for each application of `alphabet` (aligned with it, as `base`,
+    /// the order-0 distribution, is), smoothed over the neighbouring hours and towards 1.
+    fn time_of_day_factors(&self, alphabet: &[Symbol], base: &[f64], now: LocalTime, weight: f64) -> Vec<f64> {
         const STRENGTH: f64 = 4.0;
         let b = bucket_of(now);
         let (day, hour) = (b / 24, b % 24);
-        let mut count = 0.0;
+        let mut count = vec![0.0; alphabet.len()];
         let mut total = 0.0;
         for (dh, w) in [(23usize, 0.5), (0, 1.0), (1, 0.5)] {
             let nb = day * 24 + (hour + dh) % 24;
             let f = self.bucket_factor(nb);
-            count += w * f * self.buckets[nb].counts.get(&s).copied().unwrap_or(0.0);
+            for (s, c) in &self.buckets[nb].counts {
+                if let Ok(i) = alphabet.binary_search(s) {
+                    count[i] += w * f * c;
+                }
+            }
             total += w * f * self.buckets[nb].total;
         }
-        let p_bucket = (count + STRENGTH * base) / (total + STRENGTH);
-        if base > 0.0 { (p_bucket / base).powf(weight) } else { 1.0 }
+        count
+            .iter()
+            .zip(base)
+            .map(|(&count, &base)| {
+                if base <= 0.0 {
+                    return 1.0;
+                }
+                let ratio = (count + STRENGTH * base) / (total + STRENGTH) / base;
+                if weight == 1.0 { ratio } else { ratio.powf(weight) }
+            })
+            .collect()
     }
 
-    /// The normalised next-launch distribution over `alphabet`, with its (sequence, time) parts.
+    /// The normalised next-launch distribution over `alphabet` (sorted; the answer is aligned
+    /// with it), with its (sequence, time) parts.
     fn scores(
         &self,
         config: &AugurConfig,
@@ -165,20 +180,18 @@ impl Memory {
         order: usize,
         alphabet: &[Symbol],
         now: LocalTime,
-    ) -> BTreeMap<Symbol, (f64, f64, f64)> {
+    ) -> Vec<(f64, f64, f64)> {
         let q = self.model.distribution(context, alphabet, order, config.prior);
-        let base = self.model.distribution(&[], alphabet, 0, config.prior);
-        let mut out = BTreeMap::new();
-        let mut sum = 0.0;
-        for &s in alphabet {
-            let qs = q.get(&s).copied().unwrap_or(0.0);
-            let tod = if config.time_of_day { self.time_of_day_factor(s, now, base[&s], config.time_of_day_weight) } else { 1.0 };
-            let v = qs * tod;
-            sum += v;
-            out.insert(s, (v, qs, tod));
-        }
+        let tod = if config.time_of_day {
+            let base = self.model.distribution(&[], alphabet, 0, config.prior);
+            self.time_of_day_factors(alphabet, &base, now, config.time_of_day_weight)
+        } else {
+            vec![1.0; alphabet.len()]
+        };
+        let mut out: Vec<(f64, f64, f64)> = q.iter().zip(&tod).map(|(&qs, &t)| (qs * t, qs, t)).collect();
+        let sum: f64 = out.iter().map(|v| v.0).sum();
         if sum > 0.0 {
-            for v in out.values_mut() {
+            for v in &mut out {
                 v.0 /= sum;
             }
         }
@@ -265,18 +278,18 @@ impl AugurPredictor {
     }
 
     /// The mixed next-launch distribution over applications not running, with the parts of the
-    /// memory that weighs most.
-    fn scores(&self, now: LocalTime) -> BTreeMap<Symbol, (f64, f64, f64)> {
+    /// memory that weighs most, indexed by symbol (`None` for a running application).
+    fn scores(&self, now: LocalTime) -> Vec<Option<(f64, f64, f64)>> {
         let context = self.context_at(now);
         let alphabet: Vec<Symbol> =
             (0..self.names.len() as Symbol).filter(|&s| !self.running.is_running(&self.names[s as usize])).collect();
         let order = self.use_order(&context);
         let lead = self.lead_memory();
-        let mut out: BTreeMap<Symbol, (f64, f64, f64)> = BTreeMap::new();
+        let mut out: Vec<Option<(f64, f64, f64)>> = vec![None; self.names.len()];
         for (i, m) in self.memories.iter().enumerate() {
             let w = self.weights[i];
-            for (s, (p, q, tod)) in m.scores(&self.config, &context, order, &alphabet, now) {
-                let e = out.entry(s).or_insert((0.0, q, tod));
+            for (&s, (p, q, tod)) in alphabet.iter().zip(m.scores(&self.config, &context, order, &alphabet, now)) {
+                let e = out[s as usize].get_or_insert((0.0, q, tod));
                 e.0 += w * p;
                 if i == lead {
                     e.1 = q;
@@ -315,8 +328,9 @@ impl Predictor for AugurPredictor {
                 let alphabet: Vec<Symbol> =
                     (0..self.names.len() as Symbol).filter(|&x| !self.running.is_running(&self.names[x as usize])).collect();
                 let order = self.use_order(&context);
+                let at = alphabet.binary_search(&s).ok();
                 for (i, m) in self.memories.iter().enumerate() {
-                    let p = m.scores(&self.config, &context, order, &alphabet, event.at).get(&s).map_or(0.0, |v| v.0);
+                    let p = at.map_or(0.0, |k| m.scores(&self.config, &context, order, &alphabet, event.at)[k].0);
                     self.weights[i] *= p.max(1e-6);
                 }
                 let total: f64 = self.weights.iter().sum();
@@ -345,7 +359,7 @@ impl Predictor for AugurPredictor {
         // `symbols` is ordered by name: no sort needed.
         self.symbols
             .iter()
-            .map(|(app, s)| AppProbability { app: app.clone(), probability: unit(scores.get(s).map_or(0.0, |v| v.0)) })
+            .map(|(app, s)| AppProbability { app: app.clone(), probability: unit(scores[*s as usize].map_or(0.0, |v| v.0)) })
             .collect()
     }
 
@@ -360,13 +374,13 @@ impl Predictor for AugurPredictor {
             };
         };
         let scores = self.scores(now);
-        let probability = unit(scores.get(&s).map_or(0.0, |v| v.0));
+        let probability = unit(scores[s as usize].map_or(0.0, |v| v.0));
         if self.running.is_running(app) {
             reasons.push("running now: a running application is not predicted".into());
-        } else if let Some(&(_, q, tod)) = scores.get(&s) {
+        } else if let Some((_, q, tod)) = scores[s as usize] {
             reasons.push(format!(
                 "P(next launch is {app}) = {probability:.3}: sequence model gives {q:.3}, time of day multiplies by {tod:.2}, renormalised over the {} applications not running",
-                scores.len()
+                scores.iter().flatten().count()
             ));
             let context = self.context_at(now);
             let order = self.use_order(&context);

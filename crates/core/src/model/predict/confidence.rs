@@ -287,13 +287,35 @@ impl PredictionConfidence {
     /// with the band's factor replaced by `app`'s own ([`PredictionConfidence::app_factor`]) as far
     /// as its gate lets it count: `skill gate · p · ((1 − g)·band factor + g·own factor)`.
     pub fn believe_app(&self, app: &str, p: f64) -> f64 {
-        let g = self.app_gate(app);
-        if g <= 0.0 {
-            return self.believe(p);
+        self.believed(self.skill_gate(), self.apps.get(app), p)
+    }
+
+    /// [`PredictionConfidence::believe_app`] for every prediction in place: the skill gate
+    /// computed once and each application's record looked up once (a round asks about every
+    /// application known, a thousand of them on a machine in use for long).
+    pub fn believe_all(&self, predictions: &mut [AppProbability]) {
+        let skill_gate = self.skill_gate();
+        for a in predictions {
+            a.probability = self.believed(skill_gate, self.apps.get(&a.app), a.probability);
         }
+    }
+
+    /// What `believe_app` says of `p`, given the skill gate and the application's record.
+    fn believed(&self, skill_gate: f64, record: Option<&AppRecord>, p: f64) -> f64 {
         let p = unit(p);
-        let factor = (1.0 - g) * self.factor(p) + g * self.app_factor(app, p);
-        unit(self.skill_gate() * p * factor)
+        let band = self.factor(p);
+        let g = match record {
+            Some(r) if self.config.per_app && r.predictions() >= self.config.app_evidence => {
+                gate(resolution_skill(&r.bands).unwrap_or(0.0), self.config.app_skill_floor, self.config.app_skill_full)
+            }
+            _ => 0.0,
+        };
+        if g <= 0.0 {
+            return unit(skill_gate * p * band);
+        }
+        let k = self.config.app_prior.max(1e-9);
+        let own = record.map_or(band, |r| (r.hits() + k * band) / (r.claimed() + k));
+        unit(skill_gate * p * ((1.0 - g) * band + g * own))
     }
 
     /// (resolved predictions, hits) over the tally's whole life.
@@ -369,9 +391,7 @@ impl Predictor for ConfidentPredictor {
     fn predict(&mut self, now: LocalTime) -> Vec<AppProbability> {
         let mut out = self.inner.predict(now);
         self.confidence.predicted(&out);
-        for a in &mut out {
-            a.probability = self.confidence.believe_app(&a.app, a.probability);
-        }
+        self.confidence.believe_all(&mut out);
         out
     }
 

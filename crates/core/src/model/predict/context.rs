@@ -110,30 +110,50 @@ impl ContextModel {
     /// The blended distribution of the next symbol over `alphabet` after `history`: order 0
     /// (with add-`prior` smoothing), then each longer context interpolated over it with weight
     /// `seen / (seen + distinct successors)` (Witten–Bell). Orders above `use_order` are ignored.
-    pub fn distribution(&self, history: &[Symbol], alphabet: &[Symbol], use_order: usize, prior: f64) -> BTreeMap<Symbol, f64> {
-        let mut q: BTreeMap<Symbol, f64> = BTreeMap::new();
-        let (n0, c0) = self.node(&[]).unwrap_or_default();
+    /// `alphabet` is sorted ascending; the answer is aligned with it. Linear in the alphabet: a
+    /// context's successors (at most the partition) are added to a common scale rather than every
+    /// symbol being blended at every order.
+    pub fn distribution(&self, history: &[Symbol], alphabet: &[Symbol], use_order: usize, prior: f64) -> Vec<f64> {
+        debug_assert!(alphabet.windows(2).all(|w| w[0] < w[1]), "the alphabet is sorted");
+        let mut q = vec![0.0; alphabet.len()];
+        let root = self.nodes.get(&[][..]);
+        let (n0, f0) = root.map_or((0.0, 1.0), |n| {
+            let f = self.factor(n.stamp);
+            (n.count * f, f)
+        });
         let denom = n0 + prior * alphabet.len() as f64;
-        for &s in alphabet {
-            let v = if denom > 0.0 {
-                (c0.get(&s).copied().unwrap_or(0.0) + prior) / denom
-            } else {
-                1.0 / alphabet.len().max(1) as f64
-            };
-            q.insert(s, v);
+        if denom > 0.0 {
+            q.fill(prior / denom);
+            for (s, c) in root.map(|n| &n.children).into_iter().flatten() {
+                if let Ok(i) = alphabet.binary_search(s) {
+                    q[i] = (c * f0 + prior) / denom;
+                }
+            }
+        } else {
+            q.fill(1.0 / alphabet.len().max(1) as f64);
         }
+        // Every value is `scale` times what `q` holds: blending order k multiplies all by
+        // (1 − λ) through `scale` and adds λ·count/seen to its successors only.
+        let mut scale = 1.0;
         let longest = history.len().min(self.max_order).min(use_order);
         for k in 1..=longest {
             let context = &history[history.len() - k..];
-            let Some((n, children)) = self.node(context) else { break };
-            if n <= 0.0 || children.is_empty() {
+            let Some(node) = self.nodes.get(context) else { break };
+            let f = self.factor(node.stamp);
+            let n = node.count * f;
+            if n <= 0.0 || node.children.is_empty() {
                 break;
             }
-            let lambda = n / (n + children.len() as f64);
-            for (s, v) in q.iter_mut() {
-                let qk = children.get(s).copied().unwrap_or(0.0) / n;
-                *v = lambda * qk + (1.0 - lambda) * *v;
+            let lambda = n / (n + node.children.len() as f64);
+            scale *= 1.0 - lambda;
+            for (s, c) in &node.children {
+                if let Ok(i) = alphabet.binary_search(s) {
+                    q[i] += lambda * (c * f / n) / scale;
+                }
             }
+        }
+        for v in &mut q {
+            *v *= scale;
         }
         q
     }
@@ -171,12 +191,12 @@ mod tests {
             m.update(&seq[..i], seq[i]);
         }
         let q = m.distribution(&seq, &[0, 1, 2], 2, 0.5);
-        assert!(q[&2] > 0.8, "{q:?}");
-        let total: f64 = q.values().sum();
+        assert!(q[2] > 0.8, "{q:?}");
+        let total: f64 = q.iter().sum();
         assert!((total - 1.0).abs() < 1e-9);
         // Order 0 alone is close to uniform.
         let q0 = m.distribution(&seq, &[0, 1, 2], 0, 0.5);
-        assert!(q0[&2] < 0.4);
+        assert!(q0[2] < 0.4);
     }
 
     #[test]
@@ -189,7 +209,7 @@ mod tests {
             m.update(&[7], 2);
         }
         let q = m.distribution(&[7], &[1, 2], 1, 0.1);
-        assert!(q[&2] > q[&1], "{q:?}");
+        assert!(q[1] > q[0], "{q:?}");
         let mut flat = ContextModel::new(1, 8, 1.0);
         for _ in 0..50 {
             flat.update(&[7], 1);
@@ -198,7 +218,7 @@ mod tests {
             flat.update(&[7], 2);
         }
         let q = flat.distribution(&[7], &[1, 2], 1, 0.1);
-        assert!(q[&1] > q[&2]);
+        assert!(q[0] > q[1]);
     }
 
     #[test]
