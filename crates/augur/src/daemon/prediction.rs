@@ -793,6 +793,10 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
     AppFootprint { app: app.to_string(), ranges: ranges.into_iter().map(|(_, r)| r).collect() }
 }
 
+/// One planned application's ranges gathered by file: its profile, each file's index by the
+/// planner's name for it, and the files with their ranges in first-planned order.
+type GatheredRanges<'a> = (&'a LaunchProfile, HashMap<&'a str, usize>, Vec<(&'a FileProfile, Vec<UsedRange>)>);
+
 /// The fetch plans for the planned ranges: one per application, in the order the planner took
 /// them (the likeliest first), each with the ranges in fetch order and each file's identity from
 /// the profile it was learned in (a file whose identity changed is refused by the fetcher). One
@@ -808,8 +812,11 @@ pub fn fetch_plans_of(
     let mut apps: Vec<&str> = Vec::new();
     let mut plans: Vec<FetchPlan> = Vec::new();
     // Each planned application's files by the path the planner names them with (built once per
-    // application: a plan holds thousands of ranges of hundreds of files).
+    // application: a plan holds thousands of ranges of hundreds of files), and the ranges planned
+    // of each, gathered before they are added to its plan: one `add_file` per file, not per
+    // range (each merges and sorts the file's ranges again).
     let mut files_of: Vec<HashMap<String, &FileProfile>> = Vec::new();
+    let mut gathered: Vec<GatheredRanges<'_>> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
         let Some(profile) = profiles.get(&r.app) else { continue };
         let i = match apps.iter().position(|a| *a == r.app.as_str()) {
@@ -817,6 +824,7 @@ pub fn fetch_plans_of(
             None => {
                 apps.push(r.app.as_str());
                 files_of.push(profile.files.iter().map(|f| (f.path.to_string_lossy().into_owned(), f)).collect());
+                gathered.push((profile, HashMap::new(), Vec::new()));
                 // A user's application is loaded with the files that user may read only.
                 let mut plan = FetchPlan::new(page_size).for_user(ProcessUser::without_groups(key_uid(&r.app)));
                 // Its metadata first: the inodes and directories its launches needed from disk.
@@ -827,13 +835,18 @@ pub fn fetch_plans_of(
                 plans.len() - 1
             }
         };
-        let Some(file) = files_of[i].get(r.file.as_str()) else { continue };
-        plans[i].add_file(
-            file.path.clone(),
-            file.identity,
-            &[UsedRange { range: r.range, first_use_us: order as u64 }],
-            profile.page_size,
-        );
+        let Some(&file) = files_of[i].get(r.file.as_str()) else { continue };
+        let (_, index, files) = &mut gathered[i];
+        let k = *index.entry(r.file.as_str()).or_insert_with(|| {
+            files.push((file, Vec::new()));
+            files.len() - 1
+        });
+        files[k].1.push(UsedRange { range: r.range, first_use_us: order as u64 });
+    }
+    for (plan, (profile, _, files)) in plans.iter_mut().zip(gathered) {
+        for (file, ranges) in files {
+            plan.add_file(file.path.clone(), file.identity, &ranges, profile.page_size);
+        }
     }
     apps.into_iter().map(String::from).zip(plans).collect()
 }
