@@ -295,8 +295,18 @@ impl PredictionConfidence {
     /// application known, a thousand of them on a machine in use for long).
     pub fn believe_all(&self, predictions: &mut [AppProbability]) {
         let skill_gate = self.skill_gate();
-        for a in predictions {
-            a.probability = self.believed(skill_gate, self.apps.get(&a.app), a.probability);
+        if predictions.windows(2).all(|w| w[0].app < w[1].app) {
+            // Ordered by name as the records are (augur's predictor answers so): walk both.
+            let mut records = self.apps.iter().peekable();
+            for a in predictions {
+                while records.next_if(|(app, _)| app.as_str() < a.app.as_str()).is_some() {}
+                let record = records.peek().filter(|(app, _)| **app == a.app).map(|(_, r)| *r);
+                a.probability = self.believed(skill_gate, record, a.probability);
+            }
+        } else {
+            for a in predictions {
+                a.probability = self.believed(skill_gate, self.apps.get(&a.app), a.probability);
+            }
         }
     }
 
@@ -555,6 +565,15 @@ mod tests {
         assert!(own > c.believe(0.3), "above the band, which \"noise\" shares: {own} {}", c.believe(0.3));
         let off = PredictionConfidence { config: ConfidenceConfig { per_app: false, ..c.config }, ..c.clone() };
         assert_eq!(off.believe_app("hab", 0.3), off.believe(0.3), "per-application calibration off");
+        // All at once, in name order (walked beside the records) or not: as one by one.
+        let said = ps(&[("a0", 0.4), ("cue", 0.2), ("hab", 0.3), ("noise", 0.2), ("zz", 0.6)]);
+        let one_by_one: Vec<f64> = said.iter().map(|a| c.believe_app(&a.app, a.probability)).collect();
+        let mut sorted = said.clone();
+        c.believe_all(&mut sorted);
+        assert_eq!(sorted.iter().map(|a| a.probability).collect::<Vec<_>>(), one_by_one);
+        let mut reversed: Vec<AppProbability> = said.iter().rev().cloned().collect();
+        c.believe_all(&mut reversed);
+        assert_eq!(reversed.iter().rev().map(|a| a.probability).collect::<Vec<_>>(), one_by_one);
     }
 
     #[test]
