@@ -11,8 +11,7 @@ use common::stop;
 
 use augur::daemon::control::{self, Request, Response, StatusReport};
 use augur_core::model::learn::LearnSettings;
-use augur_core::model::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
-use augur_core::model::range::PageRange;
+use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{LaunchRecord, StateLimits};
 use augur_store::state::StateStore;
 
@@ -61,28 +60,6 @@ impl Drop for Daemon {
     }
 }
 
-/// A plausible launch: 40 files of 12 scattered ranges each (about 480 ranges, 2 400 pages).
-fn launch(app: u64) -> LaunchProfile {
-    LaunchProfile {
-        command: vec![format!("/opt/app{app}/bin/app")],
-        recorded_at: 0,
-        page_size: 4096,
-        mode: TraceMode::Access,
-        window_ms: 800,
-        files: (0..40u64)
-            .map(|f| FileProfile {
-                path: PathBuf::from(format!("/opt/app{app}/lib/libpart{f}.so")),
-                identity: FileIdentity { dev: 65024, ino: app * 100 + f, size: 8 << 20, mtime_ns: 1 },
-                ranges: (0..12u64)
-                    .map(|k| UsedRange { range: PageRange::new(k * 37 + f % 5, 5), first_use_us: f * 1000 + k })
-                    .collect(),
-            })
-            .collect(),
-        unresolved: Unresolved::default(),
-        lookups: Vec::new(),
-    }
-}
-
 /// A state at `state` with 500 learned applications, two launches each.
 fn learned_500(state: &Path) {
     let (mut store, _) = StateStore::open(state).unwrap();
@@ -91,7 +68,7 @@ fn learned_500(state: &Path) {
         let key = format!("/opt/app{app}/bin/app");
         for run in 0..2 {
             let record = LaunchRecord { app: key.clone(), started_ms: app * 10 + run, pages_used: 2400, ..Default::default() };
-            store.learn_launch(&key, &key, &launch(app), &record, &limits).unwrap();
+            store.learn_launch(&key, &key, &LaunchProfile::plausible_example(app), &record, &limits).unwrap();
         }
     }
 }

@@ -7,17 +7,16 @@
 //! history of launches, and the round the daemon's prediction step runs, timed on the thread's
 //! CPU clock: the predictor's answer, the planning round over the likeliest applications' replay
 //! profiles (read through the state's cache, their footprints through the daemon's
-//! [`FootprintCache`]), and the fetch plans made of it. What the round reads from `/proc` (meminfo, vmstat, pressure) is not in it: the same
-//! three small reads whatever the number of applications. It must not decide anything itself: it
-//! calls the daemon's own functions.
+//! [`FootprintCache`]), and the fetch plans made of it. What the round reads from `/proc`
+//! (meminfo, vmstat, pressure) is not in it: the same three small reads whatever the number of
+//! applications. It must not decide anything itself: it calls the daemon's own functions.
 
 use std::path::{Path, PathBuf};
 
 use augur::daemon::prediction::{FootprintCache, fetch_plans_of};
 use augur_core::model::learn::LearnSettings;
 use augur_core::model::predict::{self, ConfidenceConfig, ConfidentPredictor, LocalTime, Observation, Predictor, Transition};
-use augur_core::model::profile::{FileIdentity, FileProfile, LaunchProfile, TraceMode, Unresolved, UsedRange};
-use augur_core::model::range::PageRange;
+use augur_core::model::profile::LaunchProfile;
 use augur_core::model::record::{LaunchRecord, StateLimits};
 use augur_core::model::user::user_key;
 use augur_core::plan::{LearnedFootprint, MemoryHeadroom, MemorySnapshot, PlanningRound, RoundConfig, RoundOutcome};
@@ -62,29 +61,6 @@ pub struct RoundCost {
     pub planned_ranges: usize,
 }
 
-/// One learned launch of application `n`: 40 files of 12 scattered ranges each (about 480
-/// ranges, 2,400 pages), as the daemon's cost tests learn them.
-fn launch_of(n: u64, exe: &str) -> LaunchProfile {
-    LaunchProfile {
-        command: vec![exe.to_string()],
-        recorded_at: 0,
-        page_size: 4096,
-        mode: TraceMode::Access,
-        window_ms: 800,
-        files: (0..40u64)
-            .map(|f| FileProfile {
-                path: PathBuf::from(format!("/opt/app{n}/lib/libpart{f}.so")),
-                identity: FileIdentity { dev: 65024, ino: n * 100 + f, size: 8 << 20, mtime_ns: 1 },
-                ranges: (0..12u64)
-                    .map(|k| UsedRange { range: PageRange::new(k * 37 + f % 5, 5), first_use_us: f * 1000 + k })
-                    .collect(),
-            })
-            .collect(),
-        unresolved: Unresolved::default(),
-        lookups: Vec::new(),
-    }
-}
-
 /// The key application `n` is learned under: root's for the first half, uid 1000's after.
 fn key_of(n: u64, apps: u64) -> String {
     let exe = format!("/opt/app{n}/bin/app");
@@ -98,7 +74,7 @@ fn learned_state(path: &Path, apps: u64) -> Result<StateStore> {
     for n in 0..apps {
         let key = key_of(n, apps);
         let exe = format!("/opt/app{n}/bin/app");
-        let launch = launch_of(n, &exe);
+        let launch = LaunchProfile::plausible_example(n);
         for run in 0..2 {
             let record = LaunchRecord { app: key.clone(), started_ms: n * 10 + run, pages_used: 2400, ..Default::default() };
             store.learn_launch(&key, &exe, &launch, &record, &limits)?;

@@ -193,6 +193,30 @@ impl LookupList {
 }
 
 impl LaunchProfile {
+    /// A plausible learned launch of application `n` (`/opt/app{n}/bin/app`), for measuring what
+    /// many learned applications cost (the daemon's cost tests, `augur-bench round-cost`): 40
+    /// files of 12 scattered ranges each, about 480 ranges and 2,400 pages.
+    pub fn plausible_example(n: u64) -> LaunchProfile {
+        LaunchProfile {
+            command: vec![format!("/opt/app{n}/bin/app")],
+            recorded_at: 0,
+            page_size: 4096,
+            mode: TraceMode::Access,
+            window_ms: 800,
+            files: (0..40u64)
+                .map(|f| FileProfile {
+                    path: PathBuf::from(format!("/opt/app{n}/lib/libpart{f}.so")),
+                    identity: FileIdentity { dev: 65024, ino: n * 100 + f, size: 8 << 20, mtime_ns: 1 },
+                    ranges: (0..12u64)
+                        .map(|k| UsedRange { range: PageRange::new(k * 37 + f % 5, 5), first_use_us: f * 1000 + k })
+                        .collect(),
+                })
+                .collect(),
+            unresolved: Unresolved::default(),
+            lookups: Vec::new(),
+        }
+    }
+
     /// Pages over all files.
     pub fn page_count(&self) -> u64 {
         self.files.iter().map(FileProfile::page_count).sum()
