@@ -107,25 +107,34 @@ fn next_app(last: Option<u64>, apps: u64, weights: &[f64], rng: &mut SeededRng) 
     }
 }
 
-/// Feeds one launch of each of `apps` applications, then `history` more (each followed by its
-/// exit), to `p`: a popularity ranking (Zipf) with a habit of follow-ups, one launch every two minutes from the
-/// local midnight of day 0. Returns the time after the last one (ms) and the last application.
-fn train(p: &mut dyn Predictor, apps: u64, history: u64, rng: &mut SeededRng) -> (u64, Option<u64>) {
-    let weights: Vec<f64> = (0..apps).map(|n| 1.0 / (n + 1) as f64).collect();
-    let mut t = 0u64;
-    let mut last: Option<u64> = None;
-    // Every learned application launched once first (the predictor knows them all), then the
-    // history.
-    for i in 0..apps + history {
-        let n = if i < apps { i } else { next_app(last, apps, &weights, rng) };
-        let key = key_of(n, apps);
-        let at = LocalTime(t);
-        p.observe(&Observation { at, app: &key, instance: i, transition: Transition::Launch });
-        p.observe(&Observation { at: LocalTime(t + 60_000), app: &key, instance: i, transition: Transition::Exit });
-        last = Some(n);
-        t += 120_000;
+/// The launches the predictor sees, one every two minutes from the local midnight of day 0, each
+/// followed by its exit a minute later: a popularity ranking (Zipf) with a habit of follow-ups.
+struct Usage {
+    apps: u64,
+    weights: Vec<f64>,
+    rng: SeededRng,
+    last: Option<u64>,
+    t: u64,
+    launches: u64,
+}
+
+impl Usage {
+    fn new(apps: u64) -> Self {
+        let weights = (0..apps).map(|n| 1.0 / (n + 1) as f64).collect();
+        Usage { apps, weights, rng: SeededRng::new(1), last: None, t: 0, launches: 0 }
     }
-    (t, last)
+
+    /// Launches `n` (the next one as the usage goes, if `None`) and ends it, as `p` sees it.
+    fn launch(&mut self, p: &mut dyn Predictor, n: Option<u64>) {
+        let n = n.unwrap_or_else(|| next_app(self.last, self.apps, &self.weights, &mut self.rng));
+        let key = key_of(n, self.apps);
+        let instance = self.launches;
+        p.observe(&Observation { at: LocalTime(self.t), app: &key, instance, transition: Transition::Launch });
+        p.observe(&Observation { at: LocalTime(self.t + 60_000), app: &key, instance, transition: Transition::Exit });
+        self.last = Some(n);
+        self.launches += 1;
+        self.t += 120_000;
+    }
 }
 
 /// Runs the measurement.
@@ -139,10 +148,16 @@ pub fn measure(setup: &RoundCostSetup) -> Result<RoundCost> {
     let model = predict::by_name(&setup.predictor)
         .ok_or_else(|| BenchError::Usage(format!("unknown predictor {:?}", setup.predictor)))?;
     let mut predictor: Box<dyn Predictor> = Box::new(ConfidentPredictor::new(model, ConfidenceConfig::default()));
-    let mut rng = SeededRng::new(1);
-    let (mut now, mut last) = train(predictor.as_mut(), setup.apps, setup.history, &mut rng);
-    let weights: Vec<f64> = (0..setup.apps).map(|n| 1.0 / (n + 1) as f64).collect();
-    let known = predictor.predict(LocalTime(now)).len();
+    // Every learned application launched once first (the predictor knows them all), then the
+    // history.
+    let mut usage = Usage::new(setup.apps);
+    for n in 0..setup.apps {
+        usage.launch(predictor.as_mut(), Some(n));
+    }
+    for _ in 0..setup.history {
+        usage.launch(predictor.as_mut(), None);
+    }
+    let known = predictor.predict(LocalTime(usage.t)).len();
     // The daemon's round on a machine of 24 GiB with 16 free (a computed budget, half of
     // MemAvailable, no pressure).
     let config = RoundConfig::default();
@@ -158,17 +173,11 @@ pub fn measure(setup: &RoundCostSetup) -> Result<RoundCost> {
         planned_apps: 0,
         planned_ranges: 0,
     };
-    for r in 0..setup.rounds {
-        // Between rounds, a launch and its exit, as the habit goes: what makes the daemon plan
+    for _ in 0..setup.rounds {
+        // Between rounds, a launch and its exit, as the usage goes: what makes the daemon plan
         // again.
-        let n = next_app(last, setup.apps, &weights, &mut rng);
-        last = Some(n);
-        let key = key_of(n, setup.apps);
-        let instance = setup.history + r;
-        predictor.observe(&Observation { at: LocalTime(now), app: &key, instance, transition: Transition::Launch });
-        predictor.observe(&Observation { at: LocalTime(now + 1000), app: &key, instance, transition: Transition::Exit });
-        now += 120_000;
-        let at = LocalTime(now);
+        usage.launch(predictor.as_mut(), None);
+        let at = LocalTime(usage.t);
 
         let start = thread_cpu_us();
         let probs = predictor.predict(at);
