@@ -23,10 +23,15 @@ struct Daemon {
 impl Daemon {
     /// A daemon on `state` with the configuration text `config`.
     fn start(dir: &Path, state: &Path, config: &str) -> Daemon {
+        Self::start_logging(dir, state, config, false)
+    }
+
+    /// A daemon as [`Daemon::start`] starts it, logging what it does when `verbose` (`-v`).
+    fn start_logging(dir: &Path, state: &Path, config: &str, verbose: bool) -> Daemon {
         let socket = dir.join("augur.sock");
         let config_path = dir.join("config.toml");
         std::fs::write(&config_path, config).unwrap();
-        let child = common::spawn_daemon(&config_path, state, &socket, &dir.join("daemon.log"), false);
+        let child = common::spawn_daemon(&config_path, state, &socket, &dir.join("daemon.log"), verbose);
         Daemon { child, socket }
     }
 
@@ -110,7 +115,9 @@ fn idle_daemon_with_prediction_and_500_applications_wakes_at_most_a_handful_of_t
     let state = dir.path().join("state.db");
     learned_500(&state);
     // The default configuration: prediction is on by default.
-    let d = Daemon::start(dir.path(), &state, "");
+    // Verbose: a minute that woke the daemon says why in its log (printed when the test fails).
+    let d = Daemon::start_logging(dir.path(), &state, "", true);
+    let log = dir.path().join("daemon.log");
     assert!(d.status().prediction_enabled, "prediction is on by default");
     let mut busy = Vec::new();
     for _ in 0..3 {
@@ -123,6 +130,7 @@ fn idle_daemon_with_prediction_and_500_applications_wakes_at_most_a_handful_of_t
         let before = d.status();
         let forks = forks_since_boot();
         let switches_before = d.context_switches();
+        let log_before = std::fs::metadata(&log).map_or(0, |m| m.len()) as usize;
         std::thread::sleep(Duration::from_secs(60));
         let switches = d.context_switches() - switches_before;
         let other_forks = forks_since_boot() - forks;
@@ -133,6 +141,10 @@ fn idle_daemon_with_prediction_and_500_applications_wakes_at_most_a_handful_of_t
         if other_forks > 0 {
             busy.push(other_forks);
             continue;
+        }
+        if switches > 10 || wakeups > 5 {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            println!("the daemon's log over that minute:\n{}", text.get(log_before..).unwrap_or(&text));
         }
         assert!(switches <= 10, "{switches} context switches in an idle minute");
         assert!(wakeups <= 5, "{wakeups} wakeups in an idle minute");
