@@ -55,6 +55,7 @@
 //! loaded per application (its report, verified with `mincore`), and at the application's next
 //! launch the pages its exec-time replay found resident.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, mpsc};
@@ -790,7 +791,7 @@ pub fn footprint_of(app: &str, profile: &LaunchProfile) -> AppFootprint {
         }
     }
     ranges.sort_by_key(|(t, _)| *t);
-    AppFootprint { app: app.to_string(), ranges: ranges.into_iter().map(|(_, r)| r).collect() }
+    AppFootprint::new(app, ranges.into_iter().map(|(_, r)| r).collect())
 }
 
 /// One planned application's ranges gathered by file: its profile, each file's index by the
@@ -815,7 +816,7 @@ pub fn fetch_plans_of(
     // application: a plan holds thousands of ranges of hundreds of files), and the ranges planned
     // of each, gathered before they are added to its plan: one `add_file` per file, not per
     // range (each merges and sorts the file's ranges again).
-    let mut files_of: Vec<HashMap<String, &FileProfile>> = Vec::new();
+    let mut files_of: Vec<HashMap<Cow<'_, str>, &FileProfile>> = Vec::new();
     let mut gathered: Vec<GatheredRanges<'_>> = Vec::new();
     for (order, r) in planned.ranges.iter().enumerate() {
         let Some(profile) = profiles.get(&r.app) else { continue };
@@ -823,7 +824,7 @@ pub fn fetch_plans_of(
             Some(i) => i,
             None => {
                 apps.push(r.app.as_str());
-                files_of.push(profile.files.iter().map(|f| (f.path.to_string_lossy().into_owned(), f)).collect());
+                files_of.push(profile.files.iter().map(|f| (f.path.to_string_lossy(), f)).collect());
                 gathered.push((profile, HashMap::new(), Vec::new()));
                 // A user's application is loaded with the files that user may read only.
                 let mut plan = FetchPlan::new(page_size).for_user(ProcessUser::without_groups(key_uid(&r.app)));
@@ -1725,7 +1726,7 @@ mod tests {
         let relearned = Arc::new(profile(&[("/usr/bin/a", &[(0, 8, 0)])]));
         let second = cache.footprint("a", &relearned);
         assert!(!Arc::ptr_eq(&first, &second));
-        assert_eq!(second.ranges[0].range.len, 8);
+        assert_eq!(second.ranges()[0].range.len, 8);
         cache.round_done();
         cache.round_done();
         assert!(cache.is_empty());
@@ -1735,7 +1736,7 @@ mod tests {
     fn footprints_follow_first_use_and_plans_become_fetches() {
         let b = profile(&[("/usr/lib/libb.so", &[(0, 10, 5)]), ("/usr/bin/b", &[(100, 4, 1), (0, 2, 9)])]);
         let fp = footprint_of("b", &b);
-        let order: Vec<(&str, u64)> = fp.ranges.iter().map(|r| (&*r.file, r.range.start)).collect();
+        let order: Vec<(&str, u64)> = fp.ranges().iter().map(|r| (&*r.file, r.range.start)).collect();
         assert_eq!(order, vec![("/usr/bin/b", 100), ("/usr/lib/libb.so", 0), ("/usr/bin/b", 0)]);
         let probs = vec![AppProbability { app: "b".into(), probability: 0.9 }];
         let planned = plan(&probs, &[fp], MemoryBudget::of(12 * 4096), &PlannerConfig::default());

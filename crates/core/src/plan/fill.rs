@@ -270,7 +270,7 @@ impl FillPlanner {
     pub fn take(&mut self, fp: &AppFootprint) -> Plan {
         let mut ranges = Vec::new();
         let mut work = super::planner::PlannerWork::default();
-        for r in &fp.ranges {
+        for r in fp.ranges() {
             work.ranges_read += 1;
             if self.pages_left == 0 {
                 break;
@@ -289,7 +289,7 @@ impl FillPlanner {
                 ranges.push(PlannedRange {
                     file: r.file.to_string(),
                     range: piece,
-                    app: fp.app.clone(),
+                    app: fp.app().to_string(),
                     probability: 0.0,
                     benefit_per_byte: 0.0,
                 });
@@ -333,13 +333,13 @@ mod tests {
     }
 
     fn fp(app: &str, ranges: &[(&str, u64, u64)]) -> AppFootprint {
-        AppFootprint {
-            app: app.into(),
-            ranges: ranges
+        AppFootprint::new(
+            app,
+            ranges
                 .iter()
                 .map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0 })
                 .collect(),
-        }
+        )
     }
 
     #[test]
@@ -464,12 +464,12 @@ mod tests {
             room in 0u64..400,
             apps in proptest::collection::vec(proptest::collection::vec((0u8..3, 0u64..50, 1u64..40), 1..6), 1..5),
         ) {
-            let fps: Vec<AppFootprint> = apps.iter().enumerate().map(|(i, rs)| AppFootprint {
-                app: format!("app{i}"),
-                ranges: rs.iter().map(|&(f, s, l)| RangeUse {
+            let fps: Vec<AppFootprint> = apps.iter().enumerate().map(|(i, rs)| AppFootprint::new(
+                format!("app{i}"),
+                rs.iter().map(|&(f, s, l)| RangeUse {
                     file: format!("/f{f}").into(), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0,
                 }).collect(),
-            }).collect();
+            )).collect();
             let plan = plan_fill(&fps, &Plan::default(), room * 4096, 4096);
             prop_assert!(plan.bytes <= room * 4096);
             let mut seen: BTreeMap<&str, RangeSet> = BTreeMap::new();

@@ -14,8 +14,11 @@
 //! `docs/predictors.md` ("Planner", "Cost model") states the rules.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
+
+use foldhash::{HashMap, HashMapExt};
 
 use super::budget::MemoryBudget;
 use super::cost::MemoryHeadroom;
@@ -37,13 +40,117 @@ pub struct RangeUse {
     pub resident_pages: u64,
 }
 
-/// What an application's launch needs, in first-use order.
-#[derive(Clone, Debug, PartialEq)]
+/// What an application's launch needs, in first-use order. Fixed once made: the planner keeps
+/// an index of its files with it, made at its first round (the daemon plans with the same
+/// footprints round after round).
+#[derive(Clone, Debug)]
 pub struct AppFootprint {
+    app: String,
+    ranges: Vec<RangeUse>,
+    files: OnceLock<FootprintFiles>,
+}
+
+impl PartialEq for AppFootprint {
+    fn eq(&self, other: &Self) -> bool {
+        self.app == other.app && self.ranges == other.ranges
+    }
+}
+
+impl AppFootprint {
+    /// Application `app`'s footprint: `ranges`, first used first.
+    pub fn new(app: impl Into<String>, ranges: Vec<RangeUse>) -> Self {
+        AppFootprint { app: app.into(), ranges, files: OnceLock::new() }
+    }
+
     /// The application.
-    pub app: String,
+    pub fn app(&self) -> &str {
+        &self.app
+    }
+
     /// Its ranges, first used first.
-    pub ranges: Vec<RangeUse>,
+    pub fn ranges(&self) -> &[RangeUse] {
+        &self.ranges
+    }
+
+    /// The index of its files, made on first use.
+    fn files(&self) -> &FootprintFiles {
+        self.files.get_or_init(|| FootprintFiles::of(&self.ranges))
+    }
+}
+
+/// The files one footprint names, made once per footprint: what a round would otherwise hash
+/// again for every footprint in every round.
+#[derive(Clone, Debug)]
+struct FootprintFiles {
+    /// Each file once, with a hash of its name.
+    names: Vec<(u64, Arc<str>)>,
+    /// Per range: its file's index in `names`.
+    of_range: Vec<u32>,
+    /// Per file: a range of it may be named twice (its ranges do not come each after the one
+    /// before it).
+    repeats: Vec<bool>,
+    /// Per file: some range of it has pages resident.
+    resident: Vec<bool>,
+    /// Some range has pages resident.
+    any_resident: bool,
+    /// The largest use share of a range that is not empty (0 when there is none).
+    max_share: f64,
+}
+
+/// A range's use share as the planner counts it: in `[0, 1]`, 0 when not a number.
+fn share_of(r: &RangeUse) -> f64 {
+    if r.use_share.is_finite() { r.use_share.clamp(0.0, 1.0) } else { 0.0 }
+}
+
+impl FootprintFiles {
+    fn of(ranges: &[RangeUse]) -> Self {
+        let hasher = foldhash::fast::FixedState::with_seed(0);
+        let mut by_name: HashMap<&str, u32> = HashMap::new();
+        let mut files = FootprintFiles {
+            names: Vec::new(),
+            of_range: Vec::with_capacity(ranges.len()),
+            repeats: Vec::new(),
+            resident: Vec::new(),
+            any_resident: false,
+            max_share: 0.0,
+        };
+        // Per file: where its last range ended.
+        let mut ends: Vec<u64> = Vec::new();
+        let mut last: Option<(&str, u32)> = None;
+        for r in ranges {
+            let id = match last {
+                Some((name, id)) if std::ptr::eq(name, &*r.file) || name == &*r.file => id,
+                _ => {
+                    let next = files.names.len() as u32;
+                    let id = *by_name.entry(&*r.file).or_insert(next);
+                    if id == next {
+                        files.names.push((hasher.hash_one(&*r.file), Arc::clone(&r.file)));
+                        files.repeats.push(false);
+                        files.resident.push(false);
+                        ends.push(0);
+                    }
+                    last = Some((&*r.file, id));
+                    id
+                }
+            };
+            if !r.range.is_empty() {
+                let end = &mut ends[id as usize];
+                if r.range.start < *end {
+                    files.repeats[id as usize] = true;
+                }
+                *end = (*end).max(r.range.end());
+            }
+            if r.resident_pages > 0 {
+                files.resident[id as usize] = true;
+                files.any_resident = true;
+            }
+            if !r.range.is_empty() {
+                files.max_share = files.max_share.max(share_of(r));
+            }
+            files.of_range.push(id);
+        }
+        files
+    }
 }
 
 /// Planner settings.
@@ -157,7 +264,13 @@ struct Candidate<'a> {
     /// The file's index in the round's [`FileTable`].
     file_id: u32,
     range: PageRange,
-    p_not: f64,
+    /// Π (1 − P(app) · use share) over the footprints before [`Candidate::footprint`].
+    p_not_before: f64,
+    /// The largest P(app) · use share of the range in footprint [`Candidate::footprint`]: an
+    /// application naming a range twice needs it once.
+    here: f64,
+    /// The last footprint (by index) that named the range.
+    footprint: usize,
     owner: &'a str,
     /// The owner's rank among the footprints' applications by name.
     owner_rank: u32,
@@ -166,42 +279,59 @@ struct Candidate<'a> {
     resident: u64,
 }
 
-/// The files a round's footprints name: an index for each, per footprint range, and whether a
-/// range of it can be named twice (only then are its ranges merged).
+/// The files a round's footprints name: an index for each, per footprint file, and whether
+/// more than one footprint names it.
 struct FileTable<'a> {
-    /// Per footprint, per range: the file's index.
+    /// Per footprint, per file of its [`FootprintFiles`]: the file's index.
     ids: Vec<Vec<u32>>,
     /// Per file index: its name.
     names: Vec<&'a str>,
-    /// Per file index: met in more than one run of ranges (of one footprint or of several).
-    shared: Vec<bool>,
+    /// Per file index: named by more than one footprint (its ranges' probabilities combine).
+    across: Vec<bool>,
+    /// Per footprint: one of its files is named by another footprint too.
+    touches_others: Vec<bool>,
 }
 
 impl<'a> FileTable<'a> {
     fn of<F: Borrow<AppFootprint>>(footprints: &'a [F]) -> Self {
-        let mut index: HashMap<&'a str, u32> = HashMap::new();
-        let mut table = FileTable { ids: Vec::with_capacity(footprints.len()), names: Vec::new(), shared: Vec::new() };
+        // By the hash each footprint keeps of each name (names are hashed once per footprint,
+        // not once per round); a collision only costs a comparison. Names whose hash an earlier
+        // name has are kept in a list beside.
+        let mut by_hash: HashMap<u64, u32> =
+            HashMap::with_capacity(footprints.iter().map(|f| f.borrow().files().names.len()).sum());
+        let mut collided: Vec<(u64, u32)> = Vec::new();
+        let mut table = FileTable {
+            ids: Vec::with_capacity(footprints.len()),
+            names: Vec::new(),
+            across: Vec::new(),
+            touches_others: Vec::new(),
+        };
         for fp in footprints {
-            let fp = fp.borrow();
-            let mut ids = Vec::with_capacity(fp.ranges.len());
-            // Ranges come in runs of one file: look a name up only when it changes. A file met
-            // in a second run (of this footprint or another) may repeat a range: it counts as
-            // shared, and its ranges are merged.
-            let mut last: Option<(&str, u32)> = None;
-            for r in &fp.ranges {
-                let id = match last {
-                    // The ranges of one file share its name: compare the pointers first.
-                    Some((name, id)) if std::ptr::eq(name, &*r.file) || name == &*r.file => id,
-                    _ => {
-                        let next = table.names.len() as u32;
-                        let id = *index.entry(&*r.file).or_insert(next);
-                        if id == next {
-                            table.names.push(&*r.file);
-                            table.shared.push(false);
+            let files = fp.borrow().files();
+            let mut ids = Vec::with_capacity(files.names.len());
+            for (hash, name) in &files.names {
+                let found = match by_hash.get(hash) {
+                    Some(&id) if table.names[id as usize] == &**name => Some(id),
+                    Some(_) => {
+                        collided.iter().find(|&&(h, id)| h == *hash && table.names[id as usize] == &**name).map(|&(_, id)| id)
+                    }
+                    None => None,
+                };
+                let id = match found {
+                    // Names are distinct within a footprint: another one named it before.
+                    Some(id) => {
+                        table.across[id as usize] = true;
+                        id
+                    }
+                    None => {
+                        let id = table.names.len() as u32;
+                        if by_hash.contains_key(hash) {
+                            collided.push((*hash, id));
                         } else {
-                            table.shared[id as usize] = true;
+                            by_hash.insert(*hash, id);
                         }
-                        last = Some((&*r.file, id));
+                        table.names.push(name);
+                        table.across.push(false);
                         id
                     }
                 };
@@ -209,6 +339,7 @@ impl<'a> FileTable<'a> {
             }
             table.ids.push(ids);
         }
+        table.touches_others = table.ids.iter().map(|ids| ids.iter().any(|&id| table.across[id as usize])).collect();
         table
     }
 
@@ -301,27 +432,43 @@ pub fn plan_within<F: Borrow<AppFootprint>>(
     app_names.dedup();
     let files = FileTable::of(footprints);
     // One candidate per distinct (file, range); applications sharing it combine as preload's
-    // maps do: P(needed) = 1 − Π (1 − P(app) · use share). Only ranges of files more than one
-    // footprint names can be shared: the others become candidates without a lookup.
+    // maps do: P(needed) = 1 − Π (1 − P(app) · use share), an application naming a range twice
+    // counting once, with its larger share. Only ranges of files named by more than one
+    // footprint, or more than once by one, can be named twice: the others become candidates
+    // without a lookup.
     let mut alone: Vec<Candidate<'_>> = Vec::new();
-    let mut shared: BTreeMap<(u32, u64, u64), Candidate<'_>> = BTreeMap::new();
-    // A range no one else can name, with nothing of it resident, is worth taking only when its
-    // probability beats its read (the scoring below says the same of it): the rest are counted
-    // and left out here, so a round over many unlikely applications builds almost nothing.
+    // (Its order does not matter: candidates are sorted by value, ties by owner and place.)
+    let mut merged: HashMap<(u32, u64, u64), Candidate<'_>> = HashMap::new();
+    // A range only its own application names, with nothing of its file resident, is worth taking
+    // only when its probability beats its read (the scoring below says the same of it): the rest
+    // are counted and left out here, so a round over many unlikely applications builds almost
+    // nothing.
     let read_cost = cost(config.read_cost);
     let floor = read_cost.max(config.min_probability).max(0.0);
     let mut passed_over = 0usize;
-    for (fp, file_ids) in footprints.iter().zip(&files.ids) {
+    for (k, (fp, file_ids)) in footprints.iter().zip(&files.ids).enumerate() {
         let fp: &AppFootprint = fp.borrow();
+        let own = fp.files();
         let p_app = p_of.get(fp.app.as_str()).copied().unwrap_or(0.0);
+        // A footprint no other names a file of, with nothing resident, whose likeliest range is
+        // not worth its read: every range of it would be passed over below.
+        if !files.touches_others[k] && !own.any_resident && (1.0 - (1.0 - p_app * own.max_share)).clamp(0.0, 1.0) <= floor {
+            work.ranges_read += fp.ranges.len();
+            passed_over += fp.ranges.iter().filter(|r| !r.range.is_empty()).count();
+            continue;
+        }
         let owner_rank = app_names.binary_search(&fp.app.as_str()).unwrap_or(0) as u32;
-        for (i, (r, &file)) in fp.ranges.iter().zip(file_ids).enumerate() {
+        for (i, (r, &local)) in fp.ranges.iter().zip(&own.of_range).enumerate() {
             work.ranges_read += 1;
             if r.range.is_empty() {
                 continue;
             }
-            let share = if r.use_share.is_finite() { r.use_share.clamp(0.0, 1.0) } else { 0.0 };
-            if !files.shared[file as usize] && r.resident_pages == 0 && (1.0 - (1.0 - p_app * share)).clamp(0.0, 1.0) <= floor {
+            let share = share_of(r);
+            let (local, file) = (local as usize, file_ids[local as usize]);
+            let across = files.across[file as usize];
+            // (Of a file named twice here, every copy of a range must be passed over or none.)
+            let nothing_resident = if own.repeats[local] { !own.resident[local] } else { r.resident_pages == 0 };
+            if !across && nothing_resident && (1.0 - (1.0 - p_app * share)).clamp(0.0, 1.0) <= floor {
                 passed_over += 1;
                 continue;
             }
@@ -329,21 +476,28 @@ pub fn plan_within<F: Borrow<AppFootprint>>(
                 file: &r.file,
                 file_id: file,
                 range: r.range,
-                p_not: 1.0,
+                p_not_before: 1.0,
+                here: 0.0,
+                footprint: k,
                 owner: &fp.app,
                 owner_rank,
                 owner_p: -1.0,
                 first_use: i,
                 resident: 0,
             };
-            let c = if files.shared[file as usize] {
-                shared.entry((file, r.range.start, r.range.len)).or_insert(fresh)
+            let c = if across || own.repeats[local] {
+                merged.entry((file, r.range.start, r.range.len)).or_insert(fresh)
             } else {
                 alone.push(fresh);
                 alone.last_mut().expect("just pushed")
             };
             c.resident = c.resident.max(r.resident_pages.min(r.range.len));
-            c.p_not *= 1.0 - p_app * share;
+            if c.footprint != k {
+                c.p_not_before *= 1.0 - c.here;
+                c.here = 0.0;
+                c.footprint = k;
+            }
+            c.here = c.here.max(p_app * share);
             if p_app > c.owner_p || (p_app == c.owner_p && owner_rank < c.owner_rank) {
                 c.owner = &fp.app;
                 c.owner_rank = owner_rank;
@@ -358,12 +512,15 @@ pub fn plan_within<F: Borrow<AppFootprint>>(
     // one only when it is worth more than that one after paying for its read. A range worth
     // neither is dropped before any sorting.
     let pushed_cost = read_cost + cost(config.evict_cost).max(headroom.refault_share()).max(cost(config.displaced_probability));
-    work.candidates_scored = alone.len() + shared.len() + passed_over;
+    work.candidates_scored = alone.len() + merged.len() + passed_over;
+    if std::env::var_os("RC_DEBUG").is_some() {
+        eprintln!("alone {} merged {} passed {} floor {floor}", alone.len(), merged.len(), passed_over);
+    }
     let mut scored: Vec<Scored<'_>> = alone
         .into_iter()
-        .chain(shared.into_values())
+        .chain(merged.into_values())
         .filter_map(|c| {
-            let p = (1.0 - c.p_not).clamp(0.0, 1.0);
+            let p = (1.0 - c.p_not_before * (1.0 - c.here)).clamp(0.0, 1.0);
             if p <= config.min_probability || p <= 0.0 {
                 return None;
             }
@@ -453,13 +610,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn fp(app: &str, ranges: &[(&str, u64, u64)]) -> AppFootprint {
-        AppFootprint {
-            app: app.into(),
-            ranges: ranges
+        AppFootprint::new(
+            app,
+            ranges
                 .iter()
                 .map(|&(f, s, l)| RangeUse { file: f.into(), range: PageRange::new(s, l), use_share: 1.0, resident_pages: 0 })
                 .collect(),
-        }
+        )
     }
 
     fn probs(v: &[(&str, f64)]) -> Vec<AppProbability> {
@@ -502,6 +659,29 @@ mod tests {
         assert_eq!(p.ranges.len(), 1);
         assert_eq!(p.ranges[0].file, "/lib");
         assert!((p.ranges[0].probability - 0.51).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_range_named_twice_by_one_application_counts_once_with_its_larger_share() {
+        let twice = |first: f64, second: f64| {
+            AppFootprint::new(
+                "a",
+                [first, second]
+                    .into_iter()
+                    .map(|use_share| RangeUse { file: "/lib".into(), range: PageRange::new(0, 10), use_share, resident_pages: 0 })
+                    .collect(),
+            )
+        };
+        let p = plan(&probs(&[("a", 0.5)]), &[twice(0.4, 1.0)], MemoryBudget::of(1 << 30), &CFG);
+        assert_eq!(p.ranges.len(), 1, "planned once");
+        assert_eq!(p.ranges[0].probability, 0.5);
+        let with_b = [twice(1.0, 0.4), fp("b", &[("/lib", 0, 10)])];
+        let p = plan(&probs(&[("a", 0.5), ("b", 0.5)]), &with_b, MemoryBudget::of(1 << 30), &CFG);
+        assert_eq!(p.ranges.len(), 1);
+        assert_eq!(p.ranges[0].probability, 0.75);
+        // Below the read cost once, it is not worth reading for being named twice.
+        let cfg = PlannerConfig { read_cost: 0.2, ..CFG };
+        assert!(plan(&probs(&[("a", 0.15)]), &[twice(1.0, 1.0)], MemoryBudget::of(1 << 30), &cfg).ranges.is_empty());
     }
 
     #[test]
@@ -567,9 +747,9 @@ mod tests {
             let mut ps = Vec::new();
             for (i, (ranges, p)) in apps.into_iter().enumerate() {
                 let name = format!("app{i}");
-                fps.push(AppFootprint {
-                    app: name.clone(),
-                    ranges: ranges
+                fps.push(AppFootprint::new(
+                    name.clone(),
+                    ranges
                         .into_iter()
                         .map(|(f, s, l, u)| RangeUse {
                             file: format!("/f{f}").into(),
@@ -578,7 +758,7 @@ mod tests {
                             resident_pages: 0,
                         })
                         .collect(),
-                });
+                ));
                 ps.push(AppProbability { app: name, probability: p });
             }
             (fps, ps)
@@ -645,6 +825,51 @@ mod tests {
             if read > 0.0 && confidence * shared_max < 1.0 {
                 prop_assert!(plan_within(&doubted, &fps, MemoryBudget::of(budget), &headroom, &cfg).ranges.is_empty());
             }
+        }
+
+        /// Each planned range's probability is that some application needing it starts, each
+        /// application counted once (with its largest share of the range), however its file's
+        /// ranges come: in runs or interleaved, under one shared name or a name per range.
+        #[test]
+        fn probabilities_combine_applications_once_each((fps, ps) in arb_case(), budget in 0u64..400_000,
+                                                          read in 0.0f64..0.5) {
+            let cfg = PlannerConfig { read_cost: read, ..CFG };
+            let p = plan(&ps, &fps, MemoryBudget::of(budget), &cfg);
+            let p_of = |app: &str| ps.iter().find(|a| a.app == app).map_or(0.0, |a| a.probability.clamp(0.0, 1.0));
+            // The candidate a planned range was cut from: a range of the same file and start,
+            // at least as long.
+            let probability_of = |file: &str, range: PageRange| -> f64 {
+                1.0 - fps.iter().map(|f| {
+                    let share = f.ranges.iter()
+                        .filter(|u| &*u.file == file && u.range == range)
+                        .map(|u| u.use_share.clamp(0.0, 1.0))
+                        .fold(0.0f64, f64::max);
+                    1.0 - p_of(&f.app) * share
+                }).product::<f64>()
+            };
+            for r in &p.ranges {
+                let found = fps.iter().flat_map(|f| &f.ranges).any(|u| {
+                    &*u.file == r.file.as_str() && u.range.start == r.range.start && u.range.len >= r.range.len
+                        && (probability_of(&u.file, u.range).clamp(0.0, 1.0) - r.probability).abs() < 1e-12
+                });
+                prop_assert!(found, "{:?}", r);
+            }
+            // The same footprints with a name allocated per range, and with a name shared by
+            // all ranges of a file: the same plan.
+            let per_range: Vec<AppFootprint> = fps.iter().map(|f| AppFootprint::new(
+                f.app(),
+                f.ranges().iter().map(|u| RangeUse { file: Arc::from(&*u.file), ..u.clone() }).collect(),
+            )).collect();
+            let mut names: BTreeMap<String, Arc<str>> = BTreeMap::new();
+            let one_name: Vec<AppFootprint> = fps.iter().map(|f| AppFootprint::new(
+                f.app(),
+                f.ranges().iter().map(|u| RangeUse {
+                    file: Arc::clone(names.entry(u.file.to_string()).or_insert_with(|| Arc::clone(&u.file))),
+                    ..u.clone()
+                }).collect(),
+            )).collect();
+            prop_assert_eq!(&plan(&ps, &per_range, MemoryBudget::of(budget), &cfg), &p);
+            prop_assert_eq!(&plan(&ps, &one_name, MemoryBudget::of(budget), &cfg), &p);
         }
 
         /// A larger budget keeps everything a smaller one kept (the plan grows as a prefix).

@@ -23,6 +23,13 @@ use crate::model::predict::AppProbability;
 /// Applications considered per round at most (the likeliest), to bound the footprints read.
 pub const MAX_CANDIDATES: usize = 32;
 
+/// With a read cost, the least likely candidates whose probabilities add up to at most this
+/// share of it are not considered: none of their ranges is worth its read unless another
+/// candidate needs it too, and then they add less than this share of the read cost to its
+/// probability (`1 − Π (1 − pᵢ) ≤ Σ pᵢ`). A round then reads the footprints of the applications
+/// that can matter, not of the tail of a thousand known ones.
+pub const NEGLIGIBLE_SHARE_OF_READ_COST: f64 = 0.01;
+
 /// A plan's pages found resident are kept — marked used once more, so that the kernel, which
 /// protects what it saw used twice, keeps them until the launch they were read for — at most
 /// this often per application (milliseconds). Without it prefetched pages age from the moment
@@ -126,6 +133,26 @@ pub struct RoundPlan {
     pub plan: Plan,
 }
 
+/// `candidates` (likeliest first) without the least likely ones whose probabilities add up to at
+/// most [`NEGLIGIBLE_SHARE_OF_READ_COST`] of `read_cost` (all of them when it is 0).
+pub fn without_negligible_tail(mut candidates: Vec<AppProbability>, read_cost: f64) -> Vec<AppProbability> {
+    if read_cost.is_nan() || read_cost <= 0.0 {
+        return candidates;
+    }
+    let limit = read_cost * NEGLIGIBLE_SHARE_OF_READ_COST;
+    let mut tail = 0.0;
+    let mut keep = candidates.len();
+    while let Some(c) = keep.checked_sub(1).map(|k| &candidates[k]) {
+        tail += c.probability.clamp(0.0, 1.0);
+        if tail > limit {
+            break;
+        }
+        keep -= 1;
+    }
+    candidates.truncate(keep);
+    candidates
+}
+
 /// The candidates of a round: probability above zero (NaN is not), likeliest first, ties by
 /// application name, at most `max`.
 /// Linear in the number of predictions (a selection, then a sort of the `max` kept), so a round
@@ -187,16 +214,16 @@ impl PlanningRound<'_> {
         let predictions = predict();
         let displaced_probability =
             if self.config.read_cost > 0.0 || self.config.evict_cost > 0.0 { mean_probability(&predictions) } else { 0.0 };
-        let candidates = candidates(predictions, self.config.max_candidates);
+        let candidates = without_negligible_tail(candidates(predictions, self.config.max_candidates), self.config.read_cost);
         let mut learned: Vec<LearnedFootprint> = Vec::new();
         for c in &candidates {
             if let Some(f) = footprint(&c.app)? {
                 learned.push(f);
             }
         }
-        learned.sort_by(|a, b| a.footprint.app.cmp(&b.footprint.app));
+        learned.sort_by(|a, b| a.footprint.app().cmp(b.footprint.app()));
         let page_size = learned.first().map_or(self.default_page_size, |f| f.page_size);
-        let planned_apps: Vec<String> = learned.iter().map(|f| f.footprint.app.clone()).collect();
+        let planned_apps: Vec<String> = learned.iter().map(|f| f.footprint.app().to_string()).collect();
         let footprints: Vec<Arc<AppFootprint>> = learned.into_iter().map(|f| f.footprint).collect();
         let config = PlannerConfig {
             page_size,
@@ -234,10 +261,7 @@ mod tests {
                     use_share: 1.0,
                     resident_pages: 0,
                 }];
-                (
-                    app.to_string(),
-                    LearnedFootprint { footprint: Arc::new(AppFootprint { app: app.into(), ranges }), page_size: 4096 },
-                )
+                (app.to_string(), LearnedFootprint { footprint: Arc::new(AppFootprint::new(app, ranges)), page_size: 4096 })
             })
             .collect()
     }
@@ -266,6 +290,21 @@ mod tests {
             RoundOutcome::Planned(plan) => (plan, asked),
             other => panic!("no plan: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_tail_that_cannot_pay_for_a_read_is_not_read() {
+        let fps = footprints(&[("a", 4), ("b", 4), ("c", 4), ("d", 4)]);
+        let config = RoundConfig { read_cost: 0.2, ..fixed(1 << 30) };
+        // 1 % of the read cost is 0.002: c and d together (0.0015) are left out, b is not.
+        let (plan, asked) = run(&round(&config), probs(&[("a", 0.9), ("b", 0.01), ("c", 0.001), ("d", 0.0005)]), &fps);
+        assert_eq!(asked, vec!["a", "b"]);
+        assert_eq!(plan.candidates, probs(&[("a", 0.9), ("b", 0.01)]));
+        // Without a read cost every candidate's pages are worth taking: none is left out.
+        let (_, asked) = run(&round(&fixed(1 << 30)), probs(&[("a", 0.9), ("b", 0.01), ("c", 0.001), ("d", 0.0005)]), &fps);
+        assert_eq!(asked, vec!["a", "b", "c", "d"]);
+        assert_eq!(without_negligible_tail(probs(&[("a", 0.001)]), 0.2), vec![]);
+        assert_eq!(without_negligible_tail(probs(&[("a", 0.001)]), f64::NAN), probs(&[("a", 0.001)]));
     }
 
     #[test]
@@ -389,7 +428,7 @@ mod tests {
                         resident_pages: 0,
                     })
                     .collect();
-                (app.clone(), LearnedFootprint { footprint: Arc::new(AppFootprint { app, ranges }), page_size: 4096 })
+                (app.clone(), LearnedFootprint { footprint: Arc::new(AppFootprint::new(app, ranges)), page_size: 4096 })
             })
             .collect();
         let p: Vec<AppProbability> = (0..n)

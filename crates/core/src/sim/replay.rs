@@ -561,10 +561,8 @@ fn replay(
             // As the daemon's footprints (`footprint_of`): no residency known, every page counted
             // as missing.
             let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.1.clone());
-            Ok(ranges.map(|ranges| LearnedFootprint {
-                footprint: Arc::new(AppFootprint { app: app.to_string(), ranges }),
-                page_size: block_unit,
-            }))
+            Ok(ranges
+                .map(|ranges| LearnedFootprint { footprint: Arc::new(AppFootprint::new(app, ranges)), page_size: block_unit }))
         };
         // What the daemon reads from /proc before a round: free memory and the refault share.
         let c = cache.counters();
@@ -652,7 +650,7 @@ fn replay(
                         break;
                     }
                     let Some((_, ranges)) = current.get(&c.app).and_then(|d| table.declarations.get(d)) else { continue };
-                    let part = planner.take(&AppFootprint { app: c.app, ranges: ranges.clone() });
+                    let part = planner.take(&AppFootprint::new(c.app, ranges.clone()));
                     for r in &part.ranges {
                         fill_blocks.extend(blocks_of(r.range, &r.file, &table.index));
                     }
@@ -963,7 +961,7 @@ mod tests {
                     let k = apps.iter().position(|a| a == app).unwrap();
                     let ranges = table.declarations[&k].1.clone();
                     Ok::<_, Infallible>(Some(LearnedFootprint {
-                        footprint: Arc::new(AppFootprint { app: app.into(), ranges }),
+                        footprint: Arc::new(AppFootprint::new(app, ranges)),
                         page_size: block,
                     }))
                 },
