@@ -26,12 +26,14 @@ impl Daemon {
         Self::start_logging(dir, state, config, false)
     }
 
-    /// A daemon as [`Daemon::start`] starts it, logging what it does when `verbose` (`-v`).
+    /// A daemon as [`Daemon::start`] starts it, logging what it does and what woke it when
+    /// `verbose` (`-vv`).
     fn start_logging(dir: &Path, state: &Path, config: &str, verbose: bool) -> Daemon {
         let socket = dir.join("augur.sock");
         let config_path = dir.join("config.toml");
         std::fs::write(&config_path, config).unwrap();
-        let child = common::spawn_daemon(&config_path, state, &socket, &dir.join("daemon.log"), verbose);
+        let more: Vec<String> = if verbose { vec!["-v".into()] } else { Vec::new() };
+        let child = common::spawn_daemon_with(&config_path, state, &socket, &dir.join("daemon.log"), verbose, &more);
         Daemon { child, socket }
     }
 
@@ -115,7 +117,8 @@ fn idle_daemon_with_prediction_and_500_applications_wakes_at_most_a_handful_of_t
     let state = dir.path().join("state.db");
     learned_500(&state);
     // The default configuration: prediction is on by default.
-    // Verbose: a minute that woke the daemon says why in its log (printed when the test fails).
+    // Verbose: a minute that woke the daemon says why in its log (printed when the test fails),
+    // each wake-up with what woke it.
     let d = Daemon::start_logging(dir.path(), &state, "", true);
     let log = dir.path().join("daemon.log");
     assert!(d.status().prediction_enabled, "prediction is on by default");

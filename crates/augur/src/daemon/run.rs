@@ -411,6 +411,10 @@ const TOKEN_TIMER: u64 = 5;
 const TOKEN_WAKE: u64 = 6;
 const TOKEN_PRESSURE: u64 = 7;
 
+/// What each token is, for the log of a wake-up (`-vv`).
+const TOKEN_NAMES: [&str; 8] =
+    ["process events", "page events", "(none)", "control socket", "signal", "timer", "wake", "memory pressure"];
+
 /// How the kernel shows the daemon launches.
 enum Observer {
     /// The eBPF observer of every exec (`None` once closed at shutdown); boxed, as it is far
@@ -735,6 +739,10 @@ impl Daemon {
                 if let Some(t) = tokens.get_mut(token as usize) {
                     *t = true;
                 }
+            }
+            if tracing::enabled!(tracing::Level::TRACE) {
+                let by: Vec<&str> = ready.iter().map(|&t| TOKEN_NAMES.get(t as usize).copied().unwrap_or("?")).collect();
+                tracing::trace!("woken by {}", by.join(", "));
             }
             // A pressure rise first: it stops prefetching, which must not wait for other work.
             if tokens[TOKEN_PRESSURE as usize] {

@@ -513,9 +513,6 @@ pub fn plan_within<F: Borrow<AppFootprint>>(
     // neither is dropped before any sorting.
     let pushed_cost = read_cost + cost(config.evict_cost).max(headroom.refault_share()).max(cost(config.displaced_probability));
     work.candidates_scored = alone.len() + merged.len() + passed_over;
-    if std::env::var_os("RC_DEBUG").is_some() {
-        eprintln!("alone {} merged {} passed {} floor {floor}", alone.len(), merged.len(), passed_over);
-    }
     let mut scored: Vec<Scored<'_>> = alone
         .into_iter()
         .chain(merged.into_values())
