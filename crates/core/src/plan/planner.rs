@@ -139,13 +139,11 @@ impl FootprintFiles {
                     files.repeats[id as usize] = true;
                 }
                 *end = (*end).max(r.range.end());
+                files.max_share = files.max_share.max(share_of(r));
             }
             if r.resident_pages > 0 {
                 files.resident[id as usize] = true;
                 files.any_resident = true;
-            }
-            if !r.range.is_empty() {
-                files.max_share = files.max_share.max(share_of(r));
             }
             files.of_range.push(id);
         }

@@ -256,8 +256,8 @@ impl SimResult {
 struct BlockTable {
     block_bytes: Vec<u64>,
     /// Per app-declaration event index: the blocks in first-use order, and the planner footprint
-    /// (ranges in block units).
-    declarations: HashMap<usize, (Vec<BlockId>, Vec<RangeUse>)>,
+    /// (ranges in block units), made once: the planner keeps its file index with it.
+    declarations: HashMap<usize, (Vec<BlockId>, Arc<AppFootprint>)>,
     /// Bytes of the union of all declared working sets.
     total_bytes: u64,
     /// file -> block index -> block (`NO_BLOCK` where the file has none).
@@ -319,7 +319,7 @@ impl BlockTable {
                         }
                     }
                 }
-                declarations.insert(i, (blocks, footprint));
+                declarations.insert(i, (blocks, Arc::new(AppFootprint::new(app.as_str(), footprint))));
             }
         }
         let total_bytes = block_bytes.iter().sum();
@@ -560,9 +560,8 @@ fn replay(
             }
             // As the daemon's footprints (`footprint_of`): no residency known, every page counted
             // as missing.
-            let ranges = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| d.1.clone());
-            Ok(ranges
-                .map(|ranges| LearnedFootprint { footprint: Arc::new(AppFootprint::new(app, ranges)), page_size: block_unit }))
+            let footprint = current.get(app).and_then(|d| table.declarations.get(d)).map(|d| Arc::clone(&d.1));
+            Ok(footprint.map(|footprint| LearnedFootprint { footprint, page_size: block_unit }))
         };
         // What the daemon reads from /proc before a round: free memory and the refault share.
         let c = cache.counters();
@@ -649,8 +648,8 @@ fn replay(
                     if planner.full() {
                         break;
                     }
-                    let Some((_, ranges)) = current.get(&c.app).and_then(|d| table.declarations.get(d)) else { continue };
-                    let part = planner.take(&AppFootprint::new(c.app, ranges.clone()));
+                    let Some((_, footprint)) = current.get(&c.app).and_then(|d| table.declarations.get(d)) else { continue };
+                    let part = planner.take(footprint);
                     for r in &part.ranges {
                         fill_blocks.extend(blocks_of(r.range, &r.file, &table.index));
                     }
@@ -959,9 +958,8 @@ mod tests {
                 || naive.predict(LocalTime(at)),
                 |app| {
                     let k = apps.iter().position(|a| a == app).unwrap();
-                    let ranges = table.declarations[&k].1.clone();
                     Ok::<_, Infallible>(Some(LearnedFootprint {
-                        footprint: Arc::new(AppFootprint::new(app, ranges)),
+                        footprint: Arc::clone(&table.declarations[&k].1),
                         page_size: block,
                     }))
                 },
