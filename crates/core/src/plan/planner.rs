@@ -448,9 +448,12 @@ pub fn plan_within<F: Borrow<AppFootprint>>(
         let fp: &AppFootprint = fp.borrow();
         let own = fp.files();
         let p_app = p_of.get(fp.app.as_str()).copied().unwrap_or(0.0);
+        // A range needed with this share is worth taking alone only when its probability beats
+        // its read (the same test as the scoring's: 1 − (1 − p)).
+        let cannot_pay = |share: f64| (1.0 - (1.0 - p_app * share)).clamp(0.0, 1.0) <= floor;
         // A footprint no other names a file of, with nothing resident, whose likeliest range is
         // not worth its read: every range of it would be passed over below.
-        if !files.touches_others[k] && !own.any_resident && (1.0 - (1.0 - p_app * own.max_share)).clamp(0.0, 1.0) <= floor {
+        if !files.touches_others[k] && !own.any_resident && cannot_pay(own.max_share) {
             work.ranges_read += fp.ranges.len();
             passed_over += fp.ranges.iter().filter(|r| !r.range.is_empty()).count();
             continue;
@@ -466,7 +469,7 @@ pub fn plan_within<F: Borrow<AppFootprint>>(
             let across = files.across[file as usize];
             // (Of a file named twice here, every copy of a range must be passed over or none.)
             let nothing_resident = if own.repeats[local] { !own.resident[local] } else { r.resident_pages == 0 };
-            if !across && nothing_resident && (1.0 - (1.0 - p_app * share)).clamp(0.0, 1.0) <= floor {
+            if !across && nothing_resident && cannot_pay(share) {
                 passed_over += 1;
                 continue;
             }

@@ -54,12 +54,7 @@ fn disjoint_first_use(ranges: Vec<UsedRange>) -> Vec<UsedRange> {
     if in_order {
         let mut out: Vec<UsedRange> = Vec::with_capacity(ranges.len());
         for r in ranges.into_iter().filter(|r| !r.range.is_empty()) {
-            match out.last_mut() {
-                Some(last) if last.range.end() == r.range.start && last.first_use_us == r.first_use_us => {
-                    last.range.len += r.range.len;
-                }
-                _ => out.push(r),
-            }
+            push_merging(&mut out, r);
         }
         return out;
     }
@@ -74,15 +69,18 @@ fn disjoint_by_sorting(mut ranges: Vec<UsedRange>) -> Vec<UsedRange> {
     for r in ranges {
         for piece in seen.missing_from(r.range) {
             seen.insert(piece);
-            match out.last_mut() {
-                Some(last) if last.range.end() == piece.start && last.first_use_us == r.first_use_us => {
-                    last.range.len += piece.len;
-                }
-                _ => out.push(UsedRange { range: piece, first_use_us: r.first_use_us }),
-            }
+            push_merging(&mut out, UsedRange { range: piece, first_use_us: r.first_use_us });
         }
     }
     out
+}
+
+/// Appends `r` to `out`, into the last range when it continues it with the same first use.
+fn push_merging(out: &mut Vec<UsedRange>, r: UsedRange) {
+    match out.last_mut() {
+        Some(last) if last.range.end() == r.range.start && last.first_use_us == r.first_use_us => last.range.len += r.range.len,
+        _ => out.push(r),
+    }
 }
 
 /// The files and pages one fetch should load, merged from any number of profiles.
