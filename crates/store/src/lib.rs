@@ -3,6 +3,7 @@
 //! Owns formats, versions and atomicity; it does not decide what is learned.
 #![forbid(unsafe_code)]
 
+pub mod app_model_record;
 pub mod atomic_file;
 pub mod boot_plan_file;
 pub mod error;

@@ -125,6 +125,9 @@ impl LearningHistory {
     }
 }
 
+/// The largest page size a model may be in (a huge page of 1 GiB).
+pub const MAX_PAGE_SIZE: u64 = 1 << 30;
+
 /// A run of pages with one usage history.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Segment {
@@ -167,8 +170,9 @@ pub struct AppModel {
     /// Path lookups to repeat before the pages (the inodes and directories launches needed from
     /// disk), the latest launch's first, each path once, at most [`MAX_LEARNED_LOOKUPS`]. A launch that
     /// found its metadata cached reports none, so lookups are kept, not faded, until newer ones
-    /// push them out.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// push them out. Always written (the state's binary form has no field names, so none may be
+    /// left out); JSON an older augur wrote may lack it.
+    #[serde(default)]
     pub lookups: Vec<Lookup>,
 }
 
@@ -184,6 +188,44 @@ impl AppModel {
             files: BTreeMap::new(),
             lookups: Vec::new(),
         }
+    }
+
+    /// Whether the model holds what learning keeps true (a model read back from a corrupt or
+    /// hand-edited state may not): a page size a kernel has (0 if unknown), a finite weight,
+    /// launches that can still be counted, and in each file segments that are sorted, disjoint
+    /// and non-empty, ending within the page indices a file can have, with finite scores, each
+    /// last used by a launch counted. `Err` says what does not hold; such a model is relearned,
+    /// not used.
+    pub fn check_consistent(&self) -> Result<(), &'static str> {
+        if self.page_size != 0 && (!self.page_size.is_power_of_two() || self.page_size > MAX_PAGE_SIZE) {
+            return Err("page size no kernel has");
+        }
+        if !self.weight.is_finite() || self.weight < 0.0 {
+            return Err("weight not a finite count");
+        }
+        if self.launches == u64::MAX {
+            return Err("launch count at its limit");
+        }
+        let max_page = u64::MAX / self.page_size.max(1);
+        for f in self.files.values() {
+            let mut end = 0;
+            for (i, seg) in f.segments.iter().enumerate() {
+                if seg.range.len == 0 || seg.range.start.checked_add(seg.range.len).is_none_or(|e| e > max_page) {
+                    return Err("segment empty or beyond a file's pages");
+                }
+                if i > 0 && seg.range.start < end {
+                    return Err("segments out of order or overlapping");
+                }
+                end = seg.range.end();
+                if !seg.score.is_finite() || seg.score < 0.0 {
+                    return Err("segment score not a finite count");
+                }
+                if seg.last_launch > self.launches {
+                    return Err("segment used by a launch not counted");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Number of segments over all files.
@@ -768,6 +810,8 @@ mod tests {
                 let n = (idx + 1) as u64;
                 prop_assert_eq!(m.launches, n);
                 prop_assert!(m.segment_count() <= s.max_ranges_per_app);
+                // What the state refuses to read back as a model (a corrupt one) is never learned.
+                prop_assert_eq!(m.check_consistent(), Ok(()));
                 for (path, f) in &m.files {
                     prop_assert!(!f.segments.is_empty());
                     for w in f.segments.windows(2) {
